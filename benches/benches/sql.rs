@@ -1,0 +1,162 @@
+//! SQL benchmarks of the foundation issue. Fixed data, parameters in the bench names.
+//!
+//! - `insert_single/{fsync,process}`: one-row INSERT statements, one after another.
+//! - `insert_bulk/values_1000`: 1000-row literal VALUES statements (throughput in rows).
+//! - `insert_bulk/batch_1000`: `query_batch` with 1000 parameter sets.
+//! - `scan_groupby_1M/{tarn,memtable}`: `SELECT id % 100, count(*), avg(x) … GROUP BY` over
+//!   1M rows of (int8, text ~50 B, float8) in Tarn and in a DataFusion `MemTable` in the
+//!   same run; ratio = memtable time ÷ tarn time.
+//!
+//! Run: `cargo bench -p tarn-benches --bench sql`.
+
+// criterion's macros generate undocumented public functions.
+#![allow(missing_docs)]
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
+use datafusion::datasource::MemTable;
+use datafusion::prelude::SessionContext;
+use serde_json::json;
+use tarn::{Options, Session, SyncMode, Tarn};
+use tarn_benches::fixture;
+
+const TEXT: &str = "the quick brown fox jumps over the lazy dog, twice";
+
+fn values(start: i64, n: i64) -> String {
+    (start..start + n)
+        .map(|i| format!("({i}, '{TEXT} {}', {}.5)", i % 1000, i % 997))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+async fn setup(sync: SyncMode) -> (tempfile::TempDir, Tarn, Session) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let tarn = Tarn::open_with(dir.path(), Options::default().sync(sync))
+        .await
+        .expect("open");
+    let s = fixture(&tarn).await.expect("fixture");
+    s.query(
+        "ws",
+        r#"CREATE TABLE "ws"."t" (id INT8, s TEXT, x FLOAT8) USING engine"#,
+        &[],
+    )
+    .await
+    .expect("create");
+    (dir, tarn, s)
+}
+
+fn inserts(c: &mut Criterion) {
+    let rt = tokio::runtime::Runtime::new().expect("runtime");
+    let mut g = c.benchmark_group("insert_single");
+    g.throughput(Throughput::Elements(1));
+    for (name, sync) in [("fsync", SyncMode::Full), ("process", SyncMode::Process)] {
+        let (_dir, _tarn, s) = rt.block_on(setup(sync));
+        let mut i = 0i64;
+        g.bench_function(name, |b| {
+            b.to_async(&rt).iter(|| {
+                i += 1;
+                let s = s.clone();
+                async move {
+                    s.query(
+                        "ws",
+                        r#"INSERT INTO "ws"."t" VALUES ($1, $2, $3)"#,
+                        &[json!(i), json!(TEXT), json!(0.5)],
+                    )
+                    .await
+                    .expect("insert")
+                }
+            })
+        });
+    }
+    g.finish();
+
+    let mut g = c.benchmark_group("insert_bulk");
+    g.throughput(Throughput::Elements(1000));
+    let (_dir, _tarn, s) = rt.block_on(setup(SyncMode::Full));
+    let mut start = 0i64;
+    g.bench_function("values_1000", |b| {
+        b.to_async(&rt).iter(|| {
+            start += 1000;
+            let sql = format!(r#"INSERT INTO "ws"."t" VALUES {}"#, values(start, 1000));
+            let s = s.clone();
+            async move { s.query("ws", &sql, &[]).await.expect("insert") }
+        })
+    });
+    g.bench_function("batch_1000", |b| {
+        b.to_async(&rt).iter(|| {
+            start += 1000;
+            let sets: Vec<_> = (start..start + 1000)
+                .map(|i| vec![json!(i), json!(TEXT), json!(0.5)])
+                .collect();
+            let s = s.clone();
+            async move {
+                s.query_batch("ws", r#"INSERT INTO "ws"."t" VALUES ($1, $2, $3)"#, &sets)
+                    .await
+                    .expect("batch")
+            }
+        })
+    });
+    g.finish();
+}
+
+const ROWS: i64 = 1_000_000;
+const GROUP_BY: &str = "SELECT id % 100 AS g, count(*), avg(x) FROM \"ws\".\"t\" GROUP BY id % 100";
+
+fn scan(c: &mut Criterion) {
+    let rt = tokio::runtime::Runtime::new().expect("runtime");
+    let (_dir, _tarn, s) = rt.block_on(setup(SyncMode::Process));
+    rt.block_on(async {
+        for start in (0..ROWS).step_by(10_000) {
+            let sql = format!(r#"INSERT INTO "ws"."t" VALUES {}"#, values(start, 10_000));
+            s.query("ws", &sql, &[]).await.expect("load");
+        }
+    });
+    let ctx = SessionContext::new();
+    rt.block_on(async {
+        let all = s
+            .query_arrow("ws", r#"SELECT * FROM "ws"."t""#, &[])
+            .await
+            .expect("read back");
+        let batches = all.batches.unwrap_or_default();
+        let table = MemTable::try_new(all.schema.clone(), vec![batches]).expect("memtable");
+        let schema = datafusion::catalog::MemorySchemaProvider::new();
+        ctx.catalog("datafusion")
+            .expect("default catalog")
+            .register_schema("ws", Arc::new(schema))
+            .expect("schema");
+        ctx.register_table("ws.t", Arc::new(table))
+            .expect("register");
+    });
+    let mut g = c.benchmark_group("scan_groupby_1M");
+    g.throughput(Throughput::Elements(ROWS as u64));
+    g.measurement_time(Duration::from_secs(10));
+    g.bench_function(BenchmarkId::new("tarn", ROWS), |b| {
+        b.to_async(&rt).iter(|| {
+            let s = s.clone();
+            async move { s.query_arrow("ws", GROUP_BY, &[]).await.expect("query") }
+        })
+    });
+    g.bench_function(BenchmarkId::new("memtable", ROWS), |b| {
+        b.to_async(&rt).iter(|| {
+            let ctx = ctx.clone();
+            async move {
+                ctx.sql(GROUP_BY)
+                    .await
+                    .expect("plan")
+                    .collect()
+                    .await
+                    .expect("run")
+            }
+        })
+    });
+    g.finish();
+}
+
+criterion_group! {
+    name = benches;
+    config = Criterion::default().sample_size(20).warm_up_time(Duration::from_secs(1));
+    targets = inserts, scan
+}
+criterion_main!(benches);

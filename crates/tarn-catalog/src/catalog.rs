@@ -1,0 +1,641 @@
+//! The catalog: every record Tarn keeps about users, organizations, workspaces and
+//! tables, changed only by [`CatalogOp`]s.
+
+use std::collections::{BTreeMap, HashMap};
+
+use serde::{Deserialize, Serialize};
+
+use crate::{ColumnId, Error, Result, SqlType, TableId};
+
+/// A user. `date_joined` is Unix seconds.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct UserRecord {
+    /// User id (a UUID).
+    pub id: String,
+    /// E-mail address, unique.
+    pub email: String,
+    /// Display name.
+    pub name: String,
+    /// Whether the user has had an API key (invited users are unverified until then).
+    pub verified: bool,
+    /// Unix seconds.
+    pub date_joined: i64,
+}
+
+/// An API key; only the SHA-256 of the secret is kept.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ApiKeyRecord {
+    /// Key id (a UUID).
+    pub id: String,
+    /// Owner.
+    pub user_id: String,
+    /// Free-form label.
+    pub label: String,
+    /// Hex SHA-256 of the secret.
+    pub hash: String,
+    /// ISO 8601 UTC.
+    pub created_at: String,
+    /// Revoked keys never authenticate again.
+    pub revoked: bool,
+}
+
+/// An organization.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct OrgRecord {
+    /// Id chosen by the creator.
+    pub id: String,
+    /// Display name.
+    pub name: String,
+    /// Creating user id.
+    pub creator: String,
+    /// ISO 8601 UTC.
+    pub created_at: String,
+}
+
+/// A member's role in an organization.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    /// May do everything in the organization.
+    Admin,
+    /// May read and write data but not manage the organization.
+    Member,
+}
+
+impl Role {
+    /// Parses `admin` or `member` exactly.
+    pub fn parse(s: &str) -> Option<Role> {
+        match s {
+            "admin" => Some(Role::Admin),
+            "member" => Some(Role::Member),
+            _ => None,
+        }
+    }
+
+    /// The role's name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::Admin => "admin",
+            Role::Member => "member",
+        }
+    }
+}
+
+/// Membership of a user in an organization.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MemberRecord {
+    /// Organization id.
+    pub org_id: String,
+    /// User id.
+    pub user_id: String,
+    /// Role.
+    pub role: Role,
+}
+
+/// A workspace: the SQL schema of its tables.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WorkspaceRecord {
+    /// Id chosen by the creator, unique within the organization.
+    pub id: String,
+    /// Owning organization.
+    pub org_id: String,
+    /// Display name.
+    pub name: String,
+    /// ISO 8601 UTC.
+    pub created_at: String,
+}
+
+/// How a column gets a value when an INSERT does not give one.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum ColumnDefault {
+    /// `SERIAL`/`BIGSERIAL`: the table's durable sequence for this column.
+    Sequence {
+        /// PostgreSQL name of the sequence, `<table>_<col>_seq`.
+        name: String,
+    },
+    /// `DEFAULT <expr>`: the SQL text as written, evaluated at each insert.
+    Expr {
+        /// SQL text.
+        sql: String,
+    },
+}
+
+/// A column of a table.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ColumnDef {
+    /// Immutable id; stored data addresses columns by it.
+    pub id: ColumnId,
+    /// Current name.
+    pub name: String,
+    /// Declared type.
+    pub ty: SqlType,
+    /// False for `NOT NULL` and primary key columns.
+    pub nullable: bool,
+    /// Default, if any.
+    pub default: Option<ColumnDefault>,
+    /// Part of the primary key.
+    pub primary_key: bool,
+    /// Has its own UNIQUE constraint.
+    pub unique: bool,
+    /// Value (JSON-encoded as query results encode it) of rows written before the column
+    /// was added by `ALTER TABLE … ADD COLUMN … DEFAULT`; `None` means NULL.
+    pub missing: Option<serde_json::Value>,
+    /// Dimension fixed durably by the first stored vector when the type does not fix it.
+    pub vector_dim: Option<u32>,
+}
+
+impl ColumnDef {
+    /// The dimension vectors of this column must have, if it is known yet.
+    pub fn dimension(&self) -> Option<u32> {
+        match self.ty {
+            SqlType::Vector { dim: Some(d) } => Some(d),
+            _ => self.vector_dim,
+        }
+    }
+}
+
+/// A table definition.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TableDef {
+    /// Immutable internal id.
+    pub id: TableId,
+    /// Owning organization.
+    pub org_id: String,
+    /// Workspace (SQL schema).
+    pub workspace_id: String,
+    /// Current name.
+    pub name: String,
+    /// Created `USING engine` (search and `engine_index` allowed).
+    pub engine: bool,
+    /// Columns in order.
+    pub columns: Vec<ColumnDef>,
+    /// Next column id to hand out; ids of dropped columns are never reused.
+    pub next_column_id: ColumnId,
+    /// Named unique constraints: (constraint name, column ids). The primary key is
+    /// `<table>_pkey`, a column's UNIQUE `<table>_<col>_key`.
+    pub unique_constraints: Vec<(String, Vec<ColumnId>)>,
+    /// ISO 8601 UTC.
+    pub created_at: String,
+}
+
+impl TableDef {
+    /// The column named `name`, if any.
+    pub fn column(&self, name: &str) -> Option<&ColumnDef> {
+        self.columns.iter().find(|c| c.name == name)
+    }
+
+    /// The column with id `id`, if any.
+    pub fn column_by_id(&self, id: ColumnId) -> Option<&ColumnDef> {
+        self.columns.iter().find(|c| c.id == id)
+    }
+}
+
+/// One change to the catalog. Ops are validated before they are logged, so applying a
+/// logged op to the catalog it was validated against cannot fail.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub enum CatalogOp {
+    /// Add a user.
+    CreateUser(UserRecord),
+    /// Mark a user verified.
+    VerifyUser {
+        /// User id.
+        user_id: String,
+    },
+    /// Add an API key.
+    CreateApiKey(ApiKeyRecord),
+    /// Revoke an API key.
+    RevokeApiKey {
+        /// Key id.
+        key_id: String,
+    },
+    /// Add an organization.
+    CreateOrg(OrgRecord),
+    /// Rename an organization.
+    RenameOrg {
+        /// Organization id.
+        org_id: String,
+        /// New name.
+        name: String,
+    },
+    /// Delete an organization with its members, workspaces and tables.
+    DeleteOrg {
+        /// Organization id.
+        org_id: String,
+    },
+    /// Add a member or change a member's role.
+    PutMember(MemberRecord),
+    /// Remove a member.
+    RemoveMember {
+        /// Organization id.
+        org_id: String,
+        /// User id.
+        user_id: String,
+    },
+    /// Add a workspace.
+    CreateWorkspace(WorkspaceRecord),
+    /// Rename a workspace.
+    RenameWorkspace {
+        /// Organization id.
+        org_id: String,
+        /// Workspace id.
+        workspace_id: String,
+        /// New name.
+        name: String,
+    },
+    /// Delete a workspace and its tables.
+    DeleteWorkspace {
+        /// Organization id.
+        org_id: String,
+        /// Workspace id.
+        workspace_id: String,
+    },
+    /// Add a table.
+    CreateTable(TableDef),
+    /// Replace a table's definition (ALTER TABLE, vector dimension fixed).
+    ReplaceTable(TableDef),
+    /// Drop a table.
+    DropTable {
+        /// Table id.
+        table_id: TableId,
+    },
+}
+
+/// Every catalog record, indexed for the lookups Tarn makes.
+#[derive(Debug, Default, Clone)]
+pub struct Catalog {
+    users: BTreeMap<String, UserRecord>,
+    users_by_email: HashMap<String, String>,
+    api_keys: BTreeMap<String, ApiKeyRecord>,
+    keys_by_hash: HashMap<String, String>,
+    orgs: BTreeMap<String, OrgRecord>,
+    members: BTreeMap<(String, String), Role>,
+    workspaces: BTreeMap<(String, String), WorkspaceRecord>,
+    tables: BTreeMap<TableId, TableDef>,
+    table_names: HashMap<(String, String, String), TableId>,
+    next_table_id: TableId,
+}
+
+impl Catalog {
+    /// An empty catalog.
+    pub fn new() -> Self {
+        Self {
+            next_table_id: 1,
+            ..Default::default()
+        }
+    }
+
+    /// A user by id.
+    pub fn user(&self, id: &str) -> Option<&UserRecord> {
+        self.users.get(id)
+    }
+
+    /// A user by e-mail.
+    pub fn user_by_email(&self, email: &str) -> Option<&UserRecord> {
+        self.users_by_email
+            .get(email)
+            .and_then(|id| self.users.get(id))
+    }
+
+    /// An API key by id.
+    pub fn api_key(&self, id: &str) -> Option<&ApiKeyRecord> {
+        self.api_keys.get(id)
+    }
+
+    /// The API key whose secret hashes to `hash`.
+    pub fn api_key_by_hash(&self, hash: &str) -> Option<&ApiKeyRecord> {
+        self.keys_by_hash
+            .get(hash)
+            .and_then(|id| self.api_keys.get(id))
+    }
+
+    /// A user's API keys, oldest first.
+    pub fn api_keys_of(&self, user_id: &str) -> Vec<&ApiKeyRecord> {
+        let mut keys: Vec<_> = self
+            .api_keys
+            .values()
+            .filter(|k| k.user_id == user_id)
+            .collect();
+        keys.sort_by(|a, b| a.created_at.cmp(&b.created_at).then(a.id.cmp(&b.id)));
+        keys
+    }
+
+    /// An organization by id.
+    pub fn org(&self, id: &str) -> Option<&OrgRecord> {
+        self.orgs.get(id)
+    }
+
+    /// The role of `user_id` in `org_id`, if a member.
+    pub fn role(&self, org_id: &str, user_id: &str) -> Option<Role> {
+        self.members
+            .get(&(org_id.to_string(), user_id.to_string()))
+            .copied()
+    }
+
+    /// The organizations `user_id` belongs to, by id.
+    pub fn orgs_of(&self, user_id: &str) -> Vec<&OrgRecord> {
+        self.members
+            .keys()
+            .filter(|(_, u)| u == user_id)
+            .filter_map(|(o, _)| self.orgs.get(o))
+            .collect()
+    }
+
+    /// Members of an organization as (user, role).
+    pub fn members_of(&self, org_id: &str) -> Vec<(&UserRecord, Role)> {
+        self.members
+            .iter()
+            .filter(|((o, _), _)| o == org_id)
+            .filter_map(|((_, u), r)| self.users.get(u).map(|u| (u, *r)))
+            .collect()
+    }
+
+    /// A workspace of an organization.
+    pub fn workspace(&self, org_id: &str, ws_id: &str) -> Option<&WorkspaceRecord> {
+        self.workspaces
+            .get(&(org_id.to_string(), ws_id.to_string()))
+    }
+
+    /// Workspaces of an organization, by id.
+    pub fn workspaces_of(&self, org_id: &str) -> Vec<&WorkspaceRecord> {
+        self.workspaces
+            .iter()
+            .filter(|((o, _), _)| o == org_id)
+            .map(|(_, w)| w)
+            .collect()
+    }
+
+    /// A table by (organization, workspace, name).
+    pub fn table(&self, org_id: &str, ws_id: &str, name: &str) -> Option<&TableDef> {
+        self.table_names
+            .get(&(org_id.to_string(), ws_id.to_string(), name.to_string()))
+            .and_then(|id| self.tables.get(id))
+    }
+
+    /// A table by id.
+    pub fn table_by_id(&self, id: TableId) -> Option<&TableDef> {
+        self.tables.get(&id)
+    }
+
+    /// Tables of a workspace, by name.
+    pub fn tables_of(&self, org_id: &str, ws_id: &str) -> Vec<&TableDef> {
+        let mut tables: Vec<_> = self
+            .tables
+            .values()
+            .filter(|t| t.org_id == org_id && t.workspace_id == ws_id)
+            .collect();
+        tables.sort_by(|a, b| a.name.cmp(&b.name));
+        tables
+    }
+
+    /// Every table, by id.
+    pub fn all_tables(&self) -> impl Iterator<Item = &TableDef> {
+        self.tables.values()
+    }
+
+    /// The id the next created table gets.
+    pub fn next_table_id(&self) -> TableId {
+        self.next_table_id
+    }
+
+    /// Applies one op. Returns the ids of tables the op removed, so storage can drop
+    /// their data.
+    pub fn apply(&mut self, op: &CatalogOp) -> Result<Vec<TableId>> {
+        let missing = |what: &str| Error::Inconsistent(format!("{what} does not exist"));
+        match op {
+            CatalogOp::CreateUser(u) => {
+                if self.users.contains_key(&u.id) || self.users_by_email.contains_key(&u.email) {
+                    return Err(Error::AlreadyExists(format!("user \"{}\"", u.email)));
+                }
+                self.users_by_email.insert(u.email.clone(), u.id.clone());
+                self.users.insert(u.id.clone(), u.clone());
+            }
+            CatalogOp::VerifyUser { user_id } => {
+                self.users
+                    .get_mut(user_id)
+                    .ok_or_else(|| missing("user"))?
+                    .verified = true;
+            }
+            CatalogOp::CreateApiKey(k) => {
+                if !self.users.contains_key(&k.user_id) {
+                    return Err(missing("user"));
+                }
+                self.keys_by_hash.insert(k.hash.clone(), k.id.clone());
+                self.api_keys.insert(k.id.clone(), k.clone());
+            }
+            CatalogOp::RevokeApiKey { key_id } => {
+                let key = self
+                    .api_keys
+                    .get_mut(key_id)
+                    .ok_or_else(|| missing("key"))?;
+                key.revoked = true;
+                self.keys_by_hash.remove(&key.hash);
+            }
+            CatalogOp::CreateOrg(o) => {
+                if self.orgs.contains_key(&o.id) {
+                    return Err(Error::AlreadyExists(format!(
+                        "organization \"{}\" already exists",
+                        o.id
+                    )));
+                }
+                self.orgs.insert(o.id.clone(), o.clone());
+            }
+            CatalogOp::RenameOrg { org_id, name } => {
+                self.orgs
+                    .get_mut(org_id)
+                    .ok_or_else(|| missing("organization"))?
+                    .name = name.clone();
+            }
+            CatalogOp::DeleteOrg { org_id } => {
+                self.orgs
+                    .remove(org_id)
+                    .ok_or_else(|| missing("organization"))?;
+                self.members.retain(|(o, _), _| o != org_id);
+                self.workspaces.retain(|(o, _), _| o != org_id);
+                return Ok(self.remove_tables(|t| t.org_id == *org_id));
+            }
+            CatalogOp::PutMember(m) => {
+                if !self.orgs.contains_key(&m.org_id) || !self.users.contains_key(&m.user_id) {
+                    return Err(missing("organization or user"));
+                }
+                self.members
+                    .insert((m.org_id.clone(), m.user_id.clone()), m.role);
+            }
+            CatalogOp::RemoveMember { org_id, user_id } => {
+                self.members
+                    .remove(&(org_id.clone(), user_id.clone()))
+                    .ok_or_else(|| missing("member"))?;
+            }
+            CatalogOp::CreateWorkspace(w) => {
+                let key = (w.org_id.clone(), w.id.clone());
+                if !self.orgs.contains_key(&w.org_id) {
+                    return Err(missing("organization"));
+                }
+                if self.workspaces.contains_key(&key) {
+                    return Err(Error::AlreadyExists(format!(
+                        "workspace \"{}\" already exists",
+                        w.id
+                    )));
+                }
+                self.workspaces.insert(key, w.clone());
+            }
+            CatalogOp::RenameWorkspace {
+                org_id,
+                workspace_id,
+                name,
+            } => {
+                self.workspaces
+                    .get_mut(&(org_id.clone(), workspace_id.clone()))
+                    .ok_or_else(|| missing("workspace"))?
+                    .name = name.clone();
+            }
+            CatalogOp::DeleteWorkspace {
+                org_id,
+                workspace_id,
+            } => {
+                self.workspaces
+                    .remove(&(org_id.clone(), workspace_id.clone()))
+                    .ok_or_else(|| missing("workspace"))?;
+                return Ok(
+                    self.remove_tables(|t| t.org_id == *org_id && t.workspace_id == *workspace_id)
+                );
+            }
+            CatalogOp::CreateTable(t) => {
+                let key = (t.org_id.clone(), t.workspace_id.clone(), t.name.clone());
+                if self.tables.contains_key(&t.id) || self.table_names.contains_key(&key) {
+                    return Err(Error::AlreadyExists(format!(
+                        "relation \"{}\".\"{}\" already exists",
+                        t.workspace_id, t.name
+                    )));
+                }
+                if !self
+                    .workspaces
+                    .contains_key(&(t.org_id.clone(), t.workspace_id.clone()))
+                {
+                    return Err(missing("workspace"));
+                }
+                self.table_names.insert(key, t.id);
+                self.tables.insert(t.id, t.clone());
+                self.next_table_id = self.next_table_id.max(t.id + 1);
+            }
+            CatalogOp::ReplaceTable(t) => {
+                let old = self.tables.get(&t.id).ok_or_else(|| missing("table"))?;
+                let old_key = (
+                    old.org_id.clone(),
+                    old.workspace_id.clone(),
+                    old.name.clone(),
+                );
+                let new_key = (t.org_id.clone(), t.workspace_id.clone(), t.name.clone());
+                if old_key != new_key {
+                    if self.table_names.contains_key(&new_key) {
+                        return Err(Error::AlreadyExists(format!(
+                            "relation \"{}\".\"{}\" already exists",
+                            t.workspace_id, t.name
+                        )));
+                    }
+                    self.table_names.remove(&old_key);
+                    self.table_names.insert(new_key, t.id);
+                }
+                self.tables.insert(t.id, t.clone());
+            }
+            CatalogOp::DropTable { table_id } => {
+                let t = self
+                    .tables
+                    .remove(table_id)
+                    .ok_or_else(|| missing("table"))?;
+                self.table_names.remove(&(
+                    t.org_id.clone(),
+                    t.workspace_id.clone(),
+                    t.name.clone(),
+                ));
+                return Ok(vec![*table_id]);
+            }
+        }
+        Ok(Vec::new())
+    }
+
+    fn remove_tables(&mut self, pred: impl Fn(&TableDef) -> bool) -> Vec<TableId> {
+        let ids: Vec<TableId> = self
+            .tables
+            .values()
+            .filter(|t| pred(t))
+            .map(|t| t.id)
+            .collect();
+        for id in &ids {
+            if let Some(t) = self.tables.remove(id) {
+                self.table_names.remove(&(t.org_id, t.workspace_id, t.name));
+            }
+        }
+        ids
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn org(id: &str) -> CatalogOp {
+        CatalogOp::CreateOrg(OrgRecord {
+            id: id.into(),
+            name: id.into(),
+            creator: "u".into(),
+            created_at: "2026-01-01T00:00:00Z".into(),
+        })
+    }
+
+    fn table(id: TableId, org: &str, ws: &str, name: &str) -> TableDef {
+        TableDef {
+            id,
+            org_id: org.into(),
+            workspace_id: ws.into(),
+            name: name.into(),
+            engine: true,
+            columns: vec![],
+            next_column_id: 1,
+            unique_constraints: vec![],
+            created_at: String::new(),
+        }
+    }
+
+    fn ws(org: &str, id: &str) -> CatalogOp {
+        CatalogOp::CreateWorkspace(WorkspaceRecord {
+            id: id.into(),
+            org_id: org.into(),
+            name: id.into(),
+            created_at: String::new(),
+        })
+    }
+
+    #[test]
+    fn delete_org_cascades_to_tables() -> Result<()> {
+        let mut c = Catalog::new();
+        c.apply(&org("a"))?;
+        c.apply(&org("b"))?;
+        c.apply(&ws("a", "docs"))?;
+        c.apply(&ws("b", "docs"))?;
+        c.apply(&CatalogOp::CreateTable(table(1, "a", "docs", "t")))?;
+        c.apply(&CatalogOp::CreateTable(table(2, "b", "docs", "t")))?;
+        assert!(
+            c.apply(&CatalogOp::CreateTable(table(3, "a", "docs", "t")))
+                .is_err()
+        );
+        let dropped = c.apply(&CatalogOp::DeleteOrg { org_id: "a".into() })?;
+        assert_eq!(dropped, vec![1]);
+        assert!(c.table("a", "docs", "t").is_none());
+        assert_eq!(c.table("b", "docs", "t").map(|t| t.id), Some(2));
+        assert_eq!(c.next_table_id(), 3);
+        Ok(())
+    }
+
+    #[test]
+    fn rename_table_moves_name() -> Result<()> {
+        let mut c = Catalog::new();
+        c.apply(&org("a"))?;
+        c.apply(&ws("a", "w"))?;
+        c.apply(&CatalogOp::CreateTable(table(1, "a", "w", "t")))?;
+        c.apply(&CatalogOp::ReplaceTable(table(1, "a", "w", "u")))?;
+        assert!(c.table("a", "w", "t").is_none());
+        assert_eq!(c.table("a", "w", "u").map(|t| t.id), Some(1));
+        Ok(())
+    }
+}

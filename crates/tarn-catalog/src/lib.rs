@@ -1,0 +1,78 @@
+//! The data model of Tarn: users, API keys, organizations, members, workspaces,
+//! tables and columns, plus the rules their ids follow.
+//!
+//! This crate does no I/O. [`Catalog`] is a plain in-memory structure changed only
+//! through [`CatalogOp`]s; `tarn-storage` logs every op in the write-ahead log before
+//! applying it, so replaying the log rebuilds exactly the same catalog.
+
+mod catalog;
+mod types;
+
+pub use catalog::{
+    ApiKeyRecord, Catalog, CatalogOp, ColumnDef, ColumnDefault, MemberRecord, OrgRecord, Role,
+    TableDef, UserRecord, WorkspaceRecord,
+};
+pub use types::SqlType;
+
+/// Internal, immutable id of a table. Names are attributes; ids never change or get reused.
+pub type TableId = u64;
+/// Internal, immutable id of a column within its table.
+pub type ColumnId = u32;
+
+/// Errors of catalog validation and application.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// An id does not follow the id rules.
+    #[error("{0}")]
+    InvalidId(String),
+    /// Something that must not exist already exists.
+    #[error("{0}")]
+    AlreadyExists(String),
+    /// Something that must exist does not.
+    #[error("{0}")]
+    NotFound(String),
+    /// An op does not fit the catalog it is applied to (a replay bug or corruption).
+    #[error("inconsistent catalog op: {0}")]
+    Inconsistent(String),
+}
+
+/// Result of catalog operations.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Checks an organization or workspace id: 1–63 characters of `[a-z0-9_-]`, starting
+/// with a letter or digit. `what` names the id in the message.
+pub fn validate_id(what: &str, id: &str) -> Result<()> {
+    let ok = !id.is_empty()
+        && id.len() <= 63
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-')
+        && id
+            .bytes()
+            .next()
+            .is_some_and(|b| b.is_ascii_lowercase() || b.is_ascii_digit());
+    if ok {
+        Ok(())
+    } else {
+        Err(Error::InvalidId(format!(
+            "invalid {what} id \"{id}\": use 1-63 characters of a-z, 0-9, '_' and '-', starting with a letter or digit"
+        )))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn id_rules() {
+        for ok in ["a", "docs", "0abc", "a-b_c", &"x".repeat(63)] {
+            assert!(validate_id("workspace", ok).is_ok(), "{ok}");
+        }
+        for bad in ["", "-a", "_a", "Abc", "a b", "a.b", "é", &"x".repeat(64)] {
+            let err = validate_id("workspace", bad).unwrap_err().to_string();
+            assert!(err.starts_with("invalid workspace id"), "{err}");
+        }
+    }
+}

@@ -1,0 +1,426 @@
+//! The `tarn` command: try Tarn from a shell. It acts as a local superuser: it creates
+//! (once) a local admin user, an API key kept in `DIR/cli.key` (mode 0600) and the
+//! organization `local`, and creates the workspace given by `-w` when it is missing.
+
+#![forbid(unsafe_code)]
+
+use std::io::{BufRead, Write};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
+use datafusion::sql::sqlparser::tokenizer::{Token, Tokenizer};
+use serde_json::Value;
+use tarn::{ErrorKind, QueryResult, Session, Tarn};
+
+mod demo;
+
+const LOCAL_ORG: &str = "local";
+const LOCAL_EMAIL: &str = "local@localhost";
+
+#[derive(Parser)]
+#[command(
+    name = "tarn",
+    version,
+    about = "Tarn: an embedded data-workspace engine"
+)]
+struct Cli {
+    /// Database directory (created if missing).
+    #[arg(long, global = true, default_value = "./tarn-data")]
+    data: PathBuf,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run SQL: one statement, or `-` to read `;`-terminated statements from stdin.
+    Sql {
+        /// Workspace (created if missing).
+        #[arg(short = 'w', long = "workspace")]
+        workspace: String,
+        /// Print results as JSON lines.
+        #[arg(long)]
+        json: bool,
+        /// A parameter as one JSON value (repeat for $1, $2, …).
+        #[arg(short = 'p', long = "param")]
+        params: Vec<String>,
+        /// The statement, or `-` for standard input.
+        sql: String,
+    },
+    /// List tables of a workspace, or show one table.
+    Tables {
+        /// Workspace.
+        #[arg(short = 'w', long = "workspace")]
+        workspace: String,
+        /// A table to describe.
+        table: Option<String>,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Build a small example workspace and run a few queries on it.
+    Demo,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("tarn: cannot start the runtime: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    runtime.block_on(run(cli))
+}
+
+async fn run(cli: Cli) -> ExitCode {
+    let tarn = match Tarn::open(&cli.data).await {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("tarn: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    let session = match local_session(&tarn, &cli.data).await {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("tarn: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    match cli.command {
+        Command::Sql {
+            workspace,
+            json,
+            params,
+            sql,
+        } => {
+            if let Err(e) = ensure_workspace(&session, &workspace).await {
+                return report(&e, json);
+            }
+            if sql == "-" {
+                if !params.is_empty() {
+                    eprintln!("tarn: -p cannot be used with statements from standard input");
+                    return ExitCode::from(2);
+                }
+                run_stdin(&session, &workspace, json).await
+            } else {
+                let mut values = Vec::with_capacity(params.len());
+                for p in &params {
+                    match serde_json::from_str::<Value>(p) {
+                        Ok(v) => values.push(v),
+                        Err(e) => {
+                            eprintln!("tarn: -p {p}: not a JSON value: {e}");
+                            return ExitCode::from(2);
+                        }
+                    }
+                }
+                match session.query(&workspace, &sql, &values).await {
+                    Ok(r) => {
+                        print_result(&r, json);
+                        ExitCode::SUCCESS
+                    }
+                    Err(e) => report(&e, json),
+                }
+            }
+        }
+        Command::Tables {
+            workspace,
+            table,
+            json,
+        } => {
+            if let Err(e) = ensure_workspace(&session, &workspace).await {
+                return report(&e, json);
+            }
+            let out = match &table {
+                None => session
+                    .tables(&workspace)
+                    .await
+                    .map(|t| serde_json::to_value(t).unwrap_or(Value::Null)),
+                Some(t) => session
+                    .table(&workspace, t)
+                    .await
+                    .map(|t| serde_json::to_value(t).unwrap_or(Value::Null)),
+            };
+            match out {
+                Ok(v) if json => {
+                    println!("{v}");
+                    ExitCode::SUCCESS
+                }
+                Ok(v) => {
+                    println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
+                    ExitCode::SUCCESS
+                }
+                Err(e) => report(&e, json),
+            }
+        }
+        Command::Demo => match demo::run(&session).await {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => report(&e, false),
+        },
+    }
+}
+
+fn report(e: &tarn::Error, json: bool) -> ExitCode {
+    if json {
+        println!("{}", serde_json::json!({ "error": e }));
+    } else {
+        eprintln!("ERROR ({}): {}", e.status(), e);
+    }
+    ExitCode::from(1)
+}
+
+/// The local superuser's session: reuses the key in `DIR/cli.key` or creates user, key
+/// and organization `local` once.
+async fn local_session(tarn: &Tarn, dir: &Path) -> tarn::Result<Session> {
+    let key_path = dir.join("cli.key");
+    if let Ok(secret) = std::fs::read_to_string(&key_path)
+        && let Ok(s) = tarn.connect(secret.trim()).await
+    {
+        return ensure_org(s).await;
+    }
+    let user = match tarn.create_user(LOCAL_EMAIL, "local").await {
+        Ok(u) => u.id,
+        Err(e) if e.kind() == ErrorKind::Conflict => {
+            return Err(tarn::Error::new(
+                ErrorKind::Unauthorized,
+                format!(
+                    "the CLI key {} is missing or revoked; the local user exists already",
+                    key_path.display()
+                ),
+            ));
+        }
+        Err(e) => return Err(e),
+    };
+    let key = tarn.create_api_key(&user, "tarn cli").await?;
+    write_private(&key_path, &key.secret).map_err(|e| {
+        tarn::Error::new(
+            ErrorKind::Internal,
+            format!("cannot write {}: {e}", key_path.display()),
+        )
+    })?;
+    let s = tarn.connect(&key.secret).await?;
+    ensure_org(s).await
+}
+
+fn write_private(path: &Path, secret: &str) -> std::io::Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)?;
+    f.write_all(secret.as_bytes())?;
+    f.sync_all()
+}
+
+async fn ensure_org(s: Session) -> tarn::Result<Session> {
+    match s.create_organization(LOCAL_ORG, "Local").await {
+        Ok(_) => {}
+        Err(e) if e.kind() == ErrorKind::Conflict => {}
+        Err(e) => return Err(e),
+    }
+    Ok(s.with_org(LOCAL_ORG))
+}
+
+pub(crate) async fn ensure_workspace(s: &Session, ws: &str) -> tarn::Result<()> {
+    match s.create_workspace(ws, ws).await {
+        Ok(_) => Ok(()),
+        Err(e) if e.kind() == ErrorKind::Conflict => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+/// Splits complete `;`-terminated statements off the front of `buf` with sqlparser's
+/// tokenizer (a `;` inside a string or comment is not a terminator). Returns the
+/// statements and the unfinished rest; at end of input the rest is a statement too.
+fn split_statements(buf: &str, at_eof: bool) -> (Vec<String>, String) {
+    let tokens = match Tokenizer::new(&PostgreSqlDialect {}, buf).tokenize() {
+        Ok(t) => t,
+        // An unterminated string or comment: wait for more input, or let the engine
+        // report the error at the end.
+        Err(_) if !at_eof => return (vec![], buf.to_string()),
+        Err(_) => {
+            return if buf.trim().is_empty() {
+                (vec![], String::new())
+            } else {
+                (vec![buf.trim().to_string()], String::new())
+            };
+        }
+    };
+    let mut out = Vec::new();
+    let mut current = String::new();
+    for t in &tokens {
+        if *t == Token::SemiColon {
+            if !current.trim().is_empty() {
+                out.push(current.trim().to_string());
+            }
+            current.clear();
+        } else {
+            current.push_str(&t.to_string());
+        }
+    }
+    if at_eof {
+        if !current.trim().is_empty() && !is_only_comments(&current) {
+            out.push(current.trim().to_string());
+        }
+        (out, String::new())
+    } else {
+        (out, current)
+    }
+}
+
+fn is_only_comments(s: &str) -> bool {
+    Tokenizer::new(&PostgreSqlDialect {}, s)
+        .tokenize()
+        .map(|t| t.iter().all(|t| matches!(t, Token::Whitespace(_))))
+        .unwrap_or(false)
+}
+
+async fn run_stdin(session: &Session, ws: &str, json: bool) -> ExitCode {
+    let stdin = std::io::stdin();
+    let mut buf = String::new();
+    let mut failed = false;
+    let mut lines = stdin.lock().lines();
+    loop {
+        let (line, eof) = match lines.next() {
+            Some(Ok(l)) => (Some(l), false),
+            Some(Err(e)) => {
+                eprintln!("tarn: reading standard input: {e}");
+                return ExitCode::from(1);
+            }
+            None => (None, true),
+        };
+        if let Some(l) = line {
+            buf.push_str(&l);
+            buf.push('\n');
+        }
+        let (stmts, rest) = split_statements(&buf, eof);
+        buf = rest;
+        for stmt in stmts {
+            match session.query(ws, &stmt, &[]).await {
+                Ok(r) => print_result(&r, json),
+                Err(e) => {
+                    failed = true;
+                    if json {
+                        println!("{}", serde_json::json!({ "error": e }));
+                    } else {
+                        eprintln!("ERROR ({}): {}", e.status(), e);
+                    }
+                }
+            }
+            let _ = std::io::stdout().flush();
+        }
+        if eof {
+            break;
+        }
+    }
+    if failed {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    }
+}
+
+fn print_result(r: &QueryResult, json: bool) {
+    if json {
+        println!("{}", serde_json::to_string(r).unwrap_or_default());
+        return;
+    }
+    match &r.rows {
+        None => println!(
+            "OK, {} row(s) affected ({:.1} ms)",
+            r.rows_affected, r.execution_time_ms
+        ),
+        Some(rows) => {
+            print!("{}", format_table(&r.columns, rows));
+            println!(
+                "({} row{}, {:.1} ms)",
+                r.row_count,
+                if r.row_count == 1 { "" } else { "s" },
+                r.execution_time_ms
+            );
+        }
+    }
+}
+
+pub(crate) fn cell_text(v: &Value) -> String {
+    match v {
+        Value::Null => "NULL".into(),
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// A plain text table, cells cut at 60 characters.
+pub(crate) fn format_table(columns: &[String], rows: &[Vec<Value>]) -> String {
+    let cut = |s: String| {
+        if s.chars().count() > 60 {
+            format!("{}…", s.chars().take(59).collect::<String>())
+        } else {
+            s
+        }
+    };
+    let cells: Vec<Vec<String>> = rows
+        .iter()
+        .map(|r| {
+            r.iter()
+                .map(|v| cut(cell_text(v).replace('\n', " ")))
+                .collect()
+        })
+        .collect();
+    let mut widths: Vec<usize> = columns.iter().map(|c| c.chars().count()).collect();
+    for row in &cells {
+        for (i, c) in row.iter().enumerate() {
+            if let Some(w) = widths.get_mut(i) {
+                *w = (*w).max(c.chars().count());
+            }
+        }
+    }
+    let line = |vals: &[String]| {
+        vals.iter()
+            .zip(&widths)
+            .map(|(v, w)| format!(" {v:<w$} "))
+            .collect::<Vec<_>>()
+            .join("|")
+    };
+    let mut out = String::new();
+    out.push_str(&line(columns));
+    out.push('\n');
+    out.push_str(
+        &widths
+            .iter()
+            .map(|w| "-".repeat(w + 2))
+            .collect::<Vec<_>>()
+            .join("+"),
+    );
+    out.push('\n');
+    for row in &cells {
+        out.push_str(&line(row));
+        out.push('\n');
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn splits_on_semicolons_outside_strings() {
+        let (stmts, rest) = split_statements("SELECT 'a;b'; SELECT 2;\nSELECT", false);
+        assert_eq!(stmts, vec!["SELECT 'a;b'", "SELECT 2"]);
+        assert_eq!(rest.trim(), "SELECT");
+        let (stmts, _) = split_statements("SELECT 3", true);
+        assert_eq!(stmts, vec!["SELECT 3"]);
+        let (stmts, rest) = split_statements("SELECT 'unterminated;", false);
+        assert!(stmts.is_empty());
+        assert_eq!(rest, "SELECT 'unterminated;");
+        let (stmts, _) = split_statements("-- only a comment\n", true);
+        assert!(stmts.is_empty());
+    }
+}

@@ -1,0 +1,177 @@
+//! The SQL dialect: PostgreSQL's, plus `CREATE TABLE … USING engine`.
+
+use std::any::TypeId;
+
+use datafusion::sql::sqlparser::dialect::{Dialect, PostgreSqlDialect, Precedence};
+use datafusion::sql::sqlparser::keywords::Keyword;
+use datafusion::sql::sqlparser::parser::{Parser, ParserError};
+
+/// sqlparser's PostgreSQL dialect, forwarding all of its behaviour, that also accepts
+/// `USING <engine>` after a CREATE TABLE column list. It reports PostgreSQL's type id so
+/// the parser's PostgreSQL-only branches apply.
+#[derive(Debug, Default)]
+pub struct EngineDialect {
+    pg: PostgreSqlDialect,
+}
+
+impl Dialect for EngineDialect {
+    fn dialect(&self) -> TypeId {
+        TypeId::of::<PostgreSqlDialect>()
+    }
+
+    fn supports_create_table_using(&self) -> bool {
+        true
+    }
+
+    fn identifier_quote_style(&self, identifier: &str) -> Option<char> {
+        self.pg.identifier_quote_style(identifier)
+    }
+
+    fn is_delimited_identifier_start(&self, ch: char) -> bool {
+        self.pg.is_delimited_identifier_start(ch)
+    }
+
+    fn is_identifier_start(&self, ch: char) -> bool {
+        self.pg.is_identifier_start(ch)
+    }
+
+    fn is_identifier_part(&self, ch: char) -> bool {
+        self.pg.is_identifier_part(ch)
+    }
+
+    fn supports_unicode_string_literal(&self) -> bool {
+        self.pg.supports_unicode_string_literal()
+    }
+
+    fn is_reserved_for_identifier(&self, kw: Keyword) -> bool {
+        self.pg.is_reserved_for_identifier(kw)
+    }
+
+    fn is_custom_operator_part(&self, ch: char) -> bool {
+        self.pg.is_custom_operator_part(ch)
+    }
+
+    fn get_next_precedence(&self, parser: &Parser) -> Option<Result<u8, ParserError>> {
+        self.pg.get_next_precedence(parser)
+    }
+
+    fn supports_filter_during_aggregation(&self) -> bool {
+        self.pg.supports_filter_during_aggregation()
+    }
+
+    fn supports_group_by_expr(&self) -> bool {
+        self.pg.supports_group_by_expr()
+    }
+
+    fn prec_value(&self, prec: Precedence) -> u8 {
+        self.pg.prec_value(prec)
+    }
+
+    fn allow_extract_custom(&self) -> bool {
+        self.pg.allow_extract_custom()
+    }
+
+    fn allow_extract_single_quotes(&self) -> bool {
+        self.pg.allow_extract_single_quotes()
+    }
+
+    fn supports_create_index_with_clause(&self) -> bool {
+        self.pg.supports_create_index_with_clause()
+    }
+
+    fn supports_explain_with_utility_options(&self) -> bool {
+        self.pg.supports_explain_with_utility_options()
+    }
+
+    fn supports_listen_notify(&self) -> bool {
+        self.pg.supports_listen_notify()
+    }
+
+    fn supports_factorial_operator(&self) -> bool {
+        self.pg.supports_factorial_operator()
+    }
+
+    fn supports_bitwise_shift_operators(&self) -> bool {
+        self.pg.supports_bitwise_shift_operators()
+    }
+
+    fn supports_comment_on(&self) -> bool {
+        self.pg.supports_comment_on()
+    }
+
+    fn supports_load_extension(&self) -> bool {
+        self.pg.supports_load_extension()
+    }
+
+    fn supports_named_fn_args_with_colon_operator(&self) -> bool {
+        self.pg.supports_named_fn_args_with_colon_operator()
+    }
+
+    fn supports_named_fn_args_with_expr_name(&self) -> bool {
+        self.pg.supports_named_fn_args_with_expr_name()
+    }
+
+    fn supports_empty_projections(&self) -> bool {
+        self.pg.supports_empty_projections()
+    }
+
+    fn supports_nested_comments(&self) -> bool {
+        self.pg.supports_nested_comments()
+    }
+
+    fn supports_string_escape_constant(&self) -> bool {
+        self.pg.supports_string_escape_constant()
+    }
+
+    fn supports_numeric_literal_underscores(&self) -> bool {
+        self.pg.supports_numeric_literal_underscores()
+    }
+
+    fn supports_array_typedef_with_brackets(&self) -> bool {
+        self.pg.supports_array_typedef_with_brackets()
+    }
+
+    fn supports_geometric_types(&self) -> bool {
+        self.pg.supports_geometric_types()
+    }
+
+    fn supports_set_names(&self) -> bool {
+        self.pg.supports_set_names()
+    }
+
+    fn supports_alter_column_type_using(&self) -> bool {
+        self.pg.supports_alter_column_type_using()
+    }
+
+    fn supports_notnull_operator(&self) -> bool {
+        self.pg.supports_notnull_operator()
+    }
+
+    fn supports_interval_options(&self) -> bool {
+        self.pg.supports_interval_options()
+    }
+
+    fn supports_insert_table_alias(&self) -> bool {
+        self.pg.supports_insert_table_alias()
+    }
+
+    fn supports_create_table_like_parenthesized(&self) -> bool {
+        self.pg.supports_create_table_like_parenthesized()
+    }
+
+    fn supports_select_wildcard_with_alias(&self) -> bool {
+        self.pg.supports_select_wildcard_with_alias()
+    }
+
+    fn supports_comma_separated_trim(&self) -> bool {
+        self.pg.supports_comma_separated_trim()
+    }
+
+    fn supports_xml_expressions(&self) -> bool {
+        self.pg.supports_xml_expressions()
+    }
+
+    fn supports_comment_optimizer_hint(&self) -> bool {
+        self.pg.supports_comment_optimizer_hint()
+    }
+}

@@ -1,0 +1,721 @@
+//! INSERT, UPDATE and DELETE. Tarn owns writes: the read side (the rows to change and
+//! their new values) is planned by DataFusion, then Tarn fills defaults, converts and
+//! validates values, checks constraints and records the change for the commit.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+use datafusion::arrow::array::{
+    Array, ArrayRef, AsArray, Int32Array, Int64Array, RecordBatch, TimestampMicrosecondArray,
+    UInt64Array,
+};
+use datafusion::arrow::compute::concat_batches;
+use datafusion::arrow::datatypes::{DataType, UInt64Type};
+use datafusion::catalog::TableProvider;
+use datafusion::common::ScalarValue;
+use datafusion::datasource::MemTable;
+use datafusion::sql::sqlparser::ast::{
+    self, AssignmentTarget, Expr, FromTable, Query, SelectItem, SetExpr, TableFactor, TableObject,
+    TableWithJoins, UpdateTableFromKind, Value,
+};
+use datafusion::sql::sqlparser::parser::Parser;
+use tarn_catalog::{CatalogOp, ColumnDef, ColumnDefault, SqlType, TableDef};
+use tarn_storage::{Op, column_field_name, stored_schema};
+
+use crate::coerce::coerce_column;
+use crate::dialect::EngineDialect;
+use crate::engine::{StatementResult, Txn, items_sql, name_parts, normalize};
+use crate::error::{Error, Result, bad};
+use crate::provider::{EngineTable, ROWID_COLUMN, table_schema};
+use crate::types::arrow_type;
+
+pub(crate) fn parse_query(sql: &str) -> Result<Query> {
+    let dialect = EngineDialect::default();
+    let mut p = Parser::new(&dialect).try_with_sql(sql)?;
+    Ok(*p.parse_query()?)
+}
+
+fn quote_ident(s: &str) -> String {
+    format!("\"{}\"", s.replace('"', "\"\""))
+}
+
+/// A literal cell of a VALUES list, as a scalar; `None` when the cell is not a literal.
+enum Cell {
+    Default,
+    Scalar(ScalarValue),
+}
+
+fn literal_cell(e: &Expr, col: &ColumnDef) -> Option<Cell> {
+    match e {
+        Expr::Identifier(id)
+            if id.quote_style.is_none() && id.value.eq_ignore_ascii_case("default") =>
+        {
+            Some(Cell::Default)
+        }
+        Expr::Value(v) => Some(Cell::Scalar(match &v.value {
+            Value::Null => ScalarValue::Null,
+            Value::Boolean(b) => ScalarValue::Boolean(Some(*b)),
+            Value::Number(n, _) => number_scalar(n, col),
+            Value::SingleQuotedString(s)
+            | Value::EscapedStringLiteral(s)
+            | Value::DoubleQuotedString(s) => ScalarValue::Utf8(Some(s.clone())),
+            Value::DollarQuotedString(d) => ScalarValue::Utf8(Some(d.value.clone())),
+            _ => return None,
+        })),
+        Expr::UnaryOp {
+            op: ast::UnaryOperator::Minus,
+            expr,
+        } => match expr.as_ref() {
+            Expr::Value(v) => match &v.value {
+                Value::Number(n, _) => Some(Cell::Scalar(number_scalar(&format!("-{n}"), col))),
+                _ => None,
+            },
+            _ => None,
+        },
+        Expr::Array(_) if col.ty.is_vector() || is_array_type(&col.ty) => {
+            array_text(e).map(|t| Cell::Scalar(ScalarValue::Utf8(Some(t))))
+        }
+        Expr::Cast {
+            expr: inner,
+            data_type,
+            kind: ast::CastKind::DoubleColon | ast::CastKind::Cast,
+            ..
+        } => {
+            // A cast of a literal to the column's own type family is the literal itself:
+            // the column conversion below does the cast.
+            let same = crate::types::declared_type(data_type)
+                .map(|d| {
+                    arrow_type(&d.ty) == arrow_type(&col.ty)
+                        || (d.ty.is_vector() && col.ty.is_vector())
+                })
+                .unwrap_or(false);
+            if same { literal_cell(inner, col) } else { None }
+        }
+        _ => None,
+    }
+}
+
+fn is_array_type(t: &SqlType) -> bool {
+    matches!(
+        t,
+        SqlType::TextArray | SqlType::Int4Array | SqlType::Int8Array
+    )
+}
+
+fn number_scalar(n: &str, col: &ColumnDef) -> ScalarValue {
+    if matches!(
+        col.ty,
+        SqlType::Numeric { .. } | SqlType::Text | SqlType::Varchar(_)
+    ) {
+        return ScalarValue::Utf8(Some(n.to_string()));
+    }
+    match n.parse::<i64>() {
+        Ok(i) => ScalarValue::Int64(Some(i)),
+        Err(_) => match n.parse::<f64>() {
+            Ok(f) => ScalarValue::Float64(Some(f)),
+            Err(_) => ScalarValue::Utf8(Some(n.to_string())),
+        },
+    }
+}
+
+/// PostgreSQL array text of a literal `ARRAY[…]`, or `None` if any element is not a literal.
+fn array_text(e: &Expr) -> Option<String> {
+    match e {
+        Expr::Array(a) => {
+            let items = a.elem.iter().map(array_text).collect::<Option<Vec<_>>>()?;
+            Some(format!("{{{}}}", items.join(",")))
+        }
+        Expr::Value(v) => match &v.value {
+            Value::Number(n, _) => Some(n.clone()),
+            Value::Null => Some("NULL".into()),
+            Value::SingleQuotedString(s) => Some(format!(
+                "\"{}\"",
+                s.replace('\\', "\\\\").replace('"', "\\\"")
+            )),
+            _ => None,
+        },
+        Expr::UnaryOp {
+            op: ast::UnaryOperator::Minus,
+            expr,
+        } => match expr.as_ref() {
+            Expr::Value(v) => match &v.value {
+                Value::Number(n, _) => Some(format!("-{n}")),
+                _ => None,
+            },
+            _ => None,
+        },
+        Expr::Cast { expr, .. } | Expr::Nested(expr) => array_text(expr),
+        _ => None,
+    }
+}
+
+/// Builds one array from scalars of possibly different literal types.
+fn scalars_to_array(cells: Vec<ScalarValue>) -> Result<ArrayRef> {
+    let mut ty: Option<DataType> = None;
+    for c in &cells {
+        if c.is_null() {
+            continue;
+        }
+        let t = c.data_type();
+        ty = Some(match ty {
+            None => t,
+            Some(prev) if prev == t => prev,
+            Some(DataType::Int64) if t == DataType::Float64 => DataType::Float64,
+            Some(DataType::Float64) if t == DataType::Int64 => DataType::Float64,
+            Some(_) => DataType::Utf8,
+        });
+    }
+    let ty = ty.unwrap_or(DataType::Null);
+    let cells = cells
+        .into_iter()
+        .map(|c| {
+            if c.is_null() {
+                ScalarValue::try_from(&ty)
+            } else if c.data_type() == ty {
+                Ok(c)
+            } else {
+                c.cast_to(&ty)
+            }
+        })
+        .collect::<datafusion::error::Result<Vec<_>>>()?;
+    if ty == DataType::Null {
+        return Ok(Arc::new(datafusion::arrow::array::NullArray::new(
+            cells.len(),
+        )));
+    }
+    Ok(ScalarValue::iter_to_array(cells)?)
+}
+
+impl Txn<'_> {
+    /// Resolves and locks the table a DML statement writes.
+    async fn target(&mut self, name: &ast::ObjectName) -> Result<TableDef> {
+        let def = self.resolve(name)?;
+        self.lock_table(def.id).await?.ok_or_else(|| {
+            Error::NotFound(format!(
+                "relation \"{}\".\"{}\" does not exist",
+                def.workspace_id, def.name
+            ))
+        })
+    }
+
+    fn column_index(def: &TableDef, name: &str) -> Result<usize> {
+        def.columns
+            .iter()
+            .position(|c| c.name == name)
+            .ok_or_else(|| {
+                Error::NotFound(format!(
+                    "column \"{name}\" of relation \"{}\" does not exist",
+                    def.name
+                ))
+            })
+    }
+
+    pub(crate) async fn insert(&mut self, ins: ast::Insert) -> Result<StatementResult> {
+        let TableObject::TableName(name) = &ins.table else {
+            return bad("INSERT target must be a table");
+        };
+        if ins.on.is_some() {
+            return bad("INSERT … ON CONFLICT is not supported yet");
+        }
+        let def = self.target(name).await?;
+        let targets: Vec<usize> = if ins.columns.is_empty() {
+            (0..def.columns.len()).collect()
+        } else {
+            let mut seen = HashSet::new();
+            ins.columns
+                .iter()
+                .map(|c| {
+                    let parts = name_parts(c)?;
+                    let n = parts.last().cloned().unwrap_or_default();
+                    if !seen.insert(n.clone()) {
+                        return bad(format!("column \"{n}\" specified more than once"));
+                    }
+                    Self::column_index(&def, &n)
+                })
+                .collect::<Result<_>>()?
+        };
+        let (arrays, n) = match &ins.source {
+            None => (vec![], 1),
+            Some(q) => self.insert_source(&def, &targets, q).await?,
+        };
+        let targets = if ins.source.is_none() {
+            vec![]
+        } else {
+            targets
+        };
+        let rows = self.write_rows(&def, &targets, arrays, n).await?;
+        let affected = rows.num_rows() as u64;
+        match &ins.returning {
+            Some(items) => {
+                let relation = match &ins.table_alias {
+                    Some(a) => format!("{name} AS {}", a.alias),
+                    None => name.to_string(),
+                };
+                self.returning(&def, &relation, items, rows, affected).await
+            }
+            None => Ok(StatementResult::none(affected)),
+        }
+    }
+
+    /// The source rows of an INSERT as one array per target column. Literal VALUES are
+    /// converted straight to Arrow (`DEFAULT` cells take the column default); anything
+    /// else is planned by DataFusion.
+    async fn insert_source(
+        &mut self,
+        def: &TableDef,
+        targets: &[usize],
+        q: &Query,
+    ) -> Result<(Vec<ArrayRef>, usize)> {
+        let count_error = |given: usize| {
+            if given > targets.len() {
+                bad("INSERT has more expressions than target columns")
+            } else {
+                bad("INSERT has more target columns than expressions")
+            }
+        };
+        if let SetExpr::Values(values) = q.body.as_ref()
+            && q.order_by.is_none()
+            && q.limit_clause.is_none()
+            && q.with.is_none()
+        {
+            let literal = values.rows.iter().all(|row| {
+                row.len() == targets.len()
+                    && row
+                        .iter()
+                        .zip(targets)
+                        .all(|(e, &t)| literal_cell(e, &def.columns[t]).is_some())
+            });
+            if literal {
+                let n = values.rows.len();
+                let mut arrays = Vec::with_capacity(targets.len());
+                for (j, &t) in targets.iter().enumerate() {
+                    let col = &def.columns[t];
+                    let mut scalars = Vec::with_capacity(n);
+                    let mut defaults = Vec::new();
+                    for (i, row) in values.rows.iter().enumerate() {
+                        match literal_cell(&row[j], col) {
+                            Some(Cell::Scalar(s)) => scalars.push(s),
+                            _ => {
+                                scalars.push(ScalarValue::Null);
+                                defaults.push(i);
+                            }
+                        }
+                    }
+                    let mut array =
+                        coerce_column(&scalars_to_array(scalars)?, &nullable(col))?.array;
+                    if !defaults.is_empty() {
+                        let d = self.default_array(def, col, defaults.len()).await?;
+                        let d = coerce_column(&d, &nullable(col))?.array;
+                        array = splice(&array, &defaults, &d)?;
+                    }
+                    arrays.push(array);
+                }
+                return Ok((arrays, n));
+            }
+            if let Some(row) = values.rows.iter().find(|r| r.len() != targets.len()) {
+                return count_error(row.len());
+            }
+        }
+        let (_, schema, batches) = self.run_query(q, HashMap::new()).await?;
+        if schema.fields().len() != targets.len() {
+            return count_error(schema.fields().len());
+        }
+        let batch = concat_batches(&schema, &batches)?;
+        Ok((batch.columns().to_vec(), batch.num_rows()))
+    }
+
+    /// Writes `n` new rows: `arrays[i]` holds the values of column `targets[i]`, other
+    /// columns take their defaults. Converts and validates every value, checks unique
+    /// constraints and records the insert. Returns the rows as stored, named.
+    pub(crate) async fn write_rows(
+        &mut self,
+        def: &TableDef,
+        targets: &[usize],
+        arrays: Vec<ArrayRef>,
+        n: usize,
+    ) -> Result<RecordBatch> {
+        let mut def = def.clone();
+        let mut stored: Vec<ArrayRef> = Vec::with_capacity(def.columns.len());
+        let mut dims_changed = false;
+        for (ci, col) in def.columns.clone().iter().enumerate() {
+            let given = targets.iter().position(|&t| t == ci);
+            let raw = match given {
+                Some(j) => arrays[j].clone(),
+                None => self.default_array(&def, col, n).await?,
+            };
+            let coerced = coerce_column(&raw, col)?;
+            if let Some(d) = coerced.new_dim {
+                def.columns[ci].vector_dim = Some(d);
+                dims_changed = true;
+            }
+            stored.push(coerced.array);
+        }
+        if n == 0 {
+            return Ok(RecordBatch::new_empty(table_schema(&def, false)));
+        }
+        let first_row_id = self
+            .tables
+            .get(&def.id)
+            .map(|t| t.version.next_row_id())
+            .ok_or_else(|| Error::Internal("write to an unlocked table".into()))?;
+        for (cname, cols) in def.unique_constraints.clone() {
+            let key_arrays: Vec<ArrayRef> = cols
+                .iter()
+                .filter_map(|id| def.columns.iter().position(|c| c.id == *id))
+                .map(|i| stored[i].clone())
+                .collect();
+            if key_arrays.len() == cols.len() {
+                self.check_unique(def.id, &cname, &cols, &key_arrays, first_row_id)?;
+            }
+        }
+        let schema = stored_schema(
+            &def.columns
+                .iter()
+                .zip(&stored)
+                .map(|(c, a)| (c.id, a.data_type().clone(), true))
+                .collect::<Vec<_>>(),
+        );
+        let batch = RecordBatch::try_new(schema, stored.clone())?;
+        let t = self
+            .tables
+            .get_mut(&def.id)
+            .ok_or_else(|| Error::Internal("write to an unlocked table".into()))?;
+        t.version = t.version.with_insert(first_row_id, &batch)?;
+        self.ops.push(Op::Insert {
+            table: def.id,
+            first_row_id,
+            batch,
+        });
+        if dims_changed {
+            self.catalog_op(CatalogOp::ReplaceTable(def.clone()))?;
+        }
+        debug_assert!(stored.iter().all(|a| a.len() == n));
+        let _ = column_field_name;
+        Ok(RecordBatch::try_new(table_schema(&def, false), stored)?)
+    }
+
+    /// Values of `col`'s default for `n` rows (NULLs without a default).
+    pub(crate) async fn default_array(
+        &mut self,
+        def: &TableDef,
+        col: &ColumnDef,
+        n: usize,
+    ) -> Result<ArrayRef> {
+        match &col.default {
+            None => Ok(datafusion::arrow::array::new_null_array(
+                &arrow_type(&col.ty),
+                n,
+            )),
+            Some(ColumnDefault::Sequence { name }) => {
+                let t = self
+                    .tables
+                    .get_mut(&def.id)
+                    .ok_or_else(|| Error::Internal("sequence of an unlocked table".into()))?;
+                let base = t.version.sequence(col.id);
+                let max = if col.ty == SqlType::Int4 {
+                    i32::MAX as i64
+                } else {
+                    i64::MAX
+                };
+                let last = base
+                    .checked_add(n as i64)
+                    .filter(|l| *l <= max)
+                    .ok_or_else(|| {
+                        Error::BadRequest(format!(
+                            "nextval: reached maximum value of sequence \"{name}\" ({max})"
+                        ))
+                    })?;
+                t.version = t.version.with_sequence(col.id, last);
+                self.ops.push(Op::SetSequence {
+                    table: def.id,
+                    column: col.id,
+                    value: last,
+                });
+                Ok(if col.ty == SqlType::Int4 {
+                    Arc::new(Int32Array::from_iter_values(
+                        (base + 1..=last).map(|v| v as i32),
+                    ))
+                } else {
+                    Arc::new(Int64Array::from_iter_values(base + 1..=last))
+                })
+            }
+            Some(ColumnDefault::Expr { sql }) => {
+                let dialect = EngineDialect::default();
+                let expr = Parser::new(&dialect).try_with_sql(sql)?.parse_expr()?;
+                if let Some(Cell::Scalar(s)) = literal_cell(&expr, col) {
+                    return Ok(s.to_array_of_size(n)?);
+                }
+                if let Expr::Function(f) = &expr
+                    && f.args.to_string().trim_matches(['(', ')']).is_empty()
+                    && matches!(
+                        f.name.to_string().to_lowercase().as_str(),
+                        "now" | "current_timestamp"
+                    )
+                {
+                    // PostgreSQL's now() is one instant per statement.
+                    let micros = chrono::Utc::now().timestamp_micros();
+                    return Ok(Arc::new(
+                        TimestampMicrosecondArray::from(vec![micros; n]).with_timezone("UTC"),
+                    ));
+                }
+                let q = parse_query(&format!(
+                    "SELECT {sql} FROM generate_series(1, {n}) AS t(__tarn_n)"
+                ))?;
+                let (_, schema, batches) =
+                    self.run_query(&q, HashMap::new()).await.map_err(|e| {
+                        Error::BadRequest(format!(
+                            "default of column \"{}\" ({sql}) failed: {e}",
+                            col.name
+                        ))
+                    })?;
+                let batch = concat_batches(&schema, &batches)?;
+                Ok(batch.column(0).clone())
+            }
+        }
+    }
+
+    /// Evaluates RETURNING items over `rows` (named as the table's columns).
+    async fn returning(
+        &mut self,
+        def: &TableDef,
+        relation: &str,
+        items: &[SelectItem],
+        rows: RecordBatch,
+        affected: u64,
+    ) -> Result<StatementResult> {
+        let schema = table_schema(def, false);
+        let rows = RecordBatch::try_new(schema.clone(), rows.columns().to_vec())?;
+        let table: Arc<dyn TableProvider> = Arc::new(MemTable::try_new(schema, vec![vec![rows]])?);
+        let overrides = HashMap::from([((def.workspace_id.clone(), def.name.clone()), table)]);
+        let q = parse_query(&format!("SELECT {} FROM {relation}", items_sql(items)))?;
+        let (columns, schema, batches) = self.run_query(&q, overrides).await?;
+        Ok(StatementResult {
+            columns,
+            schema,
+            batches: Some(batches),
+            rows_affected: affected,
+        })
+    }
+
+    /// Runs `SELECT rowid, <exprs> FROM <target> … WHERE …` with the target exposing
+    /// row ids; returns the distinct row ids and the other columns.
+    async fn read_target(
+        &mut self,
+        def: &TableDef,
+        select_sql: &str,
+    ) -> Result<(Vec<u64>, Vec<ArrayRef>, usize)> {
+        let version = self
+            .tables
+            .get(&def.id)
+            .map(|t| Arc::new(t.version.clone()))
+            .ok_or_else(|| Error::Internal("read of an unlocked table".into()))?;
+        let provider: Arc<dyn TableProvider> =
+            Arc::new(EngineTable::new(def.clone(), version, true));
+        let overrides = HashMap::from([((def.workspace_id.clone(), def.name.clone()), provider)]);
+        let q = parse_query(select_sql)?;
+        let (_, schema, batches) = self.run_query(&q, overrides).await?;
+        let batch = concat_batches(&schema, &batches)?;
+        let ids = batch
+            .column(0)
+            .as_primitive_opt::<UInt64Type>()
+            .ok_or_else(|| Error::Internal("row id column".into()))?
+            .clone();
+        // UPDATE … FROM may match a row several times; PostgreSQL changes it once.
+        let mut seen = HashSet::with_capacity(ids.len());
+        let keep: Vec<u64> = (0..ids.len())
+            .filter(|&i| seen.insert(ids.value(i)))
+            .map(|i| i as u64)
+            .collect();
+        let mut columns: Vec<ArrayRef> = batch.columns()[1..].to_vec();
+        let mut row_ids: Vec<u64> = ids.values().to_vec();
+        if keep.len() != ids.len() {
+            let idx = UInt64Array::from(keep);
+            columns = columns
+                .iter()
+                .map(|c| datafusion::arrow::compute::take(c, &idx, None))
+                .collect::<Result<_, _>>()?;
+            row_ids = idx
+                .values()
+                .iter()
+                .map(|&i| ids.value(i as usize))
+                .collect();
+        }
+        let n = row_ids.len();
+        Ok((row_ids, columns, n))
+    }
+
+    fn delete_rows(&mut self, def: &TableDef, row_ids: &[u64]) -> Result<()> {
+        if row_ids.is_empty() {
+            return Ok(());
+        }
+        let t = self
+            .tables
+            .get_mut(&def.id)
+            .ok_or_else(|| Error::Internal("delete from an unlocked table".into()))?;
+        t.version = t.version.with_delete(row_ids);
+        t.deleted.extend(row_ids.iter().copied());
+        self.ops.push(Op::Delete {
+            table: def.id,
+            row_ids: row_ids.into(),
+        });
+        Ok(())
+    }
+
+    pub(crate) async fn update(&mut self, upd: ast::Update) -> Result<StatementResult> {
+        let (name, alias) = single_table(&upd.table)?;
+        let def = self.target(&name).await?;
+        let mut assigned: HashMap<usize, String> = HashMap::new();
+        for a in &upd.assignments {
+            let AssignmentTarget::ColumnName(col) = &a.target else {
+                return bad("UPDATE of column tuples is not supported");
+            };
+            let parts = name_parts(col)?;
+            let cname = parts.last().cloned().unwrap_or_default();
+            let i = Self::column_index(&def, &cname)?;
+            if assigned.insert(i, a.value.to_string()).is_some() {
+                return bad(format!("multiple assignments to same column \"{cname}\""));
+            }
+        }
+        let qual = qualifier(&name, alias.as_ref());
+        let exprs: Vec<String> = def
+            .columns
+            .iter()
+            .enumerate()
+            .map(|(i, c)| match assigned.get(&i) {
+                Some(e) => format!("{e} AS {}", quote_ident(&format!("__tarn_c{i}"))),
+                None => format!("{qual}.{}", quote_ident(&c.name)),
+            })
+            .collect();
+        let from = match &upd.from {
+            Some(UpdateTableFromKind::BeforeSet(t)) | Some(UpdateTableFromKind::AfterSet(t)) => {
+                format!(
+                    ", {}",
+                    t.iter()
+                        .map(|t| t.to_string())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )
+            }
+            None => String::new(),
+        };
+        let selection = upd
+            .selection
+            .as_ref()
+            .map(|s| format!(" WHERE {s}"))
+            .unwrap_or_default();
+        let sql = format!(
+            "SELECT {qual}.{}, {} FROM {}{from}{selection}",
+            quote_ident(ROWID_COLUMN),
+            exprs.join(", "),
+            upd.table
+        );
+        let (row_ids, columns, n) = self.read_target(&def, &sql).await?;
+        self.delete_rows(&def, &row_ids)?;
+        let targets: Vec<usize> = (0..def.columns.len()).collect();
+        let rows = self.write_rows(&def, &targets, columns, n).await?;
+        match &upd.returning {
+            Some(items) => {
+                self.returning(&def, &upd.table.to_string(), items, rows, n as u64)
+                    .await
+            }
+            None => Ok(StatementResult::none(n as u64)),
+        }
+    }
+
+    pub(crate) async fn delete(&mut self, del: ast::Delete) -> Result<StatementResult> {
+        let tables = match &del.from {
+            FromTable::WithFromKeyword(t) | FromTable::WithoutKeyword(t) => t,
+        };
+        let [table] = tables.as_slice() else {
+            return bad("DELETE takes exactly one table");
+        };
+        if !del.tables.is_empty() || del.limit.is_some() || !del.order_by.is_empty() {
+            return bad("DELETE supports FROM, USING, WHERE and RETURNING only");
+        }
+        let (name, alias) = single_table(table)?;
+        let def = self.target(&name).await?;
+        let qual = qualifier(&name, alias.as_ref());
+        let mut cols = vec![format!("{qual}.{}", quote_ident(ROWID_COLUMN))];
+        if del.returning.is_some() {
+            cols.extend(
+                def.columns
+                    .iter()
+                    .map(|c| format!("{qual}.{}", quote_ident(&c.name))),
+            );
+        }
+        let using = del
+            .using
+            .as_ref()
+            .map(|u| {
+                format!(
+                    ", {}",
+                    u.iter()
+                        .map(|t| t.to_string())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )
+            })
+            .unwrap_or_default();
+        let selection = del
+            .selection
+            .as_ref()
+            .map(|s| format!(" WHERE {s}"))
+            .unwrap_or_default();
+        let sql = format!("SELECT {} FROM {table}{using}{selection}", cols.join(", "));
+        let (row_ids, columns, n) = self.read_target(&def, &sql).await?;
+        self.delete_rows(&def, &row_ids)?;
+        match &del.returning {
+            Some(items) => {
+                let rows = RecordBatch::try_new(table_schema(&def, false), columns)?;
+                self.returning(&def, &table.to_string(), items, rows, n as u64)
+                    .await
+            }
+            None => Ok(StatementResult::none(n as u64)),
+        }
+    }
+}
+
+fn nullable(col: &ColumnDef) -> ColumnDef {
+    let mut c = col.clone();
+    c.nullable = true;
+    c
+}
+
+/// `base` with the rows at `positions` replaced, in order, by the rows of `with`.
+fn splice(base: &ArrayRef, positions: &[usize], with: &ArrayRef) -> Result<ArrayRef> {
+    let mut sources: Vec<(usize, usize)> = (0..base.len()).map(|i| (0, i)).collect();
+    for (k, &p) in positions.iter().enumerate() {
+        sources[p] = (1, k);
+    }
+    Ok(datafusion::arrow::compute::interleave(
+        &[base.as_ref(), with.as_ref()],
+        &sources,
+    )?)
+}
+
+fn single_table(t: &TableWithJoins) -> Result<(ast::ObjectName, Option<ast::Ident>)> {
+    if !t.joins.is_empty() {
+        return bad(
+            "the target of UPDATE/DELETE must be a single table; use FROM/USING for others",
+        );
+    }
+    match &t.relation {
+        TableFactor::Table {
+            name,
+            alias,
+            args: None,
+            ..
+        } => Ok((name.clone(), alias.as_ref().map(|a| a.name.clone()))),
+        _ => bad("the target of UPDATE/DELETE must be a table"),
+    }
+}
+
+fn qualifier(name: &ast::ObjectName, alias: Option<&ast::Ident>) -> String {
+    match alias {
+        Some(a) => quote_ident(&normalize(a)),
+        None => name.to_string(),
+    }
+}
+
+#[allow(dead_code)]
+fn _assert_array(_: &dyn Array) {}

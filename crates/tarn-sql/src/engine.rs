@@ -1,0 +1,789 @@
+//! The statement router: parses one statement, binds its parameters, sends SELECT to
+//! DataFusion and runs DDL and DML itself against the catalog and storage.
+
+use std::collections::{HashMap, HashSet};
+use std::ops::ControlFlow;
+use std::sync::Arc;
+use std::time::Duration;
+
+use datafusion::arrow::array::{ArrayRef, RecordBatch};
+use datafusion::arrow::compute::concat_batches;
+use datafusion::arrow::datatypes::{Field, Schema, SchemaRef};
+use datafusion::arrow::row::{RowConverter, SortField};
+use datafusion::catalog::{CatalogProviderList, MemoryCatalogProviderList, TableProvider};
+use datafusion::execution::SessionStateBuilder;
+use datafusion::execution::context::SessionState;
+use datafusion::execution::runtime_env::RuntimeEnvBuilder;
+use datafusion::prelude::{SessionConfig, SessionContext};
+use datafusion::sql::sqlparser::ast::{
+    self, Ident, ObjectName, Query, SelectItem, Statement, TableFactor, Visit, Visitor,
+};
+use datafusion::sql::sqlparser::parser::Parser;
+use serde_json::Value as Json;
+use tarn_catalog::{Catalog, CatalogOp, ColumnId, TableDef, TableId};
+use tarn_storage::{Database, Op, TableStore, TableVersion};
+use tokio::sync::{Mutex as AsyncMutex, OwnedMutexGuard};
+
+use crate::dialect::EngineDialect;
+use crate::error::{Error, Result, bad};
+use crate::names::query_output_names;
+use crate::params::bind;
+use crate::provider::{OrgCatalog, ReadView};
+
+/// Name of the DataFusion catalog Tarn registers the organization under.
+pub(crate) const CATALOG_NAME: &str = "tarn";
+
+/// Limits on one statement (SPEC §8).
+#[derive(Debug, Clone)]
+pub struct Limits {
+    /// Longest SQL text, in bytes.
+    pub max_sql_bytes: usize,
+    /// Most parameters one statement may bind.
+    pub max_params: usize,
+    /// Most parameter sets in one batch.
+    pub max_batch: usize,
+    /// Longest a statement may run.
+    pub query_timeout: Duration,
+    /// Memory one query may use before it spills or fails.
+    pub query_memory: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_sql_bytes: 1 << 20,
+            max_params: 65_535,
+            max_batch: 100_000,
+            query_timeout: Duration::from_secs(60),
+            query_memory: 2 << 30,
+        }
+    }
+}
+
+/// Async locks that serialize writers: one DDL lock for catalog changes and one lock
+/// per table for its writers. Async so that a task waiting for a lock never blocks a
+/// runtime worker that the lock holder needs.
+#[derive(Debug, Default)]
+pub struct Locks {
+    ddl: Arc<AsyncMutex<()>>,
+    tables: parking_lot::Mutex<HashMap<TableId, Arc<AsyncMutex<()>>>>,
+}
+
+impl Locks {
+    /// Takes the DDL lock.
+    pub async fn ddl(&self) -> OwnedMutexGuard<()> {
+        self.ddl.clone().lock_owned().await
+    }
+
+    /// Takes the writer lock of table `id`.
+    pub async fn table(&self, id: TableId) -> OwnedMutexGuard<()> {
+        let m = self.tables.lock().entry(id).or_default().clone();
+        m.lock_owned().await
+    }
+}
+
+/// What one statement produced.
+#[derive(Debug, Clone)]
+pub struct StatementResult {
+    /// Output column names (PostgreSQL's); empty without a result set.
+    pub columns: Vec<String>,
+    /// The result set's schema, fields named as `columns`.
+    pub schema: SchemaRef,
+    /// Result rows; `None` for statements without a result set.
+    pub batches: Option<Vec<RecordBatch>>,
+    /// Rows written.
+    pub rows_affected: u64,
+}
+
+impl StatementResult {
+    pub(crate) fn none(rows_affected: u64) -> Self {
+        StatementResult {
+            columns: vec![],
+            schema: Arc::new(Schema::empty()),
+            batches: None,
+            rows_affected,
+        }
+    }
+
+    /// Rows in the result set.
+    pub fn row_count(&self) -> u64 {
+        self.batches
+            .as_ref()
+            .map_or(0, |b| b.iter().map(|b| b.num_rows() as u64).sum())
+    }
+}
+
+/// Totals of a batch.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct BatchTotals {
+    /// Parameter sets run.
+    pub statements: u64,
+    /// Sum of rows written.
+    pub rows_affected: u64,
+    /// Sum of rows returned.
+    pub row_count: u64,
+}
+
+/// Runs Tarn SQL against one database.
+pub struct SqlEngine {
+    db: Arc<Database>,
+    base: SessionState,
+    locks: Arc<Locks>,
+    limits: Limits,
+}
+
+impl std::fmt::Debug for SqlEngine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SqlEngine").field("db", &self.db).finish()
+    }
+}
+
+impl SqlEngine {
+    /// An engine over `db`.
+    pub fn new(db: Arc<Database>, limits: Limits) -> Result<Self> {
+        let mut config = SessionConfig::new()
+            .with_default_catalog_and_schema(CATALOG_NAME, "public")
+            .with_create_default_catalog_and_schema(false)
+            .with_information_schema(false);
+        let opts = config.options_mut();
+        opts.sql_parser.dialect = datafusion::config::Dialect::PostgreSQL;
+        opts.sql_parser.map_string_types_to_utf8view = false;
+        opts.sql_parser.enable_ident_normalization = true;
+        let runtime = RuntimeEnvBuilder::new()
+            .with_memory_limit(limits.query_memory, 1.0)
+            .build_arc()?;
+        let mut state = SessionStateBuilder::new()
+            .with_config(config)
+            .with_runtime_env(runtime)
+            .with_default_features()
+            .build();
+        crate::functions::install(&mut state)?;
+        Ok(SqlEngine {
+            db,
+            base: state,
+            locks: Arc::new(Locks::default()),
+            limits,
+        })
+    }
+
+    /// The database.
+    pub fn db(&self) -> &Arc<Database> {
+        &self.db
+    }
+
+    /// The writer locks, for the facade's own catalog changes.
+    pub fn locks(&self) -> &Arc<Locks> {
+        &self.locks
+    }
+
+    /// The limits in force.
+    pub fn limits(&self) -> &Limits {
+        &self.limits
+    }
+
+    /// Runs one statement in workspace `ws` of organization `org`.
+    pub async fn execute(
+        &self,
+        org: &str,
+        ws: &str,
+        sql: &str,
+        params: &[Json],
+    ) -> Result<StatementResult> {
+        let stmt = self.parse_one(sql)?;
+        self.check_params(params.len())?;
+        let mut txn = Txn::new(self, org, ws);
+        let mut stmt = stmt;
+        bind(&mut stmt, params)?;
+        let fut = async {
+            let out = txn.run(stmt).await?;
+            txn.commit().await?;
+            Ok(out)
+        };
+        self.with_timeout(Box::pin(fut)).await
+    }
+
+    /// Runs one statement once per parameter set, atomically.
+    pub async fn execute_batch(
+        &self,
+        org: &str,
+        ws: &str,
+        sql: &str,
+        params_batch: &[Vec<Json>],
+    ) -> Result<BatchTotals> {
+        let stmt = self.parse_one(sql)?;
+        if params_batch.len() > self.limits.max_batch {
+            return bad(format!(
+                "a batch may have at most {} parameter sets, not {}",
+                self.limits.max_batch,
+                params_batch.len()
+            ));
+        }
+        let mut totals = BatchTotals::default();
+        let mut txn = Txn::new(self, org, ws);
+        let fut = async {
+            for (i, params) in params_batch.iter().enumerate() {
+                let step = async {
+                    self.check_params(params.len())?;
+                    let mut s = stmt.clone();
+                    bind(&mut s, params)?;
+                    txn.run(s).await
+                };
+                let out = step.await.map_err(|e| prefix_error(e, i))?;
+                totals.statements += 1;
+                totals.rows_affected += out.rows_affected;
+                totals.row_count += out.row_count();
+            }
+            txn.commit().await?;
+            Ok(totals)
+        };
+        self.with_timeout(Box::pin(fut)).await
+    }
+
+    async fn with_timeout<T>(&self, fut: impl Future<Output = Result<T>>) -> Result<T> {
+        match tokio::time::timeout(self.limits.query_timeout, fut).await {
+            Ok(r) => r,
+            Err(_) => bad(format!(
+                "canceling statement due to statement timeout ({} ms)",
+                self.limits.query_timeout.as_millis()
+            )),
+        }
+    }
+
+    fn check_params(&self, n: usize) -> Result<()> {
+        if n > self.limits.max_params {
+            return bad(format!(
+                "a statement may bind at most {} parameters, not {n}",
+                self.limits.max_params
+            ));
+        }
+        Ok(())
+    }
+
+    /// Parses exactly one statement (a trailing `;` is fine).
+    pub fn parse_one(&self, sql: &str) -> Result<Statement> {
+        if sql.len() > self.limits.max_sql_bytes {
+            return bad(format!(
+                "SQL text of {} bytes exceeds the limit of {} bytes",
+                sql.len(),
+                self.limits.max_sql_bytes
+            ));
+        }
+        let mut stmts = Parser::new(&EngineDialect::default())
+            .with_recursion_limit(256)
+            .try_with_sql(sql)?
+            .parse_statements()?;
+        match stmts.len() {
+            0 => bad("empty query: no statement to run"),
+            1 => Ok(stmts.remove(0)),
+            n => bad(format!(
+                "cannot run {n} statements in one query; send them one at a time or use query_batch"
+            )),
+        }
+    }
+}
+
+fn prefix_error(e: Error, i: usize) -> Error {
+    let p = |m: String| format!("parameter set {i}: {m}");
+    match e {
+        Error::BadRequest(m) => Error::BadRequest(p(m)),
+        Error::NotFound(m) => Error::NotFound(p(m)),
+        Error::Conflict(m) => Error::Conflict(p(m)),
+        Error::Internal(m) => Error::Internal(p(m)),
+        other => other,
+    }
+}
+
+/// Normalizes an identifier as PostgreSQL does: unquoted names fold to lower case.
+pub(crate) fn normalize(id: &Ident) -> String {
+    if id.quote_style.is_some() {
+        id.value.clone()
+    } else {
+        id.value.to_lowercase()
+    }
+}
+
+/// The parts of an object name, normalized.
+pub(crate) fn name_parts(name: &ObjectName) -> Result<Vec<String>> {
+    name.0
+        .iter()
+        .map(|p| {
+            p.as_ident()
+                .map(normalize)
+                .ok_or_else(|| Error::BadRequest(format!("invalid name {name}")))
+        })
+        .collect()
+}
+
+/// Display form of a relation name for messages: `"ws"."docs"`.
+pub(crate) fn quoted(parts: &[String]) -> String {
+    parts
+        .iter()
+        .map(|p| format!("\"{p}\""))
+        .collect::<Vec<_>>()
+        .join(".")
+}
+
+/// A table a transaction writes: its lock and its private, pending version.
+pub(crate) struct TxnTable {
+    _guard: OwnedMutexGuard<()>,
+    pub store: Option<Arc<TableStore>>,
+    pub version: TableVersion,
+    pub deleted: HashSet<u64>,
+    /// Keys of rows this transaction inserted, per unique constraint name.
+    pub local_keys: HashMap<String, HashMap<Box<[u8]>, u64>>,
+}
+
+/// One atomic unit of work: a statement, or every parameter set of a batch. Writes go to
+/// private table versions and are logged and published together at commit.
+pub(crate) struct Txn<'e> {
+    pub engine: &'e SqlEngine,
+    pub org: String,
+    pub ws: String,
+    pub catalog: Arc<Catalog>,
+    pub catalog_dirty: bool,
+    pub tables: HashMap<TableId, TxnTable>,
+    pub ops: Vec<Op>,
+    ddl_guard: Option<OwnedMutexGuard<()>>,
+}
+
+impl<'e> Txn<'e> {
+    fn new(engine: &'e SqlEngine, org: &str, ws: &str) -> Self {
+        Txn {
+            engine,
+            org: org.to_string(),
+            ws: ws.to_string(),
+            catalog: engine.db.catalog(),
+            catalog_dirty: false,
+            tables: HashMap::new(),
+            ops: Vec::new(),
+            ddl_guard: None,
+        }
+    }
+
+    /// Takes the DDL lock (once) and refreshes the catalog so DDL validates against the
+    /// latest state.
+    pub async fn lock_ddl(&mut self) {
+        if self.ddl_guard.is_none() {
+            self.ddl_guard = Some(self.engine.locks.ddl().await);
+            if !self.catalog_dirty {
+                self.catalog = self.engine.db.catalog();
+            }
+        }
+    }
+
+    /// Takes the writer lock of table `id` (once per transaction) and returns the
+    /// table's current definition, or `None` if it was dropped meanwhile.
+    pub async fn lock_table(&mut self, id: TableId) -> Result<Option<TableDef>> {
+        if !self.tables.contains_key(&id) {
+            let guard = self.engine.locks.table(id).await;
+            if !self.catalog_dirty {
+                self.catalog = self.engine.db.catalog();
+            }
+            let Some(store) = self.engine.db.table(id) else {
+                return Ok(None);
+            };
+            let version = TableVersion::clone(&store.snapshot());
+            self.tables.insert(
+                id,
+                TxnTable {
+                    _guard: guard,
+                    store: Some(store),
+                    version,
+                    deleted: HashSet::new(),
+                    local_keys: HashMap::new(),
+                },
+            );
+        }
+        Ok(self.catalog.table_by_id(id).cloned())
+    }
+
+    /// Registers a table created by this transaction (it has no store yet).
+    pub async fn add_new_table(&mut self, id: TableId) {
+        let guard = self.engine.locks.table(id).await;
+        self.tables.insert(
+            id,
+            TxnTable {
+                _guard: guard,
+                store: None,
+                version: TableVersion::default(),
+                deleted: HashSet::new(),
+                local_keys: HashMap::new(),
+            },
+        );
+    }
+
+    /// Records a catalog change: applied to this transaction's catalog now, logged and
+    /// published at commit.
+    pub fn catalog_op(&mut self, op: CatalogOp) -> Result<()> {
+        Arc::make_mut(&mut self.catalog)
+            .apply(&op)
+            .map_err(|e| match e {
+                tarn_catalog::Error::AlreadyExists(m) => Error::Conflict(m),
+                tarn_catalog::Error::NotFound(m) => Error::NotFound(m),
+                other => Error::Internal(other.to_string()),
+            })?;
+        self.catalog_dirty = true;
+        self.ops.push(Op::Catalog(op));
+        Ok(())
+    }
+
+    /// Resolves a relation name used in workspace `self.ws`: it must be
+    /// `"workspace"."table"` with both existing in this organization.
+    pub fn resolve(&self, name: &ObjectName) -> Result<TableDef> {
+        let parts = name_parts(name)?;
+        match parts.as_slice() {
+            [ws, t] => self
+                .catalog
+                .table(&self.org, ws, t)
+                .cloned()
+                .ok_or_else(|| {
+                    Error::NotFound(format!("relation {} does not exist", quoted(&parts)))
+                }),
+            _ => Err(Error::NotFound(format!(
+                "relation {} does not exist",
+                quoted(&parts)
+            ))),
+        }
+    }
+
+    /// A read view of the database as this transaction sees it.
+    pub fn view(&self, overrides: HashMap<(String, String), Arc<dyn TableProvider>>) -> ReadView {
+        ReadView {
+            db: self.engine.db.clone(),
+            org: self.org.clone(),
+            catalog: self.catalog.clone(),
+            pending: self
+                .tables
+                .iter()
+                .map(|(id, t)| (*id, Arc::new(t.version.clone())))
+                .collect(),
+            overrides,
+        }
+    }
+
+    /// A DataFusion context whose catalog is this transaction's view.
+    pub fn context(&self, view: ReadView) -> (SessionContext, SessionState) {
+        let list = MemoryCatalogProviderList::new();
+        list.register_catalog(
+            CATALOG_NAME.to_string(),
+            Arc::new(OrgCatalog(Arc::new(view))),
+        );
+        let mut builder = SessionStateBuilder::new_from_existing(self.engine.base.clone())
+            .with_catalog_list(Arc::new(list) as Arc<dyn CatalogProviderList>);
+        let cfg = builder.config().get_or_insert_with(SessionConfig::new);
+        cfg.options_mut().catalog.default_schema = self.ws.clone();
+        let state = builder.build();
+        (SessionContext::new_with_state(state.clone()), state)
+    }
+
+    /// Checks every relation a statement reads: schema-qualified and existing, or a CTE.
+    pub fn check_relations(&self, stmt: &Statement) -> Result<()> {
+        struct Check<'a, 'e> {
+            txn: &'a Txn<'e>,
+            ctes: Vec<String>,
+            err: Option<Error>,
+        }
+        impl Visitor for Check<'_, '_> {
+            type Break = ();
+            fn pre_visit_query(&mut self, q: &Query) -> ControlFlow<()> {
+                if let Some(with) = &q.with {
+                    self.ctes
+                        .extend(with.cte_tables.iter().map(|c| normalize(&c.alias.name)));
+                }
+                ControlFlow::Continue(())
+            }
+            fn pre_visit_table_factor(&mut self, t: &TableFactor) -> ControlFlow<()> {
+                if let TableFactor::Table {
+                    name, args: None, ..
+                } = t
+                {
+                    let parts = match name_parts(name) {
+                        Ok(p) => p,
+                        Err(e) => {
+                            self.err = Some(e);
+                            return ControlFlow::Break(());
+                        }
+                    };
+                    if parts.len() == 1 && self.ctes.contains(&parts[0]) {
+                        return ControlFlow::Continue(());
+                    }
+                    if let Err(e) = self.txn.resolve(name) {
+                        self.err = Some(e);
+                        return ControlFlow::Break(());
+                    }
+                }
+                ControlFlow::Continue(())
+            }
+        }
+        let mut check = Check {
+            txn: self,
+            ctes: vec![],
+            err: None,
+        };
+        let _ = stmt.visit(&mut check);
+        match check.err {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+
+    /// Plans and runs a query; returns its PostgreSQL output names, schema and rows.
+    pub async fn run_query(
+        &self,
+        query: &Query,
+        overrides: HashMap<(String, String), Arc<dyn TableProvider>>,
+    ) -> Result<(Vec<String>, SchemaRef, Vec<RecordBatch>)> {
+        let stmt = Statement::Query(Box::new(query.clone()));
+        self.check_relations(&stmt)?;
+        let (ctx, state) = self.context(self.view(overrides));
+        let plan = state
+            .statement_to_plan(datafusion::sql::parser::Statement::Statement(Box::new(
+                stmt,
+            )))
+            .await?;
+        let df = ctx.execute_logical_plan(plan).await?;
+        let schema: SchemaRef = Arc::new(df.schema().as_arrow().clone());
+        let batches = df.collect().await?;
+        let names = query_output_names(query, &schema);
+        let schema = renamed(&schema, &names);
+        let batches = batches
+            .into_iter()
+            .map(|b| {
+                RecordBatch::try_new_with_options(
+                    schema.clone(),
+                    b.columns().to_vec(),
+                    &datafusion::arrow::array::RecordBatchOptions::new()
+                        .with_row_count(Some(b.num_rows())),
+                )
+                .map_err(Error::from)
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok((names, schema, batches))
+    }
+
+    /// Runs one bound statement.
+    pub async fn run(&mut self, stmt: Statement) -> Result<StatementResult> {
+        match stmt {
+            Statement::Query(q) => {
+                let (columns, schema, batches) =
+                    Box::pin(self.run_query(&q, HashMap::new())).await?;
+                Ok(StatementResult {
+                    columns,
+                    schema,
+                    batches: Some(batches),
+                    rows_affected: 0,
+                })
+            }
+            // Boxed: each statement kind's future is large, and nesting them all in one
+            // state machine would put hundreds of kilobytes on the caller's stack.
+            Statement::Explain { .. } => Box::pin(self.run_explain(stmt)).await,
+            Statement::Insert(ins) => Box::pin(self.insert(ins)).await,
+            Statement::Update(upd) => Box::pin(self.update(upd)).await,
+            Statement::Delete(del) => Box::pin(self.delete(del)).await,
+            Statement::CreateTable(ct) => Box::pin(self.create_table(ct)).await,
+            Statement::Drop {
+                object_type: ast::ObjectType::Table,
+                if_exists,
+                names,
+                ..
+            } => Box::pin(self.drop_tables(&names, if_exists)).await,
+            Statement::AlterTable(alter) => Box::pin(self.alter_table(alter)).await,
+            Statement::StartTransaction { .. }
+            | Statement::Commit { .. }
+            | Statement::Rollback { .. } => {
+                bad("each statement is atomic; use query_batch for several")
+            }
+            Statement::CreateIndex(_)
+            | Statement::Drop {
+                object_type: ast::ObjectType::Index,
+                ..
+            } => bad("CREATE INDEX and DROP INDEX are not supported yet"),
+            other => bad(format!(
+                "statement not supported: {}",
+                first_words(&other.to_string())
+            )),
+        }
+    }
+
+    async fn run_explain(&self, stmt: Statement) -> Result<StatementResult> {
+        self.check_relations(&stmt)?;
+        let (ctx, state) = self.context(self.view(HashMap::new()));
+        let plan = state
+            .statement_to_plan(datafusion::sql::parser::Statement::Statement(Box::new(
+                stmt,
+            )))
+            .await?;
+        let df = ctx.execute_logical_plan(plan).await?;
+        let schema: SchemaRef = Arc::new(df.schema().as_arrow().clone());
+        let batches = df.collect().await?;
+        Ok(StatementResult {
+            columns: schema.fields().iter().map(|f| f.name().clone()).collect(),
+            schema,
+            batches: Some(batches),
+            rows_affected: 0,
+        })
+    }
+
+    /// Checks a unique constraint for new rows of table `id`: against the published rows
+    /// (unless this transaction deleted them) and against rows this transaction
+    /// inserted. Records the new keys.
+    pub fn check_unique(
+        &mut self,
+        id: TableId,
+        constraint: &str,
+        columns: &[ColumnId],
+        arrays: &[ArrayRef],
+        first_row_id: u64,
+    ) -> Result<()> {
+        let Some(t) = self.tables.get_mut(&id) else {
+            return Err(Error::Internal("unique check on an unlocked table".into()));
+        };
+        let violation = || {
+            Error::Conflict(format!(
+                "duplicate key value violates unique constraint \"{constraint}\""
+            ))
+        };
+        if let Some(store) = &t.store {
+            let matches = store.key_matches(columns, arrays)?;
+            if matches.iter().flatten().any(|r| !t.deleted.contains(r)) {
+                return Err(violation());
+            }
+        }
+        let converter = RowConverter::new(
+            arrays
+                .iter()
+                .map(|a| SortField::new(a.data_type().clone()))
+                .collect(),
+        )?;
+        let rows = converter.convert_columns(arrays)?;
+        let local = t.local_keys.entry(constraint.to_string()).or_default();
+        for i in 0..rows.num_rows() {
+            if arrays.iter().any(|a| a.is_null(i)) {
+                continue;
+            }
+            let key: Box<[u8]> = rows.row(i).as_ref().into();
+            if let Some(existing) = local.get(&key)
+                && !t.deleted.contains(existing)
+            {
+                return Err(violation());
+            }
+            local.insert(key, first_row_id + i as u64);
+        }
+        Ok(())
+    }
+
+    /// Logs and publishes everything this transaction wrote.
+    pub async fn commit(&mut self) -> Result<()> {
+        let ops = coalesce(std::mem::take(&mut self.ops))?;
+        if ops.is_empty() {
+            return Ok(());
+        }
+        let db = self.engine.db.clone();
+        tokio::task::spawn_blocking(move || db.commit(ops))
+            .await
+            .map_err(|e| Error::Internal(format!("commit task failed: {e}")))??;
+        Ok(())
+    }
+}
+
+fn first_words(sql: &str) -> String {
+    sql.split_whitespace().take(3).collect::<Vec<_>>().join(" ")
+}
+
+/// Renames a schema's fields (keeping types and metadata).
+pub(crate) fn renamed(schema: &SchemaRef, names: &[String]) -> SchemaRef {
+    Arc::new(Schema::new(
+        schema
+            .fields()
+            .iter()
+            .zip(names)
+            .map(|(f, n)| Field::clone(f).with_name(n.clone()))
+            .collect::<Vec<_>>(),
+    ))
+}
+
+/// Merges a transaction's ops for the log: catalog ops in order, then each table's
+/// inserts concatenated (row ids are consecutive), then deletes, then sequences. Deletes
+/// only name rows that exist by then, so moving them after the inserts is safe.
+fn coalesce(ops: Vec<Op>) -> Result<Vec<Op>> {
+    let mut catalog = Vec::new();
+    let mut inserts: Vec<(TableId, u64, Vec<RecordBatch>)> = Vec::new();
+    let mut deletes: HashMap<TableId, Vec<u64>> = HashMap::new();
+    let mut sequences: HashMap<(TableId, ColumnId), i64> = HashMap::new();
+    for op in ops {
+        match op {
+            Op::Catalog(_) => catalog.push(op),
+            Op::Insert {
+                table,
+                first_row_id,
+                batch,
+            } => {
+                if let Some((t, first, batches)) = inserts.last_mut()
+                    && *t == table
+                    && batches[0].schema() == batch.schema()
+                    && *first + batches.iter().map(|b| b.num_rows() as u64).sum::<u64>()
+                        == first_row_id
+                {
+                    let _ = first;
+                    batches.push(batch);
+                } else {
+                    inserts.push((table, first_row_id, vec![batch]));
+                }
+            }
+            Op::Delete { table, row_ids } => {
+                deletes.entry(table).or_default().extend(row_ids.iter())
+            }
+            Op::SetSequence {
+                table,
+                column,
+                value,
+            } => {
+                let v = sequences.entry((table, column)).or_insert(value);
+                *v = (*v).max(value);
+            }
+        }
+    }
+    let mut out = catalog;
+    for (table, first_row_id, batches) in inserts {
+        let batch = if batches.len() == 1 {
+            batches
+                .into_iter()
+                .next()
+                .ok_or_else(|| Error::Internal("empty".into()))?
+        } else {
+            concat_batches(&batches[0].schema(), &batches)?
+        };
+        out.push(Op::Insert {
+            table,
+            first_row_id,
+            batch,
+        });
+    }
+    let mut deletes: Vec<_> = deletes.into_iter().collect();
+    deletes.sort_by_key(|(t, _)| *t);
+    for (table, ids) in deletes {
+        out.push(Op::Delete {
+            table,
+            row_ids: ids.into(),
+        });
+    }
+    let mut sequences: Vec<_> = sequences.into_iter().collect();
+    sequences.sort();
+    for ((table, column), value) in sequences {
+        out.push(Op::SetSequence {
+            table,
+            column,
+            value,
+        });
+    }
+    Ok(out)
+}
+
+/// Select items as SQL text.
+pub(crate) fn items_sql(items: &[SelectItem]) -> String {
+    items
+        .iter()
+        .map(|i| i.to_string())
+        .collect::<Vec<_>>()
+        .join(", ")
+}

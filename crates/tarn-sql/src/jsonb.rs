@@ -1,0 +1,263 @@
+//! JSONB operators and functions that `datafusion-functions-json` lacks (see DESIGN.md
+//! "SQL"): `@>` (containment), `jsonb_typeof`, `jsonb_array_length`, and `#>` / `#>>`
+//! with PostgreSQL text paths (`'{a,0}'`), which that crate silently answers with NULL.
+
+use std::sync::Arc;
+
+use datafusion::arrow::array::{
+    Array, ArrayRef, AsArray, BooleanBuilder, Int32Builder, StringArray, StringBuilder,
+};
+use datafusion::arrow::datatypes::DataType;
+use datafusion::common::{DFSchema, Result as DfResult, ScalarValue};
+use datafusion::execution::context::SessionState;
+use datafusion::execution::registry::FunctionRegistry;
+use datafusion::logical_expr::planner::{ExprPlanner, PlannerResult, RawBinaryExpr};
+use datafusion::logical_expr::{
+    ColumnarValue, Expr, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature, Volatility,
+};
+use datafusion::sql::sqlparser::ast::BinaryOperator;
+use serde_json::Value;
+
+use crate::error::Result;
+use crate::params::{ArrayText, parse_array_text};
+
+/// Registers the JSONB functions and operator planners. Call before
+/// `datafusion_functions_json::register_all` so `#>` with a text path reaches Tarn first.
+pub fn register(state: &mut SessionState) -> Result<()> {
+    for f in [JsonbFn::Contains, JsonbFn::Typeof, JsonbFn::ArrayLength] {
+        state.register_udf(Arc::new(ScalarUDF::new_from_impl(JsonbUdf::new(f))))?;
+    }
+    state.register_expr_planner(Arc::new(JsonbPlanner))?;
+    Ok(())
+}
+
+#[derive(Debug, PartialEq, Eq, Hash, Clone, Copy)]
+enum JsonbFn {
+    Contains,
+    Typeof,
+    ArrayLength,
+}
+
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct JsonbUdf {
+    f: JsonbFn,
+    signature: Signature,
+}
+
+impl JsonbUdf {
+    fn new(f: JsonbFn) -> Self {
+        let arity = if f == JsonbFn::Contains { 2 } else { 1 };
+        JsonbUdf {
+            f,
+            signature: Signature::any(arity, Volatility::Immutable),
+        }
+    }
+}
+
+/// The JSON values of an argument: JSON text (stored jsonb, literals) or the JSON union
+/// that `->` returns.
+fn json_values(a: &ArrayRef) -> DfResult<Vec<Option<Value>>> {
+    if let DataType::Union(..) = a.data_type() {
+        let field = datafusion::arrow::datatypes::Field::new("v", a.data_type().clone(), true);
+        return (0..a.len())
+            .map(|i| {
+                if a.is_null(i) {
+                    return Ok(None);
+                }
+                crate::encode::encode_value(&field, a, i)
+                    .map(Some)
+                    .map_err(|e| datafusion::error::DataFusionError::Execution(e.to_string()))
+            })
+            .collect();
+    }
+    let text = datafusion::arrow::compute::cast(a, &DataType::Utf8)?;
+    let text: &StringArray = text.as_string::<i32>();
+    text.iter().map(|t| t.map(parse).transpose()).collect()
+}
+
+fn parse(s: &str) -> DfResult<Value> {
+    serde_json::from_str(s).map_err(|e| {
+        datafusion::error::DataFusionError::Execution(format!(
+            "invalid input syntax for type json: {e}"
+        ))
+    })
+}
+
+/// PostgreSQL's jsonb containment: objects contain sub-objects, arrays contain every
+/// element of the other array (in any order), scalars equal.
+fn contains(a: &Value, b: &Value) -> bool {
+    match (a, b) {
+        (Value::Object(x), Value::Object(y)) => y
+            .iter()
+            .all(|(k, vb)| x.get(k).is_some_and(|va| contains(va, vb))),
+        (Value::Array(x), Value::Array(y)) => {
+            y.iter().all(|vb| x.iter().any(|va| contains(va, vb)))
+        }
+        (Value::Array(x), scalar) if !scalar.is_object() && !scalar.is_array() => {
+            x.iter().any(|va| va == scalar)
+        }
+        (x, y) => x == y,
+    }
+}
+
+impl ScalarUDFImpl for JsonbUdf {
+    fn name(&self) -> &str {
+        match self.f {
+            JsonbFn::Contains => "jsonb_contains",
+            JsonbFn::Typeof => "jsonb_typeof",
+            JsonbFn::ArrayLength => "jsonb_array_length",
+        }
+    }
+
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    fn return_type(&self, _arg_types: &[DataType]) -> DfResult<DataType> {
+        Ok(match self.f {
+            JsonbFn::Contains => DataType::Boolean,
+            JsonbFn::Typeof => DataType::Utf8,
+            JsonbFn::ArrayLength => DataType::Int32,
+        })
+    }
+
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> DfResult<ColumnarValue> {
+        let arrays = ColumnarValue::values_to_arrays(&args.args)?;
+        let first = json_values(&arrays[0])?;
+        let n = args.number_rows;
+        let out: ArrayRef = match self.f {
+            JsonbFn::Contains => {
+                let second = json_values(&arrays[1])?;
+                let mut b = BooleanBuilder::with_capacity(n);
+                for (x, y) in first.iter().zip(&second) {
+                    match (x, y) {
+                        (Some(x), Some(y)) => b.append_value(contains(x, y)),
+                        _ => b.append_null(),
+                    }
+                }
+                Arc::new(b.finish())
+            }
+            JsonbFn::Typeof => {
+                let mut b = StringBuilder::with_capacity(n, n * 6);
+                for v in &first {
+                    let Some(v) = v else {
+                        b.append_null();
+                        continue;
+                    };
+                    b.append_value(match v {
+                        Value::Null => "null",
+                        Value::Bool(_) => "boolean",
+                        Value::Number(_) => "number",
+                        Value::String(_) => "string",
+                        Value::Array(_) => "array",
+                        Value::Object(_) => "object",
+                    });
+                }
+                Arc::new(b.finish())
+            }
+            JsonbFn::ArrayLength => {
+                let mut b = Int32Builder::with_capacity(n);
+                for v in &first {
+                    let Some(v) = v else {
+                        b.append_null();
+                        continue;
+                    };
+                    match v {
+                        Value::Array(items) => b.append_value(items.len() as i32),
+                        Value::Object(_) => {
+                            return Err(datafusion::error::DataFusionError::Execution(
+                                "cannot get array length of a non-array".into(),
+                            ));
+                        }
+                        _ => {
+                            return Err(datafusion::error::DataFusionError::Execution(
+                                "cannot get array length of a scalar".into(),
+                            ));
+                        }
+                    }
+                }
+                Arc::new(b.finish())
+            }
+        };
+        if args
+            .args
+            .iter()
+            .all(|a| matches!(a, ColumnarValue::Scalar(_)))
+        {
+            return Ok(ColumnarValue::Scalar(ScalarValue::try_from_array(&out, 0)?));
+        }
+        Ok(ColumnarValue::Array(out))
+    }
+}
+
+/// Plans `@>` on JSON, and `#>` / `#>>` whose path is PostgreSQL array text.
+#[derive(Debug)]
+struct JsonbPlanner;
+
+impl ExprPlanner for JsonbPlanner {
+    fn plan_binary_op(
+        &self,
+        expr: RawBinaryExpr,
+        _schema: &DFSchema,
+    ) -> DfResult<PlannerResult<RawBinaryExpr>> {
+        match &expr.op {
+            BinaryOperator::AtArrow => Ok(PlannerResult::Planned(Expr::ScalarFunction(
+                datafusion::logical_expr::expr::ScalarFunction::new_udf(
+                    Arc::new(ScalarUDF::new_from_impl(JsonbUdf::new(JsonbFn::Contains))),
+                    vec![expr.left, expr.right],
+                ),
+            ))),
+            BinaryOperator::HashArrow | BinaryOperator::HashLongArrow => {
+                let Expr::Literal(ScalarValue::Utf8(Some(path)), _) = &expr.right else {
+                    return Ok(PlannerResult::Original(expr));
+                };
+                let Ok(ArrayText::List(items)) = parse_array_text(path) else {
+                    return Ok(PlannerResult::Original(expr));
+                };
+                let mut args = vec![expr.left.clone()];
+                for item in items {
+                    let ArrayText::Item(Some(key)) = item else {
+                        return Ok(PlannerResult::Original(expr));
+                    };
+                    args.push(match key.parse::<i64>() {
+                        Ok(i) => Expr::Literal(ScalarValue::Int64(Some(i)), None),
+                        Err(_) => Expr::Literal(ScalarValue::Utf8(Some(key)), None),
+                    });
+                }
+                let name = if expr.op == BinaryOperator::HashArrow {
+                    "json_get_json"
+                } else {
+                    "json_as_text"
+                };
+                Ok(PlannerResult::Planned(Expr::ScalarFunction(
+                    datafusion::logical_expr::expr::ScalarFunction::new_udf(json_udf(name)?, args),
+                )))
+            }
+            _ => Ok(PlannerResult::Original(expr)),
+        }
+    }
+}
+
+fn json_udf(name: &str) -> DfResult<Arc<ScalarUDF>> {
+    use datafusion_functions_json::udfs;
+    Ok(if name == "json_get_json" {
+        udfs::json_get_json_udf()
+    } else {
+        udfs::json_as_text_udf()
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn containment_follows_postgres() {
+        assert!(contains(&json!({"a": 1, "b": [1, 2]}), &json!({"b": [2]})));
+        assert!(!contains(&json!({"a": 1}), &json!({"a": 2})));
+        assert!(contains(&json!([1, 2, 3]), &json!([3, 1])));
+        assert!(contains(&json!([1, 2]), &json!(1)));
+        assert!(!contains(&json!({"a": {"b": 1}}), &json!({"b": 1})));
+    }
+}

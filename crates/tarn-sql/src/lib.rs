@@ -1,0 +1,32 @@
+//! Tarn's SQL layer: the PostgreSQL-flavoured dialect, the statement router, Tarn's own
+//! DDL and DML executor, and the glue that lets Apache DataFusion plan and run queries
+//! over Tarn's tables.
+//!
+//! A statement is parsed with [`EngineDialect`], its `$n` parameters are bound as
+//! literals, and then it is routed: SELECT and EXPLAIN go to DataFusion with Tarn's
+//! catalog (catalog = organization, schema = workspace); CREATE/DROP/ALTER TABLE and
+//! INSERT/UPDATE/DELETE are executed by Tarn, which plans only their read side with
+//! DataFusion. Every statement (or batch) writes through one transaction that is logged
+//! as one WAL record.
+
+mod coerce;
+mod ddl;
+mod dialect;
+mod dml;
+mod encode;
+mod engine;
+mod error;
+mod functions;
+mod jsonb;
+mod names;
+mod params;
+mod provider;
+mod types;
+mod values;
+
+pub use dialect::EngineDialect;
+pub use encode::{encode_rows, encode_value};
+pub use engine::{BatchTotals, Limits, Locks, SqlEngine, StatementResult};
+pub use error::{Error, Result};
+pub use provider::{EngineTable, table_schema};
+pub use types::{arrow_type, is_json_field};

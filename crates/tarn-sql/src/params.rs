@@ -1,0 +1,305 @@
+//! Binding `$n` parameters and PostgreSQL array text into the statement's AST.
+//!
+//! Each `$n` becomes the literal its JSON value maps to (SPEC §4.6): a number an int8 or
+//! float8 literal, a string a text literal, an array an `ARRAY[…]`, an object its JSON
+//! text. Binding literals, rather than typed placeholders, lets every statement kind
+//! (Tarn's own DML and DDL as well as DataFusion's SELECT) take parameters the same way,
+//! and gives untyped positions such as `metadata->>$1` a concrete type.
+//!
+//! Casts of text literals to array types (`'{0.1,0.2}'::float4[]`) are rewritten into
+//! `ARRAY[…]` literals, since DataFusion cannot cast text to lists.
+
+use std::ops::ControlFlow;
+
+use datafusion::sql::sqlparser::ast::{
+    self, ArrayElemTypeDef, Expr, Statement, Value, visit_expressions_mut,
+};
+use serde_json::Value as Json;
+
+use crate::error::{Error, Result, bad};
+
+/// Replaces every `$n` in `stmt` with `params[n-1]` and rewrites array-text casts.
+pub fn bind(stmt: &mut Statement, params: &[Json]) -> Result<()> {
+    let mut err: Option<Error> = None;
+    let _ = visit_expressions_mut(stmt, |expr| {
+        match rewrite(expr, params) {
+            Ok(Some(new)) => *expr = new,
+            Ok(None) => {}
+            Err(e) => {
+                err = Some(e);
+                return ControlFlow::Break(());
+            }
+        }
+        ControlFlow::Continue(())
+    });
+    match err {
+        Some(e) => Err(e),
+        None => Ok(()),
+    }
+}
+
+fn rewrite(expr: &Expr, params: &[Json]) -> Result<Option<Expr>> {
+    match expr {
+        Expr::Value(v) => match &v.value {
+            Value::Placeholder(p) => {
+                let n: usize = p
+                    .strip_prefix('$')
+                    .and_then(|n| n.parse().ok())
+                    .ok_or_else(|| Error::BadRequest(format!("invalid parameter {p}")))?;
+                match n.checked_sub(1).and_then(|i| params.get(i)) {
+                    Some(value) => Ok(Some(json_to_expr(value))),
+                    None => bad(format!("there is no parameter ${n}")),
+                }
+            }
+            _ => Ok(None),
+        },
+        Expr::Cast {
+            expr: inner,
+            data_type: ast::DataType::Array(ArrayElemTypeDef::SquareBracket(elem, _)),
+            ..
+        } => {
+            let Expr::Value(v) = inner.as_ref() else {
+                return Ok(None);
+            };
+            let Value::SingleQuotedString(text) = &v.value else {
+                return Ok(None);
+            };
+            let numeric = !matches!(
+                innermost(elem),
+                ast::DataType::Text | ast::DataType::Varchar(_) | ast::DataType::String(_)
+            );
+            let parsed = parse_array_text(text)?;
+            let array = array_text_to_expr(&parsed, numeric, text)?;
+            let mut cast = expr.clone();
+            if let Expr::Cast { expr: e, .. } = &mut cast {
+                **e = array;
+            }
+            Ok(Some(cast))
+        }
+        _ => Ok(None),
+    }
+}
+
+fn innermost(dt: &ast::DataType) -> &ast::DataType {
+    match dt {
+        ast::DataType::Array(ArrayElemTypeDef::SquareBracket(inner, _)) => innermost(inner),
+        other => other,
+    }
+}
+
+fn lit(v: Value) -> Expr {
+    Expr::Value(v.with_empty_span())
+}
+
+/// The literal a JSON parameter value binds as.
+pub fn json_to_expr(value: &Json) -> Expr {
+    match value {
+        Json::Null => lit(Value::Null),
+        Json::Bool(b) => lit(Value::Boolean(*b)),
+        Json::Number(n) => {
+            let text = if n.is_i64() || n.is_u64() {
+                n.to_string()
+            } else {
+                // Keep a float a float: `2.0` must not bind as the integer 2.
+                let f = n.as_f64().unwrap_or(0.0);
+                let s = format!("{f:?}");
+                if s.contains(['.', 'e', 'E']) {
+                    s
+                } else {
+                    format!("{s}.0")
+                }
+            };
+            if let Some(pos) = text.strip_prefix('-') {
+                Expr::UnaryOp {
+                    op: ast::UnaryOperator::Minus,
+                    expr: Box::new(lit(Value::Number(pos.to_string(), false))),
+                }
+            } else {
+                lit(Value::Number(text, false))
+            }
+        }
+        Json::String(s) => lit(Value::SingleQuotedString(s.clone())),
+        Json::Array(items) => Expr::Array(ast::Array {
+            elem: items.iter().map(json_to_expr).collect(),
+            named: true,
+        }),
+        Json::Object(_) => lit(Value::SingleQuotedString(value.to_string())),
+    }
+}
+
+/// A parsed PostgreSQL array literal.
+#[derive(Debug, PartialEq)]
+pub enum ArrayText {
+    /// An element (`None` for NULL).
+    Item(Option<String>),
+    /// A nested array.
+    List(Vec<ArrayText>),
+}
+
+/// Parses PostgreSQL array text such as `{0.1,0.2}`, `{{1,2},{3,4}}` or `{"a b",NULL}`.
+pub fn parse_array_text(text: &str) -> Result<ArrayText> {
+    let malformed = || Error::BadRequest(format!("malformed array literal: \"{text}\""));
+    let chars: Vec<char> = text.trim().chars().collect();
+    let mut pos = 0;
+    let out = parse_list(&chars, &mut pos, 0).ok_or_else(malformed)?;
+    if pos != chars.len() {
+        return Err(malformed());
+    }
+    Ok(out)
+}
+
+fn parse_list(c: &[char], pos: &mut usize, depth: usize) -> Option<ArrayText> {
+    if depth > 8 || c.get(*pos) != Some(&'{') {
+        return None;
+    }
+    *pos += 1;
+    let mut items = Vec::new();
+    skip_ws(c, pos);
+    if c.get(*pos) == Some(&'}') {
+        *pos += 1;
+        return Some(ArrayText::List(items));
+    }
+    loop {
+        skip_ws(c, pos);
+        match c.get(*pos)? {
+            '{' => items.push(parse_list(c, pos, depth + 1)?),
+            '"' => {
+                *pos += 1;
+                let mut s = String::new();
+                loop {
+                    match c.get(*pos)? {
+                        '\\' => {
+                            s.push(*c.get(*pos + 1)?);
+                            *pos += 2;
+                        }
+                        '"' => {
+                            *pos += 1;
+                            break;
+                        }
+                        ch => {
+                            s.push(*ch);
+                            *pos += 1;
+                        }
+                    }
+                }
+                items.push(ArrayText::Item(Some(s)));
+            }
+            _ => {
+                let start = *pos;
+                while let Some(ch) = c.get(*pos) {
+                    if *ch == ',' || *ch == '}' {
+                        break;
+                    }
+                    *pos += 1;
+                }
+                let raw: String = c[start..*pos].iter().collect();
+                let raw = raw.trim();
+                if raw.is_empty() {
+                    return None;
+                }
+                items.push(ArrayText::Item(if raw.eq_ignore_ascii_case("null") {
+                    None
+                } else {
+                    Some(raw.to_string())
+                }));
+            }
+        }
+        skip_ws(c, pos);
+        match c.get(*pos)? {
+            ',' => *pos += 1,
+            '}' => {
+                *pos += 1;
+                return Some(ArrayText::List(items));
+            }
+            _ => return None,
+        }
+    }
+}
+
+fn skip_ws(c: &[char], pos: &mut usize) {
+    while c.get(*pos).is_some_and(|ch| ch.is_whitespace()) {
+        *pos += 1;
+    }
+}
+
+fn array_text_to_expr(a: &ArrayText, numeric: bool, text: &str) -> Result<Expr> {
+    match a {
+        ArrayText::Item(None) => Ok(lit(Value::Null)),
+        ArrayText::Item(Some(s)) if numeric => {
+            let n = s.trim();
+            match n.parse::<f64>() {
+                Ok(f) if f.is_finite() => {}
+                Ok(_) => {
+                    return bad(format!(
+                        "malformed array literal: \"{text}\": {n} is not a finite number"
+                    ));
+                }
+                Err(_) => return bad(format!("malformed array literal: \"{text}\"")),
+            }
+            if let Some(pos) = n.strip_prefix('-') {
+                Ok(Expr::UnaryOp {
+                    op: ast::UnaryOperator::Minus,
+                    expr: Box::new(lit(Value::Number(pos.to_string(), false))),
+                })
+            } else {
+                Ok(lit(Value::Number(
+                    n.trim_start_matches('+').to_string(),
+                    false,
+                )))
+            }
+        }
+        ArrayText::Item(Some(s)) => Ok(lit(Value::SingleQuotedString(s.clone()))),
+        ArrayText::List(items) => Ok(Expr::Array(ast::Array {
+            elem: items
+                .iter()
+                .map(|i| array_text_to_expr(i, numeric, text))
+                .collect::<Result<_>>()?,
+            named: true,
+        })),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn array_text() -> Result<()> {
+        assert_eq!(
+            parse_array_text("{0.1, 0.2}")?,
+            ArrayText::List(vec![
+                ArrayText::Item(Some("0.1".into())),
+                ArrayText::Item(Some("0.2".into()))
+            ])
+        );
+        assert_eq!(
+            parse_array_text("{{1},{NULL}}")?,
+            ArrayText::List(vec![
+                ArrayText::List(vec![ArrayText::Item(Some("1".into()))]),
+                ArrayText::List(vec![ArrayText::Item(None)]),
+            ])
+        );
+        assert_eq!(
+            parse_array_text(r#"{"a,b","c\"d"}"#)?,
+            ArrayText::List(vec![
+                ArrayText::Item(Some("a,b".into())),
+                ArrayText::Item(Some("c\"d".into()))
+            ])
+        );
+        for bad in ["", "{", "{1,}", "{1", "1,2", "{1}}", "{,}", "{\"a}"] {
+            assert!(parse_array_text(bad).is_err(), "{bad}");
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn json_numbers_keep_their_kind() {
+        assert_eq!(json_to_expr(&serde_json::json!(2.0)).to_string(), "2.0");
+        assert_eq!(json_to_expr(&serde_json::json!(42)).to_string(), "42");
+        assert_eq!(json_to_expr(&serde_json::json!(-0.5)).to_string(), "-0.5");
+        assert_eq!(
+            json_to_expr(&serde_json::json!({"a": 1})).to_string(),
+            "'{\"a\":1}'"
+        );
+    }
+}

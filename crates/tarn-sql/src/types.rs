@@ -1,0 +1,219 @@
+//! SQL types: from sqlparser's `DataType` to the catalog's [`SqlType`], and from there
+//! to the one Arrow type each is stored as.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use datafusion::arrow::datatypes::{DataType, Field, TimeUnit};
+use datafusion::sql::sqlparser::ast::{self, ArrayElemTypeDef, ExactNumberInfo, TimezoneInfo};
+use tarn_catalog::SqlType;
+
+use crate::error::{Result, bad};
+
+/// Extension name marking a Utf8 field as JSON (also what `datafusion-functions-json` emits).
+pub const JSON_EXTENSION: &str = "arrow.json";
+const EXTENSION_KEY: &str = "ARROW:extension:name";
+
+/// Numeric without precision: PostgreSQL's is unbounded; Tarn stores Decimal128(38, 10).
+const DEFAULT_NUMERIC: (u8, i8) = (38, 10);
+
+/// A declared column type: its SQL type and whether it is a serial (sequence default).
+pub struct DeclaredType {
+    /// The type.
+    pub ty: SqlType,
+    /// `SERIAL` or `BIGSERIAL`.
+    pub serial: bool,
+}
+
+/// Maps a column type as written to the catalog's type.
+pub fn declared_type(dt: &ast::DataType) -> Result<DeclaredType> {
+    use ast::DataType as D;
+    let plain = |ty| Ok(DeclaredType { ty, serial: false });
+    match dt {
+        D::SmallInt(_) | D::Int2(_) => plain(SqlType::Int2),
+        D::Int(_) | D::Integer(_) | D::Int4(_) => plain(SqlType::Int4),
+        D::BigInt(_) | D::Int8(_) => plain(SqlType::Int8),
+        D::Real | D::Float4 => plain(SqlType::Float4),
+        D::DoublePrecision | D::Float8 | D::Double(_) => plain(SqlType::Float8),
+        D::Float(info) => match info {
+            ExactNumberInfo::Precision(p) if *p <= 24 => plain(SqlType::Float4),
+            _ => plain(SqlType::Float8),
+        },
+        D::Numeric(info) | D::Decimal(info) | D::Dec(info) => {
+            let (precision, scale) = match info {
+                ExactNumberInfo::None => DEFAULT_NUMERIC,
+                ExactNumberInfo::Precision(p) => (*p as u8, 0),
+                ExactNumberInfo::PrecisionAndScale(p, s) => (*p as u8, *s as i8),
+            };
+            if !(1..=38).contains(&precision) || scale < 0 || scale as u8 > precision {
+                return bad(format!(
+                    "NUMERIC precision must be between 1 and 38 and scale between 0 and the precision, not ({precision}, {scale})"
+                ));
+            }
+            plain(SqlType::Numeric { precision, scale })
+        }
+        D::Bool | D::Boolean => plain(SqlType::Bool),
+        D::Text | D::String(None) => plain(SqlType::Text),
+        D::Varchar(len) | D::CharacterVarying(len) | D::CharVarying(len) => {
+            plain(SqlType::Varchar(char_len(len.as_ref())))
+        }
+        D::Char(_) | D::Character(_) => plain(SqlType::Text),
+        D::Uuid => plain(SqlType::Uuid),
+        D::JSON | D::JSONB => plain(SqlType::Jsonb),
+        D::Date => plain(SqlType::Date),
+        D::Timestamp(_, tz) => match tz {
+            TimezoneInfo::None | TimezoneInfo::WithoutTimeZone => plain(SqlType::Timestamp),
+            _ => plain(SqlType::Timestamptz),
+        },
+        D::Bytea => plain(SqlType::Bytea),
+        D::Array(ArrayElemTypeDef::SquareBracket(inner, size)) => {
+            let inner_ty = declared_type(inner)?.ty;
+            match (inner_ty, size) {
+                (SqlType::Float4, None) => plain(SqlType::Vector { dim: None }),
+                (SqlType::Float4, Some(n)) => {
+                    if *n == 0 || *n > 65_536 {
+                        return bad(format!(
+                            "vector dimension must be between 1 and 65536, not {n}"
+                        ));
+                    }
+                    plain(SqlType::Vector {
+                        dim: Some(*n as u32),
+                    })
+                }
+                (SqlType::Vector { dim: None }, None) => plain(SqlType::MultiVector),
+                (SqlType::Text, None) => plain(SqlType::TextArray),
+                (SqlType::Int4, None) => plain(SqlType::Int4Array),
+                (SqlType::Int8, None) => plain(SqlType::Int8Array),
+                _ => bad(format!("array type {dt} is not supported")),
+            }
+        }
+        D::Custom(name, _) => {
+            let n = name.to_string().to_lowercase();
+            match n.as_str() {
+                "serial" | "serial4" => Ok(DeclaredType {
+                    ty: SqlType::Int4,
+                    serial: true,
+                }),
+                "bigserial" | "serial8" => Ok(DeclaredType {
+                    ty: SqlType::Int8,
+                    serial: true,
+                }),
+                "timestamptz" => plain(SqlType::Timestamptz),
+                "json" | "jsonb" => plain(SqlType::Jsonb),
+                "float4" => plain(SqlType::Float4),
+                "float8" => plain(SqlType::Float8),
+                _ => bad(format!("type \"{n}\" does not exist")),
+            }
+        }
+        other => bad(format!("type \"{other}\" does not exist")),
+    }
+}
+
+fn char_len(len: Option<&ast::CharacterLength>) -> Option<u32> {
+    match len {
+        Some(ast::CharacterLength::IntegerLength { length, .. }) => Some(*length as u32),
+        _ => None,
+    }
+}
+
+/// Field metadata marking JSON text.
+pub fn json_metadata() -> HashMap<String, String> {
+    HashMap::from([(EXTENSION_KEY.to_string(), JSON_EXTENSION.to_string())])
+}
+
+/// Whether a field carries JSON text.
+pub fn is_json_field(field: &Field) -> bool {
+    field.metadata().get(EXTENSION_KEY).map(String::as_str) == Some(JSON_EXTENSION)
+        || field.metadata().get("is_json").map(String::as_str) == Some("true")
+}
+
+fn f32_item() -> Arc<Field> {
+    Arc::new(Field::new_list_field(DataType::Float32, true))
+}
+
+/// The Arrow type a column of `ty` is stored and scanned as.
+pub fn arrow_type(ty: &SqlType) -> DataType {
+    match ty {
+        SqlType::Int2 => DataType::Int16,
+        SqlType::Int4 => DataType::Int32,
+        SqlType::Int8 => DataType::Int64,
+        SqlType::Float4 => DataType::Float32,
+        SqlType::Float8 => DataType::Float64,
+        SqlType::Numeric { precision, scale } => DataType::Decimal128(*precision, *scale),
+        SqlType::Bool => DataType::Boolean,
+        SqlType::Text | SqlType::Varchar(_) | SqlType::Uuid | SqlType::Jsonb => DataType::Utf8,
+        SqlType::Date => DataType::Date32,
+        SqlType::Timestamp => DataType::Timestamp(TimeUnit::Microsecond, None),
+        SqlType::Timestamptz => DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into())),
+        SqlType::Bytea => DataType::Binary,
+        SqlType::Vector { dim: Some(n) } => DataType::FixedSizeList(f32_item(), *n as i32),
+        SqlType::Vector { dim: None } => DataType::List(f32_item()),
+        SqlType::MultiVector => DataType::List(Arc::new(Field::new_list_field(
+            DataType::List(f32_item()),
+            true,
+        ))),
+        SqlType::TextArray => DataType::List(Arc::new(Field::new_list_field(DataType::Utf8, true))),
+        SqlType::Int4Array => {
+            DataType::List(Arc::new(Field::new_list_field(DataType::Int32, true)))
+        }
+        SqlType::Int8Array => {
+            DataType::List(Arc::new(Field::new_list_field(DataType::Int64, true)))
+        }
+        _ => DataType::Utf8,
+    }
+}
+
+/// The field a column is exposed as to SQL (named, typed, JSON marked).
+pub fn column_field(name: &str, ty: &SqlType, nullable: bool) -> Field {
+    let f = Field::new(name, arrow_type(ty), nullable);
+    if *ty == SqlType::Jsonb {
+        f.with_metadata(json_metadata())
+    } else {
+        f
+    }
+}
+
+/// The SQL type a query result column becomes in `CREATE TABLE … AS SELECT`.
+pub fn sql_type_of(field: &Field) -> Result<SqlType> {
+    if is_json_field(field) {
+        return Ok(SqlType::Jsonb);
+    }
+    Ok(match field.data_type() {
+        DataType::Int8 | DataType::Int16 | DataType::UInt8 => SqlType::Int2,
+        DataType::Int32 | DataType::UInt16 => SqlType::Int4,
+        DataType::Int64 | DataType::UInt32 | DataType::UInt64 => SqlType::Int8,
+        DataType::Float16 | DataType::Float32 => SqlType::Float4,
+        DataType::Float64 => SqlType::Float8,
+        DataType::Decimal128(p, s) | DataType::Decimal256(p, s) => SqlType::Numeric {
+            precision: (*p).min(38),
+            scale: (*s).max(0),
+        },
+        DataType::Boolean => SqlType::Bool,
+        DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View | DataType::Null => SqlType::Text,
+        DataType::Date32 | DataType::Date64 => SqlType::Date,
+        DataType::Timestamp(_, None) => SqlType::Timestamp,
+        DataType::Timestamp(_, Some(_)) => SqlType::Timestamptz,
+        DataType::Binary | DataType::LargeBinary | DataType::BinaryView => SqlType::Bytea,
+        DataType::FixedSizeList(item, n) if is_float(item.data_type()) => SqlType::Vector {
+            dim: Some(*n as u32),
+        },
+        DataType::List(item) | DataType::LargeList(item) => match item.data_type() {
+            t if is_float(t) => SqlType::Vector { dim: None },
+            DataType::List(inner) | DataType::FixedSizeList(inner, _)
+                if is_float(inner.data_type()) =>
+            {
+                SqlType::MultiVector
+            }
+            DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => SqlType::TextArray,
+            DataType::Int32 | DataType::Int16 | DataType::Int8 => SqlType::Int4Array,
+            DataType::Int64 => SqlType::Int8Array,
+            other => return bad(format!("cannot store a column of type {other}[]")),
+        },
+        DataType::Union(..) => SqlType::Jsonb,
+        other => return bad(format!("cannot store a column of type {other}")),
+    })
+}
+
+fn is_float(t: &DataType) -> bool {
+    matches!(t, DataType::Float16 | DataType::Float32 | DataType::Float64)
+}

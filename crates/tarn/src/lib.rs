@@ -1,0 +1,798 @@
+//! Tarn: an embedded data-workspace engine. Organizations, members, API keys, workspaces
+//! (SQL schemas), tables and a PostgreSQL-flavoured SQL dialect, stored durably in one
+//! local directory and linked into your program: no server, no HTTP.
+//!
+//! ```
+//! # tokio::runtime::Runtime::new().unwrap().block_on(async {
+//! let tarn = tarn::Tarn::in_memory().await?;
+//! let user = tarn.create_user("ada@example.com", "Ada").await?;
+//! let key = tarn.create_api_key(&user.id, "laptop").await?;
+//! let session = tarn.connect(&key.secret).await?;
+//! session.create_organization("acme", "Acme").await?;
+//! let acme = session.with_org("acme");
+//! acme.create_workspace("docs", "Docs").await?;
+//! acme.query("docs", r#"CREATE TABLE "docs"."notes" (id SERIAL PRIMARY KEY, body TEXT) USING engine"#, &[]).await?;
+//! acme.query("docs", r#"INSERT INTO "docs"."notes" (body) VALUES ($1)"#, &["hello".into()]).await?;
+//! let r = acme.query("docs", r#"SELECT id, body FROM "docs"."notes""#, &[]).await?;
+//! assert_eq!(r.rows, Some(vec![vec![1.into(), "hello".into()]]));
+//! # Ok::<(), tarn::Error>(())
+//! # }).unwrap();
+//! ```
+//!
+//! Decisions where the specification is silent are documented on the items they affect.
+
+#![forbid(unsafe_code)]
+
+mod error;
+mod resources;
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
+use sha2::{Digest, Sha256};
+use tarn_catalog::{
+    ApiKeyRecord, Catalog, CatalogOp, OrgRecord, Role, UserRecord, WorkspaceRecord,
+};
+use tarn_sql::{Limits, SqlEngine};
+use tarn_storage::{Database, Op, StorageOptions};
+
+pub use error::{Error, ErrorKind, Result};
+pub use resources::*;
+pub use tarn_storage::SyncMode;
+
+/// Options for opening a database (SPEC §8 limits and more). Builder style.
+#[derive(Debug, Clone)]
+pub struct Options {
+    sync: SyncMode,
+    rate_limit: Option<(f64, u32)>,
+    memtable_bytes: usize,
+    limits: Limits,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            sync: SyncMode::Full,
+            rate_limit: None,
+            memtable_bytes: 64 << 20,
+            limits: Limits::default(),
+        }
+    }
+}
+
+impl Options {
+    /// When a write counts as durable: `Full` (fsync, the default) or `Process`.
+    #[must_use]
+    pub fn sync(mut self, mode: SyncMode) -> Self {
+        self.sync = mode;
+        self
+    }
+
+    /// A token bucket per API key: `requests_per_second` refill, `burst` capacity.
+    #[must_use]
+    pub fn rate_limit(mut self, requests_per_second: f64, burst: u32) -> Self {
+        self.rate_limit = Some((requests_per_second, burst));
+        self
+    }
+
+    /// Memtable size before sealing (used by the segment storage; kept for callers).
+    #[must_use]
+    pub fn memtable_bytes(mut self, bytes: usize) -> Self {
+        self.memtable_bytes = bytes;
+        self
+    }
+
+    /// Longest a statement may run (default 60 s).
+    #[must_use]
+    pub fn query_timeout(mut self, timeout: Duration) -> Self {
+        self.limits.query_timeout = timeout;
+        self
+    }
+
+    /// Memory one query may use (default 2 GiB).
+    #[must_use]
+    pub fn query_memory(mut self, bytes: usize) -> Self {
+        self.limits.query_memory = bytes;
+        self
+    }
+
+    /// Longest SQL text (default 1 MiB).
+    #[must_use]
+    pub fn max_sql_bytes(mut self, bytes: usize) -> Self {
+        self.limits.max_sql_bytes = bytes;
+        self
+    }
+
+    /// Most parameters per statement (default 65 535).
+    #[must_use]
+    pub fn max_params(mut self, n: usize) -> Self {
+        self.limits.max_params = n;
+        self
+    }
+
+    /// Most parameter sets per batch (default 100 000).
+    #[must_use]
+    pub fn max_batch(mut self, n: usize) -> Self {
+        self.limits.max_batch = n;
+        self
+    }
+}
+
+struct Bucket {
+    tokens: f64,
+    at: Instant,
+}
+
+struct Inner {
+    engine: SqlEngine,
+    options: Options,
+    buckets: Mutex<HashMap<String, Bucket>>,
+}
+
+/// An open database. Cheap to clone; all clones share it.
+#[derive(Clone)]
+pub struct Tarn {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Tarn {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Tarn").field("db", self.db()).finish()
+    }
+}
+
+fn now_iso() -> String {
+    chrono::Utc::now().format("%Y-%m-%dT%H:%M:%SZ").to_string()
+}
+
+fn hash_secret(secret: &str) -> String {
+    let digest = Sha256::digest(secret.as_bytes());
+    digest.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn new_secret() -> String {
+    let a = uuid::Uuid::new_v4().simple().to_string();
+    let b = uuid::Uuid::new_v4().simple().to_string();
+    format!("tarn_{a}{b}")
+}
+
+impl Tarn {
+    /// Opens (or creates) the database in directory `path`.
+    pub async fn open(path: impl AsRef<Path>) -> Result<Tarn> {
+        Self::open_with(path, Options::default()).await
+    }
+
+    /// Opens (or creates) the database in `path` with `options`. A directory held by
+    /// another process is 409; one written by a newer format version is refused.
+    pub async fn open_with(path: impl AsRef<Path>, options: Options) -> Result<Tarn> {
+        let path = path.as_ref().to_path_buf();
+        let storage = StorageOptions { sync: options.sync };
+        let db = tokio::task::spawn_blocking(move || Database::open(&path, storage))
+            .await
+            .map_err(|e| Error::new(ErrorKind::Internal, e.to_string()))??;
+        Self::from_db(db, options)
+    }
+
+    /// A database without files, for tests and throwaway work.
+    pub async fn in_memory() -> Result<Tarn> {
+        Self::from_db(Database::in_memory(), Options::default())
+    }
+
+    fn from_db(db: Database, options: Options) -> Result<Tarn> {
+        let engine = SqlEngine::new(Arc::new(db), options.limits.clone())?;
+        Ok(Tarn {
+            inner: Arc::new(Inner {
+                engine,
+                options,
+                buckets: Mutex::new(HashMap::new()),
+            }),
+        })
+    }
+
+    fn db(&self) -> &Arc<Database> {
+        self.inner.engine.db()
+    }
+
+    fn catalog(&self) -> Arc<Catalog> {
+        self.db().catalog()
+    }
+
+    async fn commit(&self, ops: Vec<Op>) -> Result<()> {
+        let db = self.db().clone();
+        tokio::task::spawn_blocking(move || db.commit(ops))
+            .await
+            .map_err(|e| Error::new(ErrorKind::Internal, e.to_string()))??;
+        Ok(())
+    }
+
+    /// `{status: "ok"}`.
+    pub async fn health(&self) -> Result<Status> {
+        Ok(Status {
+            status: "ok".into(),
+        })
+    }
+
+    /// `{status: "ready"}`: recovery finishes before `open` returns.
+    pub async fn ready(&self) -> Result<Status> {
+        Ok(Status {
+            status: "ready".into(),
+        })
+    }
+
+    /// Creates a user (the embedded stand-in for the web console). E-mails are unique.
+    pub async fn create_user(&self, email: &str, name: &str) -> Result<User> {
+        let email = email.trim().to_lowercase();
+        if !email.contains('@') || email.len() > 320 {
+            return Err(Error::bad(format!("invalid e-mail address \"{email}\"")));
+        }
+        let _ddl = self.inner.engine.locks().ddl().await;
+        if self.catalog().user_by_email(&email).is_some() {
+            return Err(Error::conflict(format!("user \"{email}\" already exists")));
+        }
+        let user = UserRecord {
+            id: uuid::Uuid::new_v4().to_string(),
+            email,
+            name: name.to_string(),
+            verified: false,
+            date_joined: chrono::Utc::now().timestamp(),
+        };
+        self.commit(vec![Op::Catalog(CatalogOp::CreateUser(user.clone()))])
+            .await?;
+        Ok(self.user_view(&self.catalog(), &user))
+    }
+
+    fn user_view(&self, catalog: &Catalog, u: &UserRecord) -> User {
+        User {
+            id: u.id.clone(),
+            email: u.email.clone(),
+            name: u.name.clone(),
+            verified: u.verified,
+            organizations: catalog
+                .orgs_of(&u.id)
+                .iter()
+                .map(|o| o.id.clone())
+                .collect(),
+            display_name: u.name.clone(),
+            date_joined: u.date_joined,
+        }
+    }
+
+    /// Creates an API key for a user; the secret is returned only here (only its SHA-256
+    /// is stored). The user becomes verified.
+    pub async fn create_api_key(&self, user_id: &str, label: &str) -> Result<NewApiKey> {
+        let _ddl = self.inner.engine.locks().ddl().await;
+        let catalog = self.catalog();
+        let user = catalog
+            .user(user_id)
+            .ok_or_else(|| Error::not_found(format!("user \"{user_id}\" does not exist")))?;
+        let secret = new_secret();
+        let record = ApiKeyRecord {
+            id: uuid::Uuid::new_v4().to_string(),
+            user_id: user_id.to_string(),
+            label: label.to_string(),
+            hash: hash_secret(&secret),
+            created_at: now_iso(),
+            revoked: false,
+        };
+        let mut ops = vec![Op::Catalog(CatalogOp::CreateApiKey(record.clone()))];
+        if !user.verified {
+            ops.push(Op::Catalog(CatalogOp::VerifyUser {
+                user_id: user_id.to_string(),
+            }));
+        }
+        self.commit(ops).await?;
+        Ok(NewApiKey {
+            id: record.id,
+            label: record.label,
+            secret,
+            created_at: record.created_at,
+        })
+    }
+
+    /// A user's API keys (never the secrets).
+    pub async fn api_keys(&self, user_id: &str) -> Result<Vec<ApiKeyInfo>> {
+        let catalog = self.catalog();
+        if catalog.user(user_id).is_none() {
+            return Err(Error::not_found(format!(
+                "user \"{user_id}\" does not exist"
+            )));
+        }
+        Ok(catalog
+            .api_keys_of(user_id)
+            .into_iter()
+            .map(|k| ApiKeyInfo {
+                id: k.id.clone(),
+                label: k.label.clone(),
+                created_at: k.created_at.clone(),
+                revoked: k.revoked,
+            })
+            .collect())
+    }
+
+    /// Revokes a key: it never connects again.
+    pub async fn revoke_api_key(&self, key_id: &str) -> Result<()> {
+        let _ddl = self.inner.engine.locks().ddl().await;
+        match self.catalog().api_key(key_id) {
+            None => Err(Error::not_found(format!(
+                "API key \"{key_id}\" does not exist"
+            ))),
+            Some(k) if k.revoked => Ok(()),
+            Some(_) => {
+                self.commit(vec![Op::Catalog(CatalogOp::RevokeApiKey {
+                    key_id: key_id.to_string(),
+                })])
+                .await
+            }
+        }
+    }
+
+    /// A session for the key's user; 401 for an unknown or revoked key.
+    pub async fn connect(&self, secret: &str) -> Result<Session> {
+        let catalog = self.catalog();
+        let key = catalog
+            .api_key_by_hash(&hash_secret(secret))
+            .filter(|k| !k.revoked)
+            .ok_or_else(|| Error::new(ErrorKind::Unauthorized, "invalid or revoked API key"))?;
+        Ok(Session {
+            tarn: self.clone(),
+            user_id: key.user_id.clone(),
+            key_id: key.id.clone(),
+            org: None,
+        })
+    }
+
+    fn check_rate(&self, key_id: &str) -> Result<()> {
+        let Some((rate, burst)) = self.inner.options.rate_limit else {
+            return Ok(());
+        };
+        let mut buckets = self.inner.buckets.lock();
+        let now = Instant::now();
+        let b = buckets.entry(key_id.to_string()).or_insert(Bucket {
+            tokens: burst as f64,
+            at: now,
+        });
+        b.tokens = (b.tokens + now.duration_since(b.at).as_secs_f64() * rate).min(burst as f64);
+        b.at = now;
+        if b.tokens >= 1.0 {
+            b.tokens -= 1.0;
+            Ok(())
+        } else {
+            let wait = if rate > 0.0 {
+                (1.0 - b.tokens) / rate
+            } else {
+                3600.0
+            };
+            Err(Error::rate_limited(Duration::from_secs_f64(wait)))
+        }
+    }
+}
+
+/// What a host program does on behalf of one API key (and, with [`Session::with_org`],
+/// one organization).
+#[derive(Debug, Clone)]
+pub struct Session {
+    tarn: Tarn,
+    user_id: String,
+    key_id: String,
+    org: Option<String>,
+}
+
+fn org_not_found(id: &str) -> Error {
+    Error::not_found(format!("organization \"{id}\" does not exist"))
+}
+
+fn ws_not_found(id: &str) -> Error {
+    Error::not_found(format!("workspace \"{id}\" does not exist"))
+}
+
+impl Session {
+    /// The same session scoped to organization `org_id` (the org header equivalent).
+    pub fn with_org(&self, org_id: &str) -> Session {
+        Session {
+            org: Some(org_id.to_string()),
+            ..self.clone()
+        }
+    }
+
+    /// Rate limit, and the role of this user in `org` (404 when not a member).
+    fn role_in(&self, catalog: &Catalog, org: &str) -> Result<Role> {
+        catalog.org(org).ok_or_else(|| org_not_found(org))?;
+        catalog
+            .role(org, &self.user_id)
+            .ok_or_else(|| org_not_found(org))
+    }
+
+    fn begin(&self) -> Result<Arc<Catalog>> {
+        self.tarn.check_rate(&self.key_id)?;
+        let catalog = self.tarn.catalog();
+        // A key revoked after connect stops working at once.
+        if catalog.api_key(&self.key_id).is_none_or(|k| k.revoked) {
+            return Err(Error::new(
+                ErrorKind::Unauthorized,
+                "invalid or revoked API key",
+            ));
+        }
+        Ok(catalog)
+    }
+
+    /// The session's organization, checked for membership.
+    fn org(&self, catalog: &Catalog) -> Result<(String, Role)> {
+        let org = self
+            .org
+            .clone()
+            .ok_or_else(|| Error::bad("organization id required"))?;
+        let role = self.role_in(catalog, &org)?;
+        Ok((org, role))
+    }
+
+    fn workspace_of(&self, catalog: &Catalog, ws: &str) -> Result<(String, Role)> {
+        let (org, role) = self.org(catalog)?;
+        catalog
+            .workspace(&org, ws)
+            .ok_or_else(|| ws_not_found(ws))?;
+        Ok((org, role))
+    }
+
+    /// The current user.
+    pub async fn me(&self) -> Result<User> {
+        let catalog = self.begin()?;
+        let u = catalog
+            .user(&self.user_id)
+            .ok_or_else(|| Error::new(ErrorKind::Unauthorized, "user no longer exists"))?;
+        Ok(self.tarn.user_view(&catalog, u))
+    }
+
+    /// Organizations the user belongs to.
+    pub async fn organizations(&self) -> Result<Vec<Organization>> {
+        let catalog = self.begin()?;
+        Ok(catalog
+            .orgs_of(&self.user_id)
+            .into_iter()
+            .map(org_view)
+            .collect())
+    }
+
+    /// One organization with member and pending-invite counts.
+    pub async fn organization(&self, id: &str) -> Result<OrganizationDetail> {
+        let catalog = self.begin()?;
+        self.role_in(&catalog, id)?;
+        let org = catalog.org(id).ok_or_else(|| org_not_found(id))?;
+        let members = catalog.members_of(id);
+        Ok(OrganizationDetail {
+            organization: org_view(org),
+            member_count: members.len() as u64,
+            pending_invites_count: members.iter().filter(|(u, _)| !u.verified).count() as u64,
+        })
+    }
+
+    /// Creates an organization; the creator becomes its admin.
+    pub async fn create_organization(&self, id: &str, name: &str) -> Result<IdName> {
+        self.begin()?;
+        tarn_catalog::validate_id("organization", id)?;
+        let _ddl = self.tarn.inner.engine.locks().ddl().await;
+        if self.tarn.catalog().org(id).is_some() {
+            return Err(Error::conflict(format!(
+                "organization \"{id}\" already exists"
+            )));
+        }
+        self.tarn
+            .commit(vec![
+                Op::Catalog(CatalogOp::CreateOrg(OrgRecord {
+                    id: id.to_string(),
+                    name: name.to_string(),
+                    creator: self.user_id.clone(),
+                    created_at: now_iso(),
+                })),
+                Op::Catalog(CatalogOp::PutMember(tarn_catalog::MemberRecord {
+                    org_id: id.to_string(),
+                    user_id: self.user_id.clone(),
+                    role: Role::Admin,
+                })),
+            ])
+            .await?;
+        Ok(IdName {
+            id: id.to_string(),
+            name: name.to_string(),
+        })
+    }
+
+    fn require_admin(role: Role) -> Result<()> {
+        match role {
+            Role::Admin => Ok(()),
+            Role::Member => Err(Error::new(
+                ErrorKind::Forbidden,
+                "this operation requires the admin role",
+            )),
+        }
+    }
+
+    /// Renames an organization (admin).
+    pub async fn update_organization(&self, id: &str, name: &str) -> Result<IdName> {
+        self.begin()?;
+        let _ddl = self.tarn.inner.engine.locks().ddl().await;
+        Self::require_admin(self.role_in(&self.tarn.catalog(), id)?)?;
+        self.tarn
+            .commit(vec![Op::Catalog(CatalogOp::RenameOrg {
+                org_id: id.to_string(),
+                name: name.to_string(),
+            })])
+            .await?;
+        Ok(IdName {
+            id: id.to_string(),
+            name: name.to_string(),
+        })
+    }
+
+    /// Deletes an organization with its workspaces and tables (admin).
+    pub async fn delete_organization(&self, id: &str) -> Result<()> {
+        self.begin()?;
+        let locks = self.tarn.inner.engine.locks().clone();
+        let _ddl = locks.ddl().await;
+        let catalog = self.tarn.catalog();
+        Self::require_admin(self.role_in(&catalog, id)?)?;
+        let mut guards = Vec::new();
+        for t in catalog.all_tables().filter(|t| t.org_id == id) {
+            guards.push(locks.table(t.id).await);
+        }
+        self.tarn
+            .commit(vec![Op::Catalog(CatalogOp::DeleteOrg {
+                org_id: id.to_string(),
+            })])
+            .await
+    }
+
+    /// Workspaces of the session's organization.
+    pub async fn workspaces(&self) -> Result<WorkspaceList> {
+        let catalog = self.begin()?;
+        let (org, _) = self.org(&catalog)?;
+        Ok(WorkspaceList {
+            data: catalog
+                .workspaces_of(&org)
+                .into_iter()
+                .map(ws_view)
+                .collect(),
+        })
+    }
+
+    /// One workspace.
+    pub async fn workspace(&self, id: &str) -> Result<WorkspaceDetail> {
+        let catalog = self.begin()?;
+        let (org, _) = self.org(&catalog)?;
+        let ws = catalog
+            .workspace(&org, id)
+            .ok_or_else(|| ws_not_found(id))?;
+        Ok(WorkspaceDetail {
+            workspace: ws_view(ws),
+        })
+    }
+
+    /// Creates a workspace; its id is the SQL schema of its tables.
+    pub async fn create_workspace(&self, id: &str, name: &str) -> Result<IdName> {
+        let catalog = self.begin()?;
+        let (org, _) = self.org(&catalog)?;
+        tarn_catalog::validate_id("workspace", id)?;
+        let _ddl = self.tarn.inner.engine.locks().ddl().await;
+        if self.tarn.catalog().workspace(&org, id).is_some() {
+            return Err(Error::conflict(format!(
+                "workspace \"{id}\" already exists"
+            )));
+        }
+        self.tarn
+            .commit(vec![Op::Catalog(CatalogOp::CreateWorkspace(
+                WorkspaceRecord {
+                    id: id.to_string(),
+                    org_id: org,
+                    name: name.to_string(),
+                    created_at: now_iso(),
+                },
+            ))])
+            .await?;
+        Ok(IdName {
+            id: id.to_string(),
+            name: name.to_string(),
+        })
+    }
+
+    /// Renames a workspace.
+    pub async fn update_workspace(&self, id: &str, name: &str) -> Result<IdName> {
+        let catalog = self.begin()?;
+        let (org, _) = self.workspace_of(&catalog, id)?;
+        let _ddl = self.tarn.inner.engine.locks().ddl().await;
+        self.tarn
+            .commit(vec![Op::Catalog(CatalogOp::RenameWorkspace {
+                org_id: org,
+                workspace_id: id.to_string(),
+                name: name.to_string(),
+            })])
+            .await?;
+        Ok(IdName {
+            id: id.to_string(),
+            name: name.to_string(),
+        })
+    }
+
+    /// Deletes a workspace with all its tables (admin).
+    pub async fn delete_workspace(&self, id: &str) -> Result<()> {
+        let catalog = self.begin()?;
+        let (org, role) = self.workspace_of(&catalog, id)?;
+        Self::require_admin(role)?;
+        let locks = self.tarn.inner.engine.locks().clone();
+        let _ddl = locks.ddl().await;
+        let mut guards = Vec::new();
+        for t in self.tarn.catalog().tables_of(&org, id) {
+            guards.push(locks.table(t.id).await);
+        }
+        self.tarn
+            .commit(vec![Op::Catalog(CatalogOp::DeleteWorkspace {
+                org_id: org,
+                workspace_id: id.to_string(),
+            })])
+            .await
+    }
+
+    /// Tables of a workspace with their row counts.
+    pub async fn tables(&self, ws: &str) -> Result<Vec<TableSummary>> {
+        let catalog = self.begin()?;
+        let (org, _) = self.workspace_of(&catalog, ws)?;
+        Ok(catalog
+            .tables_of(&org, ws)
+            .into_iter()
+            .map(|t| TableSummary {
+                name: t.name.clone(),
+                row_count: self
+                    .tarn
+                    .db()
+                    .table(t.id)
+                    .map_or(0, |s| s.snapshot().row_count()),
+            })
+            .collect())
+    }
+
+    /// One table's columns (PostgreSQL type names), row count and size.
+    pub async fn table(&self, ws: &str, table: &str) -> Result<TableDetails> {
+        let catalog = self.begin()?;
+        let (org, _) = self.workspace_of(&catalog, ws)?;
+        let def = catalog.table(&org, ws, table).ok_or_else(|| {
+            Error::not_found(format!("relation \"{ws}\".\"{table}\" does not exist"))
+        })?;
+        let snapshot = self.tarn.db().table(def.id).map(|s| s.snapshot());
+        Ok(TableDetails {
+            table_name: def.name.clone(),
+            columns: def
+                .columns
+                .iter()
+                .map(|c| ColumnInfo {
+                    name: c.name.clone(),
+                    data_type: c.ty.pg_name().to_string(),
+                    nullable: c.nullable,
+                    default: c.default.as_ref().map(|d| match d {
+                        tarn_catalog::ColumnDefault::Sequence { name } => {
+                            format!("nextval('{name}'::regclass)")
+                        }
+                        tarn_catalog::ColumnDefault::Expr { sql } => sql.clone(),
+                    }),
+                })
+                .collect(),
+            row_count: snapshot.as_ref().map_or(0, |s| s.row_count()),
+            size_mb: snapshot.map_or(0.0, |s| s.memory_size() as f64 / (1024.0 * 1024.0)),
+        })
+    }
+
+    /// Drops a table (404 if it does not exist).
+    pub async fn drop_table(&self, ws: &str, table: &str) -> Result<()> {
+        let sql = format!(
+            "DROP TABLE \"{}\".\"{}\"",
+            ws.replace('"', "\"\""),
+            table.replace('"', "\"\"")
+        );
+        self.query(ws, &sql, &[]).await.map(|_| ())
+    }
+
+    async fn run(
+        &self,
+        ws: &str,
+        sql: &str,
+        params: &[serde_json::Value],
+    ) -> Result<tarn_sql::StatementResult> {
+        let catalog = self.begin()?;
+        let (org, _) = self.workspace_of(&catalog, ws)?;
+        Ok(self
+            .tarn
+            .inner
+            .engine
+            .execute(&org, ws, sql, params)
+            .await?)
+    }
+
+    /// Runs one SQL statement in workspace `ws` with positional parameters.
+    pub async fn query(
+        &self,
+        ws: &str,
+        sql: &str,
+        params: &[serde_json::Value],
+    ) -> Result<QueryResult> {
+        let start = Instant::now();
+        let out = self.run(ws, sql, params).await?;
+        let row_count = out.row_count();
+        let rows = match &out.batches {
+            None => None,
+            Some(batches) => {
+                let mut rows = Vec::with_capacity(row_count as usize);
+                let fields: Vec<_> = out.schema.fields().iter().map(|f| f.as_ref()).collect();
+                for b in batches {
+                    tarn_sql::encode_rows(&fields, b.columns(), &mut rows)?;
+                }
+                Some(rows)
+            }
+        };
+        Ok(QueryResult {
+            columns: out.columns,
+            rows,
+            row_count,
+            rows_affected: out.rows_affected,
+            execution_time_ms: start.elapsed().as_secs_f64() * 1000.0,
+        })
+    }
+
+    /// Runs one statement and returns its rows as Arrow record batches.
+    pub async fn query_arrow(
+        &self,
+        ws: &str,
+        sql: &str,
+        params: &[serde_json::Value],
+    ) -> Result<ArrowResult> {
+        let out = self.run(ws, sql, params).await?;
+        Ok(ArrowResult {
+            schema: out.schema,
+            batches: out.batches,
+            rows_affected: out.rows_affected,
+        })
+    }
+
+    /// Runs one statement once per parameter set, atomically: all sets apply or none.
+    /// An error names the failing set: `parameter set i: …`.
+    pub async fn query_batch(
+        &self,
+        ws: &str,
+        sql: &str,
+        params_batch: &[Vec<serde_json::Value>],
+    ) -> Result<BatchResult> {
+        let start = Instant::now();
+        let catalog = self.begin()?;
+        let (org, _) = self.workspace_of(&catalog, ws)?;
+        let totals = self
+            .tarn
+            .inner
+            .engine
+            .execute_batch(&org, ws, sql, params_batch)
+            .await?;
+        Ok(BatchResult {
+            statements: totals.statements,
+            rows_affected: totals.rows_affected,
+            row_count: totals.row_count,
+            execution_time_ms: start.elapsed().as_secs_f64() * 1000.0,
+        })
+    }
+}
+
+fn org_view(o: &OrgRecord) -> Organization {
+    Organization {
+        id: o.id.clone(),
+        name: o.name.clone(),
+        creator: o.creator.clone(),
+        created_at: o.created_at.clone(),
+    }
+}
+
+fn ws_view(w: &WorkspaceRecord) -> Workspace {
+    Workspace {
+        id: w.id.clone(),
+        org_id: w.org_id.clone(),
+        name: w.name.clone(),
+        kind: "generic".into(),
+        created_at: w.created_at.clone(),
+    }
+}

@@ -1,0 +1,194 @@
+//! The resource shapes of the service reference, as serde structs: `serde_json::to_value`
+//! of each is the REST body.
+
+use serde::Serialize;
+
+/// `GET /health`, `GET /ready`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Status {
+    /// `ok` or `ready`.
+    pub status: String,
+}
+
+/// `GET /me`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct User {
+    /// User id.
+    pub id: String,
+    /// E-mail.
+    pub email: String,
+    /// Name.
+    pub name: String,
+    /// Has an API key.
+    pub verified: bool,
+    /// Ids of the user's organizations.
+    pub organizations: Vec<String>,
+    /// Display name (the name).
+    pub display_name: String,
+    /// Unix seconds.
+    pub date_joined: i64,
+}
+
+/// A new API key; the only time the secret is shown.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct NewApiKey {
+    /// Key id.
+    pub id: String,
+    /// Label.
+    pub label: String,
+    /// The secret to pass to `Tarn::connect`.
+    pub secret: String,
+    /// ISO 8601 UTC.
+    pub created_at: String,
+}
+
+/// An API key as listed (never the secret).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ApiKeyInfo {
+    /// Key id.
+    pub id: String,
+    /// Label.
+    pub label: String,
+    /// ISO 8601 UTC.
+    pub created_at: String,
+    /// Revoked keys no longer connect.
+    pub revoked: bool,
+}
+
+/// An organization.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Organization {
+    /// Id.
+    pub id: String,
+    /// Display name.
+    pub name: String,
+    /// Creating user id.
+    pub creator: String,
+    /// ISO 8601 UTC.
+    pub created_at: String,
+}
+
+/// `GET /organizations/{id}`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct OrganizationDetail {
+    /// The organization.
+    pub organization: Organization,
+    /// Members.
+    pub member_count: u64,
+    /// Members whose user is not verified yet.
+    pub pending_invites_count: u64,
+}
+
+/// `{id, name}`: what create and update calls return.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct IdName {
+    /// Id.
+    pub id: String,
+    /// Name.
+    pub name: String,
+}
+
+/// A workspace.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Workspace {
+    /// Id (the SQL schema name).
+    pub id: String,
+    /// Owning organization.
+    pub org_id: String,
+    /// Display name.
+    pub name: String,
+    /// Always `generic`.
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// ISO 8601 UTC.
+    pub created_at: String,
+}
+
+/// `GET /workspaces`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct WorkspaceList {
+    /// The workspaces.
+    pub data: Vec<Workspace>,
+}
+
+/// `GET /workspaces/{id}`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct WorkspaceDetail {
+    /// The workspace.
+    pub workspace: Workspace,
+}
+
+/// A table in a table list.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TableSummary {
+    /// Table name.
+    pub name: String,
+    /// Rows.
+    pub row_count: u64,
+}
+
+/// A column in table details.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ColumnInfo {
+    /// Name.
+    pub name: String,
+    /// PostgreSQL type name (`int4`, `_float4`, …).
+    #[serde(rename = "type")]
+    pub data_type: String,
+    /// Whether NULL is allowed.
+    pub nullable: bool,
+    /// Default expression (`nextval('…_seq'::regclass)` for serials), or null.
+    pub default: Option<String>,
+}
+
+/// `GET …/tables/{t}`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TableDetails {
+    /// Table name.
+    pub table_name: String,
+    /// Columns in order.
+    pub columns: Vec<ColumnInfo>,
+    /// Rows.
+    pub row_count: u64,
+    /// Size in megabytes (MiB).
+    pub size_mb: f64,
+}
+
+/// Result of `query` (SPEC §4.9).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct QueryResult {
+    /// Output column names; empty without a result set.
+    pub columns: Vec<String>,
+    /// Rows, or null for statements without a result set.
+    pub rows: Option<Vec<Vec<serde_json::Value>>>,
+    /// Rows returned.
+    pub row_count: u64,
+    /// Rows written.
+    pub rows_affected: u64,
+    /// Wall time of the call.
+    pub execution_time_ms: f64,
+}
+
+/// Result of `query_batch` (SPEC §4.10).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct BatchResult {
+    /// Parameter sets run.
+    pub statements: u64,
+    /// Sum of rows written.
+    pub rows_affected: u64,
+    /// Sum of rows returned.
+    pub row_count: u64,
+    /// Wall time of the call.
+    pub execution_time_ms: f64,
+}
+
+/// Result of `query_arrow`: the rows as Arrow record batches.
+#[derive(Debug, Clone)]
+pub struct ArrowResult {
+    /// Schema of the result set (PostgreSQL output names); empty without one.
+    pub schema: datafusion::arrow::datatypes::SchemaRef,
+    /// The rows; `None` for statements without a result set.
+    pub batches: Option<Vec<datafusion::arrow::record_batch::RecordBatch>>,
+    /// Rows written.
+    pub rows_affected: u64,
+}

@@ -1,0 +1,782 @@
+//! Integration tests through Tarn's public API: resources, the organization boundary,
+//! parameters, result shapes, batches, durability across reopen and kill -9.
+
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Command, Stdio};
+
+use serde_json::{Value, json};
+use tarn::{ErrorKind, Options, Session, SyncMode, Tarn};
+use tarn_tests::fixture;
+
+type TestResult = Result<(), Box<dyn std::error::Error>>;
+
+async fn session() -> Result<(Tarn, Session), tarn::Error> {
+    let tarn = Tarn::in_memory().await?;
+    let s = fixture(&tarn).await?;
+    Ok((tarn, s))
+}
+
+async fn rows(s: &Session, sql: &str, params: &[Value]) -> Result<Vec<Vec<Value>>, tarn::Error> {
+    Ok(s.query("ws", sql, params).await?.rows.unwrap_or_default())
+}
+
+#[tokio::test]
+async fn health_and_ready_need_no_credentials() -> TestResult {
+    let tarn = Tarn::in_memory().await?;
+    assert_eq!(
+        serde_json::to_value(tarn.health().await?)?,
+        json!({"status": "ok"})
+    );
+    assert_eq!(
+        serde_json::to_value(tarn.ready().await?)?,
+        json!({"status": "ready"})
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn api_keys_are_hashed_listed_and_revocable() -> TestResult {
+    let tarn = Tarn::in_memory().await?;
+    let user = tarn.create_user("a@example.com", "A").await?;
+    assert!(!user.verified);
+    let key = tarn.create_api_key(&user.id, "laptop").await?;
+    assert!(key.secret.len() > 40);
+    let s = tarn.connect(&key.secret).await?;
+    let me = s.me().await?;
+    assert!(me.verified);
+    assert_eq!(me.email, "a@example.com");
+    let listed = tarn.api_keys(&user.id).await?;
+    assert_eq!(listed.len(), 1);
+    let listed_json = serde_json::to_string(&listed)?;
+    assert!(
+        !listed_json.contains(&key.secret),
+        "the secret is never listed"
+    );
+    assert_eq!(
+        tarn.connect("tarn_wrong").await.unwrap_err().kind(),
+        ErrorKind::Unauthorized
+    );
+    tarn.revoke_api_key(&key.id).await?;
+    let err = tarn.connect(&key.secret).await.unwrap_err();
+    assert_eq!(err.status(), 401);
+    // A session made before the revocation stops working too.
+    assert_eq!(s.me().await.unwrap_err().status(), 401);
+    assert_eq!(
+        tarn.create_user("a@example.com", "again")
+            .await
+            .unwrap_err()
+            .status(),
+        409
+    );
+    assert_eq!(
+        tarn.create_user("nope", "x").await.unwrap_err().status(),
+        400
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn organizations_and_workspaces() -> TestResult {
+    let (tarn, s) = session().await?;
+    let orgs = s.organizations().await?;
+    assert_eq!(orgs.len(), 1);
+    assert_eq!(orgs[0].id, "test");
+    let detail = s.organization("test").await?;
+    assert_eq!(detail.member_count, 1);
+    assert_eq!(detail.pending_invites_count, 0);
+    assert_eq!(s.me().await?.organizations, vec!["test".to_string()]);
+
+    // Id rules and duplicates.
+    for bad in ["", "Bad", "-x", "a b", &"x".repeat(64)] {
+        assert_eq!(
+            s.create_organization(bad, "x").await.unwrap_err().status(),
+            400,
+            "{bad}"
+        );
+        assert_eq!(
+            s.create_workspace(bad, "x").await.unwrap_err().status(),
+            400,
+            "{bad}"
+        );
+    }
+    assert_eq!(
+        s.create_organization("test", "x")
+            .await
+            .unwrap_err()
+            .status(),
+        409
+    );
+    assert_eq!(
+        s.create_workspace("ws", "x").await.unwrap_err().status(),
+        409
+    );
+
+    let ws = s.workspaces().await?;
+    let ids: Vec<_> = ws.data.iter().map(|w| w.id.as_str()).collect();
+    assert_eq!(ids, vec!["other", "ws"]);
+    let w = serde_json::to_value(s.workspace("ws").await?)?;
+    assert_eq!(w["workspace"]["type"], "generic");
+    assert_eq!(w["workspace"]["org_id"], "test");
+    assert_eq!(s.update_workspace("ws", "Renamed").await?.name, "Renamed");
+    assert_eq!(s.workspace("ws").await?.workspace.name, "Renamed");
+    assert_eq!(s.workspace("nope").await.unwrap_err().status(), 404);
+    assert_eq!(s.update_organization("test", "T2").await?.name, "T2");
+
+    // Org-scoped calls need an organization.
+    let user = tarn.create_user("b@example.com", "B").await?;
+    let key = tarn.create_api_key(&user.id, "k").await?;
+    let b = tarn.connect(&key.secret).await?;
+    let err = b.workspaces().await.unwrap_err();
+    assert_eq!(
+        (err.status(), err.message()),
+        (400, "organization id required")
+    );
+
+    // Deleting a workspace drops its tables.
+    s.query("other", r#"CREATE TABLE "other"."t" (a INT)"#, &[])
+        .await?;
+    s.delete_workspace("other").await?;
+    assert_eq!(s.workspace("other").await.unwrap_err().status(), 404);
+    s.create_workspace("other", "again").await?;
+    assert!(s.tables("other").await?.is_empty());
+
+    // Deleting the organization cascades.
+    s.delete_organization("test").await?;
+    assert!(s.organizations().await?.is_empty());
+    assert_eq!(s.workspaces().await.unwrap_err().status(), 404);
+    Ok(())
+}
+
+#[tokio::test]
+async fn another_organization_is_invisible() -> TestResult {
+    let (tarn, a) = session().await?;
+    a.query(
+        "ws",
+        r#"CREATE TABLE "ws"."secret" (x TEXT) USING engine"#,
+        &[],
+    )
+    .await?;
+    a.query("ws", r#"INSERT INTO "ws"."secret" VALUES ('a-only')"#, &[])
+        .await?;
+
+    let user = tarn.create_user("eve@example.com", "Eve").await?;
+    let key = tarn.create_api_key(&user.id, "k").await?;
+    let eve = tarn.connect(&key.secret).await?;
+    eve.create_organization("eve", "Eve").await?;
+    let eve_org = eve.with_org("eve");
+    // The same workspace id in another organization is a different schema.
+    eve_org.create_workspace("ws", "Eve's").await?;
+
+    let into_a = eve.with_org("test");
+    assert_eq!(eve.organization("test").await.unwrap_err().status(), 404);
+    assert_eq!(into_a.workspaces().await.unwrap_err().status(), 404);
+    assert_eq!(into_a.tables("ws").await.unwrap_err().status(), 404);
+    assert_eq!(
+        into_a
+            .query("ws", "SELECT 1", &[])
+            .await
+            .unwrap_err()
+            .status(),
+        404
+    );
+    assert_eq!(
+        eve.delete_organization("test").await.unwrap_err().status(),
+        404
+    );
+
+    let err = eve_org
+        .query("ws", r#"SELECT * FROM "ws"."secret""#, &[])
+        .await
+        .unwrap_err();
+    assert_eq!(err.status(), 404);
+    assert_eq!(err.message(), r#"relation "ws"."secret" does not exist"#);
+    assert_eq!(
+        eve_org.table("ws", "secret").await.unwrap_err().status(),
+        404
+    );
+    // Writes cannot cross either.
+    assert_eq!(
+        eve_org
+            .query("ws", r#"INSERT INTO "ws"."secret" VALUES ('x')"#, &[])
+            .await
+            .unwrap_err()
+            .status(),
+        404
+    );
+    assert_eq!(
+        rows(&a, r#"SELECT x FROM "ws"."secret""#, &[]).await?,
+        vec![vec![json!("a-only")]]
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn parameters_map_json_values() -> TestResult {
+    let (_t, s) = session().await?;
+    s.query(
+        "ws",
+        r#"CREATE TABLE "ws"."p" (id SERIAL PRIMARY KEY, n INT8, f FLOAT8, t TEXT, b BOOL, metadata JSONB, e FLOAT4[]) USING engine"#,
+        &[],
+    )
+    .await?;
+    let r = s
+        .query(
+            "ws",
+            r#"INSERT INTO "ws"."p" (n, f, t, b, metadata, e) VALUES ($1, $2, $3, $4, $5::jsonb, $6::float4[]) RETURNING id"#,
+            &[json!(42), json!(2.0), json!("it's"), json!(true), json!({"k": "v", "n": [1, 2]}), json!([0.1, 0.2])],
+        )
+        .await?;
+    assert_eq!(r.rows, Some(vec![vec![json!(1)]]));
+    // JSONB as JSON text, a vector as PostgreSQL array text, NULL.
+    s.query(
+        "ws",
+        r#"INSERT INTO "ws"."p" (n, t, metadata, e) VALUES ($1, $2, $3, $4)"#,
+        &[
+            Value::Null,
+            json!("x"),
+            json!(r#"{"k": "w"}"#),
+            json!("{0.3,0.4}"),
+        ],
+    )
+    .await?;
+    let got = rows(
+        &s,
+        r#"SELECT n, f, t, b, metadata, e, metadata->>$1 AS k FROM "ws"."p" ORDER BY id"#,
+        &[json!("k")],
+    )
+    .await?;
+    assert_eq!(
+        got,
+        vec![
+            vec![
+                json!(42),
+                json!(2.0),
+                json!("it's"),
+                json!(true),
+                json!({"k": "v", "n": [1, 2]}),
+                json!([0.1, 0.2]),
+                json!("v")
+            ],
+            vec![
+                Value::Null,
+                Value::Null,
+                json!("x"),
+                Value::Null,
+                json!({"k": "w"}),
+                json!([0.3, 0.4]),
+                json!("w")
+            ],
+        ]
+    );
+    let got = rows(
+        &s,
+        r#"SELECT id FROM "ws"."p" WHERE metadata->>'k' = $1"#,
+        &[json!("w")],
+    )
+    .await?;
+    assert_eq!(got, vec![vec![json!(2)]]);
+    let err = s.query("ws", "SELECT $2", &[json!(1)]).await.unwrap_err();
+    assert_eq!(
+        (err.status(), err.message()),
+        (400, "there is no parameter $2")
+    );
+    // A parameter is a value, never SQL.
+    let got = rows(&s, "SELECT $1 AS v", &[json!("'); DROP TABLE p; --")]).await?;
+    assert_eq!(got, vec![vec![json!("'); DROP TABLE p; --")]]);
+    Ok(())
+}
+
+#[tokio::test]
+async fn query_result_shape_and_encodings() -> TestResult {
+    let (_t, s) = session().await?;
+    let ddl = s
+        .query("ws", r#"CREATE TABLE "ws"."e" (id INT, x FLOAT4, ts TIMESTAMPTZ, d DATE, n NUMERIC(6,2), bin BYTEA, j JSONB)"#, &[])
+        .await?;
+    let v = serde_json::to_value(&ddl)?;
+    assert_eq!(v["columns"], json!([]));
+    assert_eq!(v["rows"], Value::Null);
+    assert_eq!(v["row_count"], 0);
+    assert!(v["execution_time_ms"].is_number());
+
+    let ins = s
+        .query(
+            "ws",
+            r#"INSERT INTO "ws"."e" VALUES (1, 0.1, '2026-11-22T01:19:14Z', '2026-11-22', 3.5, '\x00ff', '{"a": 1}'), (2, NULL, '2026-11-22T01:19:14.123456Z', NULL, NULL, NULL, NULL)"#,
+            &[],
+        )
+        .await?;
+    assert_eq!(
+        (ins.row_count, ins.rows_affected, ins.rows.is_none()),
+        (0, 2, true)
+    );
+
+    let r = s
+        .query("ws", r#"SELECT id, x, ts, d, n, bin, j, j->'a', count(*) OVER (), id + 1 FROM "ws"."e" ORDER BY id"#, &[])
+        .await?;
+    assert_eq!(
+        r.columns,
+        vec![
+            "id", "x", "ts", "d", "n", "bin", "j", "?column?", "count", "?column?"
+        ]
+    );
+    assert_eq!(
+        r.rows,
+        Some(vec![
+            vec![
+                json!(1),
+                json!(0.1),
+                json!("2026-11-22T01:19:14Z"),
+                json!("2026-11-22"),
+                json!("3.50"),
+                json!("AP8="),
+                json!({"a": 1}),
+                json!(1),
+                json!(2),
+                json!(2)
+            ],
+            vec![
+                json!(2),
+                Value::Null,
+                json!("2026-11-22T01:19:14.123456Z"),
+                Value::Null,
+                Value::Null,
+                Value::Null,
+                Value::Null,
+                Value::Null,
+                json!(2),
+                json!(3)
+            ],
+        ])
+    );
+    assert_eq!(r.row_count, 2);
+
+    let empty = s
+        .query("ws", r#"SELECT id FROM "ws"."e" WHERE false"#, &[])
+        .await?;
+    assert_eq!(
+        (empty.columns.clone(), empty.rows.clone()),
+        (vec!["id".to_string()], Some(vec![]))
+    );
+    let agg = s
+        .query(
+            "ws",
+            r#"SELECT count(*), avg(id), max(id) AS top FROM "ws"."e""#,
+            &[],
+        )
+        .await?;
+    assert_eq!(agg.columns, vec!["count", "avg", "top"]);
+
+    let explain = s
+        .query("ws", r#"EXPLAIN SELECT id FROM "ws"."e""#, &[])
+        .await?;
+    assert_eq!(explain.columns, vec!["plan_type", "plan"]);
+    assert!(explain.row_count >= 1);
+    Ok(())
+}
+
+#[tokio::test]
+async fn jsonb_operators() -> TestResult {
+    let (_t, s) = session().await?;
+    s.query(
+        "ws",
+        r#"CREATE TABLE "ws"."j" (id INT, m JSONB) USING engine"#,
+        &[],
+    )
+    .await?;
+    s.query(
+        "ws",
+        r#"INSERT INTO "ws"."j" VALUES (1, '{"a": {"b": [10, 20]}, "tag": "x"}'), (2, '{"tag": "y", "n": 5}'), (3, '[1, 2, 3]')"#,
+        &[],
+    )
+    .await?;
+    let q = |sql: &'static str| {
+        let s = s.clone();
+        async move { rows(&s, sql, &[]).await }
+    };
+    assert_eq!(
+        q(r#"SELECT id FROM "ws"."j" WHERE m @> '{"tag": "y"}' ORDER BY id"#).await?,
+        vec![vec![json!(2)]]
+    );
+    assert_eq!(
+        q(r#"SELECT id FROM "ws"."j" WHERE m ? 'n'"#).await?,
+        vec![vec![json!(2)]]
+    );
+    assert_eq!(
+        q(r#"SELECT m #> '{a,b}', m #>> '{a,b,1}' FROM "ws"."j" WHERE id = 1"#).await?,
+        vec![vec![json!([10, 20]), json!("20")]]
+    );
+    assert_eq!(
+        q(r#"SELECT m -> 'a' -> 'b' FROM "ws"."j" WHERE id = 1"#).await?,
+        vec![vec![json!([10, 20])]]
+    );
+    assert_eq!(
+        q(r#"SELECT jsonb_typeof(m), jsonb_typeof(m -> 'tag') FROM "ws"."j" ORDER BY id"#)
+            .await?
+            .into_iter()
+            .map(|r| r[0].clone())
+            .collect::<Vec<_>>(),
+        vec![json!("object"), json!("object"), json!("array")]
+    );
+    assert_eq!(
+        q(r#"SELECT jsonb_array_length(m) FROM "ws"."j" WHERE id = 3"#).await?,
+        vec![vec![json!(3)]]
+    );
+    assert_eq!(
+        q(r#"SELECT id FROM "ws"."j" WHERE m->>'tag' = 'x'"#).await?,
+        vec![vec![json!(1)]]
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn batches_are_atomic() -> TestResult {
+    let (_t, s) = session().await?;
+    s.query(
+        "ws",
+        r#"CREATE TABLE "ws"."b" (id INT PRIMARY KEY, v TEXT) USING engine"#,
+        &[],
+    )
+    .await?;
+    let sql = r#"INSERT INTO "ws"."b" VALUES ($1, $2)"#;
+    let ok = s
+        .query_batch(
+            "ws",
+            sql,
+            &[vec![json!(1), json!("a")], vec![json!(2), json!("b")]],
+        )
+        .await?;
+    assert_eq!((ok.statements, ok.rows_affected, ok.row_count), (2, 2, 0));
+    let err = s
+        .query_batch(
+            "ws",
+            sql,
+            &[
+                vec![json!(3), json!("c")],
+                vec![json!(4), json!("d")],
+                vec![json!(3), json!("again")],
+            ],
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(err.status(), 409);
+    assert_eq!(
+        err.message(),
+        "parameter set 2: duplicate key value violates unique constraint \"b_pkey\""
+    );
+    assert_eq!(
+        rows(&s, r#"SELECT count(*) FROM "ws"."b""#, &[]).await?,
+        vec![vec![json!(2)]]
+    );
+    let err = s
+        .query_batch(
+            "ws",
+            sql,
+            &[vec![json!(5), json!("e")], vec![json!("x"), json!("f")]],
+        )
+        .await
+        .unwrap_err();
+    assert!(err.message().starts_with("parameter set 1: "), "{err}");
+    assert_eq!(s.query_batch("ws", sql, &[]).await?.statements, 0);
+    // Later sets see earlier ones.
+    let upd = s
+        .query_batch(
+            "ws",
+            r#"UPDATE "ws"."b" SET v = v || $1 WHERE id = 1"#,
+            &[vec![json!("1")], vec![json!("2")]],
+        )
+        .await?;
+    assert_eq!(upd.rows_affected, 2);
+    assert_eq!(
+        rows(&s, r#"SELECT v FROM "ws"."b" WHERE id = 1"#, &[]).await?,
+        vec![vec![json!("a12")]]
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn table_details_use_postgres_names() -> TestResult {
+    let (_t, s) = session().await?;
+    s.query(
+        "ws",
+        r#"CREATE TABLE "ws"."docs" (id SERIAL PRIMARY KEY, title TEXT NOT NULL, metadata JSONB, embedding FLOAT4[], created_at TIMESTAMPTZ DEFAULT NOW(), n NUMERIC(8,2), tags TEXT[], bag FLOAT4[][]) USING engine"#,
+        &[],
+    )
+    .await?;
+    s.query(
+        "ws",
+        r#"INSERT INTO "ws"."docs" (title) VALUES ('a'), ('b')"#,
+        &[],
+    )
+    .await?;
+    let d = serde_json::to_value(s.table("ws", "docs").await?)?;
+    assert_eq!(d["table_name"], "docs");
+    assert_eq!(d["row_count"], 2);
+    assert!(d["size_mb"].as_f64().is_some_and(|m| m > 0.0));
+    assert_eq!(
+        d["columns"],
+        json!([
+            {"name": "id", "type": "int4", "nullable": false, "default": "nextval('docs_id_seq'::regclass)"},
+            {"name": "title", "type": "text", "nullable": false, "default": null},
+            {"name": "metadata", "type": "jsonb", "nullable": true, "default": null},
+            {"name": "embedding", "type": "_float4", "nullable": true, "default": null},
+            {"name": "created_at", "type": "timestamptz", "nullable": true, "default": "NOW()"},
+            {"name": "n", "type": "numeric", "nullable": true, "default": null},
+            {"name": "tags", "type": "_text", "nullable": true, "default": null},
+            {"name": "bag", "type": "_float4", "nullable": true, "default": null},
+        ])
+    );
+    let list = serde_json::to_value(s.tables("ws").await?)?;
+    assert_eq!(list, json!([{"name": "docs", "row_count": 2}]));
+    s.drop_table("ws", "docs").await?;
+    assert_eq!(s.drop_table("ws", "docs").await.unwrap_err().status(), 404);
+    Ok(())
+}
+
+#[tokio::test]
+async fn query_arrow_returns_batches() -> TestResult {
+    let (_t, s) = session().await?;
+    s.query("ws", r#"CREATE TABLE "ws"."a" (x INT8)"#, &[])
+        .await?;
+    s.query("ws", r#"INSERT INTO "ws"."a" VALUES (1), (2), (3)"#, &[])
+        .await?;
+    let r = s
+        .query_arrow("ws", r#"SELECT x, x * 2 FROM "ws"."a""#, &[])
+        .await?;
+    let batches = r.batches.unwrap_or_default();
+    assert_eq!(batches.iter().map(|b| b.num_rows()).sum::<usize>(), 3);
+    assert_eq!(r.schema.field(0).name(), "x");
+    assert_eq!(r.schema.field(1).name(), "?column?");
+    Ok(())
+}
+
+#[tokio::test]
+async fn limits_are_bad_requests() -> TestResult {
+    let tarn = Tarn::open_with(
+        tempfile::tempdir()?.path(),
+        Options::default()
+            .max_sql_bytes(100)
+            .max_params(2)
+            .max_batch(3),
+    )
+    .await?;
+    let s = fixture(&tarn).await?;
+    let long = format!("SELECT '{}'", "x".repeat(200));
+    assert_eq!(s.query("ws", &long, &[]).await.unwrap_err().status(), 400);
+    assert_eq!(
+        s.query("ws", "SELECT $1", &[json!(1), json!(2), json!(3)])
+            .await
+            .unwrap_err()
+            .status(),
+        400
+    );
+    let err = s
+        .query_batch("ws", "SELECT $1", &vec![vec![json!(1)]; 4])
+        .await
+        .unwrap_err();
+    assert_eq!(err.status(), 400);
+    Ok(())
+}
+
+#[tokio::test]
+async fn rate_limit_gives_429_with_retry_after() -> TestResult {
+    let tarn = Tarn::open_with(
+        tempfile::tempdir()?.path(),
+        Options::default().rate_limit(0.5, 2),
+    )
+    .await?;
+    let user = tarn.create_user("r@example.com", "R").await?;
+    let key = tarn.create_api_key(&user.id, "k").await?;
+    let s = tarn.connect(&key.secret).await?;
+    s.me().await?;
+    s.me().await?;
+    let err = s.me().await.unwrap_err();
+    assert_eq!(err.status(), 429);
+    assert!(err.retry_after().is_some_and(|d| d.as_secs_f64() > 0.5));
+    Ok(())
+}
+
+#[tokio::test]
+async fn durable_across_reopen_and_locked_while_open() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let secret;
+    {
+        let tarn = Tarn::open(dir.path()).await?;
+        let user = tarn.create_user("d@example.com", "D").await?;
+        secret = tarn.create_api_key(&user.id, "k").await?.secret;
+        let s = tarn.connect(&secret).await?;
+        s.create_organization("o", "O").await?;
+        let s = s.with_org("o");
+        s.create_workspace("ws", "W").await?;
+        s.query(
+            "ws",
+            r#"CREATE TABLE "ws"."t" (id SERIAL PRIMARY KEY, v TEXT, e FLOAT4[]) USING engine"#,
+            &[],
+        )
+        .await?;
+        s.query(
+            "ws",
+            r#"INSERT INTO "ws"."t" (v, e) VALUES ('a', '{1,2}'), ('b', '{3,4}')"#,
+            &[],
+        )
+        .await?;
+        s.query("ws", r#"DELETE FROM "ws"."t" WHERE v = 'a'"#, &[])
+            .await?;
+        s.query(
+            "ws",
+            r#"ALTER TABLE "ws"."t" ADD COLUMN extra INT DEFAULT 7"#,
+            &[],
+        )
+        .await?;
+
+        let err = Tarn::open(dir.path()).await.unwrap_err();
+        assert_eq!(err.status(), 409);
+        assert!(
+            err.message().contains("is locked by another process"),
+            "{err}"
+        );
+    }
+    let tarn = Tarn::open(dir.path()).await?;
+    let s = tarn.connect(&secret).await?.with_org("o");
+    let r = s
+        .query("ws", r#"SELECT id, v, e, extra FROM "ws"."t""#, &[])
+        .await?;
+    assert_eq!(
+        r.rows,
+        Some(vec![vec![
+            json!(2),
+            json!("b"),
+            json!([3.0, 4.0]),
+            json!(7)
+        ]])
+    );
+    // The sequence and the fixed vector dimension survived too.
+    let r = s
+        .query(
+            "ws",
+            r#"INSERT INTO "ws"."t" (v, e) VALUES ('c', '{5,6}') RETURNING id"#,
+            &[],
+        )
+        .await?;
+    assert_eq!(r.rows, Some(vec![vec![json!(3)]]));
+    let err = s
+        .query(
+            "ws",
+            r#"INSERT INTO "ws"."t" (v, e) VALUES ('d', '{5,6,7}')"#,
+            &[],
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(err.message(), "expected 2 dimensions, not 3");
+    Ok(())
+}
+
+/// Not a test on its own: the child process of `kill_9_loses_nothing_acknowledged`.
+/// It inserts statements of 10 rows each and prints `ack N` once statement N returned.
+#[tokio::test]
+#[ignore = "child process of kill_9_loses_nothing_acknowledged"]
+async fn kill_child_writer() -> TestResult {
+    let Ok(dir) = std::env::var("TARN_KILL_DIR") else {
+        return Ok(());
+    };
+    let tarn = Tarn::open_with(&dir, Options::default().sync(SyncMode::Process)).await?;
+    let s = match tarn
+        .connect(&std::fs::read_to_string(format!("{dir}/key"))?)
+        .await
+    {
+        Ok(s) => s.with_org("o"),
+        Err(e) => return Err(e.into()),
+    };
+    let mut out = std::io::stdout();
+    for n in 0.. {
+        let values: Vec<String> = (0..10)
+            .map(|i| format!("({n}, {i}, 'row {i} of {n}')"))
+            .collect();
+        s.query(
+            "ws",
+            &format!(r#"INSERT INTO "ws"."k" VALUES {}"#, values.join(", ")),
+            &[],
+        )
+        .await?;
+        writeln!(out, "ack {n}")?;
+        out.flush()?;
+    }
+    Ok(())
+}
+
+#[tokio::test]
+async fn kill_9_loses_nothing_acknowledged() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let path = dir.path().to_string_lossy().to_string();
+    {
+        let tarn = Tarn::open(&path).await?;
+        let user = tarn.create_user("k@example.com", "K").await?;
+        let key = tarn.create_api_key(&user.id, "k").await?;
+        std::fs::write(format!("{path}/key"), &key.secret)?;
+        let s = tarn.connect(&key.secret).await?;
+        s.create_organization("o", "O").await?;
+        let s = s.with_org("o");
+        s.create_workspace("ws", "W").await?;
+        s.query("ws", r#"CREATE TABLE "ws"."k" (stmt INT, i INT, v TEXT, PRIMARY KEY (stmt, i)) USING engine"#, &[]).await?;
+    }
+    let exe = std::env::current_exe()?;
+    let mut acked_total = 0;
+    for round in 0..3u64 {
+        let mut child = Command::new(&exe)
+            .args([
+                "--ignored",
+                "--exact",
+                "kill_child_writer",
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .env("TARN_KILL_DIR", &path)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()?;
+        let stdout = child.stdout.take().ok_or("no stdout")?;
+        let mut last_ack: Option<u64> = None;
+        let want = 5 + round * 7;
+        for line in BufReader::new(stdout).lines() {
+            let line = line?;
+            if let Some(n) = line.strip_prefix("ack ") {
+                last_ack = Some(n.trim().parse()?);
+                if last_ack.is_some_and(|n| n >= want) {
+                    break;
+                }
+            }
+        }
+        child.kill()?; // SIGKILL, in the middle of the next statement
+        child.wait()?;
+        let acked = last_ack.ok_or("child acknowledged nothing")?;
+        acked_total += 1;
+
+        let tarn = Tarn::open(&path).await?;
+        let s = tarn
+            .connect(&std::fs::read_to_string(format!("{path}/key"))?)
+            .await?
+            .with_org("o");
+        let counts = rows(
+            &s,
+            r#"SELECT stmt, count(*) FROM "ws"."k" GROUP BY stmt ORDER BY stmt"#,
+            &[],
+        )
+        .await?;
+        // Every acknowledged statement is wholly there; any statement is all or nothing.
+        for stmt in 0..=acked {
+            let row = counts.iter().find(|r| r[0] == json!(stmt));
+            assert_eq!(
+                row.map(|r| r[1].clone()),
+                Some(json!(10)),
+                "round {round}: statement {stmt} lost"
+            );
+        }
+        assert!(
+            counts.iter().all(|r| r[1] == json!(10)),
+            "round {round}: torn statement {counts:?}"
+        );
+        // Start the next round from a clean table.
+        s.query("ws", r#"DELETE FROM "ws"."k""#, &[]).await?;
+    }
+    assert_eq!(acked_total, 3);
+    Ok(())
+}

@@ -1,0 +1,94 @@
+//! Runs every `.slt` file under `tests/slt` against a fresh in-memory Tarn, through the
+//! public API (`Session::query` in workspace `ws`). Errors are matched against
+//! `<status> <Kind>: <message>`, so files pin the status as well as the message.
+
+use std::path::PathBuf;
+
+use sqllogictest::{AsyncDB, DBOutput, DefaultColumnType, Runner};
+use tarn::{Session, Tarn};
+use tarn_tests::{fixture, slt_text};
+
+#[derive(Debug)]
+struct SltError(tarn::Error);
+
+impl std::fmt::Display for SltError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} {:?}: {}", self.0.status(), self.0.kind(), self.0)
+    }
+}
+
+impl std::error::Error for SltError {}
+
+struct TarnDb {
+    session: Session,
+}
+
+#[async_trait::async_trait]
+impl AsyncDB for TarnDb {
+    type Error = SltError;
+    type ColumnType = DefaultColumnType;
+
+    async fn run(&mut self, sql: &str) -> Result<DBOutput<DefaultColumnType>, SltError> {
+        let r = self.session.query("ws", sql, &[]).await.map_err(SltError)?;
+        match r.rows {
+            None => Ok(DBOutput::StatementComplete(r.rows_affected)),
+            Some(rows) => Ok(DBOutput::Rows {
+                types: vec![DefaultColumnType::Any; r.columns.len()],
+                rows: rows
+                    .iter()
+                    .map(|row| row.iter().map(slt_text).collect())
+                    .collect(),
+            }),
+        }
+    }
+
+    async fn shutdown(&mut self) {}
+
+    fn engine_name(&self) -> &str {
+        "tarn"
+    }
+
+    async fn sleep(dur: std::time::Duration) {
+        tokio::time::sleep(dur).await
+    }
+}
+
+#[tokio::main]
+async fn main() {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("slt");
+    let filter = std::env::args().nth(1).filter(|a| !a.starts_with('-'));
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .expect("tests/slt exists")
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|e| e == "slt"))
+        .filter(|p| {
+            filter
+                .as_ref()
+                .is_none_or(|f| p.to_string_lossy().contains(f.as_str()))
+        })
+        .collect();
+    files.sort();
+    let (mut passed, mut failed) = (0, 0);
+    for file in &files {
+        let tarn = Tarn::in_memory().await.expect("in-memory database");
+        let session = fixture(&tarn).await.expect("fixture");
+        let mut runner = Runner::new(move || {
+            let session = session.clone();
+            async move { Ok::<_, SltError>(TarnDb { session }) }
+        });
+        match runner.run_file_async(file).await {
+            Ok(()) => {
+                passed += 1;
+                println!("ok    {}", file.display());
+            }
+            Err(e) => {
+                failed += 1;
+                println!("FAIL  {}\n{e}\n", file.display());
+            }
+        }
+    }
+    println!("{passed} passed, {failed} failed");
+    if failed > 0 || files.is_empty() {
+        std::process::exit(1);
+    }
+}
