@@ -780,3 +780,157 @@ async fn kill_9_loses_nothing_acknowledged() -> TestResult {
     assert_eq!(acked_total, 3);
     Ok(())
 }
+
+#[tokio::test]
+async fn wal_damage_is_cut_at_the_tail_and_refused_in_the_middle() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let secret;
+    {
+        let tarn = Tarn::open(dir.path()).await?;
+        let user = tarn.create_user("w@example.com", "W").await?;
+        secret = tarn.create_api_key(&user.id, "k").await?.secret;
+        let s = tarn.connect(&secret).await?;
+        s.create_organization("o", "O").await?;
+        let s = s.with_org("o");
+        s.create_workspace("ws", "W").await?;
+        s.query("ws", r#"CREATE TABLE "ws"."t" (v TEXT)"#, &[])
+            .await?;
+        for i in 0..5 {
+            s.query(
+                "ws",
+                r#"INSERT INTO "ws"."t" VALUES ($1)"#,
+                &[json!(format!("row {i}"))],
+            )
+            .await?;
+        }
+    }
+    let wal = dir.path().join("wal.log");
+    let full = std::fs::read(&wal)?;
+    // A torn tail (a crash in the middle of the last write) loses only that statement.
+    std::fs::write(&wal, &full[..full.len() - 3])?;
+    {
+        let tarn = Tarn::open(dir.path()).await?;
+        let s = tarn.connect(&secret).await?.with_org("o");
+        assert_eq!(
+            rows(&s, r#"SELECT count(*) FROM "ws"."t""#, &[]).await?,
+            vec![vec![json!(4)]]
+        );
+        // Garbage after the last record is cut off as well, and writing goes on.
+        s.query("ws", r#"INSERT INTO "ws"."t" VALUES ('after')"#, &[])
+            .await?;
+    }
+    let mut bytes = std::fs::read(&wal)?;
+    bytes.extend_from_slice(&[0x5a; 64]);
+    std::fs::write(&wal, &bytes)?;
+    {
+        let tarn = Tarn::open(dir.path()).await?;
+        let s = tarn.connect(&secret).await?.with_org("o");
+        assert_eq!(
+            rows(&s, r#"SELECT count(*) FROM "ws"."t""#, &[]).await?,
+            vec![vec![json!(5)]]
+        );
+    }
+    // A flipped byte in the middle is corruption, reported with the file's name.
+    let mut bytes = std::fs::read(&wal)?;
+    let mid = bytes.len() / 2;
+    bytes[mid] ^= 0xff;
+    std::fs::write(&wal, &bytes)?;
+    let err = Tarn::open(dir.path()).await.unwrap_err();
+    assert_eq!(err.status(), 500);
+    assert!(
+        err.message().contains("corruption") && err.message().contains("wal.log"),
+        "{err}"
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn newer_format_versions_are_refused() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    drop(Tarn::open(dir.path()).await?);
+    std::fs::write(dir.path().join("TARN_FORMAT"), "tarn database\nformat 99\n")?;
+    let err = Tarn::open(dir.path()).await.unwrap_err();
+    assert!(
+        err.message().contains("99") && err.message().contains("version 1"),
+        "{err}"
+    );
+    Ok(())
+}
+
+/// Malformed and hostile input of every kind is a 4xx, never a 500 or a panic, and
+/// leaves the data as it was.
+#[tokio::test]
+async fn bad_input_is_a_client_error() -> TestResult {
+    let (_t, s) = session().await?;
+    s.query(
+        "ws",
+        r#"CREATE TABLE "ws"."t" (id INT PRIMARY KEY, v TEXT, e FLOAT4[2], j JSONB) USING engine"#,
+        &[],
+    )
+    .await?;
+    s.query(
+        "ws",
+        r#"INSERT INTO "ws"."t" VALUES (1, 'a', '{1,2}', '{}')"#,
+        &[],
+    )
+    .await?;
+    let deep = format!("SELECT {}1{}", "(".repeat(5000), ")".repeat(5000));
+    let cases: Vec<String> = vec![
+        "".into(),
+        ";".into(),
+        "   ".into(),
+        "SELECT".into(),
+        "SELECT * FROM".into(),
+        "INSERT INTO".into(),
+        "DROP".into(),
+        "\0".into(),
+        "SELECT '\u{fffd}\u{1F600}'::int".into(),
+        r#"INSERT INTO "ws"."t" VALUES (2, 'b', '{1,2,3}', '{}')"#.into(),
+        r#"INSERT INTO "ws"."t" VALUES (2, 'b', '{1,x}', '{}')"#.into(),
+        r#"INSERT INTO "ws"."t" VALUES (2, 'b', '{{1,2}}', '{}')"#.into(),
+        r#"INSERT INTO "ws"."t" VALUES (2, 'b', ARRAY['a', 'b'], '{}')"#.into(),
+        r#"INSERT INTO "ws"."t" VALUES (2, 'b', '{1,2}', '{"unterminated')"#.into(),
+        r#"INSERT INTO "ws"."t" VALUES (99999999999, 'b', NULL, NULL)"#.into(),
+        r#"INSERT INTO "ws"."t" VALUES (1.5e400, 'b', NULL, NULL)"#.into(),
+        r#"INSERT INTO "ws"."t" (id) SELECT 'x'"#.into(),
+        r#"UPDATE "ws"."t" SET id = 'x'"#.into(),
+        r#"UPDATE "ws"."t" SET e = '{1}'"#.into(),
+        r#"DELETE FROM "ws"."t" WHERE nope = 1"#.into(),
+        r#"SELECT e <#> ARRAY[1,2] FROM "ws"."t""#.into(),
+        r#"SELECT j->>'a' + 1 FROM "ws"."t""#.into(),
+        r#"SELECT jsonb_array_length(j) FROM "ws"."t""#.into(),
+        r#"SELECT CAST('abc' AS INT)"#.into(),
+        r#"SELECT 9223372036854775807 + 1"#.into(),
+        r#"SELECT (id + 1) * 9223372036854775807 FROM "ws"."t" WHERE id > 0"#.into(),
+        r#"SELECT (-2147483648)::int - 1::int"#.into(),
+        r#"SELECT * FROM "ws"."t", "ws"."t""#.into(),
+        r#"CREATE TABLE "ws"."u" (a FLOAT4[0])"#.into(),
+        r#"CREATE TABLE "ws"."u" (a NUMERIC(99, 2))"#.into(),
+        r#"CREATE TABLE "ws"."u" (a INT DEFAULT nosuchfunction())"#.into(),
+        r#"CREATE TABLE "ws"."u" (a INT DEFAULT 'text')"#.into(),
+        r#"CREATE TABLE "ws".""()"#.into(),
+        r#"ALTER TABLE "ws"."t" ADD COLUMN z INT PRIMARY KEY"#.into(),
+        r#"ALTER TABLE "ws"."t" ALTER COLUMN v TYPE INT"#.into(),
+        r#"CREATE INDEX i ON "ws"."t" USING engine_index (e DESC)"#.into(),
+        r#"COPY "ws"."t" FROM '/etc/passwd'"#.into(),
+        r#"SET datafusion.execution.batch_size = 1"#.into(),
+        deep,
+        format!("SELECT '{}'", "x".repeat(2 << 20)),
+    ];
+    for sql in &cases {
+        match s.query("ws", sql, &[]).await {
+            Ok(r) => panic!("{sql:.80} succeeded: {r:?}"),
+            Err(e) => assert!(
+                (400..500).contains(&e.status()),
+                "{sql:.80} gave {} {}",
+                e.status(),
+                e.message()
+            ),
+        }
+    }
+    assert_eq!(
+        rows(&s, r#"SELECT id, v, e, j FROM "ws"."t""#, &[]).await?,
+        vec![vec![json!(1), json!("a"), json!([1.0, 2.0]), json!({})]]
+    );
+    Ok(())
+}

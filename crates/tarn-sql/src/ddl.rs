@@ -149,7 +149,10 @@ impl Txn<'_> {
         // Defaults must evaluate to the column's type: check now rather than at the first insert.
         for col in def.columns.clone() {
             if let Some(ColumnDefault::Expr { .. }) = &col.default {
-                self.default_array(&def, &col, 1).await?;
+                let value = self.default_array(&def, &col, 1).await?;
+                let mut any = col.clone();
+                any.nullable = true;
+                crate::coerce::coerce_column(&value, &any)?;
             }
         }
         self.catalog_op(CatalogOp::CreateTable(def.clone()))?;

@@ -19,6 +19,7 @@ mod error;
 mod functions;
 mod jsonb;
 mod names;
+mod overflow;
 mod params;
 mod provider;
 mod types;
