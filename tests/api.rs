@@ -934,3 +934,26 @@ async fn bad_input_is_a_client_error() -> TestResult {
     );
     Ok(())
 }
+
+#[tokio::test]
+async fn query_timeout_is_a_bad_request() -> TestResult {
+    let tarn = Tarn::open_with(
+        tempfile::tempdir()?.path(),
+        Options::default().query_timeout(std::time::Duration::from_millis(50)),
+    )
+    .await?;
+    let s = fixture(&tarn).await?;
+    let err = s
+        .query(
+            "ws",
+            "SELECT count(*) FROM generate_series(1, 10000000000)",
+            &[],
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(err.status(), 400);
+    assert!(err.message().contains("statement timeout"), "{err}");
+    // The database is usable afterwards.
+    assert_eq!(s.query("ws", "SELECT 1", &[]).await?.row_count, 1);
+    Ok(())
+}

@@ -20,7 +20,7 @@ use datafusion::sql::sqlparser::ast::{
 };
 use datafusion::sql::sqlparser::parser::Parser;
 use tarn_catalog::{CatalogOp, ColumnDef, ColumnDefault, SqlType, TableDef};
-use tarn_storage::{Op, column_field_name, stored_schema};
+use tarn_storage::{Op, stored_schema};
 
 use crate::coerce::coerce_column;
 use crate::dialect::EngineDialect;
@@ -389,8 +389,6 @@ impl Txn<'_> {
         if dims_changed {
             self.catalog_op(CatalogOp::ReplaceTable(def.clone()))?;
         }
-        debug_assert!(stored.iter().all(|a| a.len() == n));
-        let _ = column_field_name;
         Ok(RecordBatch::try_new(table_schema(&def, false), stored)?)
     }
 
@@ -716,6 +714,3 @@ fn qualifier(name: &ast::ObjectName, alias: Option<&ast::Ident>) -> String {
         None => name.to_string(),
     }
 }
-
-#[allow(dead_code)]
-fn _assert_array(_: &dyn Array) {}

@@ -194,12 +194,11 @@ impl SqlEngine {
         let mut txn = Txn::new(self, org, ws);
         let mut stmt = stmt;
         bind(&mut stmt, params)?;
-        let fut = async {
-            let out = txn.run(stmt).await?;
-            txn.commit().await?;
-            Ok(out)
-        };
-        self.with_timeout(Box::pin(fut)).await
+        // The timeout covers the work, not the commit: once logging starts the outcome
+        // is decided, and reporting a timeout for a committed statement would lie.
+        let out = self.with_timeout(Box::pin(txn.run(stmt))).await?;
+        txn.commit().await?;
+        Ok(out)
     }
 
     /// Runs one statement once per parameter set, atomically.
@@ -233,10 +232,11 @@ impl SqlEngine {
                 totals.rows_affected += out.rows_affected;
                 totals.row_count += out.row_count();
             }
-            txn.commit().await?;
-            Ok(totals)
+            Ok::<_, Error>(())
         };
-        self.with_timeout(Box::pin(fut)).await
+        self.with_timeout(Box::pin(fut)).await?;
+        txn.commit().await?;
+        Ok(totals)
     }
 
     async fn with_timeout<T>(&self, fut: impl Future<Output = Result<T>>) -> Result<T> {
@@ -724,7 +724,6 @@ fn coalesce(ops: Vec<Op>) -> Result<Vec<Op>> {
                     && *first + batches.iter().map(|b| b.num_rows() as u64).sum::<u64>()
                         == first_row_id
                 {
-                    let _ = first;
                     batches.push(batch);
                 } else {
                     inserts.push((table, first_row_id, vec![batch]));
