@@ -119,8 +119,12 @@ fn scan(c: &mut Criterion) {
             .query_arrow("ws", r#"SELECT * FROM "ws"."t""#, &[])
             .await
             .expect("read back");
+        // The same batches, spread over as many partitions as Tarn's scan uses.
         let batches = all.batches.unwrap_or_default();
-        let table = MemTable::try_new(all.schema.clone(), vec![batches]).expect("memtable");
+        let parts = ctx.state().config().target_partitions().max(1);
+        let per = batches.len().div_ceil(parts).max(1);
+        let partitions: Vec<Vec<_>> = batches.chunks(per).map(|c| c.to_vec()).collect();
+        let table = MemTable::try_new(all.schema.clone(), partitions).expect("memtable");
         let schema = datafusion::catalog::MemorySchemaProvider::new();
         ctx.catalog("datafusion")
             .expect("default catalog")
