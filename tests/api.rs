@@ -957,3 +957,79 @@ async fn query_timeout_is_a_bad_request() -> TestResult {
     assert_eq!(s.query("ws", "SELECT 1", &[]).await?.row_count, 1);
     Ok(())
 }
+
+#[tokio::test]
+async fn insert_arrow_writes_batches_atomically() -> TestResult {
+    use std::sync::Arc;
+    use tarn::arrow::array::{ArrayRef, Int64Array, RecordBatch, StringArray};
+    use tarn::arrow::datatypes::{DataType, Field, Schema};
+
+    let (_t, s) = session().await?;
+    s.query("ws", r#"CREATE TABLE "ws"."a" (id INT8 PRIMARY KEY, v TEXT NOT NULL, n INT DEFAULT 5) USING engine"#, &[]).await?;
+    let batch = |ids: Vec<i64>, v: Vec<Option<&str>>| -> RecordBatch {
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("id", DataType::Int64, false),
+            Field::new("v", DataType::Utf8, true),
+        ]));
+        let cols: Vec<ArrayRef> = vec![
+            Arc::new(Int64Array::from(ids)),
+            Arc::new(StringArray::from(v)),
+        ];
+        RecordBatch::try_new(schema, cols).expect("batch")
+    };
+    let n = s
+        .insert_arrow(
+            "ws",
+            "a",
+            &[
+                batch(vec![1, 2], vec![Some("x"), Some("y")]),
+                batch(vec![3], vec![Some("z")]),
+            ],
+        )
+        .await?;
+    assert_eq!(n, 3);
+    assert_eq!(
+        rows(&s, r#"SELECT id, v, n FROM "ws"."a" ORDER BY id"#, &[]).await?,
+        vec![
+            vec![json!(1), json!("x"), json!(5)],
+            vec![json!(2), json!("y"), json!(5)],
+            vec![json!(3), json!("z"), json!(5)]
+        ]
+    );
+    // A violation in the second batch leaves the first unapplied too.
+    let err = s
+        .insert_arrow(
+            "ws",
+            "a",
+            &[
+                batch(vec![4], vec![Some("ok")]),
+                batch(vec![1], vec![Some("dup")]),
+            ],
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err.message(),
+        "duplicate key value violates unique constraint \"a_pkey\""
+    );
+    let err = s
+        .insert_arrow("ws", "a", &[batch(vec![5], vec![None])])
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err.message(),
+        "null value in column \"v\" violates not-null constraint"
+    );
+    assert_eq!(
+        rows(&s, r#"SELECT count(*) FROM "ws"."a""#, &[]).await?,
+        vec![vec![json!(3)]]
+    );
+    assert_eq!(
+        s.insert_arrow("ws", "nope", &[])
+            .await
+            .unwrap_err()
+            .status(),
+        404
+    );
+    Ok(())
+}

@@ -2,6 +2,7 @@
 //!
 //! - `insert_single/{fsync,process}`: one-row INSERT statements, one after another.
 //! - `insert_bulk/values_1000`: 1000-row literal VALUES statements (throughput in rows).
+//! - `insert_bulk/arrow_1000`: `insert_arrow` of one 1000-row record batch.
 //! - `insert_bulk/batch_1000`: `query_batch` with 1000 parameter sets.
 //! - `scan_groupby_1M/{tarn,memtable}`: `SELECT id % 100, count(*), avg(x) … GROUP BY` over
 //!   1M rows of (int8, text ~50 B, float8) in Tarn and in a DataFusion `MemTable` in the
@@ -84,6 +85,42 @@ fn inserts(c: &mut Criterion) {
             async move { s.query("ws", &sql, &[]).await.expect("insert") }
         })
     });
+    let schema = Arc::new(datafusion::arrow::datatypes::Schema::new(vec![
+        datafusion::arrow::datatypes::Field::new(
+            "id",
+            datafusion::arrow::datatypes::DataType::Int64,
+            false,
+        ),
+        datafusion::arrow::datatypes::Field::new(
+            "s",
+            datafusion::arrow::datatypes::DataType::Utf8,
+            false,
+        ),
+        datafusion::arrow::datatypes::Field::new(
+            "x",
+            datafusion::arrow::datatypes::DataType::Float64,
+            false,
+        ),
+    ]));
+    g.bench_function("arrow_1000", |b| {
+        b.to_async(&rt).iter(|| {
+            start += 1000;
+            let ids: Vec<i64> = (start..start + 1000).collect();
+            let texts: Vec<String> = ids.iter().map(|i| format!("{TEXT} {}", i % 1000)).collect();
+            let xs: Vec<f64> = ids.iter().map(|i| (i % 997) as f64 + 0.5).collect();
+            let batch = datafusion::arrow::record_batch::RecordBatch::try_new(
+                schema.clone(),
+                vec![
+                    Arc::new(datafusion::arrow::array::Int64Array::from(ids)),
+                    Arc::new(datafusion::arrow::array::StringArray::from(texts)),
+                    Arc::new(datafusion::arrow::array::Float64Array::from(xs)),
+                ],
+            )
+            .expect("batch");
+            let s = s.clone();
+            async move { s.insert_arrow("ws", "t", &[batch]).await.expect("insert") }
+        })
+    });
     g.bench_function("batch_1000", |b| {
         b.to_async(&rt).iter(|| {
             start += 1000;
@@ -135,7 +172,7 @@ fn scan(c: &mut Criterion) {
     });
     let mut g = c.benchmark_group("scan_groupby_1M");
     g.throughput(Throughput::Elements(ROWS as u64));
-    g.measurement_time(Duration::from_secs(10));
+    g.measurement_time(Duration::from_secs(6));
     g.bench_function(BenchmarkId::new("tarn", ROWS), |b| {
         b.to_async(&rt).iter(|| {
             let s = s.clone();
@@ -160,7 +197,10 @@ fn scan(c: &mut Criterion) {
 
 criterion_group! {
     name = benches;
-    config = Criterion::default().sample_size(20).warm_up_time(Duration::from_secs(1));
+    config = Criterion::default()
+        .sample_size(10)
+        .warm_up_time(Duration::from_secs(1))
+        .measurement_time(Duration::from_secs(4));
     targets = inserts, scan
 }
 criterion_main!(benches);

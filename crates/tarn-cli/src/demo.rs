@@ -24,7 +24,11 @@ async fn show(s: &Session, title: &str, sql: &str, params: &[Value]) -> tarn::Re
     if let Some(rows) = &r.rows {
         print!("{}", format_table(&r.columns, rows));
     }
-    println!("({} rows, {:.1} ms)", r.row_count, r.execution_time_ms);
+    let plural = if r.row_count == 1 { "" } else { "s" };
+    println!(
+        "({} row{plural}, {:.1} ms)",
+        r.row_count, r.execution_time_ms
+    );
     Ok(())
 }
 

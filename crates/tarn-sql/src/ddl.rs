@@ -162,6 +162,12 @@ impl Txn<'_> {
             let targets: Vec<usize> = (0..def.columns.len()).collect();
             for b in batches {
                 affected += b.num_rows() as u64;
+                // Re-read: an earlier batch may have fixed a vector dimension.
+                let def = self
+                    .catalog
+                    .table_by_id(id)
+                    .cloned()
+                    .unwrap_or_else(|| def.clone());
                 self.write_rows(&def, &targets, b.columns().to_vec(), b.num_rows())
                     .await?;
             }

@@ -27,7 +27,7 @@ use tokio::sync::{Mutex as AsyncMutex, OwnedMutexGuard};
 use crate::dialect::EngineDialect;
 use crate::error::{Error, Result, bad};
 use crate::names::query_output_names;
-use crate::params::bind;
+use crate::params::{bind, needs_binding};
 use crate::provider::{OrgCatalog, ReadView};
 
 /// Name of the DataFusion catalog Tarn registers the organization under.
@@ -193,12 +193,61 @@ impl SqlEngine {
         self.check_params(params.len())?;
         let mut txn = Txn::new(self, org, ws);
         let mut stmt = stmt;
-        bind(&mut stmt, params)?;
+        if needs_binding(sql) {
+            bind(&mut stmt, params)?;
+        }
         // The timeout covers the work, not the commit: once logging starts the outcome
         // is decided, and reporting a timeout for a committed statement would lie.
         let out = self.with_timeout(Box::pin(txn.run(stmt))).await?;
         txn.commit().await?;
         Ok(out)
+    }
+
+    /// Appends Arrow record batches to table `table` of workspace `ws` in one atomic
+    /// commit: the write counterpart of reading rows as Arrow. Columns are matched by
+    /// field name; missing columns take their defaults; values are converted and
+    /// validated exactly as for INSERT. Returns the number of rows written.
+    pub async fn insert_arrow(
+        &self,
+        org: &str,
+        ws: &str,
+        table: &str,
+        batches: &[RecordBatch],
+    ) -> Result<u64> {
+        let mut txn = Txn::new(self, org, ws);
+        let missing = || Error::NotFound(format!("relation \"{ws}\".\"{table}\" does not exist"));
+        let id = txn.catalog.table(org, ws, table).ok_or_else(missing)?.id;
+        txn.lock_table(id).await?.ok_or_else(missing)?;
+        let mut written = 0;
+        for batch in batches {
+            // Re-read: the previous batch may have fixed a vector dimension.
+            let def = txn.catalog.table_by_id(id).cloned().ok_or_else(missing)?;
+            let mut targets = Vec::with_capacity(batch.num_columns());
+            for field in batch.schema().fields() {
+                let i = def
+                    .columns
+                    .iter()
+                    .position(|c| c.name == *field.name())
+                    .ok_or_else(|| {
+                        Error::NotFound(format!(
+                            "column \"{}\" of relation \"{table}\" does not exist",
+                            field.name()
+                        ))
+                    })?;
+                if targets.contains(&i) {
+                    return bad(format!(
+                        "column \"{}\" specified more than once",
+                        field.name()
+                    ));
+                }
+                targets.push(i);
+            }
+            txn.write_rows(&def, &targets, batch.columns().to_vec(), batch.num_rows())
+                .await?;
+            written += batch.num_rows() as u64;
+        }
+        txn.commit().await?;
+        Ok(written)
     }
 
     /// Runs one statement once per parameter set, atomically.

@@ -18,6 +18,13 @@ use serde_json::Value as Json;
 
 use crate::error::{Error, Result, bad};
 
+/// Whether `sql` may hold anything [`bind`] rewrites: a `$n` placeholder or a cast.
+/// Walking a large statement's AST costs as much as parsing it, so statements without
+/// either skip the walk.
+pub fn needs_binding(sql: &str) -> bool {
+    sql.contains('$') || sql.contains("::") || sql.to_ascii_lowercase().contains("cast")
+}
+
 /// Replaces every `$n` in `stmt` with `params[n-1]` and rewrites array-text casts.
 pub fn bind(stmt: &mut Statement, params: &[Json]) -> Result<()> {
     let mut err: Option<Error> = None;

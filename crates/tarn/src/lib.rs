@@ -39,6 +39,8 @@ use tarn_catalog::{
 use tarn_sql::{Limits, SqlEngine};
 use tarn_storage::{Database, Op, StorageOptions};
 
+/// The Arrow crate Tarn's record batches come from (`query_arrow`, `insert_arrow`).
+pub use datafusion::arrow;
 pub use error::{Error, ErrorKind, Result};
 pub use resources::*;
 pub use tarn_storage::SyncMode;
@@ -750,6 +752,26 @@ impl Session {
             batches: out.batches,
             rows_affected: out.rows_affected,
         })
+    }
+
+    /// Appends Arrow record batches to a table in one atomic commit (the write
+    /// counterpart of [`Session::query_arrow`]). Fields are matched to columns by name;
+    /// missing columns take their defaults; values are validated as for INSERT.
+    /// Returns the number of rows written.
+    pub async fn insert_arrow(
+        &self,
+        ws: &str,
+        table: &str,
+        batches: &[datafusion::arrow::record_batch::RecordBatch],
+    ) -> Result<u64> {
+        let catalog = self.begin()?;
+        let (org, _) = self.workspace_of(&catalog, ws)?;
+        Ok(self
+            .tarn
+            .inner
+            .engine
+            .insert_arrow(&org, ws, table, batches)
+            .await?)
     }
 
     /// Runs one statement once per parameter set, atomically: all sets apply or none.
