@@ -239,7 +239,7 @@ pub(crate) async fn ensure_workspace(s: &Session, ws: &str) -> tarn::Result<()> 
 /// tokenizer (a `;` inside a string or comment is not a terminator). Returns the
 /// statements and the unfinished rest; at end of input the rest is a statement too.
 fn split_statements(buf: &str, at_eof: bool) -> (Vec<String>, String) {
-    let tokens = match Tokenizer::new(&PostgreSqlDialect {}, buf).tokenize() {
+    let tokens = match Tokenizer::new(&PostgreSqlDialect {}, buf).tokenize_with_location() {
         Ok(t) => t,
         // An unterminated string or comment: wait for more input, or let the engine
         // report the error at the end.
@@ -252,25 +252,41 @@ fn split_statements(buf: &str, at_eof: bool) -> (Vec<String>, String) {
             };
         }
     };
+    // Statements are slices of the input between `;` tokens, so the text reaches the
+    // engine exactly as written.
+    let line_starts: Vec<usize> = std::iter::once(0)
+        .chain(buf.match_indices('\n').map(|(i, _)| i + 1))
+        .collect();
+    let offset = |line: u64, column: u64| -> usize {
+        let start = line_starts
+            .get((line as usize).saturating_sub(1))
+            .copied()
+            .unwrap_or(buf.len());
+        buf[start..]
+            .char_indices()
+            .nth((column as usize).saturating_sub(1))
+            .map_or(buf.len(), |(i, _)| start + i)
+    };
     let mut out = Vec::new();
-    let mut current = String::new();
+    let mut start = 0;
     for t in &tokens {
-        if *t == Token::SemiColon {
-            if !current.trim().is_empty() {
-                out.push(current.trim().to_string());
+        if t.token == Token::SemiColon {
+            let end = offset(t.span.start.line, t.span.start.column);
+            let stmt = buf[start..end].trim();
+            if !stmt.is_empty() && !is_only_comments(stmt) {
+                out.push(stmt.to_string());
             }
-            current.clear();
-        } else {
-            current.push_str(&t.to_string());
+            start = end + 1;
         }
     }
+    let rest = &buf[start.min(buf.len())..];
     if at_eof {
-        if !current.trim().is_empty() && !is_only_comments(&current) {
-            out.push(current.trim().to_string());
+        if !rest.trim().is_empty() && !is_only_comments(rest) {
+            out.push(rest.trim().to_string());
         }
         (out, String::new())
     } else {
-        (out, current)
+        (out, rest.to_string())
     }
 }
 
@@ -420,6 +436,8 @@ mod tests {
         let (stmts, rest) = split_statements("SELECT 'unterminated;", false);
         assert!(stmts.is_empty());
         assert_eq!(rest, "SELECT 'unterminated;");
+        let (stmts, _) = split_statements("SELECT 'é;ü'\n; SELECT 'ß';", false);
+        assert_eq!(stmts, vec!["SELECT 'é;ü'", "SELECT 'ß'"]);
         let (stmts, _) = split_statements("-- only a comment\n", true);
         assert!(stmts.is_empty());
     }
