@@ -116,7 +116,7 @@ fn inserts(c: &mut Criterion) {
                 let texts: Vec<String> =
                     ids.iter().map(|i| format!("{TEXT} {}", i % 1000)).collect();
                 let xs: Vec<f64> = ids.iter().map(|i| (i % 997) as f64 + 0.5).collect();
-                let batch = datafusion::arrow::record_batch::RecordBatch::try_new(
+                datafusion::arrow::record_batch::RecordBatch::try_new(
                     schema.clone(),
                     vec![
                         Arc::new(datafusion::arrow::array::Int64Array::from(ids)),
@@ -124,8 +124,7 @@ fn inserts(c: &mut Criterion) {
                         Arc::new(datafusion::arrow::array::Float64Array::from(xs)),
                     ],
                 )
-                .expect("batch");
-                batch
+                .expect("batch")
             },
             |batch| {
                 let s = s.clone();
