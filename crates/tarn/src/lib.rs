@@ -438,6 +438,13 @@ impl Session {
         Ok((org, role))
     }
 
+    /// The organization of a data call in workspace `ws`, after the key, membership
+    /// and workspace checks.
+    fn data_org(&self, ws: &str) -> Result<String> {
+        let catalog = self.begin()?;
+        Ok(self.workspace_of(&catalog, ws)?.0)
+    }
+
     /// The current user.
     pub async fn me(&self) -> Result<User> {
         let catalog = self.begin()?;
@@ -699,8 +706,7 @@ impl Session {
         sql: &str,
         params: &[serde_json::Value],
     ) -> Result<tarn_sql::StatementResult> {
-        let catalog = self.begin()?;
-        let (org, _) = self.workspace_of(&catalog, ws)?;
+        let org = self.data_org(ws)?;
         Ok(self
             .tarn
             .inner
@@ -764,8 +770,7 @@ impl Session {
         table: &str,
         batches: &[datafusion::arrow::record_batch::RecordBatch],
     ) -> Result<u64> {
-        let catalog = self.begin()?;
-        let (org, _) = self.workspace_of(&catalog, ws)?;
+        let org = self.data_org(ws)?;
         Ok(self
             .tarn
             .inner
@@ -783,8 +788,7 @@ impl Session {
         params_batch: &[Vec<serde_json::Value>],
     ) -> Result<BatchResult> {
         let start = Instant::now();
-        let catalog = self.begin()?;
-        let (org, _) = self.workspace_of(&catalog, ws)?;
+        let org = self.data_org(ws)?;
         let totals = self
             .tarn
             .inner
