@@ -783,28 +783,30 @@ async fn kill_9_loses_nothing_acknowledged() -> TestResult {
 
 #[tokio::test]
 async fn wal_damage_is_cut_at_the_tail_and_refused_in_the_middle() -> TestResult {
-    let dir = tempfile::tempdir()?;
-    let secret;
-    {
-        let tarn = Tarn::open(dir.path()).await?;
-        let user = tarn.create_user("w@example.com", "W").await?;
-        secret = tarn.create_api_key(&user.id, "k").await?.secret;
-        let s = tarn.connect(&secret).await?;
-        s.create_organization("o", "O").await?;
-        let s = s.with_org("o");
-        s.create_workspace("ws", "W").await?;
-        s.query("ws", r#"CREATE TABLE "ws"."t" (v TEXT)"#, &[])
-            .await?;
-        for i in 0..5 {
-            s.query(
-                "ws",
-                r#"INSERT INTO "ws"."t" VALUES ($1)"#,
-                &[json!(format!("row {i}"))],
-            )
-            .await?;
-        }
+    let live = tempfile::tempdir()?;
+    let tarn = Tarn::open(live.path()).await?;
+    let user = tarn.create_user("w@example.com", "W").await?;
+    let secret = tarn.create_api_key(&user.id, "k").await?.secret;
+    let s = tarn.connect(&secret).await?;
+    s.create_organization("o", "O").await?;
+    let s = s.with_org("o");
+    s.create_workspace("ws", "W").await?;
+    s.query("ws", r#"CREATE TABLE "ws"."t" (v TEXT)"#, &[])
+        .await?;
+    for i in 0..5 {
+        s.query(
+            "ws",
+            r#"INSERT INTO "ws"."t" VALUES ($1)"#,
+            &[json!(format!("row {i}"))],
+        )
+        .await?;
     }
-    let wal = dir.path().join("wal.log");
+    // What the disk holds if the machine stopped now (a clean close would checkpoint
+    // and leave nothing in the log).
+    let dir = crash_image(live.path())?;
+    let flipped = crash_image(live.path())?;
+    drop(tarn);
+    let wal = wal_file(dir.path())?;
     let full = std::fs::read(&wal)?;
     // A torn tail (a crash in the middle of the last write) loses only that statement.
     std::fs::write(&wal, &full[..full.len() - 3])?;
@@ -815,15 +817,16 @@ async fn wal_damage_is_cut_at_the_tail_and_refused_in_the_middle() -> TestResult
             rows(&s, r#"SELECT count(*) FROM "ws"."t""#, &[]).await?,
             vec![vec![json!(4)]]
         );
-        // Garbage after the last record is cut off as well, and writing goes on.
         s.query("ws", r#"INSERT INTO "ws"."t" VALUES ('after')"#, &[])
             .await?;
-    }
-    let mut bytes = std::fs::read(&wal)?;
-    bytes.extend_from_slice(&[0x5a; 64]);
-    std::fs::write(&wal, &bytes)?;
-    {
-        let tarn = Tarn::open(dir.path()).await?;
+        let image = crash_image(dir.path())?;
+        drop(tarn);
+        // Garbage after the last record is cut off as well, and writing goes on.
+        let wal = wal_file(image.path())?;
+        let mut bytes = std::fs::read(&wal)?;
+        bytes.extend_from_slice(&[0x5a; 64]);
+        std::fs::write(&wal, &bytes)?;
+        let tarn = Tarn::open(image.path()).await?;
         let s = tarn.connect(&secret).await?.with_org("o");
         assert_eq!(
             rows(&s, r#"SELECT count(*) FROM "ws"."t""#, &[]).await?,
@@ -831,17 +834,48 @@ async fn wal_damage_is_cut_at_the_tail_and_refused_in_the_middle() -> TestResult
         );
     }
     // A flipped byte in the middle is corruption, reported with the file's name.
-    let mut bytes = std::fs::read(&wal)?;
+    let wal = wal_file(flipped.path())?;
+    let mut bytes = full.clone();
     let mid = bytes.len() / 2;
     bytes[mid] ^= 0xff;
     std::fs::write(&wal, &bytes)?;
-    let err = Tarn::open(dir.path()).await.unwrap_err();
+    let err = Tarn::open(flipped.path()).await.unwrap_err();
     assert_eq!(err.status(), 500);
     assert!(
-        err.message().contains("corruption") && err.message().contains("wal.log"),
+        err.message().contains("corruption") && err.message().contains(".wal"),
         "{err}"
     );
     Ok(())
+}
+
+/// Copies a database directory as it is on disk right now, as a crash would leave it.
+fn crash_image(src: &std::path::Path) -> Result<tempfile::TempDir, Box<dyn std::error::Error>> {
+    fn copy(src: &std::path::Path, dst: &std::path::Path) -> std::io::Result<()> {
+        std::fs::create_dir_all(dst)?;
+        for entry in std::fs::read_dir(src)? {
+            let entry = entry?;
+            let to = dst.join(entry.file_name());
+            if entry.file_type()?.is_dir() {
+                copy(&entry.path(), &to)?;
+            } else {
+                std::fs::copy(entry.path(), to)?;
+            }
+        }
+        Ok(())
+    }
+    let dir = tempfile::tempdir()?;
+    copy(src, dir.path())?;
+    Ok(dir)
+}
+
+/// The newest write-ahead log file of a database directory.
+fn wal_file(db: &std::path::Path) -> Result<std::path::PathBuf, Box<dyn std::error::Error>> {
+    let mut files: Vec<_> = std::fs::read_dir(db.join("wal"))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "wal"))
+        .collect();
+    files.sort();
+    files.pop().ok_or_else(|| "no WAL file".into())
 }
 
 #[tokio::test]
@@ -851,7 +885,7 @@ async fn newer_format_versions_are_refused() -> TestResult {
     std::fs::write(dir.path().join("TARN_FORMAT"), "tarn database\nformat 99\n")?;
     let err = Tarn::open(dir.path()).await.unwrap_err();
     assert!(
-        err.message().contains("99") && err.message().contains("version 1"),
+        err.message().contains("99") && err.message().contains("version 2"),
         "{err}"
     );
     Ok(())

@@ -276,7 +276,68 @@ pub struct Catalog {
     next_table_id: TableId,
 }
 
+/// Every record of a catalog in a serializable form, for checkpoints: the lookup
+/// indexes are rebuilt on load.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct CatalogSnapshot {
+    users: Vec<UserRecord>,
+    api_keys: Vec<ApiKeyRecord>,
+    orgs: Vec<OrgRecord>,
+    members: Vec<(String, String, Role)>,
+    workspaces: Vec<WorkspaceRecord>,
+    tables: Vec<TableDef>,
+    next_table_id: TableId,
+}
+
 impl Catalog {
+    /// The catalog's records, for a checkpoint.
+    pub fn snapshot(&self) -> CatalogSnapshot {
+        CatalogSnapshot {
+            users: self.users.values().cloned().collect(),
+            api_keys: self.api_keys.values().cloned().collect(),
+            orgs: self.orgs.values().cloned().collect(),
+            members: self
+                .members
+                .iter()
+                .map(|((o, u), r)| (o.clone(), u.clone(), *r))
+                .collect(),
+            workspaces: self.workspaces.values().cloned().collect(),
+            tables: self.tables.values().cloned().collect(),
+            next_table_id: self.next_table_id,
+        }
+    }
+
+    /// Rebuilds a catalog from a checkpoint's records.
+    pub fn from_snapshot(s: CatalogSnapshot) -> Self {
+        let mut c = Catalog::new();
+        for u in s.users {
+            c.users_by_email.insert(u.email.clone(), u.id.clone());
+            c.users.insert(u.id.clone(), u);
+        }
+        for k in s.api_keys {
+            c.keys_by_hash.insert(k.hash.clone(), k.id.clone());
+            c.api_keys.insert(k.id.clone(), k);
+        }
+        for o in s.orgs {
+            c.orgs.insert(o.id.clone(), o);
+        }
+        for (o, u, r) in s.members {
+            c.members.insert((o, u), r);
+        }
+        for w in s.workspaces {
+            c.workspaces.insert((w.org_id.clone(), w.id.clone()), w);
+        }
+        for t in s.tables {
+            c.table_names.insert(
+                (t.org_id.clone(), t.workspace_id.clone(), t.name.clone()),
+                t.id,
+            );
+            c.tables.insert(t.id, t);
+        }
+        c.next_table_id = s.next_table_id.max(1);
+        c
+    }
+
     /// An empty catalog.
     pub fn new() -> Self {
         Self {

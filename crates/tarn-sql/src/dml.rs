@@ -380,7 +380,7 @@ impl Txn<'_> {
             .tables
             .get_mut(&def.id)
             .ok_or_else(|| Error::Internal("write to an unlocked table".into()))?;
-        t.version = t.version.with_insert(first_row_id, &batch)?;
+        t.version = t.version.with_insert(def.id, first_row_id, &batch)?;
         self.ops.push(Op::Insert {
             table: def.id,
             first_row_id,
@@ -550,7 +550,7 @@ impl Txn<'_> {
             .tables
             .get_mut(&def.id)
             .ok_or_else(|| Error::Internal("delete from an unlocked table".into()))?;
-        t.version = t.version.with_delete(row_ids);
+        t.version = t.version.with_delete(row_ids)?;
         t.deleted.extend(row_ids.iter().copied());
         self.ops.push(Op::Delete {
             table: def.id,

@@ -5,18 +5,28 @@ use std::collections::HashMap;
 use std::fmt;
 use std::sync::Arc;
 
+use std::collections::HashSet;
+
 use async_trait::async_trait;
-use datafusion::arrow::array::{ArrayRef, BooleanArray, RecordBatch, new_null_array};
-use datafusion::arrow::compute::filter;
+use datafusion::arrow::array::{
+    Array, ArrayRef, BooleanArray, RecordBatch, RecordBatchOptions, UInt64Array, new_null_array,
+};
+use datafusion::arrow::compute::{cast, filter, take};
 use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use datafusion::catalog::{CatalogProvider, SchemaProvider, Session, TableProvider};
+use datafusion::common::pruning::PruningStatistics;
+use datafusion::common::{Column, DFSchema, ScalarValue};
 use datafusion::datasource::TableType;
-use datafusion::datasource::memory::MemorySourceConfig;
 use datafusion::error::{DataFusionError, Result as DfResult};
-use datafusion::logical_expr::Expr;
+use datafusion::execution::{SendableRecordBatchStream, TaskContext};
+use datafusion::logical_expr::utils::conjunction;
+use datafusion::logical_expr::{Expr, Operator, TableProviderFilterPushDown};
+use datafusion::physical_optimizer::pruning::PruningPredicateBuilder;
 use datafusion::physical_plan::ExecutionPlan;
+use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
+use datafusion::physical_plan::streaming::{PartitionStream, StreamingTableExec};
 use tarn_catalog::{Catalog, ColumnDef, TableDef, TableId};
-use tarn_storage::{Database, TableVersion};
+use tarn_storage::{Chunk, Database, SegmentRef, TableStore, TableVersion, key_specs};
 
 use crate::types::column_field;
 use crate::values::json_to_array;
@@ -53,7 +63,12 @@ impl ReadView {
 
     pub fn provider(&self, def: &TableDef, with_rowid: bool) -> Option<Arc<EngineTable>> {
         let version = self.version(def.id)?;
-        Some(Arc::new(EngineTable::new(def.clone(), version, with_rowid)))
+        let store = (!self.pending.contains_key(&def.id))
+            .then(|| self.db.table(def.id))
+            .flatten();
+        Some(Arc::new(
+            EngineTable::new(def.clone(), version, with_rowid).with_store(store),
+        ))
     }
 }
 
@@ -127,7 +142,8 @@ pub struct EngineTable {
     def: TableDef,
     version: Arc<TableVersion>,
     schema: SchemaRef,
-    with_rowid: bool,
+    /// The table's store, for key lookups (`None`: always scan).
+    store: Option<Arc<TableStore>>,
 }
 
 impl fmt::Debug for EngineTable {
@@ -151,6 +167,231 @@ pub fn table_schema(def: &TableDef, with_rowid: bool) -> SchemaRef {
     Arc::new(Schema::new(fields))
 }
 
+/// What a scan partition reads, in order.
+#[derive(Debug, Clone)]
+enum Unit {
+    /// Block `block` of segment `segment` of the snapshot.
+    Block { segment: usize, block: usize },
+    /// Rows found through a key index: (chunk, positions).
+    Rows(Arc<Chunk>, Vec<usize>),
+}
+
+/// How to turn stored chunks into the scan's output rows.
+#[derive(Debug)]
+struct Projector {
+    def: TableDef,
+    version: Arc<TableVersion>,
+    /// Output columns: index into `def.columns`, or `None` for the row id.
+    columns: Vec<Option<usize>>,
+    schema: SchemaRef,
+}
+
+impl Projector {
+    fn project(
+        &self,
+        chunk: &Chunk,
+        mask: Option<BooleanArray>,
+        take_positions: Option<&[usize]>,
+    ) -> DfResult<RecordBatch> {
+        let n = chunk.num_rows();
+        let mut columns: Vec<ArrayRef> = Vec::with_capacity(self.columns.len());
+        for (out_i, c) in self.columns.iter().enumerate() {
+            let array: ArrayRef = match c {
+                None => Arc::new(chunk.row_ids().clone()),
+                Some(i) => {
+                    let col = &self.def.columns[*i];
+                    match chunk.column(col.id) {
+                        Some(a) => a.clone(),
+                        None => missing_array(col, self.schema.field(out_i).data_type(), n)?,
+                    }
+                }
+            };
+            columns.push(array);
+        }
+        let (columns, rows) = if let Some(positions) = take_positions {
+            let idx = UInt64Array::from_iter_values(positions.iter().map(|&p| p as u64));
+            let cols = columns
+                .iter()
+                .map(|c| take(c, &idx, None))
+                .collect::<Result<Vec<_>, _>>()?;
+            (cols, positions.len())
+        } else if let Some(mask) = mask {
+            let rows = mask.true_count();
+            let cols = columns
+                .iter()
+                .map(|c| filter(c, &mask))
+                .collect::<Result<Vec<_>, _>>()?;
+            (cols, rows)
+        } else {
+            (columns, n)
+        };
+        Ok(RecordBatch::try_new_with_options(
+            self.schema.clone(),
+            columns,
+            &RecordBatchOptions::new().with_row_count(Some(rows)),
+        )?)
+    }
+}
+
+/// One partition of a scan: reads its units lazily, block by block, so a table larger
+/// than memory streams through the mapped files.
+#[derive(Debug)]
+struct ScanPartition {
+    projector: Arc<Projector>,
+    units: Vec<Unit>,
+    batch_size: usize,
+    limit: Option<usize>,
+}
+
+struct ScanIter {
+    projector: Arc<Projector>,
+    units: std::vec::IntoIter<Unit>,
+    current: Option<(RecordBatch, usize)>,
+    batch_size: usize,
+    remaining: usize,
+}
+
+impl Iterator for ScanIter {
+    type Item = DfResult<RecordBatch>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        loop {
+            if self.remaining == 0 {
+                return None;
+            }
+            if let Some((batch, off)) = &mut self.current {
+                if *off < batch.num_rows() {
+                    let len = self
+                        .batch_size
+                        .min(batch.num_rows() - *off)
+                        .min(self.remaining);
+                    let out = batch.slice(*off, len);
+                    *off += len;
+                    self.remaining -= len;
+                    return Some(Ok(out));
+                }
+                self.current = None;
+            }
+            let unit = self.units.next()?;
+            let p = &self.projector;
+            let batch = match unit {
+                Unit::Block { segment, block } => {
+                    let s = &p.version.segments()[segment];
+                    s.segment()
+                        .block(block)
+                        .map_err(|e| DataFusionError::External(Box::new(e)))
+                        .and_then(|chunk| {
+                            let mask = s.block_mask(block).map(|m| BooleanArray::new(m, None));
+                            p.project(&chunk, mask, None)
+                        })
+                }
+                Unit::Rows(chunk, positions) => p.project(&chunk, None, Some(&positions)),
+            };
+            match batch {
+                Ok(b) => self.current = Some((b, 0)),
+                Err(e) => return Some(Err(e)),
+            }
+        }
+    }
+}
+
+impl PartitionStream for ScanPartition {
+    fn schema(&self) -> &SchemaRef {
+        &self.projector.schema
+    }
+
+    fn execute(&self, _ctx: Arc<TaskContext>) -> SendableRecordBatchStream {
+        let iter = ScanIter {
+            projector: self.projector.clone(),
+            units: self.units.clone().into_iter(),
+            current: None,
+            batch_size: self.batch_size.max(1),
+            remaining: self.limit.unwrap_or(usize::MAX),
+        };
+        Box::pin(RecordBatchStreamAdapter::new(
+            self.projector.schema.clone(),
+            futures::stream::iter(iter),
+        ))
+    }
+}
+
+/// Min/max of each sealed segment, as DataFusion's pruning sees them.
+struct SegmentStats<'a> {
+    def: &'a TableDef,
+    segments: Vec<&'a SegmentRef>,
+}
+
+impl SegmentStats<'_> {
+    fn values(&self, column: &Column, max: bool) -> Option<ArrayRef> {
+        let col = self.def.columns.iter().find(|c| c.name == column.name)?;
+        let mut typed_null = None;
+        let mut values = Vec::with_capacity(self.segments.len());
+        for s in &self.segments {
+            match s.segment().stats().get(&col.id) {
+                Some((lo, hi)) => {
+                    let v = if max { hi } else { lo };
+                    if typed_null.is_none() {
+                        typed_null = ScalarValue::try_from(v.data_type()).ok();
+                    }
+                    values.push(Some(v.clone()));
+                }
+                None => values.push(None),
+            }
+        }
+        let null = typed_null?;
+        ScalarValue::iter_to_array(
+            values
+                .into_iter()
+                .map(|v| v.unwrap_or_else(|| null.clone())),
+        )
+        .ok()
+    }
+}
+
+impl PruningStatistics for SegmentStats<'_> {
+    fn min_values(&self, column: &Column) -> Option<ArrayRef> {
+        self.values(column, false)
+    }
+    fn max_values(&self, column: &Column) -> Option<ArrayRef> {
+        self.values(column, true)
+    }
+    fn num_containers(&self) -> usize {
+        self.segments.len()
+    }
+    fn null_counts(&self, _column: &Column) -> Option<ArrayRef> {
+        None
+    }
+    fn row_counts(&self) -> Option<ArrayRef> {
+        None
+    }
+    fn contained(&self, _column: &Column, _values: &HashSet<ScalarValue>) -> Option<BooleanArray> {
+        None
+    }
+}
+
+/// `column = literal` conjuncts of `filters`, by column name.
+fn equalities(filters: &[Expr]) -> HashMap<String, ScalarValue> {
+    let mut out = HashMap::new();
+    for f in filters {
+        if let Expr::BinaryExpr(b) = f
+            && b.op == Operator::Eq
+        {
+            let pair = match (b.left.as_ref(), b.right.as_ref()) {
+                (Expr::Column(c), Expr::Literal(v, _)) | (Expr::Literal(v, _), Expr::Column(c)) => {
+                    Some((c.name.clone(), v.clone()))
+                }
+                _ => None,
+            };
+            if let Some((name, v)) = pair
+                && !v.is_null()
+            {
+                out.insert(name, v);
+            }
+        }
+    }
+    out
+}
+
 impl EngineTable {
     /// A provider over `version` of the table `def`.
     pub fn new(def: TableDef, version: Arc<TableVersion>, with_rowid: bool) -> Self {
@@ -159,71 +400,94 @@ impl EngineTable {
             def,
             version,
             schema,
-            with_rowid,
+            store: None,
         }
     }
 
-    /// The rows of the snapshot, projected, in row id order, in batches of at most
-    /// `batch_size` rows.
-    pub fn batches(
-        &self,
-        projection: Option<&Vec<usize>>,
-        batch_size: usize,
-        limit: Option<usize>,
-    ) -> DfResult<(SchemaRef, Vec<RecordBatch>)> {
-        let indices: Vec<usize> = match projection {
-            Some(p) => p.clone(),
-            None => (0..self.schema.fields().len()).collect(),
-        };
-        let schema = Arc::new(self.schema.project(&indices)?);
-        let mut out = Vec::new();
-        let mut produced = 0usize;
-        for chunk in self.version.chunks() {
-            if limit.is_some_and(|l| produced >= l) {
-                break;
-            }
-            let n = chunk.num_rows();
-            let mut columns: Vec<ArrayRef> = Vec::with_capacity(indices.len());
-            for &i in &indices {
-                if self.with_rowid && i == self.def.columns.len() {
-                    columns.push(Arc::new(chunk.row_ids().clone()));
-                    continue;
-                }
-                let col = &self.def.columns[i];
-                let field = schema.field(columns.len());
-                columns.push(match chunk.column(col.id) {
-                    Some(a) => a.clone(),
-                    None => missing_array(col, field.data_type(), n)?,
-                });
-            }
-            let mut batch = RecordBatch::try_new_with_options(
-                schema.clone(),
-                columns,
-                &datafusion::arrow::array::RecordBatchOptions::new().with_row_count(Some(n)),
-            )?;
-            if let Some(live) = chunk.live() {
-                let mask = BooleanArray::new(live.clone(), None);
-                let cols = batch
-                    .columns()
-                    .iter()
-                    .map(|c| filter(c, &mask))
-                    .collect::<Result<Vec<_>, _>>()?;
-                batch = RecordBatch::try_new_with_options(
-                    schema.clone(),
-                    cols,
-                    &datafusion::arrow::array::RecordBatchOptions::new()
-                        .with_row_count(Some(chunk.live_count())),
-                )?;
-            }
-            let mut off = 0;
-            while off < batch.num_rows() {
-                let len = batch_size.min(batch.num_rows() - off);
-                out.push(batch.slice(off, len));
-                off += len;
-                produced += len;
-            }
+    /// Lets the scan answer key equalities through the table's key indexes (only while
+    /// `version` is the store's published version).
+    pub fn with_store(mut self, store: Option<Arc<TableStore>>) -> Self {
+        self.store = store;
+        self
+    }
+
+    /// Rows matching `col = literal` filters on a whole key, through the key index:
+    /// `None` when no key applies or the snapshot is not the published one.
+    fn key_units(&self, filters: &[Expr]) -> Option<Vec<Unit>> {
+        let store = self.store.as_ref()?;
+        let eq = equalities(filters);
+        if eq.is_empty() {
+            return None;
         }
-        Ok((schema, out))
+        for spec in key_specs(&self.def) {
+            let mut arrays = Vec::with_capacity(spec.columns.len());
+            for id in &spec.columns {
+                let col = self.def.columns.iter().find(|c| c.id == *id)?;
+                let Some(v) = eq.get(&col.name) else {
+                    arrays.clear();
+                    break;
+                };
+                let ty = self
+                    .schema
+                    .field_with_name(&col.name)
+                    .ok()?
+                    .data_type()
+                    .clone();
+                let a = v.to_array().ok()?;
+                arrays.push(cast(&a, &ty).ok()?);
+            }
+            if arrays.is_empty() || arrays.iter().any(|a| a.null_count() > 0) {
+                continue;
+            }
+            let (version, found) = store.key_lookup(&spec.columns, &arrays).ok()?;
+            if !version.same_as(&self.version) {
+                return None;
+            }
+            let ids = found.into_iter().next().unwrap_or_default();
+            let rows = version.rows(&ids).ok()?;
+            return Some(rows.into_iter().map(|(c, p)| Unit::Rows(c, p)).collect());
+        }
+        None
+    }
+
+    /// Which segments may hold rows passing `filters` (min/max pruning; in-memory
+    /// segments are always read).
+    fn keep_segments(&self, state: &dyn Session, filters: &[Expr]) -> Vec<bool> {
+        let segments = self.version.segments();
+        let all = vec![true; segments.len()];
+        let Some(expr) = conjunction(filters.to_vec()) else {
+            return all;
+        };
+        let sealed: Vec<usize> = (0..segments.len())
+            .filter(|&i| !segments[i].segment().stats().is_empty())
+            .collect();
+        if sealed.is_empty() {
+            return all;
+        }
+        let Ok(df_schema) = DFSchema::try_from(self.schema.as_ref().clone()) else {
+            return all;
+        };
+        let Ok(physical) = state.create_physical_expr(expr, &df_schema) else {
+            return all;
+        };
+        let Some(predicate) = PruningPredicateBuilder::new()
+            .with_file_schema(self.schema.clone())
+            .build(physical)
+        else {
+            return all;
+        };
+        let stats = SegmentStats {
+            def: &self.def,
+            segments: sealed.iter().map(|&i| &segments[i]).collect(),
+        };
+        let Ok(keep) = predicate.prune(&stats) else {
+            return all;
+        };
+        let mut out = all;
+        for (i, k) in sealed.into_iter().zip(keep) {
+            out[i] = k;
+        }
+        out
     }
 }
 
@@ -244,23 +508,100 @@ impl TableProvider for EngineTable {
         TableType::Base
     }
 
+    fn supports_filters_pushdown(
+        &self,
+        filters: &[&Expr],
+    ) -> DfResult<Vec<TableProviderFilterPushDown>> {
+        // Filters prune segments and pick key lookups; DataFusion still applies them.
+        Ok(vec![TableProviderFilterPushDown::Inexact; filters.len()])
+    }
+
     async fn scan(
         &self,
         state: &dyn Session,
         projection: Option<&Vec<usize>>,
-        _filters: &[Expr],
+        filters: &[Expr],
         limit: Option<usize>,
     ) -> DfResult<Arc<dyn ExecutionPlan>> {
         let config = state.config();
-        let (schema, batches) = self.batches(projection, config.batch_size(), limit)?;
-        let parts = config.target_partitions().max(1);
-        let mut partitions: Vec<Vec<RecordBatch>> =
-            vec![Vec::new(); parts.min(batches.len()).max(1)];
-        let per = batches.len().div_ceil(partitions.len()).max(1);
-        // Contiguous runs keep each partition's rows in row id order.
-        for (i, b) in batches.into_iter().enumerate() {
-            partitions[i / per].push(b);
+        let indices: Vec<usize> = match projection {
+            Some(p) => p.clone(),
+            None => (0..self.schema.fields().len()).collect(),
+        };
+        let schema = Arc::new(self.schema.project(&indices)?);
+        let projector = Arc::new(Projector {
+            def: self.def.clone(),
+            version: self.version.clone(),
+            columns: indices
+                .iter()
+                .map(|&i| (i < self.def.columns.len()).then_some(i))
+                .collect(),
+            schema: schema.clone(),
+        });
+        let (units, weights): (Vec<Unit>, Vec<usize>) = match self.key_units(filters) {
+            Some(units) => {
+                let w = units
+                    .iter()
+                    .map(|u| match u {
+                        Unit::Rows(_, p) => p.len(),
+                        Unit::Block { .. } => 0,
+                    })
+                    .collect();
+                (units, w)
+            }
+            None => {
+                let keep = self.keep_segments(state, filters);
+                let mut units = Vec::new();
+                let mut weights = Vec::new();
+                let mut planned = 0usize;
+                for (si, s) in self.version.segments().iter().enumerate() {
+                    if !keep[si] {
+                        continue;
+                    }
+                    for (bi, b) in s.segment().blocks().iter().enumerate() {
+                        if limit.is_some_and(|l| planned >= l) {
+                            break;
+                        }
+                        units.push(Unit::Block {
+                            segment: si,
+                            block: bi,
+                        });
+                        weights.push(b.rows);
+                        planned += b.rows;
+                    }
+                }
+                (units, weights)
+            }
+        };
+        // Contiguous runs of about equal rows keep each partition in row id order.
+        let parts = config.target_partitions().max(1).min(units.len()).max(1);
+        let total: usize = weights.iter().sum();
+        let per = total.div_ceil(parts).max(1);
+        let mut partitions: Vec<Vec<Unit>> = vec![Vec::new(); parts];
+        let mut acc = 0usize;
+        for (u, w) in units.into_iter().zip(weights) {
+            let p = (acc / per).min(parts - 1);
+            partitions[p].push(u);
+            acc += w;
         }
-        Ok(MemorySourceConfig::try_new_exec(&partitions, schema, None)?)
+        let streams: Vec<Arc<dyn PartitionStream>> = partitions
+            .into_iter()
+            .map(|units| {
+                Arc::new(ScanPartition {
+                    projector: projector.clone(),
+                    units,
+                    batch_size: config.batch_size(),
+                    limit,
+                }) as Arc<dyn PartitionStream>
+            })
+            .collect();
+        Ok(Arc::new(StreamingTableExec::try_new(
+            schema,
+            streams,
+            None,
+            Vec::new(),
+            false,
+            limit,
+        )?))
     }
 }

@@ -1,18 +1,31 @@
 //! Tarn's storage layer: one write-ahead log for the whole database (catalog changes and
-//! data in one ordered stream), group commit, recovery, and tables kept as immutable
-//! Arrow chunks that readers snapshot.
+//! data in one ordered stream), group commit, recovery, checkpoints into immutable
+//! segment files read through `mmap`, deletion bitmaps, snapshots, compaction and key
+//! indexes.
 //!
 //! Storage is synchronous; async callers reach it through `spawn_blocking` so an fsync
 //! never stalls a tokio worker.
 
+#![deny(unsafe_code)]
+
+mod backend;
 mod database;
 mod error;
+mod keys;
+mod manifest;
+mod mmap;
 mod record;
+mod segment;
 mod table;
 mod wal;
 
-pub use database::{DB_FORMAT_VERSION, Database, StorageOptions};
+pub use backend::{Fault, FaultyBackend, FileBackend, StdBackend, WriteFile};
+pub use database::{
+    DB_FORMAT_VERSION, DEFAULT_MEMTABLE_BYTES, Database, StorageOptions, key_specs,
+};
 pub use error::{Error, Result};
+pub use manifest::MANIFEST_FORMAT_VERSION;
 pub use record::Op;
-pub use table::{Chunk, TableStore, TableVersion, column_field_name, stored_schema};
+pub use segment::{BLOCK_ROWS, KeySpec, SEGMENT_FORMAT_VERSION, Segment, SegmentId};
+pub use table::{Chunk, SegmentRef, TableStore, TableVersion, column_field_name, stored_schema};
 pub use wal::{SyncMode, WAL_FORMAT_VERSION};

@@ -1,21 +1,22 @@
-//! A table's rows: immutable chunks of Arrow columns with row ids and deletion masks,
-//! published as versions that readers snapshot.
+//! A table's rows: immutable segments (sealed files or in-memory memtable runs), each
+//! with a deletion bitmap, published as versions that readers snapshot.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
-use datafusion::arrow::array::BooleanArray;
-use datafusion::arrow::array::{Array, ArrayRef, RecordBatch, UInt64Array};
+use datafusion::arrow::array::{Array, ArrayRef, BooleanArray, RecordBatch, UInt64Array};
 use datafusion::arrow::buffer::BooleanBuffer;
 use datafusion::arrow::compute::{concat_batches, filter_record_batch};
 use datafusion::arrow::datatypes::{DataType, Field, Schema};
-use datafusion::arrow::row::{RowConverter, SortField};
 use parking_lot::{Mutex, RwLock};
+use roaring::RoaringBitmap;
 use tarn_catalog::{ColumnId, TableId};
 
+use crate::keys;
+use crate::segment::{KeySpec, Segment};
 use crate::{Error, Result};
 
-/// Rows per chunk beyond which appends start a new chunk instead of merging.
+/// Rows per in-memory segment beyond which appends start a new one instead of merging.
 const CHUNK_TARGET_ROWS: usize = 64 * 1024;
 
 /// Name of the Arrow field that stores column `id` (stored data never uses names).
@@ -27,20 +28,17 @@ fn field_column_id(field: &Field) -> Option<ColumnId> {
     field.name().strip_prefix('c')?.parse().ok()
 }
 
-/// An immutable run of rows. Deletes produce a new chunk with a new mask; the data
-/// arrays are shared.
+/// An immutable run of rows with their row ids: a memtable run or one block of a
+/// segment file (whose arrays point into the mapped file).
 #[derive(Debug)]
 pub struct Chunk {
     row_ids: UInt64Array,
     batch: RecordBatch,
     columns: HashMap<ColumnId, usize>,
-    /// `None` when every row is live.
-    live: Option<BooleanBuffer>,
-    live_count: usize,
 }
 
 impl Chunk {
-    fn new(row_ids: UInt64Array, batch: RecordBatch, live: Option<BooleanBuffer>) -> Self {
+    pub(crate) fn new(row_ids: UInt64Array, batch: RecordBatch) -> Self {
         let columns = batch
             .schema()
             .fields()
@@ -48,26 +46,16 @@ impl Chunk {
             .enumerate()
             .filter_map(|(i, f)| field_column_id(f).map(|id| (id, i)))
             .collect();
-        let live_count = live
-            .as_ref()
-            .map_or(batch.num_rows(), |l| l.count_set_bits());
         Chunk {
             row_ids,
             batch,
             columns,
-            live,
-            live_count,
         }
     }
 
     /// Rows stored, live or not.
     pub fn num_rows(&self) -> usize {
         self.batch.num_rows()
-    }
-
-    /// Live rows.
-    pub fn live_count(&self) -> usize {
-        self.live_count
     }
 
     /// Row ids, ascending.
@@ -81,55 +69,135 @@ impl Chunk {
         self.columns.get(&id).map(|&i| self.batch.column(i))
     }
 
-    /// Liveness mask (`true` = live); `None` when all rows are live.
-    pub fn live(&self) -> Option<&BooleanBuffer> {
-        self.live.as_ref()
+    /// The stored batch (fields named by column id).
+    pub fn batch(&self) -> &RecordBatch {
+        &self.batch
     }
 
     /// Bytes held by the chunk's arrays.
     pub fn memory_size(&self) -> usize {
         self.batch.get_array_memory_size() + self.row_ids.get_array_memory_size()
     }
+}
 
-    fn position(&self, row_id: u64) -> Option<usize> {
-        self.row_ids.values().binary_search(&row_id).ok()
+/// A segment as a table version sees it: the immutable rows plus which are deleted.
+#[derive(Debug, Clone)]
+pub struct SegmentRef {
+    segment: Arc<Segment>,
+    /// Deleted positions within the segment.
+    deletes: Arc<RoaringBitmap>,
+}
+
+impl SegmentRef {
+    pub(crate) fn new(segment: Arc<Segment>, deletes: Arc<RoaringBitmap>) -> Self {
+        SegmentRef { segment, deletes }
     }
 
-    fn is_live(&self, i: usize) -> bool {
-        self.live.as_ref().is_none_or(|l| l.value(i))
+    pub(crate) fn deletes_arc(&self) -> &Arc<RoaringBitmap> {
+        &self.deletes
     }
 
-    /// This chunk with deleted rows dropped, as (row ids, batch).
-    fn compacted(&self) -> Result<(UInt64Array, RecordBatch)> {
-        match &self.live {
-            None => Ok((self.row_ids.clone(), self.batch.clone())),
+    /// The rows.
+    pub fn segment(&self) -> &Arc<Segment> {
+        &self.segment
+    }
+
+    /// Deleted positions.
+    pub fn deletes(&self) -> &RoaringBitmap {
+        &self.deletes
+    }
+
+    /// Live rows.
+    pub fn live_count(&self) -> usize {
+        self.segment.num_rows() - self.deletes.len() as usize
+    }
+
+    /// Liveness mask of block `i` (`true` = live); `None` when every row of it is live.
+    pub fn block_mask(&self, i: usize) -> Option<BooleanBuffer> {
+        let slot = self.segment.blocks().get(i)?;
+        let (lo, hi) = (slot.start as u32, (slot.start + slot.rows) as u32);
+        if self.deletes.range_cardinality(lo..hi) == 0 {
+            return None;
+        }
+        let mut mask = vec![true; slot.rows];
+        for p in self.deletes.range(lo..hi) {
+            mask[(p - lo) as usize] = false;
+        }
+        Some(BooleanBuffer::from(mask))
+    }
+
+    /// Whether position `p` is live.
+    pub fn is_live(&self, p: usize) -> bool {
+        !self.deletes.contains(p as u32)
+    }
+
+    /// Block `i` with deleted rows dropped.
+    pub fn live_block(&self, i: usize) -> Result<(UInt64Array, RecordBatch)> {
+        let chunk = self.segment.block(i)?;
+        match self.block_mask(i) {
+            None => Ok((chunk.row_ids.clone(), chunk.batch.clone())),
             Some(mask) => {
-                let mask = BooleanArray::new(mask.clone(), None);
-                let ids = datafusion::arrow::compute::filter(&self.row_ids, &mask)?;
+                let mask = BooleanArray::new(mask, None);
+                let ids = datafusion::arrow::compute::filter(&chunk.row_ids, &mask)?;
                 let ids = ids
                     .as_any()
                     .downcast_ref::<UInt64Array>()
                     .cloned()
                     .ok_or_else(|| Error::Internal("row ids are not u64".into()))?;
-                Ok((ids, filter_record_batch(&self.batch, &mask)?))
+                Ok((ids, filter_record_batch(&chunk.batch, &mask)?))
             }
         }
+    }
+
+    /// Row id at position `p`.
+    fn row_id_at(&self, p: usize) -> Result<u64> {
+        let blocks = self.segment.blocks();
+        let bi = blocks.partition_point(|b| b.start + b.rows <= p);
+        let slot = blocks
+            .get(bi)
+            .ok_or_else(|| Error::Internal(format!("position {p} out of range")))?;
+        Ok(self.segment.block(bi)?.row_ids.value(p - slot.start))
     }
 }
 
 /// One published state of a table. Readers hold an `Arc` of it for a whole statement.
 #[derive(Debug, Default, Clone)]
 pub struct TableVersion {
-    chunks: Vec<Arc<Chunk>>,
+    segments: Vec<SegmentRef>,
     next_row_id: u64,
     live_rows: u64,
     sequences: BTreeMap<ColumnId, i64>,
 }
 
 impl TableVersion {
-    /// The chunks, in row id order.
-    pub fn chunks(&self) -> &[Arc<Chunk>] {
-        &self.chunks
+    pub(crate) fn from_parts(
+        segments: Vec<SegmentRef>,
+        next_row_id: u64,
+        sequences: BTreeMap<ColumnId, i64>,
+    ) -> Self {
+        let live_rows = segments.iter().map(|s| s.live_count() as u64).sum();
+        TableVersion {
+            segments,
+            next_row_id,
+            live_rows,
+            sequences,
+        }
+    }
+
+    /// Whether `other` is the same state (same segments and deletion bitmaps), even if
+    /// it is a different copy.
+    pub fn same_as(&self, other: &TableVersion) -> bool {
+        self.next_row_id == other.next_row_id
+            && self.live_rows == other.live_rows
+            && self.segments.len() == other.segments.len()
+            && self.segments.iter().zip(&other.segments).all(|(a, b)| {
+                Arc::ptr_eq(&a.segment, &b.segment) && Arc::ptr_eq(&a.deletes, &b.deletes)
+            })
+    }
+
+    /// The segments, in row id order.
+    pub fn segments(&self) -> &[SegmentRef] {
+        &self.segments
     }
 
     /// Live rows.
@@ -147,35 +215,77 @@ impl TableVersion {
         self.sequences.get(&column).copied().unwrap_or(0)
     }
 
-    /// Bytes held by the table's arrays.
-    pub fn memory_size(&self) -> usize {
-        self.chunks.iter().map(|c| c.memory_size()).sum()
+    /// Sequence values, by column.
+    pub fn sequences(&self) -> &BTreeMap<ColumnId, i64> {
+        &self.sequences
     }
 
-    fn locate(&self, row_id: u64) -> Option<(usize, usize)> {
-        let ci = self
-            .chunks
-            .partition_point(|c| c.row_ids.values().last().is_some_and(|&l| l < row_id));
-        let chunk = self.chunks.get(ci)?;
-        chunk.position(row_id).map(|i| (ci, i))
+    /// Bytes of the table: segment files on disk plus the memtable in memory.
+    pub fn size_bytes(&self) -> u64 {
+        self.segments.iter().map(|s| s.segment.bytes()).sum()
     }
 
-    /// Live positions of `row_ids`, grouped by chunk index.
-    fn positions(&self, row_ids: &[u64]) -> BTreeMap<usize, Vec<usize>> {
-        let mut by_chunk: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
+    /// Bytes of the memtable (in-memory segments).
+    pub fn memtable_bytes(&self) -> u64 {
+        self.segments
+            .iter()
+            .filter(|s| s.segment.in_memory())
+            .map(|s| s.segment.bytes())
+            .sum()
+    }
+
+    /// The segment and position holding `row_id`.
+    fn locate(&self, row_id: u64) -> Result<Option<(usize, usize)>> {
+        let si = self
+            .segments
+            .partition_point(|s| s.segment.last_row_id() < row_id);
+        let Some(s) = self.segments.get(si) else {
+            return Ok(None);
+        };
+        if s.segment.num_rows() == 0 || row_id < s.segment.first_row_id() {
+            return Ok(None);
+        }
+        Ok(s.segment.position(row_id)?.map(|p| (si, p)))
+    }
+
+    /// Whether `row_id` is a live row.
+    pub fn contains(&self, row_id: u64) -> Result<bool> {
+        Ok(self
+            .locate(row_id)?
+            .is_some_and(|(s, p)| self.segments[s].is_live(p)))
+    }
+
+    /// The live rows among `row_ids`, grouped by chunk: (chunk, positions in it).
+    pub fn rows(&self, row_ids: &[u64]) -> Result<Vec<(Arc<Chunk>, Vec<usize>)>> {
+        let mut out: Vec<(Arc<Chunk>, Vec<usize>)> = Vec::new();
         for &id in row_ids {
-            if let Some((c, i)) = self.locate(id)
-                && self.chunks[c].is_live(i)
-            {
-                by_chunk.entry(c).or_default().push(i);
+            let Some((si, p)) = self.locate(id)? else {
+                continue;
+            };
+            let s = &self.segments[si];
+            if !s.is_live(p) {
+                continue;
+            }
+            let blocks = s.segment.blocks();
+            let bi = blocks.partition_point(|b| b.start + b.rows <= p);
+            let chunk = s.segment.block(bi)?;
+            let local = p - blocks[bi].start;
+            match out.last_mut() {
+                Some((c, ps)) if Arc::ptr_eq(c, &chunk) => ps.push(local),
+                _ => out.push((chunk, vec![local])),
             }
         }
-        by_chunk
+        Ok(out)
     }
 
     /// This version plus `batch` as rows `first_row_id..`. Pure: used both to publish
     /// commits and to build a batch's private view of its own pending writes.
-    pub fn with_insert(&self, first_row_id: u64, batch: &RecordBatch) -> Result<TableVersion> {
+    pub fn with_insert(
+        &self,
+        table: TableId,
+        first_row_id: u64,
+        batch: &RecordBatch,
+    ) -> Result<TableVersion> {
         let n = batch.num_rows();
         let mut next = self.clone();
         if n == 0 {
@@ -189,12 +299,15 @@ impl TableVersion {
         let mut off = 0;
         while off < n {
             let len = CHUNK_TARGET_ROWS.min(n - off);
-            next.chunks.push(Arc::new(Chunk::new(
-                row_ids.slice(off, len),
-                batch.slice(off, len),
-                None,
-            )));
-            merge_tail(&mut next.chunks)?;
+            next.segments.push(SegmentRef::new(
+                Arc::new(Segment::memory(
+                    table,
+                    row_ids.slice(off, len),
+                    batch.slice(off, len),
+                )),
+                Arc::new(RoaringBitmap::new()),
+            ));
+            merge_tail(table, &mut next.segments)?;
             off += len;
         }
         next.next_row_id = first_row_id + n as u64;
@@ -203,23 +316,25 @@ impl TableVersion {
     }
 
     /// This version with `row_ids` deleted (ids that are not live are ignored).
-    pub fn with_delete(&self, row_ids: &[u64]) -> TableVersion {
+    pub fn with_delete(&self, row_ids: &[u64]) -> Result<TableVersion> {
         let mut next = self.clone();
-        for (c, positions) in self.positions(row_ids) {
-            let chunk = &self.chunks[c];
-            let mut mask: Vec<bool> = (0..chunk.num_rows()).map(|i| chunk.is_live(i)).collect();
-            for &p in &positions {
-                mask[p] = false;
+        let mut by_segment: BTreeMap<usize, Vec<u32>> = BTreeMap::new();
+        for &id in row_ids {
+            if let Some((s, p)) = self.locate(id)?
+                && self.segments[s].is_live(p)
+            {
+                by_segment.entry(s).or_default().push(p as u32);
             }
-            next.live_rows -= positions.len() as u64;
-            next.chunks[c] = Arc::new(Chunk::new(
-                chunk.row_ids.clone(),
-                chunk.batch.clone(),
-                Some(BooleanBuffer::from(mask)),
-            ));
         }
-        next.chunks.retain(|c| c.live_count > 0);
-        next
+        for (s, positions) in by_segment {
+            let mut bitmap = RoaringBitmap::clone(&self.segments[s].deletes);
+            let before = bitmap.len();
+            bitmap.extend(positions);
+            next.live_rows -= bitmap.len() - before;
+            next.segments[s].deletes = Arc::new(bitmap);
+        }
+        next.segments.retain(|s| s.live_count() > 0);
+        Ok(next)
     }
 
     /// This version with the sequence of `column` advanced to at least `value`.
@@ -230,70 +345,86 @@ impl TableVersion {
         next
     }
 
-    /// Whether `row_id` is a live row.
-    pub fn contains(&self, row_id: u64) -> bool {
-        self.locate(row_id)
-            .is_some_and(|(c, i)| self.chunks[c].is_live(i))
-    }
-}
-
-/// Hash index over the values of a set of columns, for uniqueness checks.
-struct KeyIndex {
-    columns: Vec<ColumnId>,
-    converter: RowConverter,
-    map: HashMap<Box<[u8]>, u64>,
-}
-
-impl KeyIndex {
-    /// Encoded keys of `arrays` rows; `None` for rows with a NULL key part (NULLs never
-    /// conflict, as in PostgreSQL).
-    fn keys(&self, arrays: &[ArrayRef]) -> Result<Vec<Option<Box<[u8]>>>> {
-        let rows = self.converter.convert_columns(arrays)?;
-        Ok((0..rows.num_rows())
-            .map(|i| {
-                if arrays.iter().any(|a| a.is_null(i)) {
-                    None
-                } else {
-                    Some(rows.row(i).as_ref().into())
-                }
-            })
-            .collect())
-    }
-
-    fn chunk_arrays(&self, chunk: &Chunk) -> Option<Vec<ArrayRef>> {
-        self.columns
-            .iter()
-            .map(|c| chunk.column(*c).cloned())
-            .collect()
-    }
-
-    fn add_chunk(&mut self, chunk: &Chunk) -> Result<()> {
-        self.add_range(chunk, 0)
-    }
-
-    /// Adds the live rows of `chunk` whose row id is at least `from`.
-    fn add_range(&mut self, chunk: &Chunk, from: u64) -> Result<()> {
-        let Some(arrays) = self.chunk_arrays(chunk) else {
-            return Ok(());
-        };
-        for (i, key) in self.keys(&arrays)?.into_iter().enumerate() {
-            if let Some(key) = key
-                && chunk.is_live(i)
-                && chunk.row_ids.value(i) >= from
-            {
-                self.map.insert(key, chunk.row_ids.value(i));
+    /// Marks every in-memory segment as being sealed (they stop merging) and returns
+    /// this version.
+    pub(crate) fn freeze(&self) {
+        for s in &self.segments {
+            if s.segment.in_memory() {
+                s.segment.freeze();
             }
         }
-        Ok(())
+    }
+
+    /// This version with the run of segments `old` (consecutive, by identity) replaced
+    /// by `new`, which holds the rows of `old` minus those deleted in `built_from` (the
+    /// deletion bitmaps `new` was built from; `None`: `new` holds every row). Deletes
+    /// that reached `old` since are carried over by row id. `None` when the run is no
+    /// longer there (the caller drops `new`).
+    pub(crate) fn with_replaced(
+        &self,
+        old: &[Arc<Segment>],
+        new: Arc<Segment>,
+        built_from: Option<&[Arc<RoaringBitmap>]>,
+    ) -> Result<Option<TableVersion>> {
+        let Some(first) = old.first() else {
+            return Ok(None);
+        };
+        let Some(start) = self
+            .segments
+            .iter()
+            .position(|s| Arc::ptr_eq(&s.segment, first))
+        else {
+            return Ok(None);
+        };
+        if start + old.len() > self.segments.len()
+            || !old
+                .iter()
+                .zip(&self.segments[start..])
+                .all(|(o, s)| Arc::ptr_eq(o, &s.segment))
+        {
+            return Ok(None);
+        }
+        let mut deletes = RoaringBitmap::new();
+        let mut new_rows = 0usize;
+        for (i, s) in self.segments[start..start + old.len()].iter().enumerate() {
+            new_rows += s.live_count();
+            // Only deletes newer than the ones `new` was built without need carrying.
+            let newer = match built_from.and_then(|b| b.get(i)) {
+                Some(before) => RoaringBitmap::clone(&s.deletes) - before.as_ref(),
+                None => RoaringBitmap::clone(&s.deletes),
+            };
+            for p in newer.iter() {
+                let row_id = s.row_id_at(p as usize)?;
+                if let Some(np) = new.position(row_id)? {
+                    deletes.insert(np as u32);
+                }
+            }
+        }
+        let replacement = SegmentRef::new(new, Arc::new(deletes));
+        if replacement.live_count() != new_rows {
+            return Err(Error::Internal(format!(
+                "replacement segment has {} live rows, expected {new_rows}",
+                replacement.live_count()
+            )));
+        }
+        let mut next = self.clone();
+        next.segments
+            .splice(start..start + old.len(), [replacement]);
+        next.segments.retain(|s| s.live_count() > 0);
+        Ok(Some(next))
     }
 }
 
-/// A table's data: the current version plus key indexes. Writers are serialized by the
+/// In-memory key maps over the memtable rows, per key column set.
+type MemKeys = HashMap<Vec<ColumnId>, HashMap<Vec<u8>, Vec<u64>>>;
+
+/// A table's data: the current version plus key lookups. Writers are serialized by the
 /// caller (one writer per table, held from validation until the commit is applied).
 pub struct TableStore {
     id: TableId,
     current: RwLock<Arc<TableVersion>>,
-    keys: Mutex<Vec<KeyIndex>>,
+    /// Keys of the rows in in-memory segments (sealed segments carry key sections).
+    mem_keys: Mutex<MemKeys>,
 }
 
 impl std::fmt::Debug for TableStore {
@@ -302,12 +433,42 @@ impl std::fmt::Debug for TableStore {
     }
 }
 
+fn add_mem_keys(
+    map: &mut HashMap<Vec<u8>, Vec<u64>>,
+    columns: &[ColumnId],
+    chunk: &Chunk,
+    from: u64,
+) -> Result<()> {
+    let Some(arrays) = columns
+        .iter()
+        .map(|c| chunk.column(*c).cloned())
+        .collect::<Option<Vec<_>>>()
+    else {
+        return Ok(());
+    };
+    for (k, &r) in keys::encode_keys(&arrays)?
+        .into_iter()
+        .zip(chunk.row_ids.values().iter())
+    {
+        if let Some(k) = k
+            && r >= from
+        {
+            map.entry(k).or_default().push(r);
+        }
+    }
+    Ok(())
+}
+
 impl TableStore {
     pub(crate) fn new(id: TableId) -> Self {
+        Self::with_version(id, TableVersion::default())
+    }
+
+    pub(crate) fn with_version(id: TableId, version: TableVersion) -> Self {
         TableStore {
             id,
-            current: RwLock::new(Arc::new(TableVersion::default())),
-            keys: Mutex::new(Vec::new()),
+            current: RwLock::new(Arc::new(version)),
+            mem_keys: Mutex::new(HashMap::new()),
         }
     }
 
@@ -321,57 +482,75 @@ impl TableStore {
         self.current.read().clone()
     }
 
+    /// For each row of `arrays` (values of `columns`), the live row ids of the
+    /// published table with that key, plus the snapshot they were found in. Rows with a
+    /// NULL key part match nothing (as in PostgreSQL). Costs a hash probe for the
+    /// memtable and a binary search per sealed segment; never scans the table.
+    pub fn key_lookup(
+        &self,
+        columns: &[ColumnId],
+        arrays: &[ArrayRef],
+    ) -> Result<(Arc<TableVersion>, Vec<Vec<u64>>)> {
+        let encoded = keys::encode_keys(arrays)?;
+        let mut mem = self.mem_keys.lock();
+        // Commits update the maps and the version under both locks: read them together.
+        let version = self.snapshot();
+        if !mem.contains_key(columns) {
+            let mut map = HashMap::new();
+            for s in version.segments.iter().filter(|s| s.segment.in_memory()) {
+                add_mem_keys(&mut map, columns, s.segment.block(0)?.as_ref(), 0)?;
+            }
+            mem.insert(columns.to_vec(), map);
+        }
+        let map = mem.get(columns);
+        let mut out = Vec::with_capacity(encoded.len());
+        for key in encoded {
+            let Some(key) = key else {
+                out.push(Vec::new());
+                continue;
+            };
+            let mut found = Vec::new();
+            if let Some(ids) = map.and_then(|m| m.get(&key)) {
+                found.extend(ids.iter().copied());
+            }
+            for s in version.segments.iter().filter(|s| !s.segment.in_memory()) {
+                found.extend(s.segment.key_lookup(columns, &key)?);
+            }
+            let mut live = Vec::with_capacity(found.len());
+            for id in found {
+                if version.contains(id)? {
+                    live.push(id);
+                }
+            }
+            live.sort_unstable();
+            live.dedup();
+            out.push(live);
+        }
+        Ok((version, out))
+    }
+
     /// For each row of `arrays` (values of `columns`), the live row of the published
-    /// table with the same key, if any. Rows with a NULL key part never match (as in
-    /// PostgreSQL). The index is built on first use and kept up to date by commits.
+    /// table with the same key, if any (for uniqueness checks).
     pub fn key_matches(
         &self,
         columns: &[ColumnId],
         arrays: &[ArrayRef],
     ) -> Result<Vec<Option<u64>>> {
-        let mut indexes = self.keys.lock();
-        let idx = match indexes.iter().position(|k| k.columns == columns) {
-            Some(i) => i,
-            None => {
-                let fields = arrays
-                    .iter()
-                    .map(|a| SortField::new(a.data_type().clone()))
-                    .collect();
-                let mut index = KeyIndex {
-                    columns: columns.to_vec(),
-                    converter: RowConverter::new(fields)?,
-                    map: HashMap::new(),
-                };
-                for chunk in self.snapshot().chunks() {
-                    index.add_chunk(chunk)?;
-                }
-                indexes.push(index);
-                indexes.len() - 1
-            }
-        };
-        let index = &indexes[idx];
-        Ok(index
-            .keys(arrays)?
-            .iter()
-            .map(|k| k.as_ref().and_then(|k| index.map.get(k).copied()))
-            .collect())
+        let (_, found) = self.key_lookup(columns, arrays)?;
+        Ok(found.into_iter().map(|ids| ids.first().copied()).collect())
     }
 
     pub(crate) fn apply_insert(&self, first_row_id: u64, batch: &RecordBatch) -> Result<()> {
+        let mut mem = self.mem_keys.lock();
         let mut current = self.current.write();
-        let next = current.with_insert(first_row_id, batch)?;
-        let mut keys = self.keys.lock();
-        for key in keys.iter_mut() {
-            // The new rows are the tail of the new version.
-            for c in next.chunks.iter().rev() {
-                key.add_range(c, first_row_id)?;
-                if c.row_ids
-                    .values()
-                    .first()
-                    .is_some_and(|&f| f <= first_row_id)
-                {
-                    break;
-                }
+        let next = current.with_insert(self.id, first_row_id, batch)?;
+        if !mem.is_empty() {
+            let chunk = Chunk::new(
+                UInt64Array::from_iter_values(first_row_id..first_row_id + batch.num_rows() as u64),
+                batch.clone(),
+            );
+            for (columns, map) in mem.iter_mut() {
+                add_mem_keys(map, columns, &chunk, first_row_id)?;
             }
         }
         *current = Arc::new(next);
@@ -380,33 +559,7 @@ impl TableStore {
 
     pub(crate) fn apply_delete(&self, row_ids: &[u64]) -> Result<()> {
         let mut current = self.current.write();
-        let mut keys = self.keys.lock();
-        if !keys.is_empty() {
-            for (c, positions) in current.positions(row_ids) {
-                let chunk = &current.chunks[c];
-                for key in keys.iter_mut() {
-                    let Some(arrays) = key.chunk_arrays(chunk) else {
-                        continue;
-                    };
-                    let idx = UInt64Array::from_iter_values(positions.iter().map(|&p| p as u64));
-                    let taken = arrays
-                        .iter()
-                        .map(|a| datafusion::arrow::compute::take(a, &idx, None))
-                        .collect::<Result<Vec<_>, _>>()?;
-                    // Only forget a key still pointing at the deleted row: an insert of the
-                    // same key in the same commit may already have replaced it.
-                    for (k, &p) in key.keys(&taken)?.into_iter().zip(&positions) {
-                        let row_id = chunk.row_ids.value(p);
-                        if let Some(k) = k
-                            && key.map.get(&k) == Some(&row_id)
-                        {
-                            key.map.remove(&k);
-                        }
-                    }
-                }
-            }
-        }
-        let next = current.with_delete(row_ids);
+        let next = current.with_delete(row_ids)?;
         *current = Arc::new(next);
         Ok(())
     }
@@ -417,33 +570,77 @@ impl TableStore {
         *current = Arc::new(next);
     }
 
-    /// Forgets key indexes (their columns changed); they are rebuilt on next use.
+    /// Freezes the memtable for sealing and returns the version it belongs to.
+    pub(crate) fn freeze(&self) -> Arc<TableVersion> {
+        let current = self.current.read();
+        current.freeze();
+        current.clone()
+    }
+
+    /// Swaps `old` for `new` (see [`TableVersion::with_replaced`]). Blocks writers of
+    /// this table only for the pointer swap and the carried-over deletes.
+    pub(crate) fn replace(
+        &self,
+        old: &[Arc<Segment>],
+        new: Arc<Segment>,
+        built_from: Option<&[Arc<RoaringBitmap>]>,
+    ) -> Result<bool> {
+        let mut mem = self.mem_keys.lock();
+        let mut current = self.current.write();
+        let Some(next) = current.with_replaced(old, new, built_from)? else {
+            return Ok(false);
+        };
+        if old.iter().any(|s| s.in_memory()) {
+            // The sealed rows' keys now live in the new segment's key sections.
+            mem.clear();
+        }
+        *current = Arc::new(next);
+        Ok(true)
+    }
+
+    /// Forgets in-memory key maps (their columns changed); they are rebuilt on next use.
     pub fn reset_key_indexes(&self) {
-        self.keys.lock().clear();
+        self.mem_keys.lock().clear();
+    }
+
+    /// The key specs a segment of this table carries are decided by the catalog; this
+    /// only exists so callers can name the type.
+    #[doc(hidden)]
+    pub fn key_spec(columns: Vec<ColumnId>, unique: bool) -> KeySpec {
+        KeySpec { columns, unique }
     }
 }
 
-/// Merges the last two chunks while they are of similar size (a binary counter), so
-/// single-row inserts do not leave a long tail of tiny chunks and each row is copied
-/// O(log CHUNK_TARGET_ROWS) times.
-fn merge_tail(chunks: &mut Vec<Arc<Chunk>>) -> Result<()> {
-    while chunks.len() >= 2 {
-        let last = &chunks[chunks.len() - 1];
-        let prev = &chunks[chunks.len() - 2];
-        if last.live_count < prev.live_count
-            || prev.live_count + last.live_count > CHUNK_TARGET_ROWS
-            || prev.batch.schema() != last.batch.schema()
+/// Merges the last two in-memory segments while they are of similar size (a binary
+/// counter), so single-row inserts do not leave a long tail of tiny segments and each
+/// row is copied O(log CHUNK_TARGET_ROWS) times. Frozen segments (being sealed) and
+/// sealed ones never merge here.
+fn merge_tail(table: TableId, segments: &mut Vec<SegmentRef>) -> Result<()> {
+    while segments.len() >= 2 {
+        let last = &segments[segments.len() - 1];
+        let prev = &segments[segments.len() - 2];
+        let mergeable = |s: &SegmentRef| s.segment.in_memory() && !s.segment.is_frozen();
+        if !mergeable(last)
+            || !mergeable(prev)
+            || last.live_count() < prev.live_count()
+            || prev.live_count() + last.live_count() > CHUNK_TARGET_ROWS
         {
             break;
         }
-        let (ids_a, a) = prev.compacted()?;
-        let (ids_b, b) = last.compacted()?;
+        let (ids_a, a) = prev.live_block(0)?;
+        let (ids_b, b) = last.live_block(0)?;
+        if a.schema() != b.schema() {
+            break;
+        }
         let batch = concat_batches(&a.schema(), [&a, &b])?;
         let ids = UInt64Array::from_iter_values(
             ids_a.values().iter().chain(ids_b.values().iter()).copied(),
         );
-        chunks.truncate(chunks.len() - 2);
-        chunks.push(Arc::new(Chunk::new(ids, batch, None)));
+        segments.truncate(segments.len() - 2);
+        segments.push(SegmentRef::new(
+            Arc::new(Segment::memory(table, ids, batch)),
+            Arc::new(RoaringBitmap::new()),
+        ));
     }
     Ok(())
 }

@@ -37,7 +37,7 @@ use tarn_catalog::{
     ApiKeyRecord, Catalog, CatalogOp, OrgRecord, Role, UserRecord, WorkspaceRecord,
 };
 use tarn_sql::{Limits, SqlEngine};
-use tarn_storage::{Database, Op, StorageOptions};
+use tarn_storage::{Database, FileBackend, Op, StdBackend, StorageOptions};
 
 /// The Arrow crate Tarn's record batches come from (`query_arrow`, `insert_arrow`).
 pub use datafusion::arrow;
@@ -45,12 +45,20 @@ pub use error::{Error, ErrorKind, Result};
 pub use resources::*;
 pub use tarn_storage::SyncMode;
 
+/// Storage extension points: the file backend trait and a fault-injecting backend for
+/// testing how a host program copes with a failing disk.
+pub mod storage {
+    pub use tarn_storage::{Fault, FaultyBackend, FileBackend, StdBackend, WriteFile};
+}
+
 /// Options for opening a database (SPEC §8 limits and more). Builder style.
 #[derive(Debug, Clone)]
 pub struct Options {
     sync: SyncMode,
     rate_limit: Option<(f64, u32)>,
     memtable_bytes: usize,
+    background: bool,
+    backend: Arc<dyn FileBackend>,
     limits: Limits,
 }
 
@@ -60,6 +68,8 @@ impl Default for Options {
             sync: SyncMode::Full,
             rate_limit: None,
             memtable_bytes: 64 << 20,
+            background: true,
+            backend: Arc::new(StdBackend),
             limits: Limits::default(),
         }
     }
@@ -80,10 +90,29 @@ impl Options {
         self
     }
 
-    /// Memtable size before sealing (used by the segment storage; kept for callers).
+    /// Memory for rows not yet sealed into segment files, all tables together (default
+    /// 64 MiB). Past it, a background checkpoint writes them to segment files read
+    /// through `mmap`, so the heap stays bounded however large tables grow.
     #[must_use]
     pub fn memtable_bytes(mut self, bytes: usize) -> Self {
         self.memtable_bytes = bytes;
+        self
+    }
+
+    /// Whether checkpoints and compaction run on a background thread (default on).
+    /// Off, they happen only on close, on `VACUUM` and when the memtable is full at the
+    /// next write's end.
+    #[must_use]
+    pub fn background_maintenance(mut self, on: bool) -> Self {
+        self.background = on;
+        self
+    }
+
+    /// Where files are written: the real disk (default) or a wrapper such as
+    /// [`storage::FaultyBackend`] that injects failures.
+    #[must_use]
+    pub fn file_backend(mut self, backend: Arc<dyn FileBackend>) -> Self {
+        self.backend = backend;
         self
     }
 
@@ -171,7 +200,12 @@ impl Tarn {
     /// another process is 409; one written by a newer format version is refused.
     pub async fn open_with(path: impl AsRef<Path>, options: Options) -> Result<Tarn> {
         let path = path.as_ref().to_path_buf();
-        let storage = StorageOptions { sync: options.sync };
+        let storage = StorageOptions {
+            sync: options.sync,
+            backend: options.backend.clone(),
+            memtable_bytes: options.memtable_bytes as u64,
+            background: options.background,
+        };
         let db = tokio::task::spawn_blocking(move || Database::open(&path, storage))
             .await
             .map_err(|e| Error::new(ErrorKind::Internal, e.to_string()))??;
@@ -686,7 +720,7 @@ impl Session {
                 })
                 .collect(),
             row_count: snapshot.as_ref().map_or(0, |s| s.row_count()),
-            size_mb: snapshot.map_or(0.0, |s| s.memory_size() as f64 / (1024.0 * 1024.0)),
+            size_mb: snapshot.map_or(0.0, |s| s.size_bytes() as f64 / (1024.0 * 1024.0)),
         })
     }
 

@@ -1,0 +1,238 @@
+//! Key encoding for the key indexes (PRIMARY KEY, UNIQUE, `exact_text`) and the on-disk
+//! key section of a segment.
+//!
+//! A key is the byte string of its column values, each encoded so that equal SQL values
+//! give equal bytes: integers of every width as i64, floats as f64 bits (with -0.0 = 0.0),
+//! strings and binaries length-prefixed. The encoding is Tarn's own (Arrow's row format
+//! is not promised stable across releases) and is part of the segment format.
+//!
+//! Key section (little-endian), sorted by (key, row id):
+//!
+//! ```text
+//! count u64 | offsets u64 * (count + 1) | row ids u64 * count | key bytes
+//! ```
+
+use datafusion::arrow::array::{Array, ArrayRef, AsArray};
+use datafusion::arrow::datatypes::{
+    DataType, Date32Type, Date64Type, Decimal128Type, Float32Type, Float64Type, Int8Type,
+    Int16Type, Int32Type, Int64Type, TimeUnit, TimestampMicrosecondType, TimestampMillisecondType,
+    TimestampNanosecondType, TimestampSecondType, UInt8Type, UInt16Type, UInt32Type, UInt64Type,
+};
+use datafusion::arrow::util::display::{ArrayFormatter, FormatOptions};
+
+use crate::{Error, Result};
+
+fn put_bytes(out: &mut Vec<u8>, b: &[u8]) {
+    out.extend_from_slice(&(b.len() as u32).to_le_bytes());
+    out.extend_from_slice(b);
+}
+
+/// Encodes row `i` of one column into `out`. `false` when the value is NULL.
+fn encode_value(a: &dyn Array, i: usize, out: &mut Vec<u8>) -> Result<bool> {
+    if a.is_null(i) {
+        return Ok(false);
+    }
+    macro_rules! int {
+        ($t:ty) => {
+            out.extend_from_slice(&(a.as_primitive::<$t>().value(i) as i64).to_le_bytes())
+        };
+    }
+    match a.data_type() {
+        DataType::Int8 => int!(Int8Type),
+        DataType::Int16 => int!(Int16Type),
+        DataType::Int32 => int!(Int32Type),
+        DataType::Int64 => int!(Int64Type),
+        DataType::UInt8 => int!(UInt8Type),
+        DataType::UInt16 => int!(UInt16Type),
+        DataType::UInt32 => int!(UInt32Type),
+        DataType::UInt64 => int!(UInt64Type),
+        DataType::Date32 => int!(Date32Type),
+        DataType::Date64 => int!(Date64Type),
+        DataType::Timestamp(TimeUnit::Second, _) => int!(TimestampSecondType),
+        DataType::Timestamp(TimeUnit::Millisecond, _) => int!(TimestampMillisecondType),
+        DataType::Timestamp(TimeUnit::Microsecond, _) => int!(TimestampMicrosecondType),
+        DataType::Timestamp(TimeUnit::Nanosecond, _) => int!(TimestampNanosecondType),
+        DataType::Float32 | DataType::Float64 => {
+            let v = match a.data_type() {
+                DataType::Float32 => a.as_primitive::<Float32Type>().value(i) as f64,
+                _ => a.as_primitive::<Float64Type>().value(i),
+            };
+            // -0.0 = 0.0 in SQL; NaN is one value.
+            let v = if v == 0.0 { 0.0 } else { v };
+            let bits = if v.is_nan() {
+                f64::NAN.to_bits()
+            } else {
+                v.to_bits()
+            };
+            out.extend_from_slice(&bits.to_le_bytes());
+        }
+        DataType::Decimal128(_, _) => {
+            out.extend_from_slice(&a.as_primitive::<Decimal128Type>().value(i).to_le_bytes())
+        }
+        DataType::Boolean => out.push(a.as_boolean().value(i) as u8),
+        DataType::Utf8 => put_bytes(out, a.as_string::<i32>().value(i).as_bytes()),
+        DataType::LargeUtf8 => put_bytes(out, a.as_string::<i64>().value(i).as_bytes()),
+        DataType::Utf8View => put_bytes(out, a.as_string_view().value(i).as_bytes()),
+        DataType::Binary => put_bytes(out, a.as_binary::<i32>().value(i)),
+        DataType::LargeBinary => put_bytes(out, a.as_binary::<i64>().value(i)),
+        DataType::BinaryView => put_bytes(out, a.as_binary_view().value(i)),
+        _ => {
+            // Other types (arrays, …) key by their canonical text.
+            let f = ArrayFormatter::try_new(a, &FormatOptions::default())?;
+            put_bytes(out, f.value(i).to_string().as_bytes());
+        }
+    }
+    Ok(true)
+}
+
+/// The keys of every row of `arrays` (one array per key column); `None` for rows with a
+/// NULL key part (NULLs never conflict, as in PostgreSQL).
+pub fn encode_keys(arrays: &[ArrayRef]) -> Result<Vec<Option<Vec<u8>>>> {
+    let n = arrays.first().map_or(0, |a| a.len());
+    let mut out = Vec::with_capacity(n);
+    for i in 0..n {
+        let mut key = Vec::with_capacity(16);
+        let mut null = false;
+        for a in arrays {
+            if !encode_value(a.as_ref(), i, &mut key)? {
+                null = true;
+                break;
+            }
+        }
+        out.push((!null).then_some(key));
+    }
+    Ok(out)
+}
+
+/// Builds a key section from `(key, row id)` pairs.
+pub fn build_section(mut entries: Vec<(Vec<u8>, u64)>) -> Vec<u8> {
+    entries.sort_unstable();
+    let n = entries.len();
+    let key_bytes: usize = entries.iter().map(|(k, _)| k.len()).sum();
+    let mut out = Vec::with_capacity(8 + (n + 1) * 8 + n * 8 + key_bytes);
+    out.extend_from_slice(&(n as u64).to_le_bytes());
+    let mut off = 0u64;
+    out.extend_from_slice(&off.to_le_bytes());
+    for (k, _) in &entries {
+        off += k.len() as u64;
+        out.extend_from_slice(&off.to_le_bytes());
+    }
+    for (_, r) in &entries {
+        out.extend_from_slice(&r.to_le_bytes());
+    }
+    for (k, _) in &entries {
+        out.extend_from_slice(k);
+    }
+    out
+}
+
+/// A read-only view of a key section.
+#[derive(Debug, Clone, Copy)]
+pub struct KeySection<'a> {
+    bytes: &'a [u8],
+    count: usize,
+}
+
+fn u64_at(b: &[u8], pos: usize) -> u64 {
+    let mut raw = [0u8; 8];
+    raw.copy_from_slice(&b[pos..pos + 8]);
+    u64::from_le_bytes(raw)
+}
+
+impl<'a> KeySection<'a> {
+    /// Checks the section's structure (its checksum was verified by the caller).
+    pub fn parse(bytes: &'a [u8]) -> Result<Self> {
+        let bad = || Error::Internal("malformed key section".into());
+        if bytes.len() < 16 {
+            return Err(bad());
+        }
+        let count = usize::try_from(u64_at(bytes, 0)).map_err(|_| bad())?;
+        let fixed = count
+            .checked_mul(16)
+            .and_then(|x| x.checked_add(16))
+            .ok_or_else(bad)?;
+        if fixed > bytes.len() {
+            return Err(bad());
+        }
+        let total = u64_at(bytes, 8 + count * 8) as usize;
+        if fixed.checked_add(total) != Some(bytes.len()) {
+            return Err(bad());
+        }
+        Ok(KeySection { bytes, count })
+    }
+
+    fn key(&self, i: usize) -> &'a [u8] {
+        let base = 16 + self.count * 16;
+        let a = u64_at(self.bytes, 8 + i * 8) as usize;
+        let b = u64_at(self.bytes, 8 + (i + 1) * 8) as usize;
+        self.bytes.get(base + a..base + b).unwrap_or(&[])
+    }
+
+    fn row_id(&self, i: usize) -> u64 {
+        u64_at(self.bytes, 8 + (self.count + 1) * 8 + i * 8)
+    }
+
+    /// Row ids stored under `key`, ascending.
+    pub fn lookup(&self, key: &[u8]) -> Vec<u64> {
+        let (mut lo, mut hi) = (0, self.count);
+        while lo < hi {
+            let mid = (lo + hi) / 2;
+            if self.key(mid) < key {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        let mut out = Vec::new();
+        while lo < self.count && self.key(lo) == key {
+            out.push(self.row_id(lo));
+            lo += 1;
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use datafusion::arrow::array::{Int32Array, Int64Array, StringArray};
+
+    use super::*;
+
+    #[test]
+    fn equal_values_of_different_widths_encode_equal() -> Result<()> {
+        let a: ArrayRef = Arc::new(Int32Array::from(vec![Some(7), None]));
+        let b: ArrayRef = Arc::new(Int64Array::from(vec![7, 8]));
+        let ka = encode_keys(&[a])?;
+        let kb = encode_keys(&[b])?;
+        assert_eq!(ka[0], kb[0]);
+        assert_eq!(ka[1], None);
+        Ok(())
+    }
+
+    #[test]
+    fn composite_keys_do_not_run_together() -> Result<()> {
+        let a: ArrayRef = Arc::new(StringArray::from(vec!["ab", "a"]));
+        let b: ArrayRef = Arc::new(StringArray::from(vec!["c", "bc"]));
+        let k = encode_keys(&[a, b])?;
+        assert_ne!(k[0], k[1]);
+        Ok(())
+    }
+
+    #[test]
+    fn section_lookup_finds_every_row() -> Result<()> {
+        let entries: Vec<(Vec<u8>, u64)> = (0..1000u64)
+            .map(|i| (format!("k{}", i % 300).into_bytes(), i))
+            .collect();
+        let bytes = build_section(entries);
+        let s = KeySection::parse(&bytes)?;
+        assert_eq!(s.lookup(b"k5"), vec![5, 305, 605, 905]);
+        assert_eq!(s.lookup(b"k299"), vec![299, 599, 899]);
+        assert!(s.lookup(b"nope").is_empty());
+        assert!(KeySection::parse(&bytes[..bytes.len() - 1]).is_err());
+        let empty = build_section(Vec::new());
+        assert!(KeySection::parse(&empty)?.lookup(b"x").is_empty());
+        Ok(())
+    }
+}

@@ -1,0 +1,785 @@
+//! Segments: immutable runs of a table's rows. A sealed segment is one file, read through
+//! `mmap` with zero copy; the memtable is made of in-memory segments of the same shape.
+//!
+//! Segment file (little-endian):
+//!
+//! ```text
+//! Arrow IPC file     row_id u64 + one field per column, named c{column id};
+//!                    blocks of up to BLOCK_ROWS rows
+//! stats section      Arrow IPC stream of one 2-row batch: per column min, max
+//! key sections       one per key index (see keys.rs)
+//! trailer            JSON: format, ids, per-block row id ranges and crc32,
+//!                    section offsets, lengths and crc32s
+//! tail (20 bytes)    trailer length u32 | crc32(trailer) u32 | format u32 | b"TARNSEG\0"
+//! ```
+//!
+//! A block's checksum is verified the first time the block is touched after open (and
+//! remembered), so scans stay zero-copy and a flipped byte is reported as corruption
+//! naming the file instead of being returned as data.
+
+use std::collections::HashMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
+
+use datafusion::arrow::array::{Array, ArrayRef, RecordBatch, UInt64Array};
+use datafusion::arrow::buffer::Buffer;
+use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use datafusion::arrow::ipc::convert::fb_to_schema;
+use datafusion::arrow::ipc::reader::{FileDecoder, StreamReader, read_footer_length};
+use datafusion::arrow::ipc::writer::{FileWriter, StreamWriter};
+use datafusion::arrow::ipc::{Block, root_as_footer};
+use datafusion::common::ScalarValue;
+use datafusion::functions_aggregate::min_max::{MaxAccumulator, MinAccumulator};
+use datafusion::logical_expr::Accumulator;
+use parking_lot::Mutex;
+use serde::{Deserialize, Serialize};
+use tarn_catalog::{ColumnId, TableId};
+
+use crate::backend::{FileBackend, WriteFile};
+use crate::keys::{self, KeySection};
+use crate::table::{Chunk, column_field_name};
+use crate::{Error, Result};
+
+/// On-disk format version of segment files.
+pub const SEGMENT_FORMAT_VERSION: u32 = 1;
+const MAGIC: &[u8; 8] = b"TARNSEG\0";
+const TAIL_LEN: usize = 20;
+/// Rows per block of a segment file.
+pub const BLOCK_ROWS: usize = 64 * 1024;
+const ROW_ID_FIELD: &str = "row_id";
+
+/// Segment ids are unique within a database and never reused.
+pub type SegmentId = u64;
+
+/// A key index a segment carries: its columns and whether the key is unique.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct KeySpec {
+    /// Key columns, in key order.
+    pub columns: Vec<ColumnId>,
+    /// PRIMARY KEY / UNIQUE (`true`) or a plain equality index (`exact_text`).
+    pub unique: bool,
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
+struct Section {
+    offset: u64,
+    len: u64,
+    crc: u32,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct BlockMeta {
+    first_row_id: u64,
+    last_row_id: u64,
+    rows: u64,
+    crc: u32,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Trailer {
+    format: u32,
+    table: TableId,
+    segment: SegmentId,
+    rows: u64,
+    ipc_len: u64,
+    blocks: Vec<BlockMeta>,
+    stats: Option<Section>,
+    keys: Vec<(KeySpec, Section)>,
+}
+
+/// Per-column min and max of a segment (for pruning). Columns without statistics
+/// (vectors, JSON, all-NULL) are absent.
+pub type Stats = HashMap<ColumnId, (ScalarValue, ScalarValue)>;
+
+/// One block: a run of rows, decoded on first touch.
+#[derive(Debug)]
+pub struct BlockSlot {
+    /// First row id in the block.
+    pub first_row_id: u64,
+    /// Last row id in the block.
+    pub last_row_id: u64,
+    /// Rows in the block.
+    pub rows: usize,
+    /// Position of the block's first row within the segment.
+    pub start: usize,
+    crc: u32,
+    ipc: Option<Block>,
+    data: OnceLock<Arc<Chunk>>,
+}
+
+struct FileSource {
+    path: PathBuf,
+    buf: Buffer,
+    decoder: FileDecoder,
+    keys: Vec<(KeySpec, Section, OnceLock<()>)>,
+}
+
+/// Immutable rows of a table: a sealed file or an in-memory run (part of the memtable).
+pub struct Segment {
+    id: Option<SegmentId>,
+    table: TableId,
+    schema: SchemaRef,
+    file: Option<FileSource>,
+    blocks: Vec<BlockSlot>,
+    rows: usize,
+    bytes: u64,
+    stats: Stats,
+    /// Set when a checkpoint starts sealing this in-memory segment: it no longer merges.
+    frozen: AtomicBool,
+    /// Key sections built in memory for keys the file does not carry (an index created
+    /// after the segment was written).
+    built_keys: Mutex<HashMap<Vec<ColumnId>, Arc<Vec<u8>>>>,
+}
+
+impl std::fmt::Debug for Segment {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Segment")
+            .field("id", &self.id)
+            .field("table", &self.table)
+            .field("rows", &self.rows)
+            .finish()
+    }
+}
+
+/// File name of segment `id` of table `table`.
+pub fn file_name(table: TableId, id: SegmentId) -> String {
+    format!("{table}-{id}.seg")
+}
+
+impl Segment {
+    /// An in-memory segment (memtable) of `row_ids` and their rows.
+    pub fn memory(table: TableId, row_ids: UInt64Array, batch: RecordBatch) -> Self {
+        let chunk = Chunk::new(row_ids, batch);
+        let rows = chunk.num_rows();
+        let slot = BlockSlot {
+            first_row_id: chunk.row_ids().values().first().copied().unwrap_or(0),
+            last_row_id: chunk.row_ids().values().last().copied().unwrap_or(0),
+            rows,
+            start: 0,
+            crc: 0,
+            ipc: None,
+            data: OnceLock::new(),
+        };
+        let bytes = chunk.memory_size() as u64;
+        let schema = chunk.batch().schema();
+        let _ = slot.data.set(Arc::new(chunk));
+        Segment {
+            id: None,
+            table,
+            schema,
+            file: None,
+            blocks: vec![slot],
+            rows,
+            bytes,
+            stats: Stats::new(),
+            frozen: AtomicBool::new(false),
+            built_keys: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The stored schema (fields named by column id, no row ids).
+    pub fn schema(&self) -> &SchemaRef {
+        &self.schema
+    }
+
+    /// The table.
+    pub fn table(&self) -> TableId {
+        self.table
+    }
+
+    /// The segment id; `None` for in-memory segments.
+    pub fn id(&self) -> Option<SegmentId> {
+        self.id
+    }
+
+    /// Whether the rows are in memory (part of the memtable).
+    pub fn in_memory(&self) -> bool {
+        self.file.is_none()
+    }
+
+    /// The file, for sealed segments.
+    pub fn path(&self) -> Option<&Path> {
+        self.file.as_ref().map(|f| f.path.as_path())
+    }
+
+    /// Rows stored (live or deleted).
+    pub fn num_rows(&self) -> usize {
+        self.rows
+    }
+
+    /// Bytes on disk (sealed) or held in memory (memtable).
+    pub fn bytes(&self) -> u64 {
+        self.bytes
+    }
+
+    /// Column statistics (sealed segments only).
+    pub fn stats(&self) -> &Stats {
+        &self.stats
+    }
+
+    /// The blocks, in row id order.
+    pub fn blocks(&self) -> &[BlockSlot] {
+        &self.blocks
+    }
+
+    /// First row id.
+    pub fn first_row_id(&self) -> u64 {
+        self.blocks.first().map_or(0, |b| b.first_row_id)
+    }
+
+    /// Last row id.
+    pub fn last_row_id(&self) -> u64 {
+        self.blocks.last().map_or(0, |b| b.last_row_id)
+    }
+
+    pub(crate) fn freeze(&self) {
+        self.frozen.store(true, Ordering::Release);
+    }
+
+    pub(crate) fn is_frozen(&self) -> bool {
+        self.frozen.load(Ordering::Acquire)
+    }
+
+    fn corrupt(&self, message: String) -> Error {
+        Error::Corrupt {
+            path: self.path().map(Path::to_path_buf).unwrap_or_default(),
+            message,
+        }
+    }
+
+    /// Block `i`, verified and decoded on first touch.
+    pub fn block(&self, i: usize) -> Result<Arc<Chunk>> {
+        let slot = self
+            .blocks
+            .get(i)
+            .ok_or_else(|| Error::Internal(format!("block {i} out of range")))?;
+        if let Some(c) = slot.data.get() {
+            return Ok(c.clone());
+        }
+        let (Some(file), Some(block)) = (&self.file, &slot.ipc) else {
+            return Err(Error::Internal("in-memory segment without data".into()));
+        };
+        let start = usize::try_from(block.offset()).unwrap_or(usize::MAX);
+        let len = (block.metaDataLength() as usize).saturating_add(block.bodyLength() as usize);
+        if start
+            .checked_add(len)
+            .is_none_or(|end| end > file.buf.len())
+        {
+            return Err(self.corrupt(format!("block {i} lies outside the file")));
+        }
+        let bytes = &file.buf.as_slice()[start..start + len];
+        if crc32fast::hash(bytes) != slot.crc {
+            return Err(self.corrupt(format!("block {i} fails its checksum")));
+        }
+        let batch = file
+            .decoder
+            .read_record_batch(block, &file.buf.slice_with_length(start, len))
+            .map_err(|e| self.corrupt(format!("block {i}: {e}")))?
+            .ok_or_else(|| self.corrupt(format!("block {i} is empty")))?;
+        let row_ids = batch
+            .column(0)
+            .as_any()
+            .downcast_ref::<UInt64Array>()
+            .cloned()
+            .ok_or_else(|| self.corrupt(format!("block {i} has no row ids")))?;
+        if row_ids.len() != slot.rows {
+            return Err(self.corrupt(format!(
+                "block {i} has {} rows, not {}",
+                row_ids.len(),
+                slot.rows
+            )));
+        }
+        let mut data = batch;
+        data.remove_column(0);
+        let chunk = Arc::new(Chunk::new(row_ids, data));
+        let _ = slot.data.set(chunk.clone());
+        Ok(chunk)
+    }
+
+    /// Position within the segment of `row_id`, if stored here.
+    pub fn position(&self, row_id: u64) -> Result<Option<usize>> {
+        let bi = self.blocks.partition_point(|b| b.last_row_id < row_id);
+        let Some(slot) = self.blocks.get(bi) else {
+            return Ok(None);
+        };
+        if row_id < slot.first_row_id {
+            return Ok(None);
+        }
+        let chunk = self.block(bi)?;
+        Ok(chunk
+            .row_ids()
+            .values()
+            .binary_search(&row_id)
+            .ok()
+            .map(|p| slot.start + p))
+    }
+
+    /// Row ids stored under `key` in the key index over `columns`, or `None` when this
+    /// segment has no such index in memory or on disk and it cannot be built (the
+    /// caller then scans).
+    pub fn key_lookup(&self, columns: &[ColumnId], key: &[u8]) -> Result<Vec<u64>> {
+        if let Some(file) = &self.file
+            && let Some((_, section, checked)) =
+                file.keys.iter().find(|(s, _, _)| s.columns == columns)
+        {
+            let bytes = section_bytes(file, section)
+                .ok_or_else(|| self.corrupt("key section lies outside the file".into()))?;
+            if checked.get().is_none() {
+                if crc32fast::hash(bytes) != section.crc {
+                    return Err(self.corrupt("key section fails its checksum".into()));
+                }
+                let _ = checked.set(());
+            }
+            let s = KeySection::parse(bytes).map_err(|e| self.corrupt(e.to_string()))?;
+            return Ok(s.lookup(key));
+        }
+        let built = {
+            let cached = self.built_keys.lock().get(columns).cloned();
+            match cached {
+                Some(b) => b,
+                None => {
+                    let b = Arc::new(self.build_key_section(columns)?);
+                    self.built_keys.lock().insert(columns.to_vec(), b.clone());
+                    b
+                }
+            }
+        };
+        Ok(KeySection::parse(&built)?.lookup(key))
+    }
+
+    fn key_entries(&self, columns: &[ColumnId]) -> Result<Vec<(Vec<u8>, u64)>> {
+        let mut entries = Vec::new();
+        for i in 0..self.blocks.len() {
+            let chunk = self.block(i)?;
+            let Some(arrays) = columns
+                .iter()
+                .map(|c| chunk.column(*c).cloned())
+                .collect::<Option<Vec<_>>>()
+            else {
+                continue;
+            };
+            for (k, &r) in keys::encode_keys(&arrays)?
+                .into_iter()
+                .zip(chunk.row_ids().values().iter())
+            {
+                if let Some(k) = k {
+                    entries.push((k, r));
+                }
+            }
+        }
+        Ok(entries)
+    }
+
+    fn build_key_section(&self, columns: &[ColumnId]) -> Result<Vec<u8>> {
+        Ok(keys::build_section(self.key_entries(columns)?))
+    }
+
+    /// Verifies every block and section checksum (compaction reads everything anyway).
+    pub fn verify_all(&self) -> Result<()> {
+        for i in 0..self.blocks.len() {
+            self.block(i)?;
+        }
+        if let Some(file) = &self.file {
+            for (_, section, _) in &file.keys {
+                let bytes = section_bytes(file, section)
+                    .ok_or_else(|| self.corrupt("key section lies outside the file".into()))?;
+                if crc32fast::hash(bytes) != section.crc {
+                    return Err(self.corrupt("key section fails its checksum".into()));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Opens a sealed segment file, checking its trailer (blocks are checked on first
+    /// touch).
+    pub fn open(path: &Path, table: TableId, id: SegmentId) -> Result<Segment> {
+        let corrupt = |message: String| Error::Corrupt {
+            path: path.to_path_buf(),
+            message,
+        };
+        let buf = crate::mmap::map(path).map_err(|e| Error::io(path, e))?;
+        let b = buf.as_slice();
+        if b.len() < TAIL_LEN || &b[b.len() - 8..] != MAGIC {
+            return Err(corrupt("not a Tarn segment (bad tail)".into()));
+        }
+        let tail = &b[b.len() - TAIL_LEN..];
+        let u32_at =
+            |p: usize| u32::from_le_bytes([tail[p], tail[p + 1], tail[p + 2], tail[p + 3]]);
+        let (trailer_len, trailer_crc, format) = (u32_at(0) as usize, u32_at(4), u32_at(8));
+        if format != SEGMENT_FORMAT_VERSION {
+            return Err(Error::FormatVersion {
+                path: path.to_path_buf(),
+                found: format,
+                supported: SEGMENT_FORMAT_VERSION,
+            });
+        }
+        let trailer_start = b
+            .len()
+            .checked_sub(TAIL_LEN + trailer_len)
+            .ok_or_else(|| corrupt("trailer length out of range".into()))?;
+        let trailer_bytes = &b[trailer_start..b.len() - TAIL_LEN];
+        if crc32fast::hash(trailer_bytes) != trailer_crc {
+            return Err(corrupt("trailer fails its checksum".into()));
+        }
+        let trailer: Trailer =
+            serde_json::from_slice(trailer_bytes).map_err(|e| corrupt(format!("trailer: {e}")))?;
+        if trailer.table != table || trailer.segment != id {
+            return Err(corrupt(format!(
+                "holds segment {} of table {}, expected segment {id} of table {table}",
+                trailer.segment, trailer.table
+            )));
+        }
+        let ipc_len = usize::try_from(trailer.ipc_len).unwrap_or(usize::MAX);
+        if ipc_len < 10 || ipc_len > trailer_start {
+            return Err(corrupt("data section out of range".into()));
+        }
+        let ipc = &b[..ipc_len];
+        let mut footer_len_bytes = [0u8; 10];
+        footer_len_bytes.copy_from_slice(&ipc[ipc_len - 10..]);
+        let footer_len =
+            read_footer_length(footer_len_bytes).map_err(|e| corrupt(format!("footer: {e}")))?;
+        let footer_start = (ipc_len - 10)
+            .checked_sub(footer_len)
+            .ok_or_else(|| corrupt("footer out of range".into()))?;
+        let footer = root_as_footer(&ipc[footer_start..ipc_len - 10])
+            .map_err(|e| corrupt(format!("footer: {e}")))?;
+        let schema = footer
+            .schema()
+            .map(fb_to_schema)
+            .ok_or_else(|| corrupt("footer has no schema".into()))?;
+        let ipc_blocks: Vec<Block> = footer
+            .recordBatches()
+            .map(|v| v.iter().copied().collect())
+            .unwrap_or_default();
+        if ipc_blocks.len() != trailer.blocks.len() {
+            return Err(corrupt("block count mismatch".into()));
+        }
+        let decoder = FileDecoder::new(Arc::new(schema.clone()), footer.version());
+        let mut start = 0;
+        let mut blocks = Vec::with_capacity(ipc_blocks.len());
+        for (meta, ipc) in trailer.blocks.iter().zip(ipc_blocks) {
+            blocks.push(BlockSlot {
+                first_row_id: meta.first_row_id,
+                last_row_id: meta.last_row_id,
+                rows: meta.rows as usize,
+                start,
+                crc: meta.crc,
+                ipc: Some(ipc),
+                data: OnceLock::new(),
+            });
+            start += meta.rows as usize;
+        }
+        if start as u64 != trailer.rows {
+            return Err(corrupt("row count mismatch".into()));
+        }
+        let source = FileSource {
+            path: path.to_path_buf(),
+            buf: buf.clone(),
+            decoder,
+            keys: trailer
+                .keys
+                .iter()
+                .map(|(s, sec)| (s.clone(), *sec, OnceLock::new()))
+                .collect(),
+        };
+        let stats = match &trailer.stats {
+            Some(sec) => {
+                read_stats(&source, sec).map_err(|e| corrupt(format!("statistics: {e}")))?
+            }
+            None => Stats::new(),
+        };
+        let bytes = b.len() as u64;
+        let mut data_fields = schema.fields().iter().skip(1).cloned().collect::<Vec<_>>();
+        data_fields.shrink_to_fit();
+        Ok(Segment {
+            id: Some(id),
+            table,
+            schema: Arc::new(Schema::new(data_fields)),
+            bytes,
+            file: Some(source),
+            blocks,
+            rows: start,
+            stats,
+            frozen: AtomicBool::new(true),
+            built_keys: Mutex::new(HashMap::new()),
+        })
+    }
+}
+
+fn section_bytes<'a>(file: &'a FileSource, s: &Section) -> Option<&'a [u8]> {
+    let start = usize::try_from(s.offset).ok()?;
+    let end = start.checked_add(usize::try_from(s.len).ok()?)?;
+    file.buf.as_slice().get(start..end)
+}
+
+fn read_stats(file: &FileSource, sec: &Section) -> Result<Stats> {
+    let bytes = section_bytes(file, sec).ok_or_else(|| Error::Internal("out of range".into()))?;
+    if crc32fast::hash(bytes) != sec.crc {
+        return Err(Error::Internal("checksum mismatch".into()));
+    }
+    let mut reader = StreamReader::try_new(std::io::Cursor::new(bytes), None)?;
+    let batch = reader
+        .next()
+        .ok_or_else(|| Error::Internal("no batch".into()))??;
+    let mut stats = Stats::new();
+    for (field, col) in batch.schema().fields().iter().zip(batch.columns()) {
+        let Some(id) = field.name().strip_prefix('c').and_then(|s| s.parse().ok()) else {
+            continue;
+        };
+        if col.len() == 2 && !col.is_null(0) && !col.is_null(1) {
+            let min =
+                ScalarValue::try_from_array(col, 0).map_err(|e| Error::Internal(e.to_string()))?;
+            let max =
+                ScalarValue::try_from_array(col, 1).map_err(|e| Error::Internal(e.to_string()))?;
+            stats.insert(id, (min, max));
+        }
+    }
+    Ok(stats)
+}
+
+/// Counts bytes and checksums the stream written through it, buffering small writes.
+struct CrcWriter {
+    file: Box<dyn WriteFile>,
+    path: PathBuf,
+    buf: Vec<u8>,
+    pos: u64,
+    crc: crc32fast::Hasher,
+}
+
+impl CrcWriter {
+    fn take_crc(&mut self) -> u32 {
+        std::mem::take(&mut self.crc).finalize()
+    }
+
+    fn drain(&mut self) -> std::io::Result<()> {
+        if !self.buf.is_empty() {
+            self.file.write_all(&self.buf)?;
+            self.buf.clear();
+        }
+        Ok(())
+    }
+
+    fn pad_to(&mut self, align: u64) -> std::io::Result<()> {
+        let pad = (align - self.pos % align) % align;
+        self.write_all(&vec![0u8; pad as usize])
+    }
+
+    fn section(&mut self, bytes: &[u8]) -> Result<Section> {
+        self.pad_to(8).map_err(|e| Error::io(&self.path, e))?;
+        let offset = self.pos;
+        self.take_crc();
+        self.write_all(bytes)
+            .map_err(|e| Error::io(&self.path, e))?;
+        Ok(Section {
+            offset,
+            len: bytes.len() as u64,
+            crc: self.take_crc(),
+        })
+    }
+}
+
+impl Write for CrcWriter {
+    fn write(&mut self, data: &[u8]) -> std::io::Result<usize> {
+        self.crc.update(data);
+        self.pos += data.len() as u64;
+        self.buf.extend_from_slice(data);
+        if self.buf.len() >= 1 << 20 {
+            self.drain()?;
+        }
+        Ok(data.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.drain()
+    }
+}
+
+fn stats_accumulators(schema: &Schema) -> Vec<Option<(MinAccumulator, MaxAccumulator)>> {
+    schema
+        .fields()
+        .iter()
+        .map(|f| {
+            let sortable = matches!(
+                f.data_type(),
+                DataType::Int8
+                    | DataType::Int16
+                    | DataType::Int32
+                    | DataType::Int64
+                    | DataType::UInt64
+                    | DataType::Float32
+                    | DataType::Float64
+                    | DataType::Decimal128(_, _)
+                    | DataType::Date32
+                    | DataType::Timestamp(_, _)
+                    | DataType::Boolean
+                    | DataType::Utf8
+            );
+            if !sortable {
+                return None;
+            }
+            Some((
+                MinAccumulator::try_new(f.data_type()).ok()?,
+                MaxAccumulator::try_new(f.data_type()).ok()?,
+            ))
+        })
+        .collect()
+}
+
+/// Writes a segment file from `blocks` (row ids ascending, each batch with fields named by
+/// column id and the same schema) with key sections for `keys`, fsyncs it and opens it.
+/// The caller makes the name durable (directory fsync) before referencing it.
+pub fn write(
+    backend: &dyn FileBackend,
+    dir: &Path,
+    table: TableId,
+    id: SegmentId,
+    schema: &SchemaRef,
+    blocks: impl IntoIterator<Item = Result<(UInt64Array, RecordBatch)>>,
+    keys: &[KeySpec],
+) -> Result<Segment> {
+    let path = dir.join(file_name(table, id));
+    let file = backend.create(&path).map_err(|e| Error::io(&path, e))?;
+    let res = write_into(file, &path, table, id, schema, blocks, keys);
+    if res.is_err() {
+        let _ = backend.remove(&path);
+    }
+    res?;
+    Segment::open(&path, table, id)
+}
+
+fn write_into(
+    file: Box<dyn WriteFile>,
+    path: &Path,
+    table: TableId,
+    id: SegmentId,
+    schema: &SchemaRef,
+    blocks: impl IntoIterator<Item = Result<(UInt64Array, RecordBatch)>>,
+    keys: &[KeySpec],
+) -> Result<()> {
+    let io = |e: std::io::Error| Error::io(path, e);
+    let mut fields = vec![Field::new(ROW_ID_FIELD, DataType::UInt64, false)];
+    fields.extend(schema.fields().iter().map(|f| f.as_ref().clone()));
+    let file_schema = Arc::new(Schema::new(fields));
+    let out = CrcWriter {
+        file,
+        path: path.to_path_buf(),
+        buf: Vec::with_capacity(1 << 20),
+        pos: 0,
+        crc: crc32fast::Hasher::new(),
+    };
+    let mut writer = FileWriter::try_new(out, &file_schema)?;
+    writer.get_mut().take_crc();
+    let mut metas = Vec::new();
+    let mut rows = 0u64;
+    let mut accs = stats_accumulators(schema);
+    let mut key_entries: Vec<Vec<(Vec<u8>, u64)>> = vec![Vec::new(); keys.len()];
+    for block in blocks {
+        let (row_ids, batch) = block?;
+        if batch.num_rows() == 0 {
+            continue;
+        }
+        if batch.schema().fields() != schema.fields() {
+            return Err(Error::Internal(
+                "segment blocks with different schemas".into(),
+            ));
+        }
+        for (acc, col) in accs.iter_mut().zip(batch.columns()) {
+            if let Some((min, max)) = acc
+                && (min.update_batch(std::slice::from_ref(col)).is_err()
+                    || max.update_batch(std::slice::from_ref(col)).is_err())
+            {
+                *acc = None;
+            }
+        }
+        for (spec, entries) in keys.iter().zip(key_entries.iter_mut()) {
+            let arrays = spec
+                .columns
+                .iter()
+                .map(|c| {
+                    batch
+                        .column_by_name(&column_field_name(*c))
+                        .cloned()
+                        .ok_or_else(|| Error::Internal(format!("key column {c} missing")))
+                })
+                .collect::<Result<Vec<ArrayRef>>>()?;
+            for (k, &r) in keys::encode_keys(&arrays)?
+                .into_iter()
+                .zip(row_ids.values().iter())
+            {
+                if let Some(k) = k {
+                    entries.push((k, r));
+                }
+            }
+        }
+        let mut columns: Vec<ArrayRef> = vec![Arc::new(row_ids.clone())];
+        columns.extend(batch.columns().iter().cloned());
+        let out_batch = RecordBatch::try_new(file_schema.clone(), columns)?;
+        writer.write(&out_batch)?;
+        metas.push(BlockMeta {
+            first_row_id: row_ids.values().first().copied().unwrap_or(0),
+            last_row_id: row_ids.values().last().copied().unwrap_or(0),
+            rows: batch.num_rows() as u64,
+            crc: writer.get_mut().take_crc(),
+        });
+        rows += batch.num_rows() as u64;
+    }
+    writer.finish()?;
+    let mut out = writer.into_inner()?;
+    let ipc_len = out.pos;
+    // Statistics: one 2-row batch (min, max) over the columns that have them.
+    let mut stat_fields = Vec::new();
+    let mut stat_cols: Vec<ArrayRef> = Vec::new();
+    for (field, acc) in schema.fields().iter().zip(accs.iter_mut()) {
+        if let Some((min, max)) = acc
+            && let (Ok(lo), Ok(hi)) = (min.evaluate(), max.evaluate())
+            && !lo.is_null()
+            && !hi.is_null()
+            && let Ok(arr) = ScalarValue::iter_to_array([lo, hi])
+        {
+            stat_fields.push(Field::new(field.name(), arr.data_type().clone(), true));
+            stat_cols.push(arr);
+        }
+    }
+    let stats = if stat_cols.is_empty() {
+        None
+    } else {
+        let s = Arc::new(Schema::new(stat_fields));
+        let batch = RecordBatch::try_new(s.clone(), stat_cols)?;
+        let mut bytes = Vec::new();
+        let mut w = StreamWriter::try_new(&mut bytes, &s)?;
+        w.write(&batch)?;
+        w.finish()?;
+        drop(w);
+        Some(out.section(&bytes)?)
+    };
+    let mut key_sections = Vec::with_capacity(keys.len());
+    for (spec, entries) in keys.iter().zip(key_entries) {
+        let bytes = keys::build_section(entries);
+        key_sections.push((spec.clone(), out.section(&bytes)?));
+    }
+    let trailer = Trailer {
+        format: SEGMENT_FORMAT_VERSION,
+        table,
+        segment: id,
+        rows,
+        ipc_len,
+        blocks: metas,
+        stats,
+        keys: key_sections,
+    };
+    let json = serde_json::to_vec(&trailer)
+        .map_err(|e| Error::Internal(format!("segment trailer: {e}")))?;
+    out.write_all(&json).map_err(io)?;
+    out.write_all(&(json.len() as u32).to_le_bytes())
+        .map_err(io)?;
+    out.write_all(&crc32fast::hash(&json).to_le_bytes())
+        .map_err(io)?;
+    out.write_all(&SEGMENT_FORMAT_VERSION.to_le_bytes())
+        .map_err(io)?;
+    out.write_all(MAGIC).map_err(io)?;
+    out.drain().map_err(io)?;
+    out.file.sync_data().map_err(io)?;
+    Ok(())
+}
