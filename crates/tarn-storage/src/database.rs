@@ -874,6 +874,7 @@ mod tests {
 
     use super::*;
     use crate::stored_schema;
+    use datafusion::arrow::array::Array;
 
     fn batch(values: &[i64]) -> RecordBatch {
         let schema = stored_schema(&[(1, DataType::Int64, true)]);
@@ -964,6 +965,297 @@ mod tests {
         assert!(snap.contains(0)? && !snap.contains(1)?);
         assert_eq!(snap.next_row_id(), 2);
         assert!(db.catalog().table("o", "w", "t").is_some());
+        Ok(())
+    }
+
+    fn keyed_setup(db: &Database) -> Result<()> {
+        db.commit(vec![
+            Op::Catalog(CatalogOp::CreateOrg(OrgRecord {
+                id: "o".into(),
+                name: "o".into(),
+                creator: "u".into(),
+                created_at: String::new(),
+            })),
+            Op::Catalog(CatalogOp::CreateWorkspace(WorkspaceRecord {
+                id: "w".into(),
+                org_id: "o".into(),
+                name: "w".into(),
+                created_at: String::new(),
+            })),
+            Op::Catalog(CatalogOp::CreateTable(TableDef {
+                id: 1,
+                org_id: "o".into(),
+                workspace_id: "w".into(),
+                name: "t".into(),
+                engine: true,
+                columns: vec![tarn_catalog::ColumnDef {
+                    id: 1,
+                    name: "k".into(),
+                    ty: tarn_catalog::SqlType::Int8,
+                    nullable: false,
+                    default: None,
+                    primary_key: true,
+                    unique: false,
+                    missing: None,
+                    vector_dim: None,
+                }],
+                next_column_id: 2,
+                unique_constraints: vec![("t_pkey".into(), vec![1])],
+                created_at: String::new(),
+            })),
+        ])
+    }
+
+    fn insert_range(db: &Database, from: i64, to: i64) -> Result<()> {
+        let next = db.table(1).map_or(0, |s| s.snapshot().next_row_id());
+        db.commit(vec![Op::Insert {
+            table: 1,
+            first_row_id: next,
+            batch: batch(&(from..to).collect::<Vec<_>>()),
+        }])
+    }
+
+    fn key(v: i64) -> Vec<ArrayRef> {
+        vec![Arc::new(Int64Array::from(vec![v]))]
+    }
+
+    fn store(db: &Database) -> Result<Arc<TableStore>> {
+        db.table(1).ok_or_else(|| Error::Internal("no table".into()))
+    }
+
+    fn values(db: &Database) -> Result<Vec<i64>> {
+        let snap = store(db)?.snapshot();
+        let mut out = Vec::new();
+        for s in snap.segments() {
+            for b in 0..s.segment().blocks().len() {
+                let (_, batch) = s.live_block(b)?;
+                let col = batch
+                    .column(0)
+                    .as_any()
+                    .downcast_ref::<Int64Array>()
+                    .ok_or_else(|| Error::Internal("not i64".into()))?;
+                out.extend(col.values().iter().copied());
+            }
+        }
+        Ok(out)
+    }
+
+    fn quiet() -> StorageOptions {
+        StorageOptions {
+            sync: SyncMode::Process,
+            background: false,
+            ..StorageOptions::default()
+        }
+    }
+
+    fn seg_files(dir: &Path) -> usize {
+        std::fs::read_dir(dir.join("segments")).map_or(0, |d| d.count())
+    }
+
+    #[test]
+    fn checkpoint_seals_segments_cuts_the_log_and_reopens_from_them() -> Result<()> {
+        let dir = tempfile::tempdir().map_err(|e| Error::io("tmp", e))?;
+        {
+            let db = Database::open(dir.path(), quiet())?;
+            keyed_setup(&db)?;
+            for i in 0..10 {
+                insert_range(&db, i * 20_000, (i + 1) * 20_000)?;
+            }
+            let ids: Vec<u64> = (0..200_000).step_by(7).collect();
+            db.commit(vec![Op::Delete {
+                table: 1,
+                row_ids: ids.into(),
+            }])?;
+            db.checkpoint()?;
+            let snap = store(&db)?.snapshot();
+            assert!(snap.segments().iter().all(|s| !s.segment().in_memory()));
+            assert_eq!(snap.memtable_bytes(), 0);
+            assert!(seg_files(dir.path()) >= 1);
+            // The log holds nothing before the checkpoint any more.
+            let wal_files = std::fs::read_dir(dir.path().join("wal"))
+                .map_err(|e| Error::io("wal", e))?
+                .count();
+            assert_eq!(wal_files, 1);
+            // Deletes and inserts after the checkpoint go to the log.
+            db.commit(vec![Op::Delete {
+                table: 1,
+                row_ids: vec![1u64].into(),
+            }])?;
+            insert_range(&db, 200_000, 200_010)?;
+            // Keys are found in the sealed segments' key sections.
+            assert_eq!(store(&db)?.key_matches(&[1], &key(8))?, vec![Some(8)]);
+            assert_eq!(store(&db)?.key_matches(&[1], &key(7))?, vec![None]);
+            std::mem::forget(db); // a crash: no checkpoint on close
+        }
+        // Reopen without the lock of the "crashed" process: copy the directory.
+        let copy = tempfile::tempdir().map_err(|e| Error::io("tmp", e))?;
+        copy_dir(dir.path(), copy.path())?;
+        let db = Database::open(copy.path(), quiet())?;
+        let expected: Vec<i64> = (0..200_010)
+            .filter(|v| *v >= 200_000 || (v % 7 != 0 && *v != 1))
+            .collect();
+        assert_eq!(values(&db)?, expected);
+        assert_eq!(store(&db)?.snapshot().row_count(), expected.len() as u64);
+        assert_eq!(store(&db)?.key_matches(&[1], &key(200_005))?, vec![Some(200_005)]);
+        assert_eq!(store(&db)?.key_matches(&[1], &key(1))?, vec![None]);
+        Ok(())
+    }
+
+    fn copy_dir(from: &Path, to: &Path) -> Result<()> {
+        for entry in std::fs::read_dir(from).map_err(|e| Error::io(from, e))? {
+            let entry = entry.map_err(|e| Error::io(from, e))?;
+            let target = to.join(entry.file_name());
+            if entry.path().is_dir() {
+                std::fs::create_dir_all(&target).map_err(|e| Error::io(&target, e))?;
+                copy_dir(&entry.path(), &target)?;
+            } else {
+                std::fs::copy(entry.path(), &target).map_err(|e| Error::io(&target, e))?;
+            }
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn compaction_merges_small_segments_and_drops_deleted_rows() -> Result<()> {
+        let dir = tempfile::tempdir().map_err(|e| Error::io("tmp", e))?;
+        let db = Database::open(dir.path(), quiet())?;
+        keyed_setup(&db)?;
+        for i in 0..6 {
+            insert_range(&db, i * 1000, (i + 1) * 1000)?;
+            db.checkpoint()?;
+        }
+        assert_eq!(store(&db)?.snapshot().segments().len(), 6);
+        let ids: Vec<u64> = (0..6000).filter(|i| i % 2 == 0).collect();
+        db.commit(vec![Op::Delete {
+            table: 1,
+            row_ids: ids.into(),
+        }])?;
+        let before = store(&db)?.snapshot().size_bytes();
+        db.maintain()?;
+        let snap = store(&db)?.snapshot();
+        assert_eq!(snap.segments().len(), 1);
+        assert!(snap.segments()[0].deletes().is_empty());
+        assert!(snap.size_bytes() < before);
+        assert_eq!(seg_files(dir.path()), 1);
+        let expected: Vec<i64> = (0..6000).filter(|v| v % 2 == 1).collect();
+        assert_eq!(values(&db)?, expected);
+        assert_eq!(store(&db)?.key_matches(&[1], &key(4001))?, vec![Some(4001)]);
+        drop(db);
+        let db = Database::open(dir.path(), quiet())?;
+        assert_eq!(values(&db)?, expected);
+        Ok(())
+    }
+
+    #[test]
+    fn deletes_during_compaction_are_carried_to_its_output() -> Result<()> {
+        let dir = tempfile::tempdir().map_err(|e| Error::io("tmp", e))?;
+        let db = Database::open(dir.path(), quiet())?;
+        keyed_setup(&db)?;
+        for i in 0..3 {
+            insert_range(&db, i * 100, (i + 1) * 100)?;
+            db.checkpoint()?;
+        }
+        db.commit(vec![Op::Delete {
+            table: 1,
+            row_ids: vec![5u64].into(),
+        }])?;
+        // Compaction builds its output from this snapshot…
+        let st = store(&db)?;
+        let snap = st.snapshot();
+        let run: Vec<SegmentRef> = snap.segments().to_vec();
+        let new = db
+            .inner
+            .write_segment(1, run[0].segment().schema(), LiveBlocks::new(run.clone()))?;
+        // …while a writer deletes more rows.
+        db.commit(vec![Op::Delete {
+            table: 1,
+            row_ids: vec![6u64, 150, 299].into(),
+        }])?;
+        let old: Vec<Arc<Segment>> = run.iter().map(|s| s.segment().clone()).collect();
+        let built: Vec<Arc<RoaringBitmap>> = run.iter().map(|s| s.deletes_arc().clone()).collect();
+        assert!(st.replace(&old, new, Some(&built))?);
+        let expected: Vec<i64> = (0..300).filter(|v| ![5, 6, 150, 299].contains(v)).collect();
+        assert_eq!(values(&db)?, expected);
+        assert_eq!(st.snapshot().row_count(), 296);
+        Ok(())
+    }
+
+    #[test]
+    fn flipped_bytes_are_corruption_naming_the_file() -> Result<()> {
+        let dir = tempfile::tempdir().map_err(|e| Error::io("tmp", e))?;
+        {
+            let db = Database::open(dir.path(), quiet())?;
+            keyed_setup(&db)?;
+            insert_range(&db, 0, 5000)?;
+            db.checkpoint()?;
+        }
+        let seg = std::fs::read_dir(dir.path().join("segments"))
+            .map_err(|e| Error::io("segments", e))?
+            .next()
+            .ok_or_else(|| Error::Internal("no segment".into()))?
+            .map_err(|e| Error::io("segments", e))?
+            .path();
+        let good = std::fs::read(&seg).map_err(|e| Error::io(&seg, e))?;
+        // In a data block: open works, reading the block is corruption, never data.
+        let mut bad = good.clone();
+        bad[2000] ^= 0x10;
+        std::fs::write(&seg, &bad).map_err(|e| Error::io(&seg, e))?;
+        {
+            let db = Database::open(dir.path(), quiet())?;
+            let err = values(&db).unwrap_err().to_string();
+            assert!(err.contains("corruption") && err.contains(".seg"), "{err}");
+        }
+        // In the trailer: open refuses.
+        let mut bad = good.clone();
+        let n = bad.len();
+        bad[n - 30] ^= 0x10;
+        std::fs::write(&seg, &bad).map_err(|e| Error::io(&seg, e))?;
+        let err = Database::open(dir.path(), quiet()).unwrap_err().to_string();
+        assert!(err.contains("corruption") && err.contains(".seg"), "{err}");
+        std::fs::write(&seg, &good).map_err(|e| Error::io(&seg, e))?;
+        // In the manifest.
+        let manifest = dir.path().join("MANIFEST");
+        let mut m = std::fs::read(&manifest).map_err(|e| Error::io(&manifest, e))?;
+        let mid = m.len() / 2;
+        m[mid] ^= 0x01;
+        std::fs::write(&manifest, &m).map_err(|e| Error::io(&manifest, e))?;
+        let err = Database::open(dir.path(), quiet()).unwrap_err().to_string();
+        assert!(err.contains("corruption") && err.contains("MANIFEST"), "{err}");
+        Ok(())
+    }
+
+    #[test]
+    fn a_failing_disk_fails_cleanly_and_the_database_recovers() -> Result<()> {
+        use crate::backend::{Fault, FaultyBackend};
+        let dir = tempfile::tempdir().map_err(|e| Error::io("tmp", e))?;
+        let disk = FaultyBackend::new();
+        let options = StorageOptions {
+            sync: SyncMode::Full,
+            backend: Arc::new(disk.clone()),
+            background: false,
+            ..StorageOptions::default()
+        };
+        {
+            let db = Database::open(dir.path(), options.clone())?;
+            keyed_setup(&db)?;
+            insert_range(&db, 0, 100)?;
+            for fault in [Fault::NoSpace, Fault::WriteIo, Fault::SyncIo] {
+                disk.set(fault);
+                assert!(insert_range(&db, 1000, 1010).is_err(), "{fault:?}");
+                assert!(db.checkpoint().is_err(), "{fault:?}");
+                // Nothing of the failed statement is visible.
+                assert_eq!(store(&db)?.snapshot().row_count(), 100);
+                disk.clear();
+            }
+            insert_range(&db, 100, 200)?;
+            db.checkpoint()?;
+            insert_range(&db, 200, 210)?;
+            std::mem::forget(db);
+        }
+        let copy = tempfile::tempdir().map_err(|e| Error::io("tmp", e))?;
+        copy_dir(dir.path(), copy.path())?;
+        let db = Database::open(copy.path(), quiet())?;
+        assert_eq!(values(&db)?, (0..210).collect::<Vec<_>>());
         Ok(())
     }
 }
