@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 
 use sqllogictest::{AsyncDB, DBOutput, DefaultColumnType, Runner};
-use tarn::{Session, Tarn};
+use tarn::{Options, Session, SyncMode, Tarn};
 use tarn_tests::{fixture, slt_text};
 
 #[derive(Debug)]
@@ -70,20 +70,37 @@ async fn main() {
     files.sort();
     let (mut passed, mut failed) = (0, 0);
     for file in &files {
-        let tarn = Tarn::in_memory().await.expect("in-memory database");
-        let session = fixture(&tarn).await.expect("fixture");
-        let mut runner = Runner::new(move || {
-            let session = session.clone();
-            async move { Ok::<_, SltError>(TarnDb { session }) }
-        });
-        match runner.run_file_async(file).await {
-            Ok(()) => {
-                passed += 1;
-                println!("ok    {}", file.display());
-            }
-            Err(e) => {
-                failed += 1;
-                println!("FAIL  {}\n{e}\n", file.display());
+        // Every file runs twice: in memory, and on disk with a memtable so small that
+        // each statement is sealed into segment files and compacted, so results must
+        // not depend on where the rows live.
+        for mode in ["memory", "segments"] {
+            let dir = tempfile::tempdir().expect("temp dir");
+            let tarn = match mode {
+                "memory" => Tarn::in_memory().await.expect("in-memory database"),
+                _ => Tarn::open_with(
+                    dir.path(),
+                    Options::new()
+                        .sync(SyncMode::Process)
+                        .memtable_bytes(1)
+                        .background_maintenance(false),
+                )
+                .await
+                .expect("database on disk"),
+            };
+            let session = fixture(&tarn).await.expect("fixture");
+            let mut runner = Runner::new(move || {
+                let session = session.clone();
+                async move { Ok::<_, SltError>(TarnDb { session }) }
+            });
+            match runner.run_file_async(file).await {
+                Ok(()) => {
+                    passed += 1;
+                    println!("ok    {} ({mode})", file.display());
+                }
+                Err(e) => {
+                    failed += 1;
+                    println!("FAIL  {} ({mode})\n{e}\n", file.display());
+                }
             }
         }
     }

@@ -502,13 +502,15 @@ impl Txn<'_> {
         def: &TableDef,
         select_sql: &str,
     ) -> Result<(Vec<u64>, Vec<ArrayRef>, usize)> {
-        let version = self
+        let (version, store) = self
             .tables
             .get(&def.id)
-            .map(|t| Arc::new(t.version.clone()))
+            .map(|t| (Arc::new(t.version.clone()), t.store.clone()))
             .ok_or_else(|| Error::Internal("read of an unlocked table".into()))?;
+        // The key index answers `WHERE key = …` while this transaction has not written
+        // the table yet (the scan checks that its snapshot is the published one).
         let provider: Arc<dyn TableProvider> =
-            Arc::new(EngineTable::new(def.clone(), version, true));
+            Arc::new(EngineTable::new(def.clone(), version, true).with_store(store));
         let overrides = HashMap::from([((def.workspace_id.clone(), def.name.clone()), provider)]);
         let q = parse_query(select_sql)?;
         let (_, schema, batches) = self.run_query(&q, overrides).await?;

@@ -191,11 +191,17 @@ impl SqlEngine {
     ) -> Result<StatementResult> {
         let stmt = self.parse_one(sql)?;
         self.check_params(params.len())?;
-        let mut txn = Txn::new(self, org, ws);
         let mut stmt = stmt;
         if needs_binding(sql) {
             bind(&mut stmt, params)?;
         }
+        if let Some(out) = self.try_key_lookup(org, &stmt)? {
+            return Ok(out);
+        }
+        if let Statement::Vacuum(v) = &stmt {
+            return self.vacuum(org, ws, v).await;
+        }
+        let mut txn = Txn::new(self, org, ws);
         // The timeout covers the work, not the commit: once logging starts the outcome
         // is decided, and reporting a timeout for a committed statement would lie.
         let out = self.with_timeout(Box::pin(txn.run(stmt))).await?;
@@ -259,6 +265,9 @@ impl SqlEngine {
         params_batch: &[Vec<Json>],
     ) -> Result<BatchTotals> {
         let stmt = self.parse_one(sql)?;
+        if matches!(stmt, Statement::Vacuum(_)) {
+            return bad("VACUUM cannot run inside a transaction block");
+        }
         if params_batch.len() > self.limits.max_batch {
             return bad(format!(
                 "a batch may have at most {} parameter sets, not {}",
@@ -286,6 +295,30 @@ impl SqlEngine {
         self.with_timeout(Box::pin(fut)).await?;
         txn.commit().await?;
         Ok(totals)
+    }
+
+    /// `VACUUM "ws"."t"`: compacts the table now (seals its memtable, merges its
+    /// segments, drops deleted rows) and checkpoints. Writers go on meanwhile.
+    async fn vacuum(
+        &self,
+        org: &str,
+        ws: &str,
+        v: &ast::VacuumStatement,
+    ) -> Result<StatementResult> {
+        if v.full || v.sort_only || v.delete_only || v.reindex || v.recluster || v.boost
+            || v.threshold.is_some()
+        {
+            return bad("VACUUM takes no options here: VACUUM \"ws\".\"table\"");
+        }
+        let Some(name) = &v.table_name else {
+            return bad("VACUUM needs a table: VACUUM \"ws\".\"table\"");
+        };
+        let def = Txn::new(self, org, ws).resolve(name)?;
+        let db = self.db.clone();
+        tokio::task::spawn_blocking(move || db.vacuum(def.id))
+            .await
+            .map_err(|e| Error::Internal(e.to_string()))??;
+        Ok(StatementResult::none(0))
     }
 
     async fn with_timeout<T>(&self, fut: impl Future<Output = Result<T>>) -> Result<T> {

@@ -15,6 +15,7 @@ mod dialect;
 mod dml;
 mod encode;
 mod engine;
+mod fast;
 mod error;
 mod functions;
 mod jsonb;

@@ -369,6 +369,28 @@ impl PruningStatistics for SegmentStats<'_> {
     }
 }
 
+/// The live rows `row_ids` of `version`, projected to `columns` (indexes into
+/// `def.columns`, `None` for the row id) with output `schema`.
+pub(crate) fn key_rows(
+    def: &TableDef,
+    version: &Arc<TableVersion>,
+    row_ids: &[u64],
+    columns: Vec<Option<usize>>,
+    schema: SchemaRef,
+) -> crate::Result<Vec<RecordBatch>> {
+    let projector = Projector {
+        def: def.clone(),
+        version: version.clone(),
+        columns,
+        schema,
+    };
+    let mut out = Vec::new();
+    for (chunk, positions) in version.rows(row_ids)? {
+        out.push(projector.project(&chunk, None, Some(&positions))?);
+    }
+    Ok(out)
+}
+
 /// `column = literal` conjuncts of `filters`, by column name.
 fn equalities(filters: &[Expr]) -> HashMap<String, ScalarValue> {
     let mut out = HashMap::new();

@@ -76,6 +76,11 @@ impl Default for Options {
 }
 
 impl Options {
+    /// The defaults (same as `Options::default()`).
+    pub fn new() -> Self {
+        Self::default()
+    }
+
     /// When a write counts as durable: `Full` (fsync, the default) or `Process`.
     #[must_use]
     pub fn sync(mut self, mode: SyncMode) -> Self {

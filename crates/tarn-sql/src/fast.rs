@@ -1,0 +1,259 @@
+//! The key fast path: `SELECT cols FROM "ws"."t" WHERE key = literal` answered straight
+//! from the key index, without DataFusion's planner (whose end-to-end floor is about
+//! 200 µs a statement; a key lookup is a few µs).
+//!
+//! Only statements whose answer is certain to equal the planner's take this path: plain
+//! column projections, a WHERE that is exactly equalities on every column of one key,
+//! and literals that convert to the key column's type without rounding or
+//! reinterpretation (integer literals for integer keys, strings for text keys).
+//! Everything else returns `None` and goes through the planner.
+
+use std::sync::Arc;
+
+use datafusion::arrow::array::{ArrayRef, Int64Array, StringArray};
+use datafusion::arrow::compute::cast;
+use datafusion::arrow::datatypes::{Field, Schema};
+use datafusion::sql::sqlparser::ast::{
+    self, BinaryOperator, Expr, GroupByExpr, SelectItem, SetExpr, Statement, TableFactor, Value,
+};
+use tarn_catalog::{ColumnDef, SqlType};
+use tarn_storage::key_specs;
+
+use crate::engine::{SqlEngine, StatementResult, name_parts, normalize};
+use crate::provider::key_rows;
+use crate::types::column_field;
+use crate::Result;
+
+/// A column reference's parts (`col`, `t.col`), normalized.
+fn column_ref(e: &Expr) -> Option<Vec<String>> {
+    match e {
+        Expr::Identifier(id) => Some(vec![normalize(id)]),
+        Expr::CompoundIdentifier(ids) => Some(ids.iter().map(normalize).collect()),
+        Expr::Nested(inner) => column_ref(inner),
+        _ => None,
+    }
+}
+
+/// The literal of an equality, as an array of the key column's type.
+fn key_literal(e: &Expr, col: &ColumnDef) -> Option<ArrayRef> {
+    let (negative, v) = match e {
+        Expr::Value(v) => (false, &v.value),
+        Expr::UnaryOp {
+            op: ast::UnaryOperator::Minus,
+            expr,
+        } => match expr.as_ref() {
+            Expr::Value(v) => (true, &v.value),
+            _ => return None,
+        },
+        Expr::Nested(inner) => return key_literal(inner, col),
+        _ => return None,
+    };
+    let ty = column_field(&col.name, &col.ty, true).data_type().clone();
+    match (&col.ty, v) {
+        (SqlType::Int2 | SqlType::Int4 | SqlType::Int8, Value::Number(n, _)) => {
+            let n: i64 = n.parse().ok()?;
+            let n = if negative { n.checked_neg()? } else { n };
+            let a: ArrayRef = Arc::new(Int64Array::from(vec![n]));
+            // A literal out of the column's range matches nothing in the planner, and
+            // fails the cast here: leave it to the planner.
+            let out = cast(&a, &ty).ok()?;
+            (out.null_count() == 0).then_some(out)
+        }
+        (
+            SqlType::Text | SqlType::Varchar(_),
+            Value::SingleQuotedString(s) | Value::EscapedStringLiteral(s),
+        ) if !negative => {
+            let a: ArrayRef = Arc::new(StringArray::from(vec![s.as_str()]));
+            cast(&a, &ty).ok()
+        }
+        _ => None,
+    }
+}
+
+impl SqlEngine {
+    /// Answers `stmt` through a key index if it is a key lookup (see the module docs).
+    pub(crate) fn try_key_lookup(&self, org: &str, stmt: &Statement) -> Result<Option<StatementResult>> {
+        let Statement::Query(q) = stmt else {
+            return Ok(None);
+        };
+        if q.with.is_some()
+            || q.order_by.is_some()
+            || q.limit_clause.is_some()
+            || q.fetch.is_some()
+            || !q.locks.is_empty()
+            || q.for_clause.is_some()
+            || q.settings.is_some()
+            || q.format_clause.is_some()
+            || !q.pipe_operators.is_empty()
+        {
+            return Ok(None);
+        }
+        let SetExpr::Select(sel) = q.body.as_ref() else {
+            return Ok(None);
+        };
+        let plain_group_by = matches!(&sel.group_by, GroupByExpr::Expressions(e, m) if e.is_empty() && m.is_empty());
+        if sel.distinct.is_some()
+            || sel.top.is_some()
+            || sel.into.is_some()
+            || sel.from.len() != 1
+            || !sel.from[0].joins.is_empty()
+            || !sel.lateral_views.is_empty()
+            || sel.prewhere.is_some()
+            || !plain_group_by
+            || !sel.cluster_by.is_empty()
+            || !sel.distribute_by.is_empty()
+            || !sel.sort_by.is_empty()
+            || sel.having.is_some()
+            || !sel.named_window.is_empty()
+            || sel.qualify.is_some()
+            || !sel.connect_by.is_empty()
+            || sel.value_table_mode.is_some()
+        {
+            return Ok(None);
+        }
+        let Some(selection) = &sel.selection else {
+            return Ok(None);
+        };
+        let TableFactor::Table {
+            name,
+            alias,
+            args: None,
+            with_hints,
+            version: None,
+            partitions,
+            json_path: None,
+            sample: None,
+            index_hints,
+            ..
+        } = &sel.from[0].relation
+        else {
+            return Ok(None);
+        };
+        if !with_hints.is_empty() || !partitions.is_empty() || !index_hints.is_empty() {
+            return Ok(None);
+        }
+        if alias.as_ref().is_some_and(|a| !a.columns.is_empty()) {
+            return Ok(None);
+        }
+        let Ok(parts) = name_parts(name) else {
+            return Ok(None);
+        };
+        let [ws, table] = parts.as_slice() else {
+            return Ok(None);
+        };
+        let catalog = self.db().catalog();
+        let Some(def) = catalog.table(org, ws, table) else {
+            return Ok(None);
+        };
+        let qualifier = alias.as_ref().map_or(table.clone(), |a| normalize(&a.name));
+        let column = |e: &Expr| -> Option<usize> {
+            let parts = column_ref(e)?;
+            let name = match parts.as_slice() {
+                [c] => c,
+                [t, c] if *t == qualifier => c,
+                _ => return None,
+            };
+            def.columns.iter().position(|c| c.name == *name)
+        };
+        // Output columns and names.
+        let mut outputs: Vec<(usize, String)> = Vec::new();
+        for item in &sel.projection {
+            match item {
+                SelectItem::Wildcard(opts)
+                    if opts.opt_exclude.is_none()
+                        && opts.opt_except.is_none()
+                        && opts.opt_replace.is_none()
+                        && opts.opt_rename.is_none()
+                        && opts.opt_ilike.is_none() =>
+                {
+                    outputs.extend(def.columns.iter().enumerate().map(|(i, c)| (i, c.name.clone())));
+                }
+                SelectItem::UnnamedExpr(e) => {
+                    let Some(i) = column(e) else {
+                        return Ok(None);
+                    };
+                    outputs.push((i, def.columns[i].name.clone()));
+                }
+                SelectItem::ExprWithAlias { expr, alias } => {
+                    let Some(i) = column(expr) else {
+                        return Ok(None);
+                    };
+                    outputs.push((i, normalize(alias)));
+                }
+                _ => return Ok(None),
+            }
+        }
+        if outputs.is_empty() {
+            return Ok(None);
+        }
+        // WHERE: equalities on columns, joined by AND.
+        let mut conjuncts = vec![selection];
+        let mut equalities: Vec<(usize, &Expr)> = Vec::new();
+        while let Some(e) = conjuncts.pop() {
+            match e {
+                Expr::BinaryOp {
+                    left,
+                    op: BinaryOperator::And,
+                    right,
+                } => {
+                    conjuncts.push(left);
+                    conjuncts.push(right);
+                }
+                Expr::Nested(inner) => conjuncts.push(inner),
+                Expr::BinaryOp {
+                    left,
+                    op: BinaryOperator::Eq,
+                    right,
+                } => {
+                    let eq = match (column(left), column(right)) {
+                        (Some(c), None) => (c, right.as_ref()),
+                        (None, Some(c)) => (c, left.as_ref()),
+                        _ => return Ok(None),
+                    };
+                    if equalities.iter().any(|(c, _)| *c == eq.0) {
+                        return Ok(None);
+                    }
+                    equalities.push(eq);
+                }
+                _ => return Ok(None),
+            }
+        }
+        let ids: Vec<u32> = equalities.iter().map(|(c, _)| def.columns[*c].id).collect();
+        let Some(spec) = key_specs(def).into_iter().find(|s| {
+            s.columns.len() == ids.len() && s.columns.iter().all(|c| ids.contains(c))
+        }) else {
+            return Ok(None);
+        };
+        let mut arrays = Vec::with_capacity(spec.columns.len());
+        for cid in &spec.columns {
+            let Some((c, lit)) = equalities.iter().find(|(c, _)| def.columns[*c].id == *cid) else {
+                return Ok(None);
+            };
+            let Some(a) = key_literal(lit, &def.columns[*c]) else {
+                return Ok(None);
+            };
+            arrays.push(a);
+        }
+        let Some(store) = self.db().table(def.id) else {
+            return Ok(None);
+        };
+        let (version, found) = store.key_lookup(&spec.columns, &arrays)?;
+        let row_ids = found.into_iter().next().unwrap_or_default();
+        let fields: Vec<Field> = outputs
+            .iter()
+            .map(|(i, name)| {
+                let c = &def.columns[*i];
+                column_field(name, &c.ty, c.nullable)
+            })
+            .collect();
+        let schema = Arc::new(Schema::new(fields));
+        let columns: Vec<Option<usize>> = outputs.iter().map(|(i, _)| Some(*i)).collect();
+        let batches = key_rows(def, &version, &row_ids, columns, schema.clone())?;
+        Ok(Some(StatementResult {
+            columns: outputs.into_iter().map(|(_, n)| n).collect(),
+            schema,
+            batches: Some(batches),
+            rows_affected: 0,
+        }))
+    }
+}

@@ -1,0 +1,203 @@
+//! Storage through the public API: tables sealed into segment files, reopened, pruned,
+//! compacted and vacuumed; exact row counts and sizes; a failing disk.
+
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+use tarn::arrow::array::{Float64Array, Int64Array, RecordBatch, StringArray};
+use tarn::arrow::datatypes::{DataType, Field, Schema};
+use tarn::storage::{Fault, FaultyBackend};
+use tarn::{Options, Session, SyncMode, Tarn};
+
+type TestResult = Result<(), Box<dyn std::error::Error>>;
+
+async fn rows(s: &Session, sql: &str) -> Result<Vec<Vec<Value>>, tarn::Error> {
+    Ok(s.query("ws", sql, &[]).await?.rows.unwrap_or_default())
+}
+
+fn batch(from: i64, to: i64) -> Result<RecordBatch, Box<dyn std::error::Error>> {
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("id", DataType::Int64, false),
+        Field::new("body", DataType::Utf8, true),
+        Field::new("x", DataType::Float64, true),
+    ]));
+    let ids: Vec<i64> = (from..to).collect();
+    let body: Vec<String> = ids
+        .iter()
+        .map(|i| format!("row {i:08} with a body of about fifty bytes"))
+        .collect();
+    let x: Vec<f64> = ids.iter().map(|i| (*i % 1000) as f64 / 10.0).collect();
+    Ok(RecordBatch::try_new(
+        schema,
+        vec![
+            Arc::new(Int64Array::from(ids)),
+            Arc::new(StringArray::from(body)),
+            Arc::new(Float64Array::from(x)),
+        ],
+    )?)
+}
+
+fn segment_files(dir: &std::path::Path) -> usize {
+    std::fs::read_dir(dir.join("segments")).map_or(0, |d| d.count())
+}
+
+/// A user, organization `test` and workspace `ws`; returns the session and the key.
+async fn setup(tarn: &Tarn) -> Result<(Session, String), tarn::Error> {
+    let user = tarn.create_user("test@example.com", "Test").await?;
+    let key = tarn.create_api_key(&user.id, "tests").await?;
+    let s = tarn.connect(&key.secret).await?;
+    s.create_organization("test", "Test").await?;
+    let s = s.with_org("test");
+    s.create_workspace("ws", "Workspace").await?;
+    Ok((s, key.secret))
+}
+
+async fn reconnect(tarn: &Tarn, secret: &str) -> Result<Session, tarn::Error> {
+    Ok(tarn.connect(secret).await?.with_org("test"))
+}
+
+async fn open(dir: &std::path::Path) -> tarn::Result<Tarn> {
+    Tarn::open_with(
+        dir,
+        Options::new()
+            .sync(SyncMode::Process)
+            .memtable_bytes(1 << 20)
+            .background_maintenance(false),
+    )
+    .await
+}
+
+#[tokio::test]
+async fn tables_live_in_segments_and_reopen_from_them() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let tarn = open(dir.path()).await?;
+    let (s, secret) = setup(&tarn).await?;
+    s.query(
+        "ws",
+        r#"CREATE TABLE "ws"."t" (id INT8 PRIMARY KEY, body TEXT, x FLOAT8) USING engine"#,
+        &[],
+    )
+    .await?;
+    for i in 0..20 {
+        s.insert_arrow("ws", "t", &[batch(i * 10_000, (i + 1) * 10_000)?])
+            .await?;
+    }
+    assert!(segment_files(dir.path()) >= 1, "the memtable was sealed");
+    let agg = r#"SELECT count(*), sum(id), round(sum(x)) FROM "ws"."t""#;
+    let expect = vec![vec![json!(200_000), json!(19_999_900_000i64), json!(9_990_000.0)]];
+    assert_eq!(rows(&s, agg).await?, expect);
+    // Key lookups and pruned ranges over sealed segments.
+    assert_eq!(
+        rows(&s, r#"SELECT body FROM "ws"."t" WHERE id = 123456"#).await?,
+        vec![vec![json!("row 00123456 with a body of about fifty bytes")]]
+    );
+    assert_eq!(
+        rows(&s, r#"SELECT count(*) FROM "ws"."t" WHERE id >= 150000 AND id < 150100"#).await?,
+        vec![vec![json!(100)]]
+    );
+    assert_eq!(
+        rows(&s, r#"SELECT id FROM "ws"."t" ORDER BY id DESC LIMIT 2"#).await?,
+        vec![vec![json!(199_999)], vec![json!(199_998)]]
+    );
+    assert_eq!(rows(&s, r#"SELECT id FROM "ws"."t" LIMIT 3"#).await?.len(), 3);
+    // Deletes and updates mark bitmaps; UPDATE by key.
+    let del = s
+        .query("ws", r#"DELETE FROM "ws"."t" WHERE id % 3 = 0"#, &[])
+        .await?;
+    assert_eq!(del.rows_affected, 66_667);
+    s.query("ws", r#"UPDATE "ws"."t" SET x = -1 WHERE id = 100001"#, &[])
+        .await?;
+    let details = s.table("ws", "t").await?;
+    assert_eq!(details.row_count, 133_333);
+    let size_before = details.size_mb;
+    assert!(size_before > 1.0, "{size_before}");
+    // Duplicate keys are caught against sealed segments.
+    let err = s
+        .query("ws", r#"INSERT INTO "ws"."t" VALUES (100001, 'dup', 0)"#, &[])
+        .await
+        .unwrap_err();
+    assert_eq!(err.status(), 409);
+    // A deleted key may be used again.
+    s.query("ws", r#"INSERT INTO "ws"."t" VALUES (3, 'back', 0)"#, &[])
+        .await?;
+    s.query("ws", r#"VACUUM "ws"."t""#, &[]).await?;
+    let details = s.table("ws", "t").await?;
+    assert_eq!(details.row_count, 133_334);
+    assert!(details.size_mb < size_before, "{} < {size_before}", details.size_mb);
+    let check = r#"SELECT count(*), sum(id), min(x) FROM "ws"."t""#;
+    let before = rows(&s, check).await?;
+    drop(s);
+    drop(tarn);
+    let wal_bytes: u64 = std::fs::read_dir(dir.path().join("wal"))?
+        .filter_map(|e| e.ok()?.metadata().ok())
+        .map(|m| m.len())
+        .sum();
+    assert!(wal_bytes < 4096, "a clean close leaves the log empty: {wal_bytes}");
+    let tarn = open(dir.path()).await?;
+    let s = reconnect(&tarn, &secret).await?;
+    assert_eq!(rows(&s, check).await?, before);
+    assert_eq!(
+        rows(&s, r#"SELECT body, x FROM "ws"."t" WHERE id = 100001"#).await?,
+        vec![vec![json!("row 00100001 with a body of about fifty bytes"), json!(-1.0)]]
+    );
+    assert_eq!(
+        rows(&s, r#"SELECT body FROM "ws"."t" WHERE id = 3"#).await?,
+        vec![vec![json!("back")]]
+    );
+    assert!(rows(&s, r#"SELECT body FROM "ws"."t" WHERE id = 6"#).await?.is_empty());
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_failing_disk_fails_statements_cleanly_and_recovers() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let disk = FaultyBackend::new();
+    let options = || {
+        Options::new()
+            .sync(SyncMode::Full)
+            .memtable_bytes(64 << 10)
+            .background_maintenance(false)
+            .file_backend(Arc::new(disk.clone()))
+    };
+    let tarn = Tarn::open_with(dir.path(), options()).await?;
+    let (s, secret) = setup(&tarn).await?;
+    s.query(
+        "ws",
+        r#"CREATE TABLE "ws"."t" (id INT8 PRIMARY KEY, body TEXT, x FLOAT8) USING engine"#,
+        &[],
+    )
+    .await?;
+    s.insert_arrow("ws", "t", &[batch(0, 1000)?]).await?;
+    let mut next = 1000;
+    for fault in [Fault::NoSpace, Fault::WriteIo, Fault::SyncIo] {
+        disk.set(fault);
+        // Small writes fail at the log, big ones at the log or the checkpoint after it.
+        let err = s
+            .query("ws", r#"INSERT INTO "ws"."t" VALUES (-1, 'lost', 0)"#, &[])
+            .await
+            .unwrap_err();
+        assert_eq!(err.status(), 500, "{fault:?}: {err}");
+        let err = s
+            .query("ws", r#"VACUUM "ws"."t""#, &[])
+            .await
+            .unwrap_err();
+        assert_eq!(err.status(), 500, "{fault:?}: {err}");
+        // Reads go on, and the failed statement left nothing behind.
+        assert_eq!(
+            rows(&s, r#"SELECT count(*) FROM "ws"."t" WHERE id = -1"#).await?,
+            vec![vec![json!(0)]]
+        );
+        disk.clear();
+        s.insert_arrow("ws", "t", &[batch(next, next + 3000)?]).await?;
+        next += 3000;
+    }
+    s.query("ws", r#"VACUUM "ws"."t""#, &[]).await?;
+    let expect = rows(&s, r#"SELECT count(*), sum(id) FROM "ws"."t""#).await?;
+    assert_eq!(expect[0][0], json!(next));
+    drop(s);
+    drop(tarn);
+    let tarn = Tarn::open_with(dir.path(), options()).await?;
+    let s = reconnect(&tarn, &secret).await?;
+    assert_eq!(rows(&s, r#"SELECT count(*), sum(id) FROM "ws"."t""#).await?, expect);
+    Ok(())
+}
