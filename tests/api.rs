@@ -670,6 +670,79 @@ async fn durable_across_reopen_and_locked_while_open() -> TestResult {
     Ok(())
 }
 
+#[tokio::test]
+async fn indexes_survive_reopen_and_show_in_table_details() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let secret;
+    {
+        let tarn = Tarn::open(dir.path()).await?;
+        let user = tarn.create_user("i@example.com", "I").await?;
+        secret = tarn.create_api_key(&user.id, "k").await?.secret;
+        let s = tarn.connect(&secret).await?;
+        s.create_organization("o", "O").await?;
+        let s = s.with_org("o");
+        s.create_workspace("ws", "W").await?;
+        for sql in [
+            r#"CREATE TABLE "ws"."t" (id INT PRIMARY KEY, title TEXT, code TEXT, gone TEXT) USING engine"#,
+            r#"CREATE INDEX t_title ON "ws"."t" USING engine_index (title) WITH (index_type = 'exact_text')"#,
+            r#"CREATE INDEX t_code ON "ws"."t" USING engine_index (code) WITH (index_type = 'exact_text')"#,
+            r#"CREATE INDEX t_gone ON "ws"."t" USING engine_index (gone) WITH (index_type = 'exact_text')"#,
+            r#"DROP INDEX t_code"#,
+            r#"ALTER TABLE "ws"."t" DROP COLUMN gone"#,
+            r#"ALTER TABLE "ws"."t" RENAME COLUMN title TO headline"#,
+        ] {
+            s.query("ws", sql, &[]).await?;
+        }
+    }
+    let tarn = Tarn::open(dir.path()).await?;
+    let s = tarn.connect(&secret).await?.with_org("o");
+    let d = serde_json::to_value(s.table("ws", "t").await?)?;
+    assert_eq!(
+        d["indexes"],
+        json!([{"name": "t_title", "column": "headline", "index_type": "exact_text", "options": {}}])
+    );
+    let err = s
+        .query(
+            "ws",
+            r#"CREATE INDEX t_title ON "ws"."t" USING engine_index (code) WITH (index_type = 'exact_text')"#,
+            &[],
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(
+        (err.status(), err.message()),
+        (409, "relation \"t_title\" already exists")
+    );
+    // Dropped indexes and the dropped column's index stayed dropped; ids keep counting.
+    for name in ["t_code", "t_gone"] {
+        let err = s
+            .query("ws", &format!("DROP INDEX {name}"), &[])
+            .await
+            .unwrap_err();
+        assert_eq!(err.status(), 404, "{err}");
+    }
+    s.query(
+        "ws",
+        r#"CREATE INDEX t_code ON "ws"."t" USING engine_index (code) WITH (index_type = 'exact_text')"#,
+        &[],
+    )
+    .await?;
+    let d = serde_json::to_value(s.table("ws", "t").await?)?;
+    let names: Vec<&str> = d["indexes"]
+        .as_array()
+        .ok_or("indexes")?
+        .iter()
+        .filter_map(|i| i["name"].as_str())
+        .collect();
+    assert_eq!(names, ["t_title", "t_code"]);
+    // Deleting the workspace takes the indexes with it.
+    s.delete_workspace("ws").await?;
+    s.create_workspace("ws", "W").await?;
+    s.query("ws", r#"CREATE TABLE "ws"."t_title" (a INT)"#, &[])
+        .await?;
+    Ok(())
+}
+
 /// Not a test on its own: the child process of `kill_9_loses_nothing_acknowledged`.
 /// It inserts statements of 10 rows each and prints `ack N` once statement N returned.
 #[tokio::test]

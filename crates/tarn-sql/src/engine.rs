@@ -642,11 +642,13 @@ impl<'e> Txn<'e> {
             | Statement::Rollback { .. } => {
                 bad("each statement is atomic; use query_batch for several")
             }
-            Statement::CreateIndex(_)
-            | Statement::Drop {
+            Statement::CreateIndex(ci) => Box::pin(self.create_index(ci)).await,
+            Statement::Drop {
                 object_type: ast::ObjectType::Index,
+                if_exists,
+                names,
                 ..
-            } => bad("CREATE INDEX and DROP INDEX are not supported yet"),
+            } => Box::pin(self.drop_indexes(&names, if_exists)).await,
             other => bad(format!(
                 "statement not supported: {}",
                 first_words(&other.to_string())

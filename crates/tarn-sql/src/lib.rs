@@ -4,8 +4,8 @@
 //!
 //! A statement is parsed with [`EngineDialect`], its `$n` parameters are bound as
 //! literals, and then it is routed: SELECT and EXPLAIN go to DataFusion with Tarn's
-//! catalog (catalog = organization, schema = workspace); CREATE/DROP/ALTER TABLE and
-//! INSERT/UPDATE/DELETE are executed by Tarn, which plans only their read side with
+//! catalog (catalog = organization, schema = workspace); CREATE/DROP/ALTER TABLE,
+//! CREATE/DROP INDEX and INSERT/UPDATE/DELETE are executed by Tarn, which plans only their read side with
 //! DataFusion. Every statement (or batch) writes through one transaction that is logged
 //! as one WAL record.
 
@@ -17,6 +17,7 @@ mod encode;
 mod engine;
 mod error;
 mod functions;
+mod index_ddl;
 mod jsonb;
 mod names;
 mod overflow;
