@@ -494,6 +494,66 @@ async fn batches_are_atomic() -> TestResult {
 }
 
 #[tokio::test]
+async fn on_conflict_in_a_batch_sees_earlier_parameter_sets() -> TestResult {
+    let (_t, s) = session().await?;
+    s.query(
+        "ws",
+        r#"CREATE TABLE "ws"."c" (k TEXT PRIMARY KEY, hits INT) USING engine"#,
+        &[],
+    )
+    .await?;
+    let upsert = r#"INSERT INTO "ws"."c" VALUES ($1, 1) ON CONFLICT (k) DO UPDATE SET hits = c.hits + excluded.hits"#;
+    // Each set is its own statement: a later set may update the row an earlier set
+    // inserted or updated (within one statement that would be an error).
+    let sets: Vec<Vec<Value>> = ["a", "b", "a", "a", "b", "c"]
+        .iter()
+        .map(|k| vec![json!(k)])
+        .collect();
+    let r = s.query_batch("ws", upsert, &sets).await?;
+    assert_eq!((r.statements, r.rows_affected), (6, 6));
+    assert_eq!(
+        rows(&s, r#"SELECT k, hits FROM "ws"."c" ORDER BY k"#, &[]).await?,
+        vec![
+            vec![json!("a"), json!(3)],
+            vec![json!("b"), json!(2)],
+            vec![json!("c"), json!(1)],
+        ]
+    );
+    let skip = r#"INSERT INTO "ws"."c" VALUES ($1, 100) ON CONFLICT DO NOTHING"#;
+    let r = s
+        .query_batch(
+            "ws",
+            skip,
+            &[vec![json!("a")], vec![json!("d")], vec![json!("d")]],
+        )
+        .await?;
+    assert_eq!(r.rows_affected, 1);
+    // A failing set undoes the whole batch, updates included.
+    let err = s
+        .query_batch(
+            "ws",
+            r#"INSERT INTO "ws"."c" VALUES ($1, 1) ON CONFLICT (k) DO UPDATE SET hits = excluded.hits / 0"#,
+            &[vec![json!("e")], vec![json!("a")]],
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(
+        (err.status(), err.message()),
+        (400, "parameter set 1: division by zero")
+    );
+    assert_eq!(
+        rows(&s, r#"SELECT k, hits FROM "ws"."c" ORDER BY k"#, &[]).await?,
+        vec![
+            vec![json!("a"), json!(3)],
+            vec![json!("b"), json!(2)],
+            vec![json!("c"), json!(1)],
+            vec![json!("d"), json!(100)],
+        ]
+    );
+    Ok(())
+}
+
+#[tokio::test]
 async fn table_details_use_postgres_names() -> TestResult {
     let (_t, s) = session().await?;
     s.query(

@@ -525,10 +525,16 @@ impl<'e> Txn<'e> {
         (SessionContext::new_with_state(state.clone()), state)
     }
 
-    /// Checks every relation a statement reads: schema-qualified and existing, or a CTE.
-    pub fn check_relations(&self, stmt: &Statement) -> Result<()> {
+    /// Checks every relation a statement reads: schema-qualified and existing, or a CTE,
+    /// or one of the statement's `overrides`.
+    pub fn check_relations(
+        &self,
+        stmt: &Statement,
+        overrides: &HashMap<(String, String), Arc<dyn TableProvider>>,
+    ) -> Result<()> {
         struct Check<'a, 'e> {
             txn: &'a Txn<'e>,
+            overrides: &'a HashMap<(String, String), Arc<dyn TableProvider>>,
             ctes: Vec<String>,
             err: Option<Error>,
         }
@@ -556,6 +562,11 @@ impl<'e> Txn<'e> {
                     if parts.len() == 1 && self.ctes.contains(&parts[0]) {
                         return ControlFlow::Continue(());
                     }
+                    if let [ws, t] = parts.as_slice()
+                        && self.overrides.contains_key(&(ws.clone(), t.clone()))
+                    {
+                        return ControlFlow::Continue(());
+                    }
                     if let Err(e) = self.txn.resolve(name) {
                         self.err = Some(e);
                         return ControlFlow::Break(());
@@ -566,6 +577,7 @@ impl<'e> Txn<'e> {
         }
         let mut check = Check {
             txn: self,
+            overrides,
             ctes: vec![],
             err: None,
         };
@@ -583,7 +595,7 @@ impl<'e> Txn<'e> {
         overrides: HashMap<(String, String), Arc<dyn TableProvider>>,
     ) -> Result<(Vec<String>, SchemaRef, Vec<RecordBatch>)> {
         let stmt = Statement::Query(Box::new(query.clone()));
-        self.check_relations(&stmt)?;
+        self.check_relations(&stmt, &overrides)?;
         let (ctx, state) = self.context(self.view(overrides));
         let plan = state
             .statement_to_plan(datafusion::sql::parser::Statement::Statement(Box::new(
@@ -657,7 +669,7 @@ impl<'e> Txn<'e> {
     }
 
     async fn run_explain(&self, stmt: Statement) -> Result<StatementResult> {
-        self.check_relations(&stmt)?;
+        self.check_relations(&stmt, &HashMap::new())?;
         let (ctx, state) = self.context(self.view(HashMap::new()));
         let plan = state
             .statement_to_plan(datafusion::sql::parser::Statement::Statement(Box::new(

@@ -20,6 +20,7 @@ mod functions;
 mod index_ddl;
 mod jsonb;
 mod names;
+mod on_conflict;
 mod overflow;
 mod params;
 mod provider;
