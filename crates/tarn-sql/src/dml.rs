@@ -1,6 +1,7 @@
-//! INSERT, UPDATE and DELETE (INSERT … ON CONFLICT is in `on_conflict.rs`). Tarn owns writes: the read side (the rows to change and
-//! their new values) is planned by DataFusion, then Tarn fills defaults, converts and
-//! validates values, checks constraints and records the change for the commit.
+//! INSERT, UPDATE and DELETE (INSERT … ON CONFLICT is in `on_conflict.rs`). Tarn owns
+//! writes: the read side (the rows to change and their new values) is planned by
+//! DataFusion, then Tarn fills defaults, converts and validates values, checks
+//! constraints and records the change for the commit.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
