@@ -494,6 +494,66 @@ async fn batches_are_atomic() -> TestResult {
 }
 
 #[tokio::test]
+async fn on_conflict_in_a_batch_sees_earlier_parameter_sets() -> TestResult {
+    let (_t, s) = session().await?;
+    s.query(
+        "ws",
+        r#"CREATE TABLE "ws"."c" (k TEXT PRIMARY KEY, hits INT) USING engine"#,
+        &[],
+    )
+    .await?;
+    let upsert = r#"INSERT INTO "ws"."c" VALUES ($1, 1) ON CONFLICT (k) DO UPDATE SET hits = c.hits + excluded.hits"#;
+    // Each set is its own statement: a later set may update the row an earlier set
+    // inserted or updated (within one statement that would be an error).
+    let sets: Vec<Vec<Value>> = ["a", "b", "a", "a", "b", "c"]
+        .iter()
+        .map(|k| vec![json!(k)])
+        .collect();
+    let r = s.query_batch("ws", upsert, &sets).await?;
+    assert_eq!((r.statements, r.rows_affected), (6, 6));
+    assert_eq!(
+        rows(&s, r#"SELECT k, hits FROM "ws"."c" ORDER BY k"#, &[]).await?,
+        vec![
+            vec![json!("a"), json!(3)],
+            vec![json!("b"), json!(2)],
+            vec![json!("c"), json!(1)],
+        ]
+    );
+    let skip = r#"INSERT INTO "ws"."c" VALUES ($1, 100) ON CONFLICT DO NOTHING"#;
+    let r = s
+        .query_batch(
+            "ws",
+            skip,
+            &[vec![json!("a")], vec![json!("d")], vec![json!("d")]],
+        )
+        .await?;
+    assert_eq!(r.rows_affected, 1);
+    // A failing set undoes the whole batch, updates included.
+    let err = s
+        .query_batch(
+            "ws",
+            r#"INSERT INTO "ws"."c" VALUES ($1, 1) ON CONFLICT (k) DO UPDATE SET hits = excluded.hits / 0"#,
+            &[vec![json!("e")], vec![json!("a")]],
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(
+        (err.status(), err.message()),
+        (400, "parameter set 1: division by zero")
+    );
+    assert_eq!(
+        rows(&s, r#"SELECT k, hits FROM "ws"."c" ORDER BY k"#, &[]).await?,
+        vec![
+            vec![json!("a"), json!(3)],
+            vec![json!("b"), json!(2)],
+            vec![json!("c"), json!(1)],
+            vec![json!("d"), json!(100)],
+        ]
+    );
+    Ok(())
+}
+
+#[tokio::test]
 async fn table_details_use_postgres_names() -> TestResult {
     let (_t, s) = session().await?;
     s.query(
@@ -667,6 +727,79 @@ async fn durable_across_reopen_and_locked_while_open() -> TestResult {
         .await
         .unwrap_err();
     assert_eq!(err.message(), "expected 2 dimensions, not 3");
+    Ok(())
+}
+
+#[tokio::test]
+async fn indexes_survive_reopen_and_show_in_table_details() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let secret;
+    {
+        let tarn = Tarn::open(dir.path()).await?;
+        let user = tarn.create_user("i@example.com", "I").await?;
+        secret = tarn.create_api_key(&user.id, "k").await?.secret;
+        let s = tarn.connect(&secret).await?;
+        s.create_organization("o", "O").await?;
+        let s = s.with_org("o");
+        s.create_workspace("ws", "W").await?;
+        for sql in [
+            r#"CREATE TABLE "ws"."t" (id INT PRIMARY KEY, title TEXT, code TEXT, gone TEXT) USING engine"#,
+            r#"CREATE INDEX t_title ON "ws"."t" USING engine_index (title) WITH (index_type = 'exact_text')"#,
+            r#"CREATE INDEX t_code ON "ws"."t" USING engine_index (code) WITH (index_type = 'exact_text')"#,
+            r#"CREATE INDEX t_gone ON "ws"."t" USING engine_index (gone) WITH (index_type = 'exact_text')"#,
+            r#"DROP INDEX t_code"#,
+            r#"ALTER TABLE "ws"."t" DROP COLUMN gone"#,
+            r#"ALTER TABLE "ws"."t" RENAME COLUMN title TO headline"#,
+        ] {
+            s.query("ws", sql, &[]).await?;
+        }
+    }
+    let tarn = Tarn::open(dir.path()).await?;
+    let s = tarn.connect(&secret).await?.with_org("o");
+    let d = serde_json::to_value(s.table("ws", "t").await?)?;
+    assert_eq!(
+        d["indexes"],
+        json!([{"name": "t_title", "column": "headline", "index_type": "exact_text", "options": {}}])
+    );
+    let err = s
+        .query(
+            "ws",
+            r#"CREATE INDEX t_title ON "ws"."t" USING engine_index (code) WITH (index_type = 'exact_text')"#,
+            &[],
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(
+        (err.status(), err.message()),
+        (409, "relation \"t_title\" already exists")
+    );
+    // Dropped indexes and the dropped column's index stayed dropped; ids keep counting.
+    for name in ["t_code", "t_gone"] {
+        let err = s
+            .query("ws", &format!("DROP INDEX {name}"), &[])
+            .await
+            .unwrap_err();
+        assert_eq!(err.status(), 404, "{err}");
+    }
+    s.query(
+        "ws",
+        r#"CREATE INDEX t_code ON "ws"."t" USING engine_index (code) WITH (index_type = 'exact_text')"#,
+        &[],
+    )
+    .await?;
+    let d = serde_json::to_value(s.table("ws", "t").await?)?;
+    let names: Vec<&str> = d["indexes"]
+        .as_array()
+        .ok_or("indexes")?
+        .iter()
+        .filter_map(|i| i["name"].as_str())
+        .collect();
+    assert_eq!(names, ["t_title", "t_code"]);
+    // Deleting the workspace takes the indexes with it.
+    s.delete_workspace("ws").await?;
+    s.create_workspace("ws", "W").await?;
+    s.query("ws", r#"CREATE TABLE "ws"."t_title" (a INT)"#, &[])
+        .await?;
     Ok(())
 }
 

@@ -130,17 +130,18 @@ async fn run_rounds(rounds: u64) -> TestResult {
         });
         let mut killed_at = None;
         let mut max_ins = None;
-        let mut note = |line: &str, max_ins: &mut Option<u64>| -> Result<bool, Box<dyn std::error::Error>> {
-            if let Some(n) = line.strip_prefix("ins ") {
-                let n: u64 = n.trim().parse()?;
-                inserted.insert(n, true);
-                *max_ins = Some(n);
-                return Ok(true);
-            } else if let Some(n) = line.strip_prefix("del ") {
-                deleted.insert(n.trim().parse()?, true);
-            }
-            Ok(false)
-        };
+        let mut note =
+            |line: &str, max_ins: &mut Option<u64>| -> Result<bool, Box<dyn std::error::Error>> {
+                if let Some(n) = line.strip_prefix("ins ") {
+                    let n: u64 = n.trim().parse()?;
+                    inserted.insert(n, true);
+                    *max_ins = Some(n);
+                    return Ok(true);
+                } else if let Some(n) = line.strip_prefix("del ") {
+                    deleted.insert(n.trim().parse()?, true);
+                }
+                Ok(false)
+            };
         let deadline = Instant::now() + Duration::from_secs(60);
         loop {
             match rx.recv_timeout(Duration::from_millis(5)) {
@@ -156,7 +157,10 @@ async fn run_rounds(rounds: u64) -> TestResult {
                 child.kill()?; // SIGKILL
                 break;
             }
-            assert!(Instant::now() < deadline, "round {round}: child made no progress");
+            assert!(
+                Instant::now() < deadline,
+                "round {round}: child made no progress"
+            );
         }
         child.wait()?;
         // Acknowledgements the child printed before it died still count.
@@ -181,7 +185,12 @@ async fn run_rounds(rounds: u64) -> TestResult {
             .unwrap_or_default();
         let found: BTreeMap<u64, u64> = counts
             .iter()
-            .map(|r| (r[0].as_u64().unwrap_or(u64::MAX), r[1].as_u64().unwrap_or(0)))
+            .map(|r| {
+                (
+                    r[0].as_u64().unwrap_or(u64::MAX),
+                    r[1].as_u64().unwrap_or(0),
+                )
+            })
             .collect();
         for (stmt, count) in &found {
             assert_eq!(*count, 10, "round {round}: statement {stmt} is torn");

@@ -84,7 +84,11 @@ async fn tables_live_in_segments_and_reopen_from_them() -> TestResult {
     }
     assert!(segment_files(dir.path()) >= 1, "the memtable was sealed");
     let agg = r#"SELECT count(*), sum(id), round(sum(x)) FROM "ws"."t""#;
-    let expect = vec![vec![json!(200_000), json!(19_999_900_000i64), json!(9_990_000.0)]];
+    let expect = vec![vec![
+        json!(200_000),
+        json!(19_999_900_000i64),
+        json!(9_990_000.0),
+    ]];
     assert_eq!(rows(&s, agg).await?, expect);
     // Key lookups and pruned ranges over sealed segments.
     assert_eq!(
@@ -92,14 +96,21 @@ async fn tables_live_in_segments_and_reopen_from_them() -> TestResult {
         vec![vec![json!("row 00123456 with a body of about fifty bytes")]]
     );
     assert_eq!(
-        rows(&s, r#"SELECT count(*) FROM "ws"."t" WHERE id >= 150000 AND id < 150100"#).await?,
+        rows(
+            &s,
+            r#"SELECT count(*) FROM "ws"."t" WHERE id >= 150000 AND id < 150100"#
+        )
+        .await?,
         vec![vec![json!(100)]]
     );
     assert_eq!(
         rows(&s, r#"SELECT id FROM "ws"."t" ORDER BY id DESC LIMIT 2"#).await?,
         vec![vec![json!(199_999)], vec![json!(199_998)]]
     );
-    assert_eq!(rows(&s, r#"SELECT id FROM "ws"."t" LIMIT 3"#).await?.len(), 3);
+    assert_eq!(
+        rows(&s, r#"SELECT id FROM "ws"."t" LIMIT 3"#).await?.len(),
+        3
+    );
     // Deletes and updates mark bitmaps; UPDATE by key.
     let del = s
         .query("ws", r#"DELETE FROM "ws"."t" WHERE id % 3 = 0"#, &[])
@@ -113,7 +124,11 @@ async fn tables_live_in_segments_and_reopen_from_them() -> TestResult {
     assert!(size_before > 1.0, "{size_before}");
     // Duplicate keys are caught against sealed segments.
     let err = s
-        .query("ws", r#"INSERT INTO "ws"."t" VALUES (100001, 'dup', 0)"#, &[])
+        .query(
+            "ws",
+            r#"INSERT INTO "ws"."t" VALUES (100001, 'dup', 0)"#,
+            &[],
+        )
         .await
         .unwrap_err();
     assert_eq!(err.status(), 409);
@@ -123,7 +138,11 @@ async fn tables_live_in_segments_and_reopen_from_them() -> TestResult {
     s.query("ws", r#"VACUUM "ws"."t""#, &[]).await?;
     let details = s.table("ws", "t").await?;
     assert_eq!(details.row_count, 133_334);
-    assert!(details.size_mb < size_before, "{} < {size_before}", details.size_mb);
+    assert!(
+        details.size_mb < size_before,
+        "{} < {size_before}",
+        details.size_mb
+    );
     let check = r#"SELECT count(*), sum(id), min(x) FROM "ws"."t""#;
     let before = rows(&s, check).await?;
     drop(s);
@@ -132,19 +151,29 @@ async fn tables_live_in_segments_and_reopen_from_them() -> TestResult {
         .filter_map(|e| e.ok()?.metadata().ok())
         .map(|m| m.len())
         .sum();
-    assert!(wal_bytes < 4096, "a clean close leaves the log empty: {wal_bytes}");
+    assert!(
+        wal_bytes < 4096,
+        "a clean close leaves the log empty: {wal_bytes}"
+    );
     let tarn = open(dir.path()).await?;
     let s = reconnect(&tarn, &secret).await?;
     assert_eq!(rows(&s, check).await?, before);
     assert_eq!(
         rows(&s, r#"SELECT body, x FROM "ws"."t" WHERE id = 100001"#).await?,
-        vec![vec![json!("row 00100001 with a body of about fifty bytes"), json!(-1.0)]]
+        vec![vec![
+            json!("row 00100001 with a body of about fifty bytes"),
+            json!(-1.0)
+        ]]
     );
     assert_eq!(
         rows(&s, r#"SELECT body FROM "ws"."t" WHERE id = 3"#).await?,
         vec![vec![json!("back")]]
     );
-    assert!(rows(&s, r#"SELECT body FROM "ws"."t" WHERE id = 6"#).await?.is_empty());
+    assert!(
+        rows(&s, r#"SELECT body FROM "ws"."t" WHERE id = 6"#)
+            .await?
+            .is_empty()
+    );
     Ok(())
 }
 
@@ -177,10 +206,7 @@ async fn a_failing_disk_fails_statements_cleanly_and_recovers() -> TestResult {
             .await
             .unwrap_err();
         assert_eq!(err.status(), 500, "{fault:?}: {err}");
-        let err = s
-            .query("ws", r#"VACUUM "ws"."t""#, &[])
-            .await
-            .unwrap_err();
+        let err = s.query("ws", r#"VACUUM "ws"."t""#, &[]).await.unwrap_err();
         assert_eq!(err.status(), 500, "{fault:?}: {err}");
         // Reads go on, and the failed statement left nothing behind.
         assert_eq!(
@@ -188,7 +214,8 @@ async fn a_failing_disk_fails_statements_cleanly_and_recovers() -> TestResult {
             vec![vec![json!(0)]]
         );
         disk.clear();
-        s.insert_arrow("ws", "t", &[batch(next, next + 3000)?]).await?;
+        s.insert_arrow("ws", "t", &[batch(next, next + 3000)?])
+            .await?;
         next += 3000;
     }
     s.query("ws", r#"VACUUM "ws"."t""#, &[]).await?;
@@ -198,6 +225,9 @@ async fn a_failing_disk_fails_statements_cleanly_and_recovers() -> TestResult {
     drop(tarn);
     let tarn = Tarn::open_with(dir.path(), options()).await?;
     let s = reconnect(&tarn, &secret).await?;
-    assert_eq!(rows(&s, r#"SELECT count(*), sum(id) FROM "ws"."t""#).await?, expect);
+    assert_eq!(
+        rows(&s, r#"SELECT count(*), sum(id) FROM "ws"."t""#).await?,
+        expect
+    );
     Ok(())
 }

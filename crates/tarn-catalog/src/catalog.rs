@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use serde::{Deserialize, Serialize};
 
-use crate::{ColumnId, Error, Result, SqlType, TableId};
+use crate::{ColumnId, Error, IndexId, Result, SqlType, TableId};
 
 /// A user. `date_joined` is Unix seconds.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -190,6 +190,67 @@ impl TableDef {
     }
 }
 
+/// What an `engine_index` index does. Serialized as its SQL name (`index_type = '…'`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum IndexType {
+    /// Approximate nearest neighbours over a `FLOAT4[]` column.
+    Hnsw,
+    /// MaxSim over a `FLOAT4[][]` column.
+    Maxsim,
+    /// BM25 full-text search over a text column.
+    Bm25,
+    /// Equality lookups on a text column, through the table's key index.
+    ExactText,
+}
+
+impl IndexType {
+    /// Parses an `index_type` value. The hosted service's `clustered` and
+    /// `clustered_quantized` are aliases of `hnsw`.
+    pub fn parse(s: &str) -> Option<IndexType> {
+        match s {
+            "hnsw" | "clustered" | "clustered_quantized" => Some(IndexType::Hnsw),
+            "maxsim" => Some(IndexType::Maxsim),
+            "bm25" => Some(IndexType::Bm25),
+            "exact_text" => Some(IndexType::ExactText),
+            _ => None,
+        }
+    }
+
+    /// The SQL name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            IndexType::Hnsw => "hnsw",
+            IndexType::Maxsim => "maxsim",
+            IndexType::Bm25 => "bm25",
+            IndexType::ExactText => "exact_text",
+        }
+    }
+}
+
+/// An `engine_index` index on one column. Its name lives in the namespace of its
+/// table's workspace, shared with table names (as relations share a schema in
+/// PostgreSQL).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct IndexDef {
+    /// Immutable internal id.
+    pub id: IndexId,
+    /// Name, unique among the relations of the table's workspace.
+    pub name: String,
+    /// Indexed table.
+    pub table_id: TableId,
+    /// Indexed column.
+    pub column: ColumnId,
+    /// Kind of index.
+    pub index_type: IndexType,
+    /// `WITH (…)` options other than `index_type`, keys lower case, values as written.
+    #[serde(default)]
+    pub options: BTreeMap<String, String>,
+    /// ISO 8601 UTC.
+    pub created_at: String,
+}
+
 /// One change to the catalog. Ops are validated before they are logged, so applying a
 /// logged op to the catalog it was validated against cannot fail.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -254,10 +315,17 @@ pub enum CatalogOp {
     CreateTable(TableDef),
     /// Replace a table's definition (ALTER TABLE, vector dimension fixed).
     ReplaceTable(TableDef),
-    /// Drop a table.
+    /// Drop a table (and its indexes).
     DropTable {
         /// Table id.
         table_id: TableId,
+    },
+    /// Add an index.
+    CreateIndex(IndexDef),
+    /// Drop an index.
+    DropIndex {
+        /// Index id.
+        index_id: IndexId,
     },
 }
 
@@ -274,6 +342,10 @@ pub struct Catalog {
     tables: BTreeMap<TableId, TableDef>,
     table_names: HashMap<(String, String, String), TableId>,
     next_table_id: TableId,
+    indexes: BTreeMap<IndexId, IndexDef>,
+    /// (organization, workspace, index name) → index id.
+    index_names: HashMap<(String, String, String), IndexId>,
+    next_index_id: IndexId,
 }
 
 /// Every record of a catalog in a serializable form, for checkpoints: the lookup
@@ -287,6 +359,10 @@ pub struct CatalogSnapshot {
     workspaces: Vec<WorkspaceRecord>,
     tables: Vec<TableDef>,
     next_table_id: TableId,
+    #[serde(default)]
+    indexes: Vec<IndexDef>,
+    #[serde(default)]
+    next_index_id: IndexId,
 }
 
 impl Catalog {
@@ -304,6 +380,8 @@ impl Catalog {
             workspaces: self.workspaces.values().cloned().collect(),
             tables: self.tables.values().cloned().collect(),
             next_table_id: self.next_table_id,
+            indexes: self.indexes.values().cloned().collect(),
+            next_index_id: self.next_index_id,
         }
     }
 
@@ -335,6 +413,16 @@ impl Catalog {
             c.tables.insert(t.id, t);
         }
         c.next_table_id = s.next_table_id.max(1);
+        for i in s.indexes {
+            if let Some(t) = c.tables.get(&i.table_id) {
+                c.index_names.insert(
+                    (t.org_id.clone(), t.workspace_id.clone(), i.name.clone()),
+                    i.id,
+                );
+            }
+            c.indexes.insert(i.id, i);
+        }
+        c.next_index_id = s.next_index_id.max(1);
         c
     }
 
@@ -342,6 +430,7 @@ impl Catalog {
     pub fn new() -> Self {
         Self {
             next_table_id: 1,
+            next_index_id: 1,
             ..Default::default()
         }
     }
@@ -459,6 +548,59 @@ impl Catalog {
         self.next_table_id
     }
 
+    /// An index by (organization, workspace, name).
+    pub fn index(&self, org_id: &str, ws_id: &str, name: &str) -> Option<&IndexDef> {
+        self.index_names
+            .get(&(org_id.to_string(), ws_id.to_string(), name.to_string()))
+            .and_then(|id| self.indexes.get(id))
+    }
+
+    /// An index by id.
+    pub fn index_by_id(&self, id: IndexId) -> Option<&IndexDef> {
+        self.indexes.get(&id)
+    }
+
+    /// Indexes of a table, by id (creation order).
+    pub fn indexes_of(&self, table_id: TableId) -> Vec<&IndexDef> {
+        self.indexes
+            .values()
+            .filter(|i| i.table_id == table_id)
+            .collect()
+    }
+
+    /// The id the next created index gets.
+    pub fn next_index_id(&self) -> IndexId {
+        self.next_index_id
+    }
+
+    /// Whether a table or an index of the workspace is named `name`.
+    pub fn relation_exists(&self, org_id: &str, ws_id: &str, name: &str) -> bool {
+        self.table(org_id, ws_id, name).is_some() || self.index(org_id, ws_id, name).is_some()
+    }
+
+    /// The column sets storage keeps key indexes for, as (column ids, unique): the
+    /// primary key and UNIQUE constraints (unique), then the columns of `exact_text`
+    /// indexes (not unique) that no constraint already covers. Empty for an unknown table.
+    pub fn key_column_sets(&self, table_id: TableId) -> Vec<(Vec<ColumnId>, bool)> {
+        let Some(table) = self.tables.get(&table_id) else {
+            return Vec::new();
+        };
+        let mut sets: Vec<(Vec<ColumnId>, bool)> = Vec::new();
+        for (_, cols) in &table.unique_constraints {
+            if !sets.iter().any(|(c, _)| c == cols) {
+                sets.push((cols.clone(), true));
+            }
+        }
+        for index in self.indexes_of(table_id) {
+            if index.index_type == IndexType::ExactText
+                && !sets.iter().any(|(c, _)| *c == [index.column])
+            {
+                sets.push((vec![index.column], false));
+            }
+        }
+        sets
+    }
+
     /// Applies one op. Returns the ids of tables the op removed, so storage can drop
     /// their data.
     pub fn apply(&mut self, op: &CatalogOp) -> Result<Vec<TableId>> {
@@ -563,7 +705,10 @@ impl Catalog {
             }
             CatalogOp::CreateTable(t) => {
                 let key = (t.org_id.clone(), t.workspace_id.clone(), t.name.clone());
-                if self.tables.contains_key(&t.id) || self.table_names.contains_key(&key) {
+                if self.tables.contains_key(&t.id)
+                    || self.table_names.contains_key(&key)
+                    || self.index_names.contains_key(&key)
+                {
                     return Err(Error::AlreadyExists(format!(
                         "relation \"{}\".\"{}\" already exists",
                         t.workspace_id, t.name
@@ -588,7 +733,9 @@ impl Catalog {
                 );
                 let new_key = (t.org_id.clone(), t.workspace_id.clone(), t.name.clone());
                 if old_key != new_key {
-                    if self.table_names.contains_key(&new_key) {
+                    if self.table_names.contains_key(&new_key)
+                        || self.index_names.contains_key(&new_key)
+                    {
                         return Err(Error::AlreadyExists(format!(
                             "relation \"{}\".\"{}\" already exists",
                             t.workspace_id, t.name
@@ -598,6 +745,16 @@ impl Catalog {
                     self.table_names.insert(new_key, t.id);
                 }
                 self.tables.insert(t.id, t.clone());
+                // An index goes with its column (ALTER TABLE … DROP COLUMN), as in PostgreSQL.
+                let gone: Vec<IndexId> = self
+                    .indexes
+                    .values()
+                    .filter(|i| i.table_id == t.id && t.column_by_id(i.column).is_none())
+                    .map(|i| i.id)
+                    .collect();
+                for id in gone {
+                    self.remove_index(id);
+                }
             }
             CatalogOp::DropTable { table_id } => {
                 let t = self
@@ -609,10 +766,62 @@ impl Catalog {
                     t.workspace_id.clone(),
                     t.name.clone(),
                 ));
+                self.remove_indexes_of(&[*table_id]);
                 return Ok(vec![*table_id]);
+            }
+            CatalogOp::CreateIndex(i) => {
+                let table = self
+                    .tables
+                    .get(&i.table_id)
+                    .ok_or_else(|| missing("table"))?;
+                if table.column_by_id(i.column).is_none() {
+                    return Err(missing("indexed column"));
+                }
+                let key = (
+                    table.org_id.clone(),
+                    table.workspace_id.clone(),
+                    i.name.clone(),
+                );
+                if self.indexes.contains_key(&i.id)
+                    || self.index_names.contains_key(&key)
+                    || self.table_names.contains_key(&key)
+                {
+                    return Err(Error::AlreadyExists(format!(
+                        "relation \"{}\" already exists",
+                        i.name
+                    )));
+                }
+                self.index_names.insert(key, i.id);
+                self.indexes.insert(i.id, i.clone());
+                self.next_index_id = self.next_index_id.max(i.id + 1);
+            }
+            CatalogOp::DropIndex { index_id } => {
+                if !self.indexes.contains_key(index_id) {
+                    return Err(missing("index"));
+                }
+                self.remove_index(*index_id);
             }
         }
         Ok(Vec::new())
+    }
+
+    /// Forgets an index and its name.
+    fn remove_index(&mut self, id: IndexId) {
+        if let Some(i) = self.indexes.remove(&id) {
+            self.index_names.retain(|_, v| *v != i.id);
+        }
+    }
+
+    fn remove_indexes_of(&mut self, tables: &[TableId]) {
+        let gone: Vec<IndexId> = self
+            .indexes
+            .values()
+            .filter(|i| tables.contains(&i.table_id))
+            .map(|i| i.id)
+            .collect();
+        for id in gone {
+            self.remove_index(id);
+        }
     }
 
     fn remove_tables(&mut self, pred: impl Fn(&TableDef) -> bool) -> Vec<TableId> {
@@ -627,6 +836,7 @@ impl Catalog {
                 self.table_names.remove(&(t.org_id, t.workspace_id, t.name));
             }
         }
+        self.remove_indexes_of(&ids);
         ids
     }
 }
@@ -685,6 +895,100 @@ mod tests {
         assert!(c.table("a", "docs", "t").is_none());
         assert_eq!(c.table("b", "docs", "t").map(|t| t.id), Some(2));
         assert_eq!(c.next_table_id(), 3);
+        Ok(())
+    }
+
+    fn index(id: IndexId, table_id: TableId, name: &str, column: ColumnId) -> CatalogOp {
+        CatalogOp::CreateIndex(IndexDef {
+            id,
+            name: name.into(),
+            table_id,
+            column,
+            index_type: IndexType::ExactText,
+            options: BTreeMap::new(),
+            created_at: String::new(),
+        })
+    }
+
+    fn table_with_columns(id: TableId, name: &str) -> TableDef {
+        let col = |id: ColumnId, name: &str| ColumnDef {
+            id,
+            name: name.into(),
+            ty: SqlType::Text,
+            nullable: true,
+            default: None,
+            primary_key: false,
+            unique: false,
+            missing: None,
+            vector_dim: None,
+        };
+        TableDef {
+            columns: vec![col(1, "a"), col(2, "b")],
+            next_column_id: 3,
+            unique_constraints: vec![(format!("{name}_a_key"), vec![1])],
+            ..table(id, "o", "w", name)
+        }
+    }
+
+    #[test]
+    fn indexes_share_the_relation_namespace_and_follow_their_table() -> Result<()> {
+        let mut c = Catalog::new();
+        c.apply(&org("o"))?;
+        c.apply(&ws("o", "w"))?;
+        c.apply(&CatalogOp::CreateTable(table_with_columns(1, "t")))?;
+        c.apply(&index(1, 1, "t_b_idx", 2))?;
+        assert_eq!(c.index("o", "w", "t_b_idx").map(|i| i.column), Some(2));
+        assert_eq!(c.next_index_id(), 2);
+        assert_eq!(
+            c.key_column_sets(1),
+            vec![(vec![1], true), (vec![2], false)]
+        );
+        // Names clash with tables and indexes alike.
+        for clash in [index(2, 1, "t", 1), index(2, 1, "t_b_idx", 1)] {
+            let err = c.apply(&clash).map(|_| ()).unwrap_err().to_string();
+            assert!(err.ends_with("already exists"), "{err}");
+        }
+        assert!(
+            c.apply(&CatalogOp::CreateTable(table(2, "o", "w", "t_b_idx")))
+                .is_err()
+        );
+        // Dropping the indexed column drops the index.
+        let mut narrower = table_with_columns(1, "t");
+        narrower.columns.retain(|col| col.id != 2);
+        c.apply(&CatalogOp::ReplaceTable(narrower))?;
+        assert!(c.index("o", "w", "t_b_idx").is_none());
+        assert_eq!(c.key_column_sets(1), vec![(vec![1], true)]);
+        // Dropping the table drops its indexes; a name is free again afterwards.
+        c.apply(&index(3, 1, "t_a_idx", 1))?;
+        c.apply(&CatalogOp::DropTable { table_id: 1 })?;
+        assert!(c.index("o", "w", "t_a_idx").is_none());
+        assert!(c.indexes_of(1).is_empty());
+        c.apply(&CatalogOp::CreateTable(table(2, "o", "w", "t_a_idx")))?;
+        // So does deleting the workspace.
+        c.apply(&CatalogOp::CreateTable(table_with_columns(3, "u")))?;
+        c.apply(&index(4, 3, "u_idx", 2))?;
+        c.apply(&CatalogOp::DeleteWorkspace {
+            org_id: "o".into(),
+            workspace_id: "w".into(),
+        })?;
+        assert!(c.index_by_id(4).is_none());
+        assert_eq!(c.next_index_id(), 5);
+        Ok(())
+    }
+
+    #[test]
+    fn index_ops_round_trip_as_json() -> Result<(), serde_json::Error> {
+        let op = index(7, 1, "docs_title_idx", 2);
+        let json = serde_json::to_string(&op)?;
+        assert!(json.contains("\"index_type\":\"exact_text\""), "{json}");
+        assert_eq!(serde_json::from_str::<CatalogOp>(&json)?, op);
+        let drop: CatalogOp = serde_json::from_str(r#"{"DropIndex":{"index_id":7}}"#)?;
+        assert_eq!(drop, CatalogOp::DropIndex { index_id: 7 });
+        // Options are optional in the log.
+        let bare: IndexDef = serde_json::from_str(
+            r#"{"id":1,"name":"i","table_id":1,"column":1,"index_type":"exact_text","created_at":""}"#,
+        )?;
+        assert!(bare.options.is_empty());
         Ok(())
     }
 

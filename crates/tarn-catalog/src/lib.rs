@@ -1,5 +1,5 @@
 //! The data model of Tarn: users, API keys, organizations, members, workspaces,
-//! tables and columns, plus the rules their ids follow.
+//! tables, columns and indexes, plus the rules their ids follow.
 //!
 //! This crate does no I/O. [`Catalog`] is a plain in-memory structure changed only
 //! through [`CatalogOp`]s; `tarn-storage` logs every op in the write-ahead log before
@@ -9,8 +9,8 @@ mod catalog;
 mod types;
 
 pub use catalog::{
-    ApiKeyRecord, Catalog, CatalogOp, CatalogSnapshot, ColumnDef, ColumnDefault, MemberRecord,
-    OrgRecord, Role, TableDef, UserRecord, WorkspaceRecord,
+    ApiKeyRecord, Catalog, CatalogOp, CatalogSnapshot, ColumnDef, ColumnDefault, IndexDef,
+    IndexType, MemberRecord, OrgRecord, Role, TableDef, UserRecord, WorkspaceRecord,
 };
 pub use types::SqlType;
 
@@ -18,6 +18,8 @@ pub use types::SqlType;
 pub type TableId = u64;
 /// Internal, immutable id of a column within its table.
 pub type ColumnId = u32;
+/// Internal, immutable id of an index. Names are attributes; ids never change or get reused.
+pub type IndexId = u64;
 
 /// Errors of catalog validation and application.
 #[derive(Debug, thiserror::Error)]

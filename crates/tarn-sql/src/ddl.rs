@@ -1,4 +1,5 @@
-//! CREATE TABLE (and … AS SELECT), DROP TABLE and ALTER TABLE.
+//! CREATE TABLE (and … AS SELECT), DROP TABLE and ALTER TABLE. Indexes are in
+//! `index_ddl.rs`; the catalog drops a table's or a column's indexes with it.
 
 use std::collections::HashMap;
 
@@ -42,7 +43,7 @@ impl Txn<'_> {
     pub(crate) async fn create_table(&mut self, ct: ast::CreateTable) -> Result<StatementResult> {
         self.lock_ddl().await;
         let (ws, name) = self.new_table_name(&ct.name)?;
-        if self.catalog.table(&self.org, &ws, &name).is_some() {
+        if self.catalog.relation_exists(&self.org, &ws, &name) {
             if ct.if_not_exists {
                 return Ok(StatementResult::none(0));
             }
@@ -242,12 +243,23 @@ impl Txn<'_> {
         for name in names {
             let def = match self.resolve(name) {
                 Ok(d) => d,
-                Err(Error::NotFound(_)) if if_exists => continue,
+                Err(Error::NotFound(m)) => {
+                    if let [ws, t] = name_parts(name)?.as_slice()
+                        && self.catalog.index(&self.org, ws, t).is_some()
+                    {
+                        return bad(format!("\"{t}\" is not a table; use DROP INDEX"));
+                    }
+                    if if_exists {
+                        continue;
+                    }
+                    return Err(Error::NotFound(m));
+                }
                 Err(e) => return Err(e),
             };
             if self.lock_table(def.id).await?.is_none() {
                 continue;
             }
+            // Its indexes go with it (the catalog drops them).
             self.catalog_op(CatalogOp::DropTable { table_id: def.id })?;
         }
         Ok(StatementResult::none(0))
@@ -375,8 +387,7 @@ impl Txn<'_> {
                     };
                     if self
                         .catalog
-                        .table(&self.org, &def.workspace_id, &new)
-                        .is_some()
+                        .relation_exists(&self.org, &def.workspace_id, &new)
                     {
                         return Err(Error::Conflict(format!(
                             "relation \"{}\".\"{new}\" already exists",

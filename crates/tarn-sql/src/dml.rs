@@ -1,6 +1,7 @@
-//! INSERT, UPDATE and DELETE. Tarn owns writes: the read side (the rows to change and
-//! their new values) is planned by DataFusion, then Tarn fills defaults, converts and
-//! validates values, checks constraints and records the change for the commit.
+//! INSERT, UPDATE and DELETE (INSERT … ON CONFLICT is in `on_conflict.rs`). Tarn owns
+//! writes: the read side (the rows to change and their new values) is planned by
+//! DataFusion, then Tarn fills defaults, converts and validates values, checks
+//! constraints and records the change for the commit.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -15,8 +16,8 @@ use datafusion::catalog::TableProvider;
 use datafusion::common::ScalarValue;
 use datafusion::datasource::MemTable;
 use datafusion::sql::sqlparser::ast::{
-    self, AssignmentTarget, Expr, FromTable, Query, SelectItem, SetExpr, TableFactor, TableObject,
-    TableWithJoins, UpdateTableFromKind, Value,
+    self, AssignmentTarget, Expr, FromTable, OnInsert, Query, SelectItem, SetExpr, TableFactor,
+    TableObject, TableWithJoins, UpdateTableFromKind, Value,
 };
 use datafusion::sql::sqlparser::parser::Parser;
 use tarn_catalog::{CatalogOp, ColumnDef, ColumnDefault, SqlType, TableDef};
@@ -35,7 +36,7 @@ pub(crate) fn parse_query(sql: &str) -> Result<Query> {
     Ok(*p.parse_query()?)
 }
 
-fn quote_ident(s: &str) -> String {
+pub(crate) fn quote_ident(s: &str) -> String {
     format!("\"{}\"", s.replace('"', "\"\""))
 }
 
@@ -214,10 +215,12 @@ impl Txn<'_> {
         let TableObject::TableName(name) = &ins.table else {
             return bad("INSERT target must be a table");
         };
-        if ins.on.is_some() {
-            return bad("INSERT … ON CONFLICT is not supported yet");
-        }
         let def = self.target(name).await?;
+        let conflict = match &ins.on {
+            None => None,
+            Some(OnInsert::OnConflict(oc)) => Some(self.conflict_plan(&def, oc)?),
+            Some(_) => return bad("ON DUPLICATE KEY UPDATE is not supported; use ON CONFLICT"),
+        };
         let targets: Vec<usize> = if ins.columns.is_empty() {
             (0..def.columns.len()).collect()
         } else {
@@ -243,16 +246,21 @@ impl Txn<'_> {
         } else {
             targets
         };
-        let rows = self.write_rows(&def, &targets, arrays, n).await?;
+        let relation = match &ins.table_alias {
+            Some(a) => format!("{name} AS {}", a.alias),
+            None => name.to_string(),
+        };
+        let rows = match &conflict {
+            None => self.write_rows(&def, &targets, arrays, n).await?,
+            Some(plan) => {
+                let qual = qualifier(name, ins.table_alias.as_ref().map(|a| &a.alias));
+                self.insert_on_conflict(&def, plan, &relation, &qual, &targets, arrays, n)
+                    .await?
+            }
+        };
         let affected = rows.num_rows() as u64;
         match &ins.returning {
-            Some(items) => {
-                let relation = match &ins.table_alias {
-                    Some(a) => format!("{name} AS {}", a.alias),
-                    None => name.to_string(),
-                };
-                self.returning(&def, &relation, items, rows, affected).await
-            }
+            Some(items) => self.returning(&def, &relation, items, rows, affected).await,
             None => Ok(StatementResult::none(affected)),
         }
     }
@@ -334,6 +342,21 @@ impl Txn<'_> {
         arrays: Vec<ArrayRef>,
         n: usize,
     ) -> Result<RecordBatch> {
+        let (def, stored, dims_changed) = self.prepare_rows(def, targets, arrays, n).await?;
+        self.store_rows(def, stored, n, dims_changed)
+    }
+
+    /// The first half of [`Txn::write_rows`]: fills defaults (advancing sequences) and
+    /// converts and validates every value (NOT NULL, types, vectors). Returns `def` with
+    /// the vector dimensions these rows would fix, one stored array per column, and
+    /// whether a dimension changed.
+    pub(crate) async fn prepare_rows(
+        &mut self,
+        def: &TableDef,
+        targets: &[usize],
+        arrays: Vec<ArrayRef>,
+        n: usize,
+    ) -> Result<(TableDef, Vec<ArrayRef>, bool)> {
         let mut def = def.clone();
         let mut stored: Vec<ArrayRef> = Vec::with_capacity(def.columns.len());
         let mut dims_changed = false;
@@ -350,6 +373,18 @@ impl Txn<'_> {
             }
             stored.push(coerced.array);
         }
+        Ok((def, stored, dims_changed))
+    }
+
+    /// The second half of [`Txn::write_rows`]: checks unique constraints and records
+    /// the insert of prepared rows.
+    fn store_rows(
+        &mut self,
+        def: TableDef,
+        stored: Vec<ArrayRef>,
+        n: usize,
+        dims_changed: bool,
+    ) -> Result<RecordBatch> {
         if n == 0 {
             return Ok(RecordBatch::new_empty(table_schema(&def, false)));
         }
@@ -509,8 +544,10 @@ impl Txn<'_> {
             .ok_or_else(|| Error::Internal("read of an unlocked table".into()))?;
         // The key index answers `WHERE key = …` while this transaction has not written
         // the table yet (the scan checks that its snapshot is the published one).
-        let provider: Arc<dyn TableProvider> =
-            Arc::new(EngineTable::new(def.clone(), version, true).with_store(store));
+        let provider: Arc<dyn TableProvider> = Arc::new(
+            EngineTable::new(def.clone(), version, true)
+                .with_store(store, tarn_storage::key_specs(&self.catalog, def.id)),
+        );
         let overrides = HashMap::from([((def.workspace_id.clone(), def.name.clone()), provider)]);
         let q = parse_query(select_sql)?;
         let (_, schema, batches) = self.run_query(&q, overrides).await?;
@@ -544,7 +581,7 @@ impl Txn<'_> {
         Ok((row_ids, columns, n))
     }
 
-    fn delete_rows(&mut self, def: &TableDef, row_ids: &[u64]) -> Result<()> {
+    pub(crate) fn delete_rows(&mut self, def: &TableDef, row_ids: &[u64]) -> Result<()> {
         if row_ids.is_empty() {
             return Ok(());
         }
@@ -675,7 +712,8 @@ impl Txn<'_> {
     }
 }
 
-fn nullable(col: &ColumnDef) -> ColumnDef {
+/// `col` with NULLs allowed: for converting values before NOT NULL applies.
+pub(crate) fn nullable(col: &ColumnDef) -> ColumnDef {
     let mut c = col.clone();
     c.nullable = true;
     c

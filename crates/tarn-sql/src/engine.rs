@@ -305,7 +305,12 @@ impl SqlEngine {
         ws: &str,
         v: &ast::VacuumStatement,
     ) -> Result<StatementResult> {
-        if v.full || v.sort_only || v.delete_only || v.reindex || v.recluster || v.boost
+        if v.full
+            || v.sort_only
+            || v.delete_only
+            || v.reindex
+            || v.recluster
+            || v.boost
             || v.threshold.is_some()
         {
             return bad("VACUUM takes no options here: VACUUM \"ws\".\"table\"");
@@ -558,10 +563,16 @@ impl<'e> Txn<'e> {
         (SessionContext::new_with_state(state.clone()), state)
     }
 
-    /// Checks every relation a statement reads: schema-qualified and existing, or a CTE.
-    pub fn check_relations(&self, stmt: &Statement) -> Result<()> {
+    /// Checks every relation a statement reads: schema-qualified and existing, or a CTE,
+    /// or one of the statement's `overrides`.
+    pub fn check_relations(
+        &self,
+        stmt: &Statement,
+        overrides: &HashMap<(String, String), Arc<dyn TableProvider>>,
+    ) -> Result<()> {
         struct Check<'a, 'e> {
             txn: &'a Txn<'e>,
+            overrides: &'a HashMap<(String, String), Arc<dyn TableProvider>>,
             ctes: Vec<String>,
             err: Option<Error>,
         }
@@ -589,6 +600,11 @@ impl<'e> Txn<'e> {
                     if parts.len() == 1 && self.ctes.contains(&parts[0]) {
                         return ControlFlow::Continue(());
                     }
+                    if let [ws, t] = parts.as_slice()
+                        && self.overrides.contains_key(&(ws.clone(), t.clone()))
+                    {
+                        return ControlFlow::Continue(());
+                    }
                     if let Err(e) = self.txn.resolve(name) {
                         self.err = Some(e);
                         return ControlFlow::Break(());
@@ -599,6 +615,7 @@ impl<'e> Txn<'e> {
         }
         let mut check = Check {
             txn: self,
+            overrides,
             ctes: vec![],
             err: None,
         };
@@ -616,7 +633,7 @@ impl<'e> Txn<'e> {
         overrides: HashMap<(String, String), Arc<dyn TableProvider>>,
     ) -> Result<(Vec<String>, SchemaRef, Vec<RecordBatch>)> {
         let stmt = Statement::Query(Box::new(query.clone()));
-        self.check_relations(&stmt)?;
+        self.check_relations(&stmt, &overrides)?;
         let (ctx, state) = self.context(self.view(overrides));
         let plan = state
             .statement_to_plan(datafusion::sql::parser::Statement::Statement(Box::new(
@@ -675,11 +692,13 @@ impl<'e> Txn<'e> {
             | Statement::Rollback { .. } => {
                 bad("each statement is atomic; use query_batch for several")
             }
-            Statement::CreateIndex(_)
-            | Statement::Drop {
+            Statement::CreateIndex(ci) => Box::pin(self.create_index(ci)).await,
+            Statement::Drop {
                 object_type: ast::ObjectType::Index,
+                if_exists,
+                names,
                 ..
-            } => bad("CREATE INDEX and DROP INDEX are not supported yet"),
+            } => Box::pin(self.drop_indexes(&names, if_exists)).await,
             other => bad(format!(
                 "statement not supported: {}",
                 first_words(&other.to_string())
@@ -688,7 +707,7 @@ impl<'e> Txn<'e> {
     }
 
     async fn run_explain(&self, stmt: Statement) -> Result<StatementResult> {
-        self.check_relations(&stmt)?;
+        self.check_relations(&stmt, &HashMap::new())?;
         let (ctx, state) = self.context(self.view(HashMap::new()));
         let plan = state
             .statement_to_plan(datafusion::sql::parser::Statement::Statement(Box::new(

@@ -79,6 +79,12 @@ fn from_datafusion(e: DataFusionError) -> Error {
                 SchemaError::FieldNotFound { field, .. } => {
                     Error::NotFound(format!("column \"{}\" does not exist", field.name()))
                 }
+                SchemaError::AmbiguousReference { field } if field.relation.is_none() => {
+                    Error::BadRequest(format!(
+                        "column reference \"{}\" is ambiguous",
+                        field.name()
+                    ))
+                }
                 _ => Error::BadRequest(clean_message(&e.to_string())),
             }
         }

@@ -19,10 +19,10 @@ use datafusion::sql::sqlparser::ast::{
 use tarn_catalog::{ColumnDef, SqlType};
 use tarn_storage::key_specs;
 
+use crate::Result;
 use crate::engine::{SqlEngine, StatementResult, name_parts, normalize};
 use crate::provider::key_rows;
 use crate::types::column_field;
-use crate::Result;
 
 /// A column reference's parts (`col`, `t.col`), normalized.
 fn column_ref(e: &Expr) -> Option<Vec<String>> {
@@ -72,7 +72,11 @@ fn key_literal(e: &Expr, col: &ColumnDef) -> Option<ArrayRef> {
 
 impl SqlEngine {
     /// Answers `stmt` through a key index if it is a key lookup (see the module docs).
-    pub(crate) fn try_key_lookup(&self, org: &str, stmt: &Statement) -> Result<Option<StatementResult>> {
+    pub(crate) fn try_key_lookup(
+        &self,
+        org: &str,
+        stmt: &Statement,
+    ) -> Result<Option<StatementResult>> {
         let Statement::Query(q) = stmt else {
             return Ok(None);
         };
@@ -91,7 +95,8 @@ impl SqlEngine {
         let SetExpr::Select(sel) = q.body.as_ref() else {
             return Ok(None);
         };
-        let plain_group_by = matches!(&sel.group_by, GroupByExpr::Expressions(e, m) if e.is_empty() && m.is_empty());
+        let plain_group_by =
+            matches!(&sel.group_by, GroupByExpr::Expressions(e, m) if e.is_empty() && m.is_empty());
         if sel.distinct.is_some()
             || sel.top.is_some()
             || sel.into.is_some()
@@ -166,7 +171,12 @@ impl SqlEngine {
                         && opts.opt_rename.is_none()
                         && opts.opt_ilike.is_none() =>
                 {
-                    outputs.extend(def.columns.iter().enumerate().map(|(i, c)| (i, c.name.clone())));
+                    outputs.extend(
+                        def.columns
+                            .iter()
+                            .enumerate()
+                            .map(|(i, c)| (i, c.name.clone())),
+                    );
                 }
                 SelectItem::UnnamedExpr(e) => {
                     let Some(i) = column(e) else {
@@ -219,9 +229,10 @@ impl SqlEngine {
             }
         }
         let ids: Vec<u32> = equalities.iter().map(|(c, _)| def.columns[*c].id).collect();
-        let Some(spec) = key_specs(def).into_iter().find(|s| {
-            s.columns.len() == ids.len() && s.columns.iter().all(|c| ids.contains(c))
-        }) else {
+        let Some(spec) = key_specs(&catalog, def.id)
+            .into_iter()
+            .find(|s| s.columns.len() == ids.len() && s.columns.iter().all(|c| ids.contains(c)))
+        else {
             return Ok(None);
         };
         let mut arrays = Vec::with_capacity(spec.columns.len());

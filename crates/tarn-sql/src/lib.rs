@@ -4,8 +4,8 @@
 //!
 //! A statement is parsed with [`EngineDialect`], its `$n` parameters are bound as
 //! literals, and then it is routed: SELECT and EXPLAIN go to DataFusion with Tarn's
-//! catalog (catalog = organization, schema = workspace); CREATE/DROP/ALTER TABLE and
-//! INSERT/UPDATE/DELETE are executed by Tarn, which plans only their read side with
+//! catalog (catalog = organization, schema = workspace); CREATE/DROP/ALTER TABLE,
+//! CREATE/DROP INDEX and INSERT/UPDATE/DELETE are executed by Tarn, which plans only their read side with
 //! DataFusion. Every statement (or batch) writes through one transaction that is logged
 //! as one WAL record.
 
@@ -15,11 +15,13 @@ mod dialect;
 mod dml;
 mod encode;
 mod engine;
-mod fast;
 mod error;
+mod fast;
 mod functions;
+mod index_ddl;
 mod jsonb;
 mod names;
+mod on_conflict;
 mod overflow;
 mod params;
 mod provider;

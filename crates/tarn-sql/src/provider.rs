@@ -26,7 +26,7 @@ use datafusion::physical_plan::ExecutionPlan;
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::streaming::{PartitionStream, StreamingTableExec};
 use tarn_catalog::{Catalog, ColumnDef, TableDef, TableId};
-use tarn_storage::{Chunk, Database, SegmentRef, TableStore, TableVersion, key_specs};
+use tarn_storage::{Chunk, Database, KeySpec, SegmentRef, TableStore, TableVersion, key_specs};
 
 use crate::types::column_field;
 use crate::values::json_to_array;
@@ -67,7 +67,8 @@ impl ReadView {
             .then(|| self.db.table(def.id))
             .flatten();
         Some(Arc::new(
-            EngineTable::new(def.clone(), version, with_rowid).with_store(store),
+            EngineTable::new(def.clone(), version, with_rowid)
+                .with_store(store, key_specs(&self.catalog, def.id)),
         ))
     }
 }
@@ -144,6 +145,8 @@ pub struct EngineTable {
     schema: SchemaRef,
     /// The table's store, for key lookups (`None`: always scan).
     store: Option<Arc<TableStore>>,
+    /// The table's key indexes.
+    keys: Vec<KeySpec>,
 }
 
 impl fmt::Debug for EngineTable {
@@ -423,13 +426,15 @@ impl EngineTable {
             version,
             schema,
             store: None,
+            keys: Vec::new(),
         }
     }
 
     /// Lets the scan answer key equalities through the table's key indexes (only while
     /// `version` is the store's published version).
-    pub fn with_store(mut self, store: Option<Arc<TableStore>>) -> Self {
+    pub fn with_store(mut self, store: Option<Arc<TableStore>>, keys: Vec<KeySpec>) -> Self {
         self.store = store;
+        self.keys = keys;
         self
     }
 
@@ -441,7 +446,7 @@ impl EngineTable {
         if eq.is_empty() {
             return None;
         }
-        for spec in key_specs(&self.def) {
+        for spec in &self.keys {
             let mut arrays = Vec::with_capacity(spec.columns.len());
             for id in &spec.columns {
                 let col = self.def.columns.iter().find(|c| c.id == *id)?;

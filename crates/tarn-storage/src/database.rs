@@ -23,7 +23,7 @@ use datafusion::arrow::array::{RecordBatch, UInt64Array};
 use datafusion::arrow::compute::concat_batches;
 use parking_lot::{Condvar, Mutex, RwLock};
 use roaring::RoaringBitmap;
-use tarn_catalog::{Catalog, CatalogOp, TableDef, TableId};
+use tarn_catalog::{Catalog, CatalogOp, TableId};
 
 use crate::backend::{FileBackend, StdBackend};
 use crate::manifest::{Manifest, SegmentEntry, TableEntry};
@@ -138,23 +138,14 @@ fn lock_dir(dir: &Path) -> Result<File> {
     }
 }
 
-/// The key indexes segments of table `def` carry: PRIMARY KEY and UNIQUE constraints.
-pub fn key_specs(def: &TableDef) -> Vec<KeySpec> {
-    let mut specs: Vec<KeySpec> = Vec::new();
-    let mut push = |columns: Vec<u32>, unique: bool| {
-        if !specs.iter().any(|s| s.columns == columns) {
-            specs.push(KeySpec { columns, unique });
-        }
-    };
-    for (_, cols) in &def.unique_constraints {
-        push(cols.clone(), true);
-    }
-    for c in &def.columns {
-        if c.primary_key || c.unique {
-            push(vec![c.id], true);
-        }
-    }
-    specs
+/// The key indexes segments of table `table` carry: PRIMARY KEY and UNIQUE constraints
+/// (unique) and `exact_text` indexes (not unique).
+pub fn key_specs(catalog: &Catalog, table: TableId) -> Vec<KeySpec> {
+    catalog
+        .key_column_sets(table)
+        .into_iter()
+        .map(|(columns, unique)| KeySpec { columns, unique })
+        .collect()
 }
 
 impl Database {
@@ -457,12 +448,7 @@ impl Inner {
         schema: &datafusion::arrow::datatypes::SchemaRef,
         blocks: impl IntoIterator<Item = Result<(UInt64Array, RecordBatch)>>,
     ) -> Result<Arc<Segment>> {
-        let specs = self
-            .catalog
-            .read()
-            .table_by_id(table)
-            .map(key_specs)
-            .unwrap_or_default();
+        let specs = key_specs(&self.catalog.read(), table);
         let specs: Vec<KeySpec> = specs
             .into_iter()
             .filter(|s| {
@@ -1020,7 +1006,8 @@ mod tests {
     }
 
     fn store(db: &Database) -> Result<Arc<TableStore>> {
-        db.table(1).ok_or_else(|| Error::Internal("no table".into()))
+        db.table(1)
+            .ok_or_else(|| Error::Internal("no table".into()))
     }
 
     fn values(db: &Database) -> Result<Vec<i64>> {
@@ -1096,7 +1083,10 @@ mod tests {
             .collect();
         assert_eq!(values(&db)?, expected);
         assert_eq!(store(&db)?.snapshot().row_count(), expected.len() as u64);
-        assert_eq!(store(&db)?.key_matches(&[1], &key(200_005))?, vec![Some(200_005)]);
+        assert_eq!(
+            store(&db)?.key_matches(&[1], &key(200_005))?,
+            vec![Some(200_005)]
+        );
         assert_eq!(store(&db)?.key_matches(&[1], &key(1))?, vec![None]);
         Ok(())
     }
@@ -1163,9 +1153,9 @@ mod tests {
         let st = store(&db)?;
         let snap = st.snapshot();
         let run: Vec<SegmentRef> = snap.segments().to_vec();
-        let new = db
-            .inner
-            .write_segment(1, run[0].segment().schema(), LiveBlocks::new(run.clone()))?;
+        let new =
+            db.inner
+                .write_segment(1, run[0].segment().schema(), LiveBlocks::new(run.clone()))?;
         // …while a writer deletes more rows.
         db.commit(vec![Op::Delete {
             table: 1,
@@ -1220,7 +1210,10 @@ mod tests {
         m[mid] ^= 0x01;
         std::fs::write(&manifest, &m).map_err(|e| Error::io(&manifest, e))?;
         let err = Database::open(dir.path(), quiet()).unwrap_err().to_string();
-        assert!(err.contains("corruption") && err.contains("MANIFEST"), "{err}");
+        assert!(
+            err.contains("corruption") && err.contains("MANIFEST"),
+            "{err}"
+        );
         Ok(())
     }
 

@@ -726,6 +726,19 @@ impl Session {
                 .collect(),
             row_count: snapshot.as_ref().map_or(0, |s| s.row_count()),
             size_mb: snapshot.map_or(0.0, |s| s.size_bytes() as f64 / (1024.0 * 1024.0)),
+            indexes: catalog
+                .indexes_of(def.id)
+                .into_iter()
+                .map(|i| IndexInfo {
+                    name: i.name.clone(),
+                    column: def
+                        .column_by_id(i.column)
+                        .map(|c| c.name.clone())
+                        .unwrap_or_default(),
+                    index_type: i.index_type.as_str().to_string(),
+                    options: i.options.clone(),
+                })
+                .collect(),
         })
     }
 

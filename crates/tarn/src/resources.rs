@@ -141,6 +141,19 @@ pub struct ColumnInfo {
     pub default: Option<String>,
 }
 
+/// An index in table details.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct IndexInfo {
+    /// Index name.
+    pub name: String,
+    /// Indexed column.
+    pub column: String,
+    /// `exact_text`, `hnsw`, `maxsim` or `bm25`.
+    pub index_type: String,
+    /// `WITH (…)` options other than `index_type`.
+    pub options: std::collections::BTreeMap<String, String>,
+}
+
 /// `GET …/tables/{t}`.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct TableDetails {
@@ -152,6 +165,9 @@ pub struct TableDetails {
     pub row_count: u64,
     /// Size in megabytes (MiB).
     pub size_mb: f64,
+    /// The table's `engine_index` indexes, oldest first (a Tarn addition to the
+    /// service's body).
+    pub indexes: Vec<IndexInfo>,
 }
 
 /// Result of `query` (SPEC §4.9).
