@@ -13,6 +13,7 @@ use datafusion::arrow::row::{RowConverter, SortField};
 use datafusion::catalog::{CatalogProviderList, MemoryCatalogProviderList, TableProvider};
 use datafusion::execution::SessionStateBuilder;
 use datafusion::execution::context::SessionState;
+use datafusion::execution::memory_pool::{FairSpillPool, TrackConsumersPool};
 use datafusion::execution::runtime_env::RuntimeEnvBuilder;
 use datafusion::prelude::{SessionConfig, SessionContext};
 use datafusion::sql::sqlparser::ast::{
@@ -149,8 +150,14 @@ impl SqlEngine {
         opts.sql_parser.dialect = datafusion::config::Dialect::PostgreSQL;
         opts.sql_parser.map_string_types_to_utf8view = false;
         opts.sql_parser.enable_ident_normalization = true;
+        // A fair spill pool: sorts, aggregations and joins that can spill share the
+        // budget and spill to temporary files instead of failing when it runs out.
+        let pool = TrackConsumersPool::new(
+            FairSpillPool::new(limits.query_memory),
+            std::num::NonZeroUsize::new(5).unwrap_or(std::num::NonZeroUsize::MIN),
+        );
         let runtime = RuntimeEnvBuilder::new()
-            .with_memory_limit(limits.query_memory, 1.0)
+            .with_memory_pool(Arc::new(pool))
             .build_arc()?;
         let mut state = SessionStateBuilder::new()
             .with_config(config)

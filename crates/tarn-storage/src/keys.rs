@@ -104,26 +104,80 @@ pub fn encode_keys(arrays: &[ArrayRef]) -> Result<Vec<Option<Vec<u8>>>> {
     Ok(out)
 }
 
-/// Builds a key section from `(key, row id)` pairs.
-pub fn build_section(mut entries: Vec<(Vec<u8>, u64)>) -> Vec<u8> {
-    entries.sort_unstable();
-    let n = entries.len();
-    let key_bytes: usize = entries.iter().map(|(k, _)| k.len()).sum();
-    let mut out = Vec::with_capacity(8 + (n + 1) * 8 + n * 8 + key_bytes);
-    out.extend_from_slice(&(n as u64).to_le_bytes());
-    let mut off = 0u64;
-    out.extend_from_slice(&off.to_le_bytes());
-    for (k, _) in &entries {
-        off += k.len() as u64;
+/// Collects `(key, row id)` pairs in one byte arena (no allocation per key, so building
+/// the section of a million-row segment stays a few compact buffers) and writes them as
+/// a sorted key section.
+#[derive(Debug, Default)]
+pub struct KeyBuilder {
+    arena: Vec<u8>,
+    /// (offset in arena, length, row id)
+    entries: Vec<(usize, u32, u64)>,
+}
+
+impl KeyBuilder {
+    /// Adds the keys of `arrays` (one per key column) for rows `row_ids`; rows with a
+    /// NULL key part are skipped.
+    pub fn add(&mut self, arrays: &[ArrayRef], row_ids: &[u64]) -> Result<()> {
+        for (i, &row) in row_ids.iter().enumerate() {
+            let start = self.arena.len();
+            let mut null = false;
+            for a in arrays {
+                if !encode_value(a.as_ref(), i, &mut self.arena)? {
+                    null = true;
+                    break;
+                }
+            }
+            if null {
+                self.arena.truncate(start);
+            } else {
+                self.entries
+                    .push((start, (self.arena.len() - start) as u32, row));
+            }
+        }
+        Ok(())
+    }
+
+    /// Adds one encoded key.
+    #[cfg(test)]
+    pub fn push(&mut self, key: &[u8], row: u64) {
+        let start = self.arena.len();
+        self.arena.extend_from_slice(key);
+        self.entries.push((start, key.len() as u32, row));
+    }
+
+    /// The sorted key section.
+    pub fn finish(mut self) -> Vec<u8> {
+        let arena = &self.arena;
+        let key = |e: &(usize, u32, u64)| &arena[e.0..e.0 + e.1 as usize];
+        self.entries
+            .sort_unstable_by(|a, b| key(a).cmp(key(b)).then(a.2.cmp(&b.2)));
+        let n = self.entries.len();
+        let mut out = Vec::with_capacity(16 + n * 16 + arena.len());
+        out.extend_from_slice(&(n as u64).to_le_bytes());
+        let mut off = 0u64;
         out.extend_from_slice(&off.to_le_bytes());
+        for e in &self.entries {
+            off += e.1 as u64;
+            out.extend_from_slice(&off.to_le_bytes());
+        }
+        for e in &self.entries {
+            out.extend_from_slice(&e.2.to_le_bytes());
+        }
+        for e in &self.entries {
+            out.extend_from_slice(key(e));
+        }
+        out
     }
-    for (_, r) in &entries {
-        out.extend_from_slice(&r.to_le_bytes());
+}
+
+/// Builds a key section from `(key, row id)` pairs.
+#[cfg(test)]
+pub fn build_section(entries: Vec<(Vec<u8>, u64)>) -> Vec<u8> {
+    let mut b = KeyBuilder::default();
+    for (k, r) in &entries {
+        b.push(k, *r);
     }
-    for (k, _) in &entries {
-        out.extend_from_slice(k);
-    }
-    out
+    b.finish()
 }
 
 /// A read-only view of a key section.

@@ -6,12 +6,10 @@ use std::fs::File;
 use std::io;
 use std::path::Path;
 
-use datafusion::arrow::buffer::Buffer;
-
-/// Maps the whole of `path` read-only and returns it as an Arrow buffer that keeps the
-/// mapping alive: arrays decoded from it point straight into the page cache (zero copy,
-/// and not anonymous memory).
-pub fn map(path: &Path) -> io::Result<Buffer> {
+/// Maps the whole of `path` read-only and returns it as shared bytes that keep the
+/// mapping alive: arrays decoded from slices of it point straight into the page cache
+/// (zero copy, and not anonymous memory).
+pub fn map(path: &Path) -> io::Result<bytes::Bytes> {
     let file = File::open(path)?;
     // SAFETY: a mapped file must not change underneath the mapping. Segment files are
     // written completely, fsynced and renamed into place before they are mapped, and Tarn
@@ -19,5 +17,5 @@ pub fn map(path: &Path) -> io::Result<Buffer> {
     // keeps existing mappings valid). The database directory is locked against other
     // Tarn processes. Every block is checksummed before its bytes are used as data.
     let mmap = unsafe { memmap2::Mmap::map(&file)? };
-    Ok(Buffer::from(bytes::Bytes::from_owner(mmap)))
+    Ok(bytes::Bytes::from_owner(mmap))
 }

@@ -46,8 +46,9 @@ use crate::{Error, Result};
 pub const SEGMENT_FORMAT_VERSION: u32 = 1;
 const MAGIC: &[u8; 8] = b"TARNSEG\0";
 const TAIL_LEN: usize = 20;
-/// Rows per block of a segment file.
-pub const BLOCK_ROWS: usize = 64 * 1024;
+/// Rows per block of a segment file: DataFusion's batch size, so a scan hands out whole
+/// blocks (slices would be accounted at their block's full size).
+pub const BLOCK_ROWS: usize = 8192;
 const ROW_ID_FIELD: &str = "row_id";
 
 /// Segment ids are unique within a database and never reused.
@@ -111,7 +112,9 @@ pub struct BlockSlot {
 
 struct FileSource {
     path: PathBuf,
-    buf: Buffer,
+    /// The mapped file. Blocks are decoded from slices of it, each its own Arrow buffer,
+    /// so memory accounting (DataFusion's pool) sees a block's size, not the file's.
+    buf: bytes::Bytes,
     decoder: FileDecoder,
     keys: Vec<(KeySpec, Section, OnceLock<()>)>,
 }
@@ -269,13 +272,13 @@ impl Segment {
         {
             return Err(self.corrupt(format!("block {i} lies outside the file")));
         }
-        let bytes = &file.buf.as_slice()[start..start + len];
-        if crc32fast::hash(bytes) != slot.crc {
+        let bytes = file.buf.slice(start..start + len);
+        if crc32fast::hash(&bytes) != slot.crc {
             return Err(self.corrupt(format!("block {i} fails its checksum")));
         }
         let batch = file
             .decoder
-            .read_record_batch(block, &file.buf.slice_with_length(start, len))
+            .read_record_batch(block, &Buffer::from(bytes))
             .map_err(|e| self.corrupt(format!("block {i}: {e}")))?
             .ok_or_else(|| self.corrupt(format!("block {i} is empty")))?;
         let row_ids = batch
@@ -349,8 +352,8 @@ impl Segment {
         Ok(KeySection::parse(&built)?.lookup(key))
     }
 
-    fn key_entries(&self, columns: &[ColumnId]) -> Result<Vec<(Vec<u8>, u64)>> {
-        let mut entries = Vec::new();
+    fn build_key_section(&self, columns: &[ColumnId]) -> Result<Vec<u8>> {
+        let mut b = keys::KeyBuilder::default();
         for i in 0..self.blocks.len() {
             let chunk = self.block(i)?;
             let Some(arrays) = columns
@@ -360,20 +363,9 @@ impl Segment {
             else {
                 continue;
             };
-            for (k, &r) in keys::encode_keys(&arrays)?
-                .into_iter()
-                .zip(chunk.row_ids().values().iter())
-            {
-                if let Some(k) = k {
-                    entries.push((k, r));
-                }
-            }
+            b.add(&arrays, chunk.row_ids().values())?;
         }
-        Ok(entries)
-    }
-
-    fn build_key_section(&self, columns: &[ColumnId]) -> Result<Vec<u8>> {
-        Ok(keys::build_section(self.key_entries(columns)?))
+        Ok(b.finish())
     }
 
     /// Verifies every block and section checksum (compaction reads everything anyway).
@@ -401,7 +393,7 @@ impl Segment {
             message,
         };
         let buf = crate::mmap::map(path).map_err(|e| Error::io(path, e))?;
-        let b = buf.as_slice();
+        let b: &[u8] = &buf;
         if b.len() < TAIL_LEN || &b[b.len() - 8..] != MAGIC {
             return Err(corrupt("not a Tarn segment (bad tail)".into()));
         }
@@ -512,7 +504,7 @@ impl Segment {
 fn section_bytes<'a>(file: &'a FileSource, s: &Section) -> Option<&'a [u8]> {
     let start = usize::try_from(s.offset).ok()?;
     let end = start.checked_add(usize::try_from(s.len).ok()?)?;
-    file.buf.as_slice().get(start..end)
+    file.buf.get(start..end)
 }
 
 fn read_stats(file: &FileSource, sec: &Section) -> Result<Stats> {
@@ -674,7 +666,8 @@ fn write_into(
     let mut metas = Vec::new();
     let mut rows = 0u64;
     let mut accs = stats_accumulators(schema);
-    let mut key_entries: Vec<Vec<(Vec<u8>, u64)>> = vec![Vec::new(); keys.len()];
+    let mut key_entries: Vec<keys::KeyBuilder> =
+        keys.iter().map(|_| keys::KeyBuilder::default()).collect();
     for block in blocks {
         let (row_ids, batch) = block?;
         if batch.num_rows() == 0 {
@@ -704,14 +697,7 @@ fn write_into(
                         .ok_or_else(|| Error::Internal(format!("key column {c} missing")))
                 })
                 .collect::<Result<Vec<ArrayRef>>>()?;
-            for (k, &r) in keys::encode_keys(&arrays)?
-                .into_iter()
-                .zip(row_ids.values().iter())
-            {
-                if let Some(k) = k {
-                    entries.push((k, r));
-                }
-            }
+            entries.add(&arrays, row_ids.values())?;
         }
         let mut columns: Vec<ArrayRef> = vec![Arc::new(row_ids.clone())];
         columns.extend(batch.columns().iter().cloned());
@@ -756,7 +742,7 @@ fn write_into(
     };
     let mut key_sections = Vec::with_capacity(keys.len());
     for (spec, entries) in keys.iter().zip(key_entries) {
-        let bytes = keys::build_section(entries);
+        let bytes = entries.finish();
         key_sections.push((spec.clone(), out.section(&bytes)?));
     }
     let trailer = Trailer {

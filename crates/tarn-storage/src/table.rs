@@ -16,8 +16,9 @@ use crate::keys;
 use crate::segment::{KeySpec, Segment};
 use crate::{Error, Result};
 
-/// Rows per in-memory segment beyond which appends start a new one instead of merging.
-const CHUNK_TARGET_ROWS: usize = 64 * 1024;
+/// Rows per in-memory segment beyond which appends start a new one instead of merging
+/// (a scan hands out whole segments as batches, like sealed blocks).
+const CHUNK_TARGET_ROWS: usize = crate::segment::BLOCK_ROWS;
 
 /// Name of the Arrow field that stores column `id` (stored data never uses names).
 pub fn column_field_name(id: ColumnId) -> String {

@@ -1,0 +1,158 @@
+//! Bounded memory (its own test binary, so no other test shares the process): a table
+//! several times the memtable is written and read — a full scan, an aggregate and a
+//! sort that must spill — while anonymous resident memory (`RssAnon`; pages of mapped
+//! segment files don't count) stays far below the table's size.
+
+use std::sync::Arc;
+
+use serde_json::json;
+use tarn::arrow::array::{Float64Array, Int64Array, RecordBatch, StringArray};
+use tarn::arrow::datatypes::{DataType, Field, Schema};
+use tarn::{Options, SyncMode, Tarn};
+
+type TestResult = Result<(), Box<dyn std::error::Error>>;
+
+/// Anonymous resident memory of this process in bytes (Linux), if known.
+fn rss_anon() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("RssAnon:"))?;
+    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb * 1024)
+}
+
+const ROWS: i64 = 2_000_000;
+const QUERY_MEMORY: usize = 128 << 20;
+const BATCH: i64 = 50_000;
+
+fn batch(from: i64, to: i64) -> Result<RecordBatch, Box<dyn std::error::Error>> {
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("id", DataType::Int64, false),
+        Field::new("body", DataType::Utf8, true),
+        Field::new("x", DataType::Float64, true),
+    ]));
+    let ids: Vec<i64> = (from..to).collect();
+    // ~150 bytes of text per row, in a shuffled order so a sort has work to do.
+    let body: Vec<String> = ids
+        .iter()
+        .map(|i| {
+            let k = i.wrapping_mul(2_654_435_761) % 1_000_003;
+            format!(
+                "{k:07} {}",
+                "the quick brown fox jumps over the lazy dog ".repeat(3)
+            )
+        })
+        .collect();
+    let x: Vec<f64> = ids.iter().map(|i| (*i % 1000) as f64).collect();
+    Ok(RecordBatch::try_new(
+        schema,
+        vec![
+            Arc::new(Int64Array::from(ids)),
+            Arc::new(StringArray::from(body)),
+            Arc::new(Float64Array::from(x)),
+        ],
+    )?)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rss_anon_stays_bounded_for_a_table_many_times_the_memtable() -> TestResult {
+    let Some(base) = rss_anon() else {
+        return Ok(()); // not Linux: nothing to measure
+    };
+    let dir = tempfile::tempdir()?;
+    let tarn = Tarn::open_with(
+        dir.path(),
+        Options::new()
+            .sync(SyncMode::Process)
+            .memtable_bytes(8 << 20)
+            .query_memory(QUERY_MEMORY),
+    )
+    .await?;
+    let user = tarn.create_user("m@example.com", "M").await?;
+    let key = tarn.create_api_key(&user.id, "k").await?;
+    let s = tarn.connect(&key.secret).await?;
+    s.create_organization("o", "O").await?;
+    let s = s.with_org("o");
+    s.create_workspace("ws", "W").await?;
+    s.query(
+        "ws",
+        r#"CREATE TABLE "ws"."big" (id INT8 PRIMARY KEY, body TEXT, x FLOAT8) USING engine"#,
+        &[],
+    )
+    .await?;
+    let mut peak = 0u64;
+    let sample = |peak: &mut u64| {
+        if let Some(r) = rss_anon() {
+            *peak = (*peak).max(r.saturating_sub(base));
+        }
+    };
+    let mut from = 0;
+    let mut first_half = 0;
+    while from < ROWS {
+        s.insert_arrow("ws", "big", &[batch(from, from + BATCH)?])
+            .await?;
+        from += BATCH;
+        sample(&mut peak);
+        if from == ROWS / 2 {
+            first_half = peak;
+        }
+    }
+    let details = s.table("ws", "big").await?;
+    assert_eq!(details.row_count, ROWS as u64);
+    let table_bytes = (details.size_mb * 1024.0 * 1024.0) as u64;
+    assert!(table_bytes > 300 << 20, "table is {table_bytes} bytes");
+    let after_write = peak;
+
+    // A full scan and aggregate streams through the mapped files.
+    let r = s
+        .query(
+            "ws",
+            r#"SELECT count(*), sum(x), max(length(body)) FROM "ws"."big""#,
+            &[],
+        )
+        .await?;
+    assert_eq!(r.rows.unwrap_or_default()[0][0], json!(ROWS));
+    sample(&mut peak);
+    // A sort of every row needs more than the 128 MiB query memory: it spills to disk.
+    let r = s
+        .query(
+            "ws",
+            r#"SELECT count(*) FROM (SELECT body, row_number() OVER (ORDER BY body) AS rn FROM "ws"."big") s WHERE rn % 1000 = 0"#,
+            &[],
+        )
+        .await?;
+    assert_eq!(r.rows.unwrap_or_default()[0][0], json!(ROWS / 1000));
+    sample(&mut peak);
+    // Key lookups read only what they need.
+    let r = s
+        .query(
+            "ws",
+            r#"SELECT x FROM "ws"."big" WHERE id = $1"#,
+            &[json!(1_234_567)],
+        )
+        .await?;
+    assert_eq!(r.rows.unwrap_or_default(), vec![vec![json!(567.0)]]);
+    sample(&mut peak);
+    eprintln!(
+        "table {} MiB; RssAnon growth: {} MiB after half the rows, {} MiB after all, {} MiB peak with queries",
+        table_bytes >> 20,
+        first_half >> 20,
+        after_write >> 20,
+        peak >> 20
+    );
+    // Writing: memtable, commit buffers and allocator slack, not the table.
+    assert!(
+        after_write < table_bytes / 2,
+        "RssAnon grew by {after_write} bytes writing a table of {table_bytes} bytes"
+    );
+    // The second half of the rows costs (almost) no more memory than the first.
+    assert!(
+        after_write < first_half + table_bytes / 8,
+        "RssAnon grew from {first_half} to {after_write} bytes over the second half"
+    );
+    // Reading: the query memory budget on top, not the table.
+    assert!(
+        peak < after_write + QUERY_MEMORY as u64 + (64 << 20),
+        "RssAnon peaked at {peak} bytes (query memory {QUERY_MEMORY})"
+    );
+    Ok(())
+}
