@@ -412,7 +412,7 @@ impl Txn<'_> {
         );
         let mut columns: Vec<ArrayRef> = vec![
             Arc::new(pair_idx.clone()),
-            Arc::new(UInt64Array::from(targets)),
+            Arc::new(UInt64Array::from(targets.clone())),
         ];
         for p in proposed {
             columns.push(take(p, &pair_idx, None)?);
@@ -426,7 +426,9 @@ impl Txn<'_> {
             .get(&def.id)
             .map(|t| Arc::new(t.version.clone()))
             .ok_or_else(|| Error::Internal("read of an unlocked table".into()))?;
-        let target: Arc<dyn TableProvider> = Arc::new(EngineTable::new(def.clone(), version, true));
+        // Only the conflicting rows are read: DO UPDATE costs O(conflicts), not a scan.
+        let target: Arc<dyn TableProvider> =
+            Arc::new(EngineTable::new(def.clone(), version, true).with_rows(targets));
         let overrides = HashMap::from([
             ((def.workspace_id.clone(), def.name.clone()), target),
             (

@@ -147,6 +147,8 @@ pub struct EngineTable {
     store: Option<Arc<TableStore>>,
     /// The table's key indexes.
     keys: Vec<KeySpec>,
+    /// When set, the scan reads only these row ids (those live in the snapshot).
+    rows: Option<Vec<u64>>,
 }
 
 impl fmt::Debug for EngineTable {
@@ -427,6 +429,7 @@ impl EngineTable {
             schema,
             store: None,
             keys: Vec::new(),
+            rows: None,
         }
     }
 
@@ -435,6 +438,15 @@ impl EngineTable {
     pub fn with_store(mut self, store: Option<Arc<TableStore>>, keys: Vec<KeySpec>) -> Self {
         self.store = store;
         self.keys = keys;
+        self
+    }
+
+    /// Restricts the scan to `row_ids` (in the snapshot), for reads of rows already found
+    /// through a key index.
+    pub fn with_rows(mut self, mut row_ids: Vec<u64>) -> Self {
+        row_ids.sort_unstable();
+        row_ids.dedup();
+        self.rows = Some(row_ids);
         self
     }
 
@@ -565,7 +577,18 @@ impl TableProvider for EngineTable {
                 .collect(),
             schema: schema.clone(),
         });
-        let (units, weights): (Vec<Unit>, Vec<usize>) = match self.key_units(filters) {
+        let chosen = match &self.rows {
+            Some(ids) => Some(
+                self.version
+                    .rows(ids)
+                    .map_err(|e| DataFusionError::External(Box::new(e)))?
+                    .into_iter()
+                    .map(|(c, p)| Unit::Rows(c, p))
+                    .collect(),
+            ),
+            None => self.key_units(filters),
+        };
+        let (units, weights): (Vec<Unit>, Vec<usize>) = match chosen {
             Some(units) => {
                 let w = units
                     .iter()
