@@ -15,7 +15,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fs::{File, OpenOptions};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -102,8 +102,6 @@ struct Inner {
     manifest_segments: Mutex<HashSet<(TableId, SegmentId)>>,
     worker: Mutex<WorkerState>,
     worker_cv: Condvar,
-    /// Set when a background checkpoint or compaction failed (retried later).
-    maintenance_failed: AtomicBool,
 }
 
 /// One database: its catalog and tables, durable through one write-ahead log and
@@ -168,7 +166,6 @@ impl Database {
             manifest_segments: Mutex::new(HashSet::new()),
             worker: Mutex::new(WorkerState::default()),
             worker_cv: Condvar::new(),
-            maintenance_failed: AtomicBool::new(false),
         })
     }
 
@@ -259,7 +256,6 @@ impl Database {
             manifest_segments: Mutex::new(referenced),
             worker: Mutex::new(WorkerState::default()),
             worker_cv: Condvar::new(),
-            maintenance_failed: AtomicBool::new(false),
         };
         let wal_dir = dir.join("wal");
         for entry in entries {
@@ -392,20 +388,26 @@ impl Inner {
     }
 
     fn run_worker(&self) {
+        let mut failures = 0u32;
         loop {
             {
                 let mut w = self.worker.lock();
-                if !w.shutdown && !w.wake {
-                    self.worker_cv.wait_for(&mut w, Duration::from_millis(500));
+                // After failures (a full or failing disk), back off: every attempt
+                // rotates the WAL and writes files that are then thrown away. The
+                // next commit or VACUUM reports the disk's state to its caller.
+                let pause = Duration::from_millis(500) * 2u32.pow(failures.min(6));
+                if !w.shutdown && (!w.wake || failures > 0) {
+                    self.worker_cv.wait_for(&mut w, pause);
                 }
                 if w.shutdown {
                     return;
                 }
                 w.wake = false;
             }
-            if self.maintain(false).is_err() {
-                self.maintenance_failed.store(true, Ordering::Relaxed);
-            }
+            failures = match self.maintain(false) {
+                Ok(()) => 0,
+                Err(_) => failures + 1,
+            };
         }
     }
 
