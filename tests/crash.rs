@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 use tarn::{Options, SyncMode, Tarn};
+use tarn_tests::{fixture_with_key, reconnect};
 
 type TestResult = Result<(), Box<dyn std::error::Error>>;
 
@@ -34,10 +35,7 @@ async fn crash_child_writer() -> TestResult {
     };
     let start: u64 = std::env::var("TARN_CRASH_START")?.parse()?;
     let tarn = Tarn::open_with(&dir, child_options()).await?;
-    let s = tarn
-        .connect(&std::fs::read_to_string(format!("{dir}/key"))?)
-        .await?
-        .with_org("o");
+    let s = reconnect(&tarn, &std::fs::read_to_string(format!("{dir}/key"))?).await?;
     let mut out = std::io::stdout();
     for n in start.. {
         let values: Vec<String> = (0..10)
@@ -82,20 +80,15 @@ async fn run_rounds(rounds: u64) -> TestResult {
     let path = dir.path().to_string_lossy().to_string();
     let secret = {
         let tarn = Tarn::open(&path).await?;
-        let user = tarn.create_user("k@example.com", "K").await?;
-        let key = tarn.create_api_key(&user.id, "k").await?;
-        std::fs::write(format!("{path}/key"), &key.secret)?;
-        let s = tarn.connect(&key.secret).await?;
-        s.create_organization("o", "O").await?;
-        let s = s.with_org("o");
-        s.create_workspace("ws", "W").await?;
+        let (s, secret) = fixture_with_key(&tarn).await?;
+        std::fs::write(format!("{path}/key"), &secret)?;
         s.query(
             "ws",
             r#"CREATE TABLE "ws"."k" (stmt INT8, i INT, v TEXT, PRIMARY KEY (stmt, i)) USING engine"#,
             &[],
         )
         .await?;
-        key.secret
+        secret
     };
     let exe = std::env::current_exe()?;
     let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
@@ -173,7 +166,7 @@ async fn run_rounds(rounds: u64) -> TestResult {
         next = max_ins + 2;
 
         let tarn = Tarn::open(&path).await?;
-        let s = tarn.connect(&secret).await?.with_org("o");
+        let s = reconnect(&tarn, &secret).await?;
         let counts = s
             .query(
                 "ws",

@@ -4,10 +4,10 @@
 use std::sync::Arc;
 
 use serde_json::{Value, json};
-use tarn::arrow::array::{Float64Array, Int64Array, RecordBatch, StringArray};
-use tarn::arrow::datatypes::{DataType, Field, Schema};
+use tarn::arrow::array::RecordBatch;
 use tarn::storage::{Fault, FaultyBackend};
 use tarn::{Options, Session, SyncMode, Tarn};
+use tarn_tests::{fixture_with_key, id_body_x_batch, reconnect};
 
 type TestResult = Result<(), Box<dyn std::error::Error>>;
 
@@ -15,45 +15,16 @@ async fn rows(s: &Session, sql: &str) -> Result<Vec<Vec<Value>>, tarn::Error> {
     Ok(s.query("ws", sql, &[]).await?.rows.unwrap_or_default())
 }
 
-fn batch(from: i64, to: i64) -> Result<RecordBatch, Box<dyn std::error::Error>> {
-    let schema = Arc::new(Schema::new(vec![
-        Field::new("id", DataType::Int64, false),
-        Field::new("body", DataType::Utf8, true),
-        Field::new("x", DataType::Float64, true),
-    ]));
-    let ids: Vec<i64> = (from..to).collect();
-    let body: Vec<String> = ids
-        .iter()
-        .map(|i| format!("row {i:08} with a body of about fifty bytes"))
-        .collect();
-    let x: Vec<f64> = ids.iter().map(|i| (*i % 1000) as f64 / 10.0).collect();
-    Ok(RecordBatch::try_new(
-        schema,
-        vec![
-            Arc::new(Int64Array::from(ids)),
-            Arc::new(StringArray::from(body)),
-            Arc::new(Float64Array::from(x)),
-        ],
-    )?)
+fn batch(from: i64, to: i64) -> Result<RecordBatch, tarn::arrow::error::ArrowError> {
+    id_body_x_batch(
+        from..to,
+        |i| format!("row {i:08} with a body of about fifty bytes"),
+        10.0,
+    )
 }
 
 fn segment_files(dir: &std::path::Path) -> usize {
     std::fs::read_dir(dir.join("segments")).map_or(0, |d| d.count())
-}
-
-/// A user, organization `test` and workspace `ws`; returns the session and the key.
-async fn setup(tarn: &Tarn) -> Result<(Session, String), tarn::Error> {
-    let user = tarn.create_user("test@example.com", "Test").await?;
-    let key = tarn.create_api_key(&user.id, "tests").await?;
-    let s = tarn.connect(&key.secret).await?;
-    s.create_organization("test", "Test").await?;
-    let s = s.with_org("test");
-    s.create_workspace("ws", "Workspace").await?;
-    Ok((s, key.secret))
-}
-
-async fn reconnect(tarn: &Tarn, secret: &str) -> Result<Session, tarn::Error> {
-    Ok(tarn.connect(secret).await?.with_org("test"))
 }
 
 async fn open(dir: &std::path::Path) -> tarn::Result<Tarn> {
@@ -71,7 +42,7 @@ async fn open(dir: &std::path::Path) -> tarn::Result<Tarn> {
 async fn tables_live_in_segments_and_reopen_from_them() -> TestResult {
     let dir = tempfile::tempdir()?;
     let tarn = open(dir.path()).await?;
-    let (s, secret) = setup(&tarn).await?;
+    let (s, secret) = fixture_with_key(&tarn).await?;
     s.query(
         "ws",
         r#"CREATE TABLE "ws"."t" (id INT8 PRIMARY KEY, body TEXT, x FLOAT8) USING engine"#,
@@ -189,7 +160,7 @@ async fn a_failing_disk_fails_statements_cleanly_and_recovers() -> TestResult {
             .file_backend(Arc::new(disk.clone()))
     };
     let tarn = Tarn::open_with(dir.path(), options()).await?;
-    let (s, secret) = setup(&tarn).await?;
+    let (s, secret) = fixture_with_key(&tarn).await?;
     s.query(
         "ws",
         r#"CREATE TABLE "ws"."t" (id INT8 PRIMARY KEY, body TEXT, x FLOAT8) USING engine"#,

@@ -870,8 +870,12 @@ mod tests {
         RecordBatch::try_new(schema, vec![col]).expect("batch")
     }
 
-    fn setup(db: &Database) -> Result<()> {
-        db.commit(vec![
+    /// Org `o`, workspace `w` and table 1 `t` with `columns` and `unique` constraints.
+    fn create_ops(
+        columns: Vec<tarn_catalog::ColumnDef>,
+        unique: Vec<(String, Vec<u32>)>,
+    ) -> Vec<Op> {
+        vec![
             Op::Catalog(CatalogOp::CreateOrg(OrgRecord {
                 id: "o".into(),
                 name: "o".into(),
@@ -890,17 +894,22 @@ mod tests {
                 workspace_id: "w".into(),
                 name: "t".into(),
                 engine: true,
-                columns: vec![],
+                columns,
                 next_column_id: 2,
-                unique_constraints: vec![],
+                unique_constraints: unique,
                 created_at: String::new(),
             })),
-            Op::Insert {
-                table: 1,
-                first_row_id: 0,
-                batch: batch(&[10, 20]),
-            },
-        ])
+        ]
+    }
+
+    fn setup(db: &Database) -> Result<()> {
+        let mut ops = create_ops(vec![], vec![]);
+        ops.push(Op::Insert {
+            table: 1,
+            first_row_id: 0,
+            batch: batch(&[10, 20]),
+        });
+        db.commit(ops)
     }
 
     #[test]
@@ -957,41 +966,20 @@ mod tests {
     }
 
     fn keyed_setup(db: &Database) -> Result<()> {
-        db.commit(vec![
-            Op::Catalog(CatalogOp::CreateOrg(OrgRecord {
-                id: "o".into(),
-                name: "o".into(),
-                creator: "u".into(),
-                created_at: String::new(),
-            })),
-            Op::Catalog(CatalogOp::CreateWorkspace(WorkspaceRecord {
-                id: "w".into(),
-                org_id: "o".into(),
-                name: "w".into(),
-                created_at: String::new(),
-            })),
-            Op::Catalog(CatalogOp::CreateTable(TableDef {
+        db.commit(create_ops(
+            vec![tarn_catalog::ColumnDef {
                 id: 1,
-                org_id: "o".into(),
-                workspace_id: "w".into(),
-                name: "t".into(),
-                engine: true,
-                columns: vec![tarn_catalog::ColumnDef {
-                    id: 1,
-                    name: "k".into(),
-                    ty: tarn_catalog::SqlType::Int8,
-                    nullable: false,
-                    default: None,
-                    primary_key: true,
-                    unique: false,
-                    missing: None,
-                    vector_dim: None,
-                }],
-                next_column_id: 2,
-                unique_constraints: vec![("t_pkey".into(), vec![1])],
-                created_at: String::new(),
-            })),
-        ])
+                name: "k".into(),
+                ty: tarn_catalog::SqlType::Int8,
+                nullable: false,
+                default: None,
+                primary_key: true,
+                unique: false,
+                missing: None,
+                vector_dim: None,
+            }],
+            vec![("t_pkey".into(), vec![1])],
+        ))
     }
 
     fn insert_range(db: &Database, from: i64, to: i64) -> Result<()> {
