@@ -2,7 +2,9 @@
 //! key section of a segment.
 //!
 //! A key is the byte string of its column values, each encoded so that equal SQL values
-//! give equal bytes: integers of every width as i64, floats as f64 bits (with -0.0 = 0.0),
+//! give equal bytes: integers of every width as i64, floats as f64 (with -0.0 = 0.0),
+//! both big-endian with the sign flipped so byte order is numeric order (a segment's
+//! first and last key then bound the ids it holds, and lookups outside skip it);
 //! strings and binaries length-prefixed. The encoding is Tarn's own (Arrow's row format
 //! is not promised stable across releases) and is part of the segment format.
 //!
@@ -22,6 +24,11 @@ use datafusion::arrow::util::display::{ArrayFormatter, FormatOptions};
 
 use crate::{Error, Result};
 
+/// An i64 as bytes whose order is the numbers' order.
+fn order_i64(v: i64) -> [u8; 8] {
+    ((v as u64) ^ (1 << 63)).to_be_bytes()
+}
+
 fn put_bytes(out: &mut Vec<u8>, b: &[u8]) {
     out.extend_from_slice(&(b.len() as u32).to_le_bytes());
     out.extend_from_slice(b);
@@ -34,7 +41,7 @@ fn encode_value(a: &dyn Array, i: usize, out: &mut Vec<u8>) -> Result<bool> {
     }
     macro_rules! int {
         ($t:ty) => {
-            out.extend_from_slice(&(a.as_primitive::<$t>().value(i) as i64).to_le_bytes())
+            out.extend_from_slice(&order_i64(a.as_primitive::<$t>().value(i) as i64))
         };
     }
     match a.data_type() {
@@ -64,10 +71,17 @@ fn encode_value(a: &dyn Array, i: usize, out: &mut Vec<u8>) -> Result<bool> {
             } else {
                 v.to_bits()
             };
-            out.extend_from_slice(&bits.to_le_bytes());
+            // Order-preserving: flip all bits of negatives, the sign bit of positives.
+            let bits = if bits >> 63 == 1 {
+                !bits
+            } else {
+                bits | 1 << 63
+            };
+            out.extend_from_slice(&bits.to_be_bytes());
         }
         DataType::Decimal128(_, _) => {
-            out.extend_from_slice(&a.as_primitive::<Decimal128Type>().value(i).to_le_bytes())
+            let v = a.as_primitive::<Decimal128Type>().value(i) as u128 ^ (1 << 127);
+            out.extend_from_slice(&v.to_be_bytes())
         }
         DataType::Boolean => out.push(a.as_boolean().value(i) as u8),
         DataType::Utf8 => put_bytes(out, a.as_string::<i32>().value(i).as_bytes()),
@@ -228,6 +242,9 @@ impl<'a> KeySection<'a> {
 
     /// Row ids stored under `key`, ascending.
     pub fn lookup(&self, key: &[u8]) -> Vec<u64> {
+        if self.count == 0 || key < self.key(0) || key > self.key(self.count - 1) {
+            return Vec::new();
+        }
         let (mut lo, mut hi) = (0, self.count);
         while lo < hi {
             let mid = (lo + hi) / 2;
@@ -262,6 +279,33 @@ mod tests {
         let kb = encode_keys(&[b])?;
         assert_eq!(ka[0], kb[0]);
         assert_eq!(ka[1], None);
+        Ok(())
+    }
+
+    #[test]
+    fn numbers_encode_in_order() -> Result<()> {
+        let ints: ArrayRef = Arc::new(Int64Array::from(vec![
+            i64::MIN,
+            -5,
+            -1,
+            0,
+            1,
+            255,
+            256,
+            i64::MAX,
+        ]));
+        let k = encode_keys(&[ints])?;
+        assert!(k.windows(2).all(|w| w[0] < w[1]), "{k:?}");
+        let floats: ArrayRef = Arc::new(datafusion::arrow::array::Float64Array::from(vec![
+            f64::NEG_INFINITY,
+            -2.5,
+            -0.0,
+            0.5,
+            3.0,
+            f64::INFINITY,
+        ]));
+        let k = encode_keys(&[floats])?;
+        assert!(k.windows(2).all(|w| w[0] < w[1]), "{k:?}");
         Ok(())
     }
 
