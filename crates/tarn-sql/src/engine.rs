@@ -10,12 +10,12 @@ use datafusion::arrow::array::{ArrayRef, RecordBatch};
 use datafusion::arrow::compute::concat_batches;
 use datafusion::arrow::datatypes::{Field, Schema, SchemaRef};
 use datafusion::arrow::row::{RowConverter, SortField};
-use datafusion::catalog::{CatalogProviderList, MemoryCatalogProviderList, TableProvider};
+use datafusion::catalog::{CatalogProviderList, TableProvider};
 use datafusion::execution::SessionStateBuilder;
 use datafusion::execution::context::SessionState;
 use datafusion::execution::memory_pool::{FairSpillPool, TrackConsumersPool};
 use datafusion::execution::runtime_env::RuntimeEnvBuilder;
-use datafusion::prelude::{SessionConfig, SessionContext};
+use datafusion::prelude::SessionConfig;
 use datafusion::sql::sqlparser::ast::{
     self, Ident, ObjectName, Query, SelectItem, Statement, TableFactor, Visit, Visitor,
 };
@@ -29,7 +29,7 @@ use crate::dialect::EngineDialect;
 use crate::error::{Error, Result, bad};
 use crate::names::query_output_names;
 use crate::params::{bind, needs_binding};
-use crate::provider::{OrgCatalog, ReadView};
+use crate::provider::{CURRENT_SCHEMA, ReadView, STATEMENT_VIEW, ViewCatalogList};
 
 /// Name of the DataFusion catalog Tarn registers the organization under.
 pub(crate) const CATALOG_NAME: &str = "tarn";
@@ -143,7 +143,7 @@ impl SqlEngine {
     /// An engine over `db`.
     pub fn new(db: Arc<Database>, limits: Limits) -> Result<Self> {
         let mut config = SessionConfig::new()
-            .with_default_catalog_and_schema(CATALOG_NAME, "public")
+            .with_default_catalog_and_schema(CATALOG_NAME, CURRENT_SCHEMA)
             .with_create_default_catalog_and_schema(false)
             .with_information_schema(false);
         let opts = config.options_mut();
@@ -163,6 +163,9 @@ impl SqlEngine {
             .with_config(config)
             .with_runtime_env(runtime)
             .with_default_features()
+            .with_catalog_list(Arc::new(ViewCatalogList {
+                name: CATALOG_NAME.to_string(),
+            }) as Arc<dyn CatalogProviderList>)
             .build();
         crate::functions::install(&mut state)?;
         Ok(SqlEngine {
@@ -545,6 +548,7 @@ impl<'e> Txn<'e> {
         ReadView {
             db: self.engine.db.clone(),
             org: self.org.clone(),
+            ws: self.ws.clone(),
             catalog: self.catalog.clone(),
             pending: self
                 .tables
@@ -555,19 +559,28 @@ impl<'e> Txn<'e> {
         }
     }
 
-    /// A DataFusion context whose catalog is this transaction's view.
-    pub fn context(&self, view: ReadView) -> (SessionContext, SessionState) {
-        let list = MemoryCatalogProviderList::new();
-        list.register_catalog(
-            CATALOG_NAME.to_string(),
-            Arc::new(OrgCatalog(Arc::new(view))),
-        );
-        let mut builder = SessionStateBuilder::new_from_existing(self.engine.base.clone())
-            .with_catalog_list(Arc::new(list) as Arc<dyn CatalogProviderList>);
-        let cfg = builder.config().get_or_insert_with(SessionConfig::new);
-        cfg.options_mut().catalog.default_schema = self.ws.clone();
-        let state = builder.build();
-        (SessionContext::new_with_state(state.clone()), state)
+    /// Plans and runs `stmt` on the shared session with this transaction's view as the
+    /// catalog: (schema, batches).
+    async fn plan_and_collect(
+        &self,
+        stmt: Statement,
+        view: ReadView,
+    ) -> Result<(SchemaRef, Vec<RecordBatch>)> {
+        let state = &self.engine.base;
+        STATEMENT_VIEW
+            .scope(Arc::new(view), async move {
+                let plan = state
+                    .statement_to_plan(datafusion::sql::parser::Statement::Statement(Box::new(
+                        stmt,
+                    )))
+                    .await?;
+                let schema: SchemaRef = Arc::new(plan.schema().as_arrow().clone());
+                let physical = state.create_physical_plan(&plan).await?;
+                let batches =
+                    datafusion::physical_plan::collect(physical, state.task_ctx()).await?;
+                Ok((schema, batches))
+            })
+            .await
     }
 
     /// Checks every relation a statement reads: schema-qualified and existing, or a CTE,
@@ -641,15 +654,7 @@ impl<'e> Txn<'e> {
     ) -> Result<(Vec<String>, SchemaRef, Vec<RecordBatch>)> {
         let stmt = Statement::Query(Box::new(query.clone()));
         self.check_relations(&stmt, &overrides)?;
-        let (ctx, state) = self.context(self.view(overrides));
-        let plan = state
-            .statement_to_plan(datafusion::sql::parser::Statement::Statement(Box::new(
-                stmt,
-            )))
-            .await?;
-        let df = ctx.execute_logical_plan(plan).await?;
-        let schema: SchemaRef = Arc::new(df.schema().as_arrow().clone());
-        let batches = df.collect().await?;
+        let (schema, batches) = self.plan_and_collect(stmt, self.view(overrides)).await?;
         let names = query_output_names(query, &schema);
         let schema = renamed(&schema, &names);
         let batches = batches
@@ -715,15 +720,9 @@ impl<'e> Txn<'e> {
 
     async fn run_explain(&self, stmt: Statement) -> Result<StatementResult> {
         self.check_relations(&stmt, &HashMap::new())?;
-        let (ctx, state) = self.context(self.view(HashMap::new()));
-        let plan = state
-            .statement_to_plan(datafusion::sql::parser::Statement::Statement(Box::new(
-                stmt,
-            )))
+        let (schema, batches) = self
+            .plan_and_collect(stmt, self.view(HashMap::new()))
             .await?;
-        let df = ctx.execute_logical_plan(plan).await?;
-        let schema: SchemaRef = Arc::new(df.schema().as_arrow().clone());
-        let batches = df.collect().await?;
         Ok(StatementResult {
             columns: schema.fields().iter().map(|f| f.name().clone()).collect(),
             schema,

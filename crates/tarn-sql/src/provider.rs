@@ -13,7 +13,9 @@ use datafusion::arrow::array::{
 };
 use datafusion::arrow::compute::{cast, filter, take};
 use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
-use datafusion::catalog::{CatalogProvider, SchemaProvider, Session, TableProvider};
+use datafusion::catalog::{
+    CatalogProvider, CatalogProviderList, SchemaProvider, Session, TableProvider,
+};
 use datafusion::common::pruning::PruningStatistics;
 use datafusion::common::{Column, DFSchema, ScalarValue};
 use datafusion::datasource::TableType;
@@ -40,6 +42,8 @@ pub const ROWID_COLUMN: &str = "__tarn_rowid";
 pub(crate) struct ReadView {
     pub db: Arc<Database>,
     pub org: String,
+    /// The statement's workspace (what unqualified names resolve in).
+    pub ws: String,
     pub catalog: Arc<Catalog>,
     pub pending: HashMap<TableId, Arc<TableVersion>>,
     /// Replacements by (workspace, table name): the DML target with row ids, or the
@@ -73,6 +77,47 @@ impl ReadView {
     }
 }
 
+tokio::task_local! {
+    /// The view of the statement being planned on this task. One shared DataFusion
+    /// session serves every statement: its catalog list resolves through this, so no
+    /// per-statement session (hundreds of function registrations) is built.
+    pub(crate) static STATEMENT_VIEW: Arc<ReadView>;
+}
+
+/// Schema name that stands for the statement's own workspace (the session default, so
+/// unqualified names resolve there); `$` never appears in workspace ids.
+pub(crate) const CURRENT_SCHEMA: &str = "$ws";
+
+/// The catalog list of the shared session: catalog `name` is the organization of the
+/// statement being planned on this task (see [`STATEMENT_VIEW`]).
+#[derive(Debug)]
+pub(crate) struct ViewCatalogList {
+    pub name: String,
+}
+
+impl CatalogProviderList for ViewCatalogList {
+    fn register_catalog(
+        &self,
+        _name: String,
+        _catalog: Arc<dyn CatalogProvider>,
+    ) -> Option<Arc<dyn CatalogProvider>> {
+        None
+    }
+
+    fn catalog_names(&self) -> Vec<String> {
+        vec![self.name.clone()]
+    }
+
+    fn catalog(&self, name: &str) -> Option<Arc<dyn CatalogProvider>> {
+        if name != self.name {
+            return None;
+        }
+        STATEMENT_VIEW
+            .try_with(|v| Arc::new(OrgCatalog(v.clone())) as Arc<dyn CatalogProvider>)
+            .ok()
+    }
+}
+
 /// The organization's workspaces as DataFusion schemas.
 #[derive(Debug)]
 pub(crate) struct OrgCatalog(pub Arc<ReadView>);
@@ -88,6 +133,11 @@ impl CatalogProvider for OrgCatalog {
     }
 
     fn schema(&self, name: &str) -> Option<Arc<dyn SchemaProvider>> {
+        let name = if name == CURRENT_SCHEMA {
+            self.0.ws.as_str()
+        } else {
+            name
+        };
         self.0.catalog.workspace(&self.0.org, name)?;
         Some(Arc::new(WorkspaceSchema {
             view: self.0.clone(),
