@@ -27,7 +27,8 @@ use crate::coerce::coerce_column;
 use crate::dialect::EngineDialect;
 use crate::engine::{StatementResult, Txn, items_sql, name_parts, normalize};
 use crate::error::{Error, Result, bad};
-use crate::provider::{EngineTable, ROWID_COLUMN, table_schema};
+use crate::fast::{column_resolver, key_predicate};
+use crate::provider::{EngineTable, ROWID_COLUMN, key_rows, table_schema};
 use crate::types::arrow_type;
 
 pub(crate) fn parse_query(sql: &str) -> Result<Query> {
@@ -614,6 +615,49 @@ impl Txn<'_> {
             }
         }
         let qual = qualifier(&name, alias.as_ref());
+        // Key fast path: `UPDATE t SET <simple> WHERE key = literal` without the planner.
+        let fast = match (&upd.from, &upd.selection) {
+            (None, Some(selection)) => {
+                let mut by_index: HashMap<usize, &Expr> = HashMap::new();
+                for a in &upd.assignments {
+                    if let AssignmentTarget::ColumnName(col) = &a.target {
+                        let cname = name_parts(col)?.last().cloned().unwrap_or_default();
+                        by_index.insert(Self::column_index(&def, &cname)?, &a.value);
+                    }
+                }
+                let short = alias
+                    .as_ref()
+                    .map(normalize)
+                    .or_else(|| name_parts(&name).ok()?.last().cloned())
+                    .unwrap_or_default();
+                self.update_by_key(&def, &short, &by_index, selection)?
+            }
+            _ => None,
+        };
+        let (row_ids, columns, n) = match fast {
+            Some(found) => found,
+            None => self.update_read(&def, &upd, &assigned, &qual).await?,
+        };
+        self.delete_rows(&def, &row_ids)?;
+        let targets: Vec<usize> = (0..def.columns.len()).collect();
+        let rows = self.write_rows(&def, &targets, columns, n).await?;
+        match &upd.returning {
+            Some(items) => {
+                self.returning(&def, &upd.table.to_string(), items, rows, n as u64)
+                    .await
+            }
+            None => Ok(StatementResult::none(n as u64)),
+        }
+    }
+
+    /// The rows an UPDATE changes and their new values, through the planner.
+    async fn update_read(
+        &mut self,
+        def: &TableDef,
+        upd: &ast::Update,
+        assigned: &HashMap<usize, String>,
+        qual: &str,
+    ) -> Result<(Vec<u64>, Vec<ArrayRef>, usize)> {
         let exprs: Vec<String> = def
             .columns
             .iter()
@@ -646,17 +690,54 @@ impl Txn<'_> {
             exprs.join(", "),
             upd.table
         );
-        let (row_ids, columns, n) = self.read_target(&def, &sql).await?;
-        self.delete_rows(&def, &row_ids)?;
-        let targets: Vec<usize> = (0..def.columns.len()).collect();
-        let rows = self.write_rows(&def, &targets, columns, n).await?;
-        match &upd.returning {
-            Some(items) => {
-                self.returning(&def, &upd.table.to_string(), items, rows, n as u64)
-                    .await
-            }
-            None => Ok(StatementResult::none(n as u64)),
+        self.read_target(def, &sql).await
+    }
+
+    /// `UPDATE … SET … WHERE key = literal` answered from the key index when every SET
+    /// value is simple (see [`simple_value`]); `None` to plan it instead.
+    fn update_by_key(
+        &mut self,
+        def: &TableDef,
+        qualifier: &str,
+        assigned: &HashMap<usize, &Expr>,
+        selection: &Expr,
+    ) -> Result<Option<(Vec<u64>, Vec<ArrayRef>, usize)>> {
+        let column = column_resolver(def, qualifier);
+        let Some((key, arrays)) = key_predicate(def, &self.catalog, selection, &column) else {
+            return Ok(None);
+        };
+        let Some(t) = self.tables.get(&def.id) else {
+            return Ok(None);
+        };
+        let Some(store) = t.store.clone() else {
+            return Ok(None);
+        };
+        let (version, found) = store.key_lookup(&key, &arrays)?;
+        // Only while this transaction has not written the table: its own rows are not
+        // in the published key index.
+        if !version.same_as(&t.version) {
+            return Ok(None);
         }
+        let row_ids = found.into_iter().next().unwrap_or_default();
+        let schema = table_schema(def, false);
+        let all = (0..def.columns.len()).map(Some).collect();
+        let batches = key_rows(def, &version, &row_ids, all, schema.clone())?;
+        let batch = concat_batches(&schema, &batches)?;
+        let n = batch.num_rows();
+        if n != row_ids.len() {
+            return Ok(None);
+        }
+        let mut columns = Vec::with_capacity(def.columns.len());
+        for (i, c) in def.columns.iter().enumerate() {
+            match assigned.get(&i) {
+                None => columns.push(batch.column(i).clone()),
+                Some(e) => match simple_value(e, c, &batch, &column)? {
+                    Some(a) => columns.push(a),
+                    None => return Ok(None),
+                },
+            }
+        }
+        Ok(Some((row_ids, columns, n)))
     }
 
     pub(crate) async fn delete(&mut self, del: ast::Delete) -> Result<StatementResult> {
@@ -709,6 +790,95 @@ impl Txn<'_> {
             }
             None => Ok(StatementResult::none(n as u64)),
         }
+    }
+}
+
+/// A SET value Tarn evaluates itself (with the planner's semantics): a literal (converted
+/// as in INSERT), a column of the row, or `a + - * b` of numeric columns and number
+/// literals, computed in int8 (overflow is an error) or float8 and then converted to the
+/// column's type. `None` for anything else.
+fn simple_value(
+    e: &Expr,
+    col: &ColumnDef,
+    batch: &RecordBatch,
+    column: &dyn Fn(&Expr) -> Option<usize>,
+) -> Result<Option<ArrayRef>> {
+    use datafusion::arrow::compute::cast;
+    use datafusion::arrow::compute::kernels::numeric;
+    let n = batch.num_rows();
+    if let Some(i) = column(e) {
+        return Ok(Some(batch.column(i).clone()));
+    }
+    let operand = |e: &Expr| -> Option<ArrayRef> {
+        if let Some(i) = column(e) {
+            let a = batch.column(i).clone();
+            return matches!(
+                a.data_type(),
+                DataType::Int16
+                    | DataType::Int32
+                    | DataType::Int64
+                    | DataType::Float32
+                    | DataType::Float64
+            )
+            .then_some(a);
+        }
+        let (neg, v) = match e {
+            Expr::Value(v) => (false, &v.value),
+            Expr::UnaryOp {
+                op: ast::UnaryOperator::Minus,
+                expr,
+            } => match expr.as_ref() {
+                Expr::Value(v) => (true, &v.value),
+                _ => return None,
+            },
+            _ => return None,
+        };
+        let Value::Number(text, _) = v else {
+            return None;
+        };
+        let text = if neg {
+            format!("-{text}")
+        } else {
+            text.clone()
+        };
+        let scalar = match text.parse::<i64>() {
+            Ok(i) => ScalarValue::Int64(Some(i)),
+            Err(_) => ScalarValue::Float64(Some(text.parse::<f64>().ok()?)),
+        };
+        scalar.to_array_of_size(n).ok()
+    };
+    match e {
+        Expr::Nested(inner) => simple_value(inner, col, batch, column),
+        Expr::BinaryOp { left, op, right } => {
+            let kernel = match op {
+                ast::BinaryOperator::Plus => numeric::add,
+                ast::BinaryOperator::Minus => numeric::sub,
+                ast::BinaryOperator::Multiply => numeric::mul,
+                _ => return Ok(None),
+            };
+            let (Some(l), Some(r)) = (operand(left), operand(right)) else {
+                return Ok(None);
+            };
+            let float =
+                |a: &ArrayRef| matches!(a.data_type(), DataType::Float32 | DataType::Float64);
+            let ty = if float(&l) || float(&r) {
+                DataType::Float64
+            } else {
+                DataType::Int64
+            };
+            let (l, r) = (cast(&l, &ty)?, cast(&r, &ty)?);
+            match kernel(&l, &r) {
+                Ok(a) => Ok(Some(a)),
+                Err(datafusion::arrow::error::ArrowError::ArithmeticOverflow(_)) => {
+                    bad("integer out of range")
+                }
+                Err(e) => Err(e.into()),
+            }
+        }
+        _ => match literal_cell(e, col) {
+            Some(Cell::Scalar(v)) => Ok(Some(scalars_to_array(vec![v; n.max(1)])?.slice(0, n))),
+            _ => Ok(None),
+        },
     }
 }
 

@@ -10,13 +10,14 @@
 
 use std::sync::Arc;
 
+use datafusion::arrow::array::Array;
 use datafusion::arrow::array::{ArrayRef, Int64Array, StringArray};
 use datafusion::arrow::compute::cast;
 use datafusion::arrow::datatypes::{Field, Schema};
 use datafusion::sql::sqlparser::ast::{
     self, BinaryOperator, Expr, GroupByExpr, SelectItem, SetExpr, Statement, TableFactor, Value,
 };
-use tarn_catalog::{ColumnDef, SqlType};
+use tarn_catalog::{Catalog, ColumnDef, ColumnId, SqlType, TableDef};
 use tarn_storage::key_specs;
 
 use crate::Result;
@@ -67,6 +68,76 @@ fn key_literal(e: &Expr, col: &ColumnDef) -> Option<ArrayRef> {
             cast(&a, &ty).ok()
         }
         _ => None,
+    }
+}
+
+/// A WHERE that is exactly `col = literal` on every column of one key of `def` (joined
+/// by AND): the key's columns and the literals as arrays of the key columns' types.
+/// `column` resolves a column reference to an index into `def.columns`.
+pub(crate) fn key_predicate(
+    def: &TableDef,
+    catalog: &Catalog,
+    selection: &Expr,
+    column: &dyn Fn(&Expr) -> Option<usize>,
+) -> Option<(Vec<ColumnId>, Vec<ArrayRef>)> {
+    let mut conjuncts = vec![selection];
+    let mut equalities: Vec<(usize, &Expr)> = Vec::new();
+    while let Some(e) = conjuncts.pop() {
+        match e {
+            Expr::BinaryOp {
+                left,
+                op: BinaryOperator::And,
+                right,
+            } => {
+                conjuncts.push(left);
+                conjuncts.push(right);
+            }
+            Expr::Nested(inner) => conjuncts.push(inner),
+            Expr::BinaryOp {
+                left,
+                op: BinaryOperator::Eq,
+                right,
+            } => {
+                let eq = match (column(left), column(right)) {
+                    (Some(c), None) => (c, right.as_ref()),
+                    (None, Some(c)) => (c, left.as_ref()),
+                    _ => return None,
+                };
+                if equalities.iter().any(|(c, _)| *c == eq.0) {
+                    return None;
+                }
+                equalities.push(eq);
+            }
+            _ => return None,
+        }
+    }
+    let ids: Vec<u32> = equalities.iter().map(|(c, _)| def.columns[*c].id).collect();
+    let spec = key_specs(catalog, def.id)
+        .into_iter()
+        .find(|s| s.columns.len() == ids.len() && s.columns.iter().all(|c| ids.contains(c)))?;
+    let mut arrays = Vec::with_capacity(spec.columns.len());
+    for cid in &spec.columns {
+        let (c, lit) = equalities
+            .iter()
+            .find(|(c, _)| def.columns[*c].id == *cid)?;
+        arrays.push(key_literal(lit, &def.columns[*c])?);
+    }
+    Some((spec.columns, arrays))
+}
+
+/// A column reference resolver for table `def` reached as `qualifier`.
+pub(crate) fn column_resolver<'a>(
+    def: &'a TableDef,
+    qualifier: &'a str,
+) -> impl Fn(&Expr) -> Option<usize> + 'a {
+    move |e: &Expr| {
+        let parts = column_ref(e)?;
+        let name = match parts.as_slice() {
+            [c] => c,
+            [t, c] if t == qualifier => c,
+            _ => return None,
+        };
+        def.columns.iter().position(|c| c.name == *name)
     }
 }
 
@@ -151,15 +222,7 @@ impl SqlEngine {
             return Ok(None);
         };
         let qualifier = alias.as_ref().map_or(table.clone(), |a| normalize(&a.name));
-        let column = |e: &Expr| -> Option<usize> {
-            let parts = column_ref(e)?;
-            let name = match parts.as_slice() {
-                [c] => c,
-                [t, c] if *t == qualifier => c,
-                _ => return None,
-            };
-            def.columns.iter().position(|c| c.name == *name)
-        };
+        let column = column_resolver(def, &qualifier);
         // Output columns and names.
         let mut outputs: Vec<(usize, String)> = Vec::new();
         for item in &sel.projection {
@@ -196,59 +259,13 @@ impl SqlEngine {
         if outputs.is_empty() {
             return Ok(None);
         }
-        // WHERE: equalities on columns, joined by AND.
-        let mut conjuncts = vec![selection];
-        let mut equalities: Vec<(usize, &Expr)> = Vec::new();
-        while let Some(e) = conjuncts.pop() {
-            match e {
-                Expr::BinaryOp {
-                    left,
-                    op: BinaryOperator::And,
-                    right,
-                } => {
-                    conjuncts.push(left);
-                    conjuncts.push(right);
-                }
-                Expr::Nested(inner) => conjuncts.push(inner),
-                Expr::BinaryOp {
-                    left,
-                    op: BinaryOperator::Eq,
-                    right,
-                } => {
-                    let eq = match (column(left), column(right)) {
-                        (Some(c), None) => (c, right.as_ref()),
-                        (None, Some(c)) => (c, left.as_ref()),
-                        _ => return Ok(None),
-                    };
-                    if equalities.iter().any(|(c, _)| *c == eq.0) {
-                        return Ok(None);
-                    }
-                    equalities.push(eq);
-                }
-                _ => return Ok(None),
-            }
-        }
-        let ids: Vec<u32> = equalities.iter().map(|(c, _)| def.columns[*c].id).collect();
-        let Some(spec) = key_specs(&catalog, def.id)
-            .into_iter()
-            .find(|s| s.columns.len() == ids.len() && s.columns.iter().all(|c| ids.contains(c)))
-        else {
+        let Some((spec, arrays)) = key_predicate(def, &catalog, selection, &column) else {
             return Ok(None);
         };
-        let mut arrays = Vec::with_capacity(spec.columns.len());
-        for cid in &spec.columns {
-            let Some((c, lit)) = equalities.iter().find(|(c, _)| def.columns[*c].id == *cid) else {
-                return Ok(None);
-            };
-            let Some(a) = key_literal(lit, &def.columns[*c]) else {
-                return Ok(None);
-            };
-            arrays.push(a);
-        }
         let Some(store) = self.db().table(def.id) else {
             return Ok(None);
         };
-        let (version, found) = store.key_lookup(&spec.columns, &arrays)?;
+        let (version, found) = store.key_lookup(&spec, &arrays)?;
         let row_ids = found.into_iter().next().unwrap_or_default();
         let fields: Vec<Field> = outputs
             .iter()
