@@ -41,6 +41,9 @@ pub(crate) fn quote_ident(s: &str) -> String {
     format!("\"{}\"", s.replace('"', "\"\""))
 }
 
+/// Rows an UPDATE changes: (row ids, new values of every column, row count).
+type TargetRows = (Vec<u64>, Vec<ArrayRef>, usize);
+
 /// A literal cell of a VALUES list, as a scalar; `None` when the cell is not a literal.
 enum Cell {
     Default,
@@ -537,7 +540,7 @@ impl Txn<'_> {
         &mut self,
         def: &TableDef,
         select_sql: &str,
-    ) -> Result<(Vec<u64>, Vec<ArrayRef>, usize)> {
+    ) -> Result<TargetRows> {
         let (version, store) = self
             .tables
             .get(&def.id)
@@ -657,7 +660,7 @@ impl Txn<'_> {
         upd: &ast::Update,
         assigned: &HashMap<usize, String>,
         qual: &str,
-    ) -> Result<(Vec<u64>, Vec<ArrayRef>, usize)> {
+    ) -> Result<TargetRows> {
         let exprs: Vec<String> = def
             .columns
             .iter()
@@ -701,7 +704,7 @@ impl Txn<'_> {
         qualifier: &str,
         assigned: &HashMap<usize, &Expr>,
         selection: &Expr,
-    ) -> Result<Option<(Vec<u64>, Vec<ArrayRef>, usize)>> {
+    ) -> Result<Option<TargetRows>> {
         let column = column_resolver(def, qualifier);
         let Some((key, arrays)) = key_predicate(def, &self.catalog, selection, &column) else {
             return Ok(None);
