@@ -536,11 +536,7 @@ impl Txn<'_> {
 
     /// Runs `SELECT rowid, <exprs> FROM <target> … WHERE …` with the target exposing
     /// row ids; returns the distinct row ids and the other columns.
-    async fn read_target(
-        &mut self,
-        def: &TableDef,
-        select_sql: &str,
-    ) -> Result<TargetRows> {
+    async fn read_target(&mut self, def: &TableDef, select_sql: &str) -> Result<TargetRows> {
         let (version, store) = self
             .tables
             .get(&def.id)
