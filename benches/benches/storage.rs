@@ -12,8 +12,8 @@
 //! - `open_time/{rows}`: `Tarn::open_with` of the built database after dropping the
 //!   previous handle (the drop is not timed); first/min/median/max are printed too.
 //! - `update_by_key/process/{rows}`: `UPDATE … SET x = x + 1 WHERE id = $1`. The first
-//!   UPDATE after the reopen is timed on its own and printed (it rebuilds the primary-key
-//!   index).
+//!   UPDATE after the reopen is timed on its own and printed (it touches cold pages of
+//!   the mapped segments).
 //! - `writer_stall/vacuum/{rows}`: a background task inserts single rows in a loop while
 //!   `VACUUM "ws"."t"` runs; the criterion figure is the max insert latency per window
 //!   (p99 and max are also printed). A VACUUM error is reported once and the window is
