@@ -1,11 +1,8 @@
 //! Integration tests through Tarn's public API: resources, the organization boundary,
-//! parameters, result shapes, batches, durability across reopen and kill -9.
-
-use std::io::{BufRead, BufReader, Write};
-use std::process::{Command, Stdio};
+//! parameters, result shapes, batches, durability across reopen (kill -9: `crash.rs`).
 
 use serde_json::{Value, json};
-use tarn::{ErrorKind, Options, Session, SyncMode, Tarn};
+use tarn::{ErrorKind, Options, Session, Tarn};
 use tarn_tests::fixture;
 
 type TestResult = Result<(), Box<dyn std::error::Error>>;
@@ -800,117 +797,6 @@ async fn indexes_survive_reopen_and_show_in_table_details() -> TestResult {
     s.create_workspace("ws", "W").await?;
     s.query("ws", r#"CREATE TABLE "ws"."t_title" (a INT)"#, &[])
         .await?;
-    Ok(())
-}
-
-/// Not a test on its own: the child process of `kill_9_loses_nothing_acknowledged`.
-/// It inserts statements of 10 rows each and prints `ack N` once statement N returned.
-#[tokio::test]
-#[ignore = "child process of kill_9_loses_nothing_acknowledged"]
-async fn kill_child_writer() -> TestResult {
-    let Ok(dir) = std::env::var("TARN_KILL_DIR") else {
-        return Ok(());
-    };
-    let tarn = Tarn::open_with(&dir, Options::default().sync(SyncMode::Process)).await?;
-    let s = match tarn
-        .connect(&std::fs::read_to_string(format!("{dir}/key"))?)
-        .await
-    {
-        Ok(s) => s.with_org("o"),
-        Err(e) => return Err(e.into()),
-    };
-    let mut out = std::io::stdout();
-    for n in 0.. {
-        let values: Vec<String> = (0..10)
-            .map(|i| format!("({n}, {i}, 'row {i} of {n}')"))
-            .collect();
-        s.query(
-            "ws",
-            &format!(r#"INSERT INTO "ws"."k" VALUES {}"#, values.join(", ")),
-            &[],
-        )
-        .await?;
-        writeln!(out, "ack {n}")?;
-        out.flush()?;
-    }
-    Ok(())
-}
-
-#[tokio::test]
-async fn kill_9_loses_nothing_acknowledged() -> TestResult {
-    let dir = tempfile::tempdir()?;
-    let path = dir.path().to_string_lossy().to_string();
-    {
-        let tarn = Tarn::open(&path).await?;
-        let user = tarn.create_user("k@example.com", "K").await?;
-        let key = tarn.create_api_key(&user.id, "k").await?;
-        std::fs::write(format!("{path}/key"), &key.secret)?;
-        let s = tarn.connect(&key.secret).await?;
-        s.create_organization("o", "O").await?;
-        let s = s.with_org("o");
-        s.create_workspace("ws", "W").await?;
-        s.query("ws", r#"CREATE TABLE "ws"."k" (stmt INT, i INT, v TEXT, PRIMARY KEY (stmt, i)) USING engine"#, &[]).await?;
-    }
-    let exe = std::env::current_exe()?;
-    let mut acked_total = 0;
-    for round in 0..3u64 {
-        let mut child = Command::new(&exe)
-            .args([
-                "--ignored",
-                "--exact",
-                "kill_child_writer",
-                "--nocapture",
-                "--test-threads=1",
-            ])
-            .env("TARN_KILL_DIR", &path)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()?;
-        let stdout = child.stdout.take().ok_or("no stdout")?;
-        let mut last_ack: Option<u64> = None;
-        let want = 5 + round * 7;
-        for line in BufReader::new(stdout).lines() {
-            let line = line?;
-            if let Some(n) = line.strip_prefix("ack ") {
-                last_ack = Some(n.trim().parse()?);
-                if last_ack.is_some_and(|n| n >= want) {
-                    break;
-                }
-            }
-        }
-        child.kill()?; // SIGKILL, in the middle of the next statement
-        child.wait()?;
-        let acked = last_ack.ok_or("child acknowledged nothing")?;
-        acked_total += 1;
-
-        let tarn = Tarn::open(&path).await?;
-        let s = tarn
-            .connect(&std::fs::read_to_string(format!("{path}/key"))?)
-            .await?
-            .with_org("o");
-        let counts = rows(
-            &s,
-            r#"SELECT stmt, count(*) FROM "ws"."k" GROUP BY stmt ORDER BY stmt"#,
-            &[],
-        )
-        .await?;
-        // Every acknowledged statement is wholly there; any statement is all or nothing.
-        for stmt in 0..=acked {
-            let row = counts.iter().find(|r| r[0] == json!(stmt));
-            assert_eq!(
-                row.map(|r| r[1].clone()),
-                Some(json!(10)),
-                "round {round}: statement {stmt} lost"
-            );
-        }
-        assert!(
-            counts.iter().all(|r| r[1] == json!(10)),
-            "round {round}: torn statement {counts:?}"
-        );
-        // Start the next round from a clean table.
-        s.query("ws", r#"DELETE FROM "ws"."k""#, &[]).await?;
-    }
-    assert_eq!(acked_total, 3);
     Ok(())
 }
 
