@@ -27,7 +27,7 @@ use crate::coerce::coerce_column;
 use crate::dialect::EngineDialect;
 use crate::engine::{StatementResult, Txn, items_sql, name_parts, normalize};
 use crate::error::{Error, Result, bad};
-use crate::fast::{column_resolver, key_predicate};
+use crate::fast::{column_resolver, key_predicate, signed_value};
 use crate::provider::{EngineTable, ROWID_COLUMN, key_rows, table_schema};
 use crate::types::arrow_type;
 
@@ -419,7 +419,7 @@ impl Txn<'_> {
             .tables
             .get_mut(&def.id)
             .ok_or_else(|| Error::Internal("write to an unlocked table".into()))?;
-        t.version = t.version.with_insert(def.id, first_row_id, &batch)?;
+        t.version = t.version.with_insert(first_row_id, &batch)?;
         self.ops.push(Op::Insert {
             table: def.id,
             first_row_id,
@@ -821,18 +821,7 @@ fn simple_value(
             )
             .then_some(a);
         }
-        let (neg, v) = match e {
-            Expr::Value(v) => (false, &v.value),
-            Expr::UnaryOp {
-                op: ast::UnaryOperator::Minus,
-                expr,
-            } => match expr.as_ref() {
-                Expr::Value(v) => (true, &v.value),
-                _ => return None,
-            },
-            _ => return None,
-        };
-        let Value::Number(text, _) = v else {
+        let (neg, Value::Number(text, _)) = signed_value(e)? else {
             return None;
         };
         let text = if neg {

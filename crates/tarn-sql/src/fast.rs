@@ -35,20 +35,27 @@ fn column_ref(e: &Expr) -> Option<Vec<String>> {
     }
 }
 
-/// The literal of an equality, as an array of the key column's type.
-fn key_literal(e: &Expr, col: &ColumnDef) -> Option<ArrayRef> {
-    let (negative, v) = match e {
-        Expr::Value(v) => (false, &v.value),
+/// A literal value, possibly negated: `(negated, value)`.
+pub(crate) fn signed_value(e: &Expr) -> Option<(bool, &Value)> {
+    match e {
+        Expr::Value(v) => Some((false, &v.value)),
         Expr::UnaryOp {
             op: ast::UnaryOperator::Minus,
             expr,
         } => match expr.as_ref() {
-            Expr::Value(v) => (true, &v.value),
-            _ => return None,
+            Expr::Value(v) => Some((true, &v.value)),
+            _ => None,
         },
-        Expr::Nested(inner) => return key_literal(inner, col),
-        _ => return None,
-    };
+        _ => None,
+    }
+}
+
+/// The literal of an equality, as an array of the key column's type.
+fn key_literal(e: &Expr, col: &ColumnDef) -> Option<ArrayRef> {
+    if let Expr::Nested(inner) = e {
+        return key_literal(inner, col);
+    }
+    let (negative, v) = signed_value(e)?;
     let ty = column_field(&col.name, &col.ty, true).data_type().clone();
     match (&col.ty, v) {
         (SqlType::Int2 | SqlType::Int4 | SqlType::Int8, Value::Number(n, _)) => {

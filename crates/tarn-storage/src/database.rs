@@ -98,8 +98,6 @@ struct Inner {
     next_segment_id: AtomicU64,
     /// Estimated memtable bytes since the last checkpoint.
     mem_estimate: AtomicU64,
-    /// Segment ids the last written manifest references (never deleted while it does).
-    manifest_segments: Mutex<HashSet<(TableId, SegmentId)>>,
     worker: Mutex<WorkerState>,
     worker_cv: Condvar,
 }
@@ -163,7 +161,6 @@ impl Database {
             maintenance: Mutex::new(()),
             next_segment_id: AtomicU64::new(1),
             mem_estimate: AtomicU64::new(0),
-            manifest_segments: Mutex::new(HashSet::new()),
             worker: Mutex::new(WorkerState::default()),
             worker_cv: Condvar::new(),
         })
@@ -235,8 +232,9 @@ impl Database {
         // Files no checkpoint references: a checkpoint or compaction died before its
         // manifest was written.
         remove_unreferenced(options.backend.as_ref(), &seg_dir, &referenced)?;
+        let wal_dir = dir.join("wal");
         let (wal, entries) = Wal::open(
-            &dir.join("wal"),
+            &wal_dir,
             options.sync,
             options.backend.clone(),
             manifest.wal_seq,
@@ -253,11 +251,9 @@ impl Database {
             maintenance: Mutex::new(()),
             next_segment_id: AtomicU64::new(manifest.next_segment_id.max(1)),
             mem_estimate: AtomicU64::new(0),
-            manifest_segments: Mutex::new(referenced),
             worker: Mutex::new(WorkerState::default()),
             worker_cv: Condvar::new(),
         };
-        let wal_dir = dir.join("wal");
         for entry in entries {
             let bad = |message: String| Error::Corrupt {
                 path: wal_dir.clone(),
@@ -523,11 +519,13 @@ impl Inner {
                     j += 1;
                 }
                 let run = &all[i..j];
-                let blocks = run.iter().flat_map(|r| {
-                    let chunk = r.segment().block(0);
-                    let n = r.segment().num_rows();
+                let chunks = run
+                    .iter()
+                    .map(|r| r.segment().block(0))
+                    .collect::<Result<Vec<_>>>()?;
+                let blocks = chunks.iter().flat_map(|chunk| {
+                    let n = chunk.num_rows();
                     (0..n.div_ceil(BLOCK_ROWS)).map(move |b| {
-                        let chunk = chunk.as_ref().map_err(|e| Error::Internal(e.to_string()))?;
                         let off = b * BLOCK_ROWS;
                         let len = BLOCK_ROWS.min(n - off);
                         Ok((
@@ -580,7 +578,6 @@ impl Inner {
             .iter()
             .flat_map(|t| t.segments.iter().map(move |s| (t.id, s.id)))
             .collect();
-        *self.manifest_segments.lock() = referenced.clone();
         // 4. Readers now get the mapped files instead of the memtable.
         for (store, old, new) in swaps {
             store.replace(&old, new, None)?;

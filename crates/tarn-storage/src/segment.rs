@@ -122,7 +122,6 @@ struct FileSource {
 /// Immutable rows of a table: a sealed file or an in-memory run (part of the memtable).
 pub struct Segment {
     id: Option<SegmentId>,
-    table: TableId,
     schema: SchemaRef,
     file: Option<FileSource>,
     blocks: Vec<BlockSlot>,
@@ -140,7 +139,6 @@ impl std::fmt::Debug for Segment {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Segment")
             .field("id", &self.id)
-            .field("table", &self.table)
             .field("rows", &self.rows)
             .finish()
     }
@@ -153,7 +151,7 @@ pub fn file_name(table: TableId, id: SegmentId) -> String {
 
 impl Segment {
     /// An in-memory segment (memtable) of `row_ids` and their rows.
-    pub fn memory(table: TableId, row_ids: UInt64Array, batch: RecordBatch) -> Self {
+    pub fn memory(row_ids: UInt64Array, batch: RecordBatch) -> Self {
         let chunk = Chunk::new(row_ids, batch);
         let rows = chunk.num_rows();
         let slot = BlockSlot {
@@ -170,7 +168,6 @@ impl Segment {
         let _ = slot.data.set(Arc::new(chunk));
         Segment {
             id: None,
-            table,
             schema,
             file: None,
             blocks: vec![slot],
@@ -185,11 +182,6 @@ impl Segment {
     /// The stored schema (fields named by column id, no row ids).
     pub fn schema(&self) -> &SchemaRef {
         &self.schema
-    }
-
-    /// The table.
-    pub fn table(&self) -> TableId {
-        self.table
     }
 
     /// The segment id; `None` for in-memory segments.
@@ -484,11 +476,9 @@ impl Segment {
             None => Stats::new(),
         };
         let bytes = b.len() as u64;
-        let mut data_fields = schema.fields().iter().skip(1).cloned().collect::<Vec<_>>();
-        data_fields.shrink_to_fit();
+        let data_fields: Vec<_> = schema.fields().iter().skip(1).cloned().collect();
         Ok(Segment {
             id: Some(id),
-            table,
             schema: Arc::new(Schema::new(data_fields)),
             bytes,
             file: Some(source),

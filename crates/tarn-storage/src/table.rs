@@ -13,7 +13,7 @@ use roaring::RoaringBitmap;
 use tarn_catalog::{ColumnId, TableId};
 
 use crate::keys;
-use crate::segment::{KeySpec, Segment};
+use crate::segment::Segment;
 use crate::{Error, Result};
 
 /// Rows per in-memory segment beyond which appends start a new one instead of merging
@@ -281,12 +281,7 @@ impl TableVersion {
 
     /// This version plus `batch` as rows `first_row_id..`. Pure: used both to publish
     /// commits and to build a batch's private view of its own pending writes.
-    pub fn with_insert(
-        &self,
-        table: TableId,
-        first_row_id: u64,
-        batch: &RecordBatch,
-    ) -> Result<TableVersion> {
+    pub fn with_insert(&self, first_row_id: u64, batch: &RecordBatch) -> Result<TableVersion> {
         let n = batch.num_rows();
         let mut next = self.clone();
         if n == 0 {
@@ -302,13 +297,12 @@ impl TableVersion {
             let len = CHUNK_TARGET_ROWS.min(n - off);
             next.segments.push(SegmentRef::new(
                 Arc::new(Segment::memory(
-                    table,
                     row_ids.slice(off, len),
                     batch.slice(off, len),
                 )),
                 Arc::new(RoaringBitmap::new()),
             ));
-            merge_tail(table, &mut next.segments)?;
+            merge_tail(&mut next.segments)?;
             off += len;
         }
         next.next_row_id = first_row_id + n as u64;
@@ -544,7 +538,7 @@ impl TableStore {
     pub(crate) fn apply_insert(&self, first_row_id: u64, batch: &RecordBatch) -> Result<()> {
         let mut mem = self.mem_keys.lock();
         let mut current = self.current.write();
-        let next = current.with_insert(self.id, first_row_id, batch)?;
+        let next = current.with_insert(first_row_id, batch)?;
         if !mem.is_empty() {
             let chunk = Chunk::new(
                 UInt64Array::from_iter_values(first_row_id..first_row_id + batch.num_rows() as u64),
@@ -603,20 +597,13 @@ impl TableStore {
     pub fn reset_key_indexes(&self) {
         self.mem_keys.lock().clear();
     }
-
-    /// The key specs a segment of this table carries are decided by the catalog; this
-    /// only exists so callers can name the type.
-    #[doc(hidden)]
-    pub fn key_spec(columns: Vec<ColumnId>, unique: bool) -> KeySpec {
-        KeySpec { columns, unique }
-    }
 }
 
 /// Merges the last two in-memory segments while they are of similar size (a binary
 /// counter), so single-row inserts do not leave a long tail of tiny segments and each
 /// row is copied O(log CHUNK_TARGET_ROWS) times. Frozen segments (being sealed) and
 /// sealed ones never merge here.
-fn merge_tail(table: TableId, segments: &mut Vec<SegmentRef>) -> Result<()> {
+fn merge_tail(segments: &mut Vec<SegmentRef>) -> Result<()> {
     while segments.len() >= 2 {
         let last = &segments[segments.len() - 1];
         let prev = &segments[segments.len() - 2];
@@ -639,7 +626,7 @@ fn merge_tail(table: TableId, segments: &mut Vec<SegmentRef>) -> Result<()> {
         );
         segments.truncate(segments.len() - 2);
         segments.push(SegmentRef::new(
-            Arc::new(Segment::memory(table, ids, batch)),
+            Arc::new(Segment::memory(ids, batch)),
             Arc::new(RoaringBitmap::new()),
         ));
     }

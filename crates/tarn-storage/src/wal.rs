@@ -407,8 +407,8 @@ fn frame_at(bytes: &[u8], pos: usize) -> Option<(u64, usize)> {
 }
 
 /// Reads every valid record; returns them and the length of the valid prefix.
+/// `bytes` is a whole file whose header the caller has checked.
 fn recover(path: &Path, bytes: &[u8]) -> Result<(Vec<WalEntry>, u64)> {
-    check_header(path, bytes)?;
     let mut entries = Vec::new();
     let mut pos = HEADER_LEN as usize;
     let mut last_lsn = 0u64;

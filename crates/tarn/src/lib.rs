@@ -67,7 +67,7 @@ impl Default for Options {
         Options {
             sync: SyncMode::Full,
             rate_limit: None,
-            memtable_bytes: 64 << 20,
+            memtable_bytes: tarn_storage::DEFAULT_MEMTABLE_BYTES as usize,
             background: true,
             backend: Arc::new(StdBackend),
             limits: Limits::default(),
