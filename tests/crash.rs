@@ -1,4 +1,4 @@
-//! Crash consistency (STYLE.md "Tests", in the style of redb's crash tests): a child
+//! Crash consistency (docs/style.md "Tests", in the style of redb's crash tests): a child
 //! process writes statements while checkpoints and compaction run in the background
 //! with a tiny memtable, and is killed with SIGKILL at a random moment. After every
 //! kill the database must open, hold every acknowledged statement wholly, and hold

@@ -1,4 +1,4 @@
-//! JSONB operators and functions that `datafusion-functions-json` lacks (see DESIGN.md
+//! JSONB operators and functions that `datafusion-functions-json` lacks (see docs/design.md
 //! "SQL"): `@>` (containment), `jsonb_typeof`, `jsonb_array_length`, and `#>` / `#>>`
 //! with PostgreSQL text paths (`'{a,0}'`), which that crate silently answers with NULL.
 
