@@ -4,6 +4,10 @@
 //! - `insert_bulk/values_1000`: 1000-row literal VALUES statements (throughput in rows).
 //! - `insert_bulk/arrow_1000`: `insert_arrow` of one 1000-row record batch.
 //! - `insert_bulk/batch_1000`: `query_batch` with 1000 parameter sets.
+//! - `insert_concurrent/{one_table,separate_tables}/{1,4,16}`: durable (fsync) single-row
+//!   INSERT statements from 1, 4 or 16 concurrent writers on a multi-threaded runtime, all
+//!   into one table or each into its own; throughput in statements/s. Group commit
+//!   shares one fsync among the writers waiting at that moment.
 //! - `scan_groupby_1M/{tarn,memtable}`: `SELECT id % 100, count(*), avg(x) … GROUP BY` over
 //!   1M rows of (int8, text ~50 B, float8) in Tarn and in a DataFusion `MemTable` in the
 //!   same run; ratio = memtable time ÷ tarn time.
@@ -155,6 +159,69 @@ fn inserts(c: &mut Criterion) {
     g.finish();
 }
 
+/// Durable single-row inserts from `writers` concurrent tasks: into `"ws"."t"` for all of
+/// them, or `"ws"."t{w}"` each.
+fn concurrent_inserts(c: &mut Criterion) {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let mut g = c.benchmark_group("insert_concurrent");
+    g.throughput(Throughput::Elements(1));
+    for separate in [false, true] {
+        for writers in [1usize, 4, 16] {
+            let (_dir, _tarn, s) = rt.block_on(setup(SyncMode::Full));
+            rt.block_on(async {
+                for w in 0..writers {
+                    let sql = format!(
+                        r#"CREATE TABLE "ws"."t{w}" (id INT8, s TEXT, x FLOAT8) USING engine"#
+                    );
+                    s.query("ws", &sql, &[]).await.expect("create");
+                }
+            });
+            let kind = if separate {
+                "separate_tables"
+            } else {
+                "one_table"
+            };
+            let next = Arc::new(std::sync::atomic::AtomicI64::new(0));
+            g.bench_function(BenchmarkId::new(kind, writers), |b| {
+                b.to_async(&rt).iter_custom(|iters| {
+                    let (s, next) = (s.clone(), next.clone());
+                    async move {
+                        let start = std::time::Instant::now();
+                        let mut tasks = Vec::with_capacity(writers);
+                        for w in 0..writers {
+                            let (s, next) = (s.clone(), next.clone());
+                            // Iterations are shared out; the first writers take the rest.
+                            let n = iters / writers as u64
+                                + u64::from((w as u64) < iters % writers as u64);
+                            let sql = if separate {
+                                format!(r#"INSERT INTO "ws"."t{w}" VALUES ($1, $2, $3)"#)
+                            } else {
+                                r#"INSERT INTO "ws"."t" VALUES ($1, $2, $3)"#.to_string()
+                            };
+                            tasks.push(tokio::spawn(async move {
+                                for _ in 0..n {
+                                    let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                                    s.query("ws", &sql, &[json!(i), json!(TEXT), json!(0.5)])
+                                        .await
+                                        .expect("insert");
+                                }
+                            }));
+                        }
+                        for t in tasks {
+                            t.await.expect("writer");
+                        }
+                        start.elapsed()
+                    }
+                })
+            });
+        }
+    }
+    g.finish();
+}
+
 const ROWS: i64 = 1_000_000;
 const GROUP_BY: &str = "SELECT id % 100 AS g, count(*), avg(x) FROM \"ws\".\"t\" GROUP BY id % 100";
 
@@ -218,6 +285,6 @@ criterion_group! {
         .sample_size(10)
         .warm_up_time(Duration::from_secs(1))
         .measurement_time(Duration::from_secs(4));
-    targets = inserts, scan
+    targets = inserts, concurrent_inserts, scan
 }
 criterion_main!(benches);
