@@ -904,7 +904,7 @@ async fn newer_format_versions_are_refused() -> TestResult {
     std::fs::write(dir.path().join("TARN_FORMAT"), "tarn database\nformat 99\n")?;
     let err = Tarn::open(dir.path()).await.unwrap_err();
     assert!(
-        err.message().contains("99") && err.message().contains("version 2"),
+        err.message().contains("99") && err.message().contains("version 3"),
         "{err}"
     );
     Ok(())

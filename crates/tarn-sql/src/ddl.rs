@@ -92,11 +92,11 @@ impl Txn<'_> {
             created_at: now_iso(),
         };
         let mut rows: Option<Vec<RecordBatch>> = None;
-        if let Some(query) = &ct.query {
+        if let Some(query) = ct.query {
             if !ct.columns.is_empty() {
                 return bad("CREATE TABLE … AS SELECT takes no column list");
             }
-            let (names, schema, batches) = self.run_query(query, HashMap::new()).await?;
+            let (names, schema, batches) = self.run_query(*query, HashMap::new()).await?;
             for (field, col_name) in schema.fields().iter().zip(&names) {
                 if def.column(col_name).is_some() {
                     return bad(format!("column \"{col_name}\" specified more than once"));

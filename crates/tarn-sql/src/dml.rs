@@ -20,7 +20,7 @@ use datafusion::sql::sqlparser::ast::{
     TableObject, TableWithJoins, UpdateTableFromKind, Value,
 };
 use datafusion::sql::sqlparser::parser::Parser;
-use tarn_catalog::{CatalogOp, ColumnDef, ColumnDefault, SqlType, TableDef};
+use tarn_catalog::{CatalogOp, ColumnDef, ColumnDefault, ColumnId, SqlType, TableDef, TableId};
 use tarn_storage::{Op, stored_schema};
 
 use crate::coerce::coerce_column;
@@ -215,7 +215,8 @@ impl Txn<'_> {
             })
     }
 
-    pub(crate) async fn insert(&mut self, ins: ast::Insert) -> Result<StatementResult> {
+    pub(crate) async fn insert(&mut self, mut ins: ast::Insert) -> Result<StatementResult> {
+        let source = ins.source.take();
         let TableObject::TableName(name) = &ins.table else {
             return bad("INSERT target must be a table");
         };
@@ -241,15 +242,12 @@ impl Txn<'_> {
                 })
                 .collect::<Result<_>>()?
         };
-        let (arrays, n) = match &ins.source {
+        let has_source = source.is_some();
+        let (arrays, n) = match source {
             None => (vec![], 1),
-            Some(q) => self.insert_source(&def, &targets, q).await?,
+            Some(q) => self.insert_source(&def, &targets, *q).await?,
         };
-        let targets = if ins.source.is_none() {
-            vec![]
-        } else {
-            targets
-        };
+        let targets = if !has_source { vec![] } else { targets };
         let relation = match &ins.table_alias {
             Some(a) => format!("{name} AS {}", a.alias),
             None => name.to_string(),
@@ -276,7 +274,7 @@ impl Txn<'_> {
         &mut self,
         def: &TableDef,
         targets: &[usize],
-        q: &Query,
+        q: Query,
     ) -> Result<(Vec<ArrayRef>, usize)> {
         let count_error = |given: usize| {
             if given > targets.len() {
@@ -347,7 +345,21 @@ impl Txn<'_> {
         n: usize,
     ) -> Result<RecordBatch> {
         let (def, stored, dims_changed) = self.prepare_rows(def, targets, arrays, n).await?;
+        if n > 0 {
+            for (_, cols) in &def.unique_constraints {
+                self.ready_keys(def.id, cols).await?;
+            }
+        }
         self.store_rows(def, stored, n, dims_changed)
+    }
+
+    /// Readies the key index over `columns` of locked table `id` (see
+    /// [`crate::engine::ready_keys`]); a table this transaction created has none yet.
+    pub(crate) async fn ready_keys(&self, id: TableId, columns: &[ColumnId]) -> Result<()> {
+        match self.tables.get(&id).and_then(|t| t.store.clone()) {
+            Some(store) => crate::engine::ready_keys(&store, columns).await,
+            None => Ok(()),
+        }
     }
 
     /// The first half of [`Txn::write_rows`]: fills defaults (advancing sequences) and
@@ -490,7 +502,7 @@ impl Txn<'_> {
                     )
                 {
                     // PostgreSQL's now() is one instant per statement.
-                    let micros = chrono::Utc::now().timestamp_micros();
+                    let micros = self.now.timestamp_micros();
                     return Ok(Arc::new(
                         TimestampMicrosecondArray::from(vec![micros; n]).with_timezone("UTC"),
                     ));
@@ -499,7 +511,7 @@ impl Txn<'_> {
                     "SELECT {sql} FROM generate_series(1, {n}) AS t(__tarn_n)"
                 ))?;
                 let (_, schema, batches) =
-                    self.run_query(&q, HashMap::new()).await.map_err(|e| {
+                    self.run_query(q, HashMap::new()).await.map_err(|e| {
                         Error::BadRequest(format!(
                             "default of column \"{}\" ({sql}) failed: {e}",
                             col.name
@@ -525,7 +537,7 @@ impl Txn<'_> {
         let table: Arc<dyn TableProvider> = Arc::new(MemTable::try_new(schema, vec![vec![rows]])?);
         let overrides = HashMap::from([((def.workspace_id.clone(), def.name.clone()), table)]);
         let q = parse_query(&format!("SELECT {} FROM {relation}", items_sql(items)))?;
-        let (columns, schema, batches) = self.run_query(&q, overrides).await?;
+        let (columns, schema, batches) = self.run_query(q, overrides).await?;
         Ok(StatementResult {
             columns,
             schema,
@@ -550,7 +562,7 @@ impl Txn<'_> {
         );
         let overrides = HashMap::from([((def.workspace_id.clone(), def.name.clone()), provider)]);
         let q = parse_query(select_sql)?;
-        let (_, schema, batches) = self.run_query(&q, overrides).await?;
+        let (_, schema, batches) = self.run_query(q, overrides).await?;
         let batch = concat_batches(&schema, &batches)?;
         let ids = batch
             .column(0)
@@ -629,7 +641,8 @@ impl Txn<'_> {
                     .map(normalize)
                     .or_else(|| name_parts(&name).ok()?.last().cloned())
                     .unwrap_or_default();
-                self.update_by_key(&def, &short, &by_index, selection)?
+                self.update_by_key(&def, &short, &by_index, selection)
+                    .await?
             }
             _ => None,
         };
@@ -694,7 +707,7 @@ impl Txn<'_> {
 
     /// `UPDATE … SET … WHERE key = literal` answered from the key index when every SET
     /// value is simple (see [`simple_value`]); `None` to plan it instead.
-    fn update_by_key(
+    async fn update_by_key(
         &mut self,
         def: &TableDef,
         qualifier: &str,
@@ -711,6 +724,7 @@ impl Txn<'_> {
         let Some(store) = t.store.clone() else {
             return Ok(None);
         };
+        crate::engine::ready_keys(&store, &key).await?;
         let (version, found) = store.key_lookup(&key, &arrays)?;
         // Only while this transaction has not written the table: its own rows are not
         // in the published key index.

@@ -9,7 +9,6 @@ use std::time::Duration;
 use datafusion::arrow::array::{ArrayRef, RecordBatch};
 use datafusion::arrow::compute::concat_batches;
 use datafusion::arrow::datatypes::{Field, Schema, SchemaRef};
-use datafusion::arrow::row::{RowConverter, SortField};
 use datafusion::catalog::{CatalogProviderList, TableProvider};
 use datafusion::execution::SessionStateBuilder;
 use datafusion::execution::context::SessionState;
@@ -20,6 +19,7 @@ use datafusion::sql::sqlparser::ast::{
     self, Ident, ObjectName, Query, SelectItem, Statement, TableFactor, Visit, Visitor,
 };
 use datafusion::sql::sqlparser::parser::Parser;
+use datafusion::sql::sqlparser::tokenizer::Tokenizer;
 use serde_json::Value as Json;
 use tarn_catalog::{Catalog, CatalogOp, ColumnId, TableDef, TableId};
 use tarn_storage::{Database, Op, TableStore, TableVersion};
@@ -27,7 +27,7 @@ use tokio::sync::{Mutex as AsyncMutex, OwnedMutexGuard};
 
 use crate::dialect::EngineDialect;
 use crate::error::{Error, Result, bad};
-use crate::names::query_output_names;
+use crate::names::OutputNames;
 use crate::params::{bind, needs_binding};
 use crate::provider::{CURRENT_SCHEMA, ReadView, STATEMENT_VIEW, ViewCatalogList};
 
@@ -191,6 +191,12 @@ impl SqlEngine {
         &self.limits
     }
 
+    /// Commits `ops` (the facade's own catalog changes) holding `guards`, the locks that
+    /// make them valid, until the commit is published, even if this future is dropped.
+    pub async fn commit(&self, ops: Vec<Op>, guards: Vec<OwnedMutexGuard<()>>) -> Result<()> {
+        commit_detached(self.db.clone(), ops, guards).await
+    }
+
     /// Runs one statement in workspace `ws` of organization `org`.
     pub async fn execute(
         &self,
@@ -200,12 +206,12 @@ impl SqlEngine {
         params: &[Json],
     ) -> Result<StatementResult> {
         let stmt = self.parse_one(sql)?;
-        self.check_params(params.len())?;
+        self.check_params(params)?;
         let mut stmt = stmt;
         if needs_binding(sql) {
             bind(&mut stmt, params)?;
         }
-        if let Some(out) = self.try_key_lookup(org, &stmt)? {
+        if let Some(out) = self.try_key_lookup(org, &stmt).await? {
             return Ok(out);
         }
         if let Statement::Vacuum(v) = &stmt {
@@ -290,7 +296,7 @@ impl SqlEngine {
         let fut = async {
             for (i, params) in params_batch.iter().enumerate() {
                 let step = async {
-                    self.check_params(params.len())?;
+                    self.check_params(params)?;
                     let mut s = stmt.clone();
                     bind(&mut s, params)?;
                     txn.run(s).await
@@ -346,7 +352,9 @@ impl SqlEngine {
         }
     }
 
-    fn check_params(&self, n: usize) -> Result<()> {
+    fn check_params(&self, params: &[Json]) -> Result<()> {
+        let n = params.len();
+        crate::params::check_json_depth(params)?;
         if n > self.limits.max_params {
             return bad(format!(
                 "a statement may bind at most {} parameters, not {n}",
@@ -365,9 +373,15 @@ impl SqlEngine {
                 self.limits.max_sql_bytes
             ));
         }
-        let mut stmts = Parser::new(&EngineDialect::default())
+        let dialect = EngineDialect::default();
+        let tokens = Tokenizer::new(&dialect, sql)
+            .with_unescape(true)
+            .tokenize_with_location()
+            .map_err(|e| Error::BadRequest(format!("syntax error: {e}")))?;
+        crate::depth::check(&tokens)?;
+        let mut stmts = Parser::new(&dialect)
             .with_recursion_limit(256)
-            .try_with_sql(sql)?
+            .with_tokens_with_locations(tokens)
             .parse_statements()?;
         match stmts.len() {
             0 => bad("empty query: no statement to run"),
@@ -422,12 +436,13 @@ pub(crate) fn quoted(parts: &[String]) -> String {
 
 /// A table a transaction writes: its lock and its private, pending version.
 pub(crate) struct TxnTable {
-    _guard: OwnedMutexGuard<()>,
+    /// The table's writer lock; moves into the commit, which releases it once published.
+    guard: Option<OwnedMutexGuard<()>>,
     pub store: Option<Arc<TableStore>>,
     pub version: TableVersion,
     pub deleted: HashSet<u64>,
     /// Keys of rows this transaction inserted, per unique constraint name.
-    pub local_keys: HashMap<String, HashMap<Box<[u8]>, u64>>,
+    pub local_keys: HashMap<String, HashMap<Vec<u8>, u64>>,
 }
 
 /// One atomic unit of work: a statement, or every parameter set of a batch. Writes go to
@@ -441,6 +456,9 @@ pub(crate) struct Txn<'e> {
     pub tables: HashMap<TableId, TxnTable>,
     pub ops: Vec<Op>,
     ddl_guard: Option<OwnedMutexGuard<()>>,
+    /// The statement's instant: `now()`, `current_timestamp`, `current_date` and NOW()
+    /// defaults are this one value for the whole statement (or batch), as in PostgreSQL.
+    pub now: chrono::DateTime<chrono::Utc>,
 }
 
 impl<'e> Txn<'e> {
@@ -454,6 +472,7 @@ impl<'e> Txn<'e> {
             tables: HashMap::new(),
             ops: Vec::new(),
             ddl_guard: None,
+            now: chrono::Utc::now(),
         }
     }
 
@@ -483,7 +502,7 @@ impl<'e> Txn<'e> {
             self.tables.insert(
                 id,
                 TxnTable {
-                    _guard: guard,
+                    guard: Some(guard),
                     store: Some(store),
                     version,
                     deleted: HashSet::new(),
@@ -500,7 +519,7 @@ impl<'e> Txn<'e> {
         self.tables.insert(
             id,
             TxnTable {
-                _guard: guard,
+                guard: Some(guard),
                 store: None,
                 version: TableVersion::default(),
                 deleted: HashSet::new(),
@@ -543,19 +562,33 @@ impl<'e> Txn<'e> {
         }
     }
 
-    /// A read view of the database as this transaction sees it.
-    pub fn view(&self, overrides: HashMap<(String, String), Arc<dyn TableProvider>>) -> ReadView {
+    /// A read view of the database as this transaction sees it, with the published
+    /// versions of `tables` pinned at one instant (tables first met during planning are
+    /// pinned then, once per statement).
+    pub fn view(
+        &self,
+        overrides: HashMap<(String, String), Arc<dyn TableProvider>>,
+        tables: &[TableId],
+    ) -> ReadView {
+        let pending: HashMap<TableId, Arc<TableVersion>> = self
+            .tables
+            .iter()
+            .map(|(id, t)| (*id, Arc::new(t.version.clone())))
+            .collect();
+        let unpinned: Vec<TableId> = tables
+            .iter()
+            .copied()
+            .filter(|id| !pending.contains_key(id))
+            .collect();
         ReadView {
             db: self.engine.db.clone(),
             org: self.org.clone(),
             ws: self.ws.clone(),
             catalog: self.catalog.clone(),
-            pending: self
-                .tables
-                .iter()
-                .map(|(id, t)| (*id, Arc::new(t.version.clone())))
-                .collect(),
+            pinned: Arc::new(parking_lot::Mutex::new(self.engine.db.pin(&unpinned))),
+            pending,
             overrides,
+            now: self.now,
         }
     }
 
@@ -584,16 +617,17 @@ impl<'e> Txn<'e> {
     }
 
     /// Checks every relation a statement reads: schema-qualified and existing, or a CTE,
-    /// or one of the statement's `overrides`.
+    /// or one of the statement's `overrides`. Returns the ids of the tables it reads.
     pub fn check_relations(
         &self,
         stmt: &Statement,
         overrides: &HashMap<(String, String), Arc<dyn TableProvider>>,
-    ) -> Result<()> {
+    ) -> Result<Vec<TableId>> {
         struct Check<'a, 'e> {
             txn: &'a Txn<'e>,
             overrides: &'a HashMap<(String, String), Arc<dyn TableProvider>>,
             ctes: Vec<String>,
+            ids: Vec<TableId>,
             err: Option<Error>,
         }
         impl Visitor for Check<'_, '_> {
@@ -625,9 +659,12 @@ impl<'e> Txn<'e> {
                     {
                         return ControlFlow::Continue(());
                     }
-                    if let Err(e) = self.txn.resolve(name) {
-                        self.err = Some(e);
-                        return ControlFlow::Break(());
+                    match self.txn.resolve(name) {
+                        Ok(def) => self.ids.push(def.id),
+                        Err(e) => {
+                            self.err = Some(e);
+                            return ControlFlow::Break(());
+                        }
                     }
                 }
                 ControlFlow::Continue(())
@@ -637,25 +674,30 @@ impl<'e> Txn<'e> {
             txn: self,
             overrides,
             ctes: vec![],
+            ids: vec![],
             err: None,
         };
         let _ = stmt.visit(&mut check);
         match check.err {
             Some(e) => Err(e),
-            None => Ok(()),
+            None => Ok(check.ids),
         }
     }
 
     /// Plans and runs a query; returns its PostgreSQL output names, schema and rows.
+    /// The query is taken by value: planning consumes it, and copying a user's AST
+    /// would cost a recursion as deep as its expressions (see `depth.rs`).
     pub async fn run_query(
         &self,
-        query: &Query,
+        query: Query,
         overrides: HashMap<(String, String), Arc<dyn TableProvider>>,
     ) -> Result<(Vec<String>, SchemaRef, Vec<RecordBatch>)> {
-        let stmt = Statement::Query(Box::new(query.clone()));
-        self.check_relations(&stmt, &overrides)?;
-        let (schema, batches) = self.plan_and_collect(stmt, self.view(overrides)).await?;
-        let names = query_output_names(query, &schema);
+        let names = OutputNames::of(&query);
+        let stmt = Statement::Query(Box::new(query));
+        let ids = self.check_relations(&stmt, &overrides)?;
+        let view = self.view(overrides, &ids);
+        let (schema, batches) = self.plan_and_collect(stmt, view).await?;
+        let names = names.resolve(&schema);
         let schema = renamed(&schema, &names);
         let batches = batches
             .into_iter()
@@ -677,7 +719,7 @@ impl<'e> Txn<'e> {
         match stmt {
             Statement::Query(q) => {
                 let (columns, schema, batches) =
-                    Box::pin(self.run_query(&q, HashMap::new())).await?;
+                    Box::pin(self.run_query(*q, HashMap::new())).await?;
                 Ok(StatementResult {
                     columns,
                     schema,
@@ -719,10 +761,9 @@ impl<'e> Txn<'e> {
     }
 
     async fn run_explain(&self, stmt: Statement) -> Result<StatementResult> {
-        self.check_relations(&stmt, &HashMap::new())?;
-        let (schema, batches) = self
-            .plan_and_collect(stmt, self.view(HashMap::new()))
-            .await?;
+        let ids = self.check_relations(&stmt, &HashMap::new())?;
+        let view = self.view(HashMap::new(), &ids);
+        let (schema, batches) = self.plan_and_collect(stmt, view).await?;
         Ok(StatementResult {
             columns: schema.fields().iter().map(|f| f.name().clone()).collect(),
             schema,
@@ -756,19 +797,10 @@ impl<'e> Txn<'e> {
                 return Err(violation());
             }
         }
-        let converter = RowConverter::new(
-            arrays
-                .iter()
-                .map(|a| SortField::new(a.data_type().clone()))
-                .collect(),
-        )?;
-        let rows = converter.convert_columns(arrays)?;
         let local = t.local_keys.entry(constraint.to_string()).or_default();
-        for i in 0..rows.num_rows() {
-            if arrays.iter().any(|a| a.is_null(i)) {
-                continue;
-            }
-            let key: Box<[u8]> = rows.row(i).as_ref().into();
+        for (i, key) in tarn_storage::encode_keys(arrays)?.into_iter().enumerate() {
+            // A NULL key part never conflicts, as in PostgreSQL.
+            let Some(key) = key else { continue };
             if let Some(existing) = local.get(&key)
                 && !t.deleted.contains(existing)
             {
@@ -779,18 +811,52 @@ impl<'e> Txn<'e> {
         Ok(())
     }
 
-    /// Logs and publishes everything this transaction wrote.
+    /// Logs and publishes everything this transaction wrote. The locks it holds move
+    /// into the commit (see [`commit_detached`]): dropping this future cannot release
+    /// them before the commit is published.
     pub async fn commit(&mut self) -> Result<()> {
+        let mut guards: Vec<OwnedMutexGuard<()>> = self.ddl_guard.take().into_iter().collect();
+        guards.extend(self.tables.values_mut().filter_map(|t| t.guard.take()));
         let ops = coalesce(std::mem::take(&mut self.ops))?;
-        if ops.is_empty() {
-            return Ok(());
-        }
-        let db = self.engine.db.clone();
-        tokio::task::spawn_blocking(move || db.commit(ops))
-            .await
-            .map_err(|e| Error::Internal(format!("commit task failed: {e}")))??;
-        Ok(())
+        commit_detached(self.engine.db.clone(), ops, guards).await
     }
+}
+
+/// Commits `ops` on a blocking thread that owns `guards` (the writer locks that make the
+/// ops valid) and releases them only once the commit is logged and published, or has
+/// failed. A commit is not cancellable: if the caller's future is dropped (a timeout, a
+/// disconnected client), the commit still completes and no other writer can take the
+/// locks in between, see a snapshot without it, or reuse its row ids.
+pub(crate) async fn commit_detached(
+    db: Arc<Database>,
+    ops: Vec<Op>,
+    guards: Vec<OwnedMutexGuard<()>>,
+) -> Result<()> {
+    if ops.is_empty() {
+        return Ok(());
+    }
+    tokio::task::spawn_blocking(move || {
+        let res = db.commit(ops);
+        drop(guards);
+        res
+    })
+    .await
+    .map_err(|e| Error::Internal(format!("commit task failed: {e}")))??;
+    Ok(())
+}
+
+/// Makes key lookups over `columns` of `store` a matter of probes before they run on an
+/// async thread: building a missing memtable key map or segment key section reads whole
+/// segments, so that happens on a blocking thread.
+pub(crate) async fn ready_keys(store: &Arc<TableStore>, columns: &[ColumnId]) -> Result<()> {
+    if store.keys_ready(columns) {
+        return Ok(());
+    }
+    let (store, columns) = (store.clone(), columns.to_vec());
+    tokio::task::spawn_blocking(move || store.prepare_keys(&columns))
+        .await
+        .map_err(|e| Error::Internal(format!("key index task failed: {e}")))??;
+    Ok(())
 }
 
 fn first_words(sql: &str) -> String {

@@ -53,27 +53,71 @@ impl From<datafusion::sql::sqlparser::parser::ParserError> for Error {
     }
 }
 
-/// Maps a DataFusion error back to Tarn's: our own errors come back out of
-/// `External`, DataFusion's own are stripped of their wrappers and classified.
+impl Error {
+    /// A copy of this error, for errors that reach us through a shared handle.
+    pub(crate) fn duplicate(&self) -> Error {
+        match self {
+            Error::BadRequest(m) => Error::BadRequest(m.clone()),
+            Error::NotFound(m) => Error::NotFound(m.clone()),
+            Error::Conflict(m) => Error::Conflict(m.clone()),
+            Error::Storage(s) => Error::Storage(s.duplicate()),
+            Error::Internal(m) => Error::Internal(m.clone()),
+        }
+    }
+}
+
+/// Maps a DataFusion error back to Tarn's: our own errors (and storage's) come back out
+/// of `External`, wherever DataFusion nested or shared them (contexts, shared errors of
+/// joins, collections, Arrow's external errors), with their kind; DataFusion's own are
+/// stripped of their wrappers and classified.
 fn from_datafusion(e: DataFusionError) -> Error {
     match e {
         DataFusionError::External(inner) => match inner.downcast::<Error>() {
             Ok(ours) => *ours,
             Err(other) => match other.downcast::<tarn_storage::Error>() {
                 Ok(s) => Error::Storage(*s),
-                Err(other) => Error::BadRequest(other.to_string()),
+                Err(other) => from_foreign(other.as_ref()),
             },
         },
-        DataFusionError::Context(_, inner) => from_datafusion(*inner),
+        DataFusionError::Context(_, inner) | DataFusionError::Diagnostic(_, inner) => {
+            from_datafusion(*inner)
+        }
         DataFusionError::Shared(inner) => match std::sync::Arc::try_unwrap(inner) {
             Ok(inner) => from_datafusion(inner),
-            Err(shared) => Error::BadRequest(clean_message(&shared.to_string())),
+            Err(shared) => classify(&shared),
         },
-        DataFusionError::Diagnostic(_, inner) => from_datafusion(*inner),
-        DataFusionError::Collection(mut errs) if !errs.is_empty() => {
-            from_datafusion(errs.remove(0))
+        DataFusionError::Collection(errs) => {
+            // The most serious of several errors speaks for them.
+            let mut all: Vec<Error> = errs.into_iter().map(from_datafusion).collect();
+            all.sort_by_key(|e| match e {
+                Error::Storage(_) | Error::Internal(_) => 0,
+                _ => 1,
+            });
+            all.into_iter()
+                .next()
+                .unwrap_or_else(|| Error::Internal("empty error collection".into()))
         }
-        DataFusionError::SchemaError(ref s, _) => {
+        other => classify(&other),
+    }
+}
+
+/// Classifies a DataFusion error seen by reference (ours inside are copied out).
+fn classify(e: &DataFusionError) -> Error {
+    match e {
+        DataFusionError::External(inner) => from_foreign(inner.as_ref()),
+        DataFusionError::Context(_, inner) | DataFusionError::Diagnostic(_, inner) => {
+            classify(inner)
+        }
+        DataFusionError::Shared(inner) => classify(inner),
+        DataFusionError::Collection(errs) => errs
+            .iter()
+            .map(classify)
+            .min_by_key(|e| match e {
+                Error::Storage(_) | Error::Internal(_) => 0,
+                _ => 1,
+            })
+            .unwrap_or_else(|| Error::Internal("empty error collection".into())),
+        DataFusionError::SchemaError(s, _) => {
             use datafusion::common::SchemaError;
             match s.as_ref() {
                 SchemaError::FieldNotFound { field, .. } => {
@@ -91,10 +135,53 @@ fn from_datafusion(e: DataFusionError) -> Error {
         DataFusionError::ResourcesExhausted(msg) => {
             Error::BadRequest(format!("query memory limit exceeded: {msg}"))
         }
-        DataFusionError::Internal(msg) => Error::Internal(msg),
+        DataFusionError::Internal(msg) => Error::Internal(msg.clone()),
         DataFusionError::IoError(io) => Error::Internal(io.to_string()),
-        DataFusionError::ArrowError(a, _) => Error::BadRequest(arrow_message(&a)),
+        DataFusionError::ArrowError(a, _) => match a.as_ref() {
+            datafusion::arrow::error::ArrowError::ExternalError(inner) => {
+                from_foreign(inner.as_ref())
+            }
+            datafusion::arrow::error::ArrowError::IoError(m, _) => Error::Internal(m.clone()),
+            other => Error::BadRequest(arrow_message(other)),
+        },
         other => Error::BadRequest(clean_message(&other.to_string())),
+    }
+}
+
+/// An error of some other type carried in an `External`: ours or storage's somewhere in
+/// its chain keep their kind; DataFusion's and Arrow's are classified; anything else is
+/// not an error about the statement (say, a spill file's I/O) and is a 500.
+fn from_foreign(e: &(dyn std::error::Error + 'static)) -> Error {
+    let mut cur: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(err) = cur {
+        if let Some(ours) = err.downcast_ref::<Error>() {
+            return ours.duplicate();
+        }
+        if let Some(s) = err.downcast_ref::<tarn_storage::Error>() {
+            return Error::Storage(s.duplicate());
+        }
+        if let Some(df) = err.downcast_ref::<DataFusionError>() {
+            return classify(df);
+        }
+        if let Some(a) = err.downcast_ref::<datafusion::arrow::error::ArrowError>() {
+            return classify(&DataFusionError::ArrowError(Box::new(copy_arrow(a)), None));
+        }
+        cur = err.source();
+    }
+    Error::Internal(clean_message(&e.to_string()))
+}
+
+/// Arrow errors are not `Clone`; the variants classification looks at are copied, the
+/// others keep their text.
+fn copy_arrow(a: &datafusion::arrow::error::ArrowError) -> datafusion::arrow::error::ArrowError {
+    use datafusion::arrow::error::ArrowError as A;
+    match a {
+        A::DivideByZero => A::DivideByZero,
+        A::CastError(m) => A::CastError(m.clone()),
+        A::ComputeError(m) => A::ComputeError(m.clone()),
+        A::InvalidArgumentError(m) => A::InvalidArgumentError(m.clone()),
+        A::IoError(m, e) => A::IoError(m.clone(), std::io::Error::new(e.kind(), e.to_string())),
+        other => A::ComputeError(other.to_string()),
     }
 }
 

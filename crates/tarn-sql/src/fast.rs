@@ -21,7 +21,7 @@ use tarn_catalog::{Catalog, ColumnDef, ColumnId, SqlType, TableDef};
 use tarn_storage::key_specs;
 
 use crate::Result;
-use crate::engine::{SqlEngine, StatementResult, name_parts, normalize};
+use crate::engine::{SqlEngine, StatementResult, name_parts, normalize, ready_keys};
 use crate::provider::key_rows;
 use crate::types::column_field;
 
@@ -150,7 +150,7 @@ pub(crate) fn column_resolver<'a>(
 
 impl SqlEngine {
     /// Answers `stmt` through a key index if it is a key lookup (see the module docs).
-    pub(crate) fn try_key_lookup(
+    pub(crate) async fn try_key_lookup(
         &self,
         org: &str,
         stmt: &Statement,
@@ -272,6 +272,7 @@ impl SqlEngine {
         let Some(store) = self.db().table(def.id) else {
             return Ok(None);
         };
+        ready_keys(&store, &spec).await?;
         let (version, found) = store.key_lookup(&spec, &arrays)?;
         let row_ids = found.into_iter().next().unwrap_or_default();
         let fields: Vec<Field> = outputs

@@ -9,8 +9,10 @@
 //! DataFusion. Every statement (or batch) writes through one transaction that is logged
 //! as one WAL record.
 
+mod clock;
 mod coerce;
 mod ddl;
+mod depth;
 mod dialect;
 mod dml;
 mod encode;

@@ -4,25 +4,72 @@
 use datafusion::arrow::datatypes::Schema;
 use datafusion::sql::sqlparser::ast::{Expr, Query, SelectItem, SetExpr};
 
-/// Output names for a query whose planned schema is `schema`. Falls back to the planned
-/// field names where the AST cannot say (several wildcards mixed with expressions).
-pub fn query_output_names(query: &Query, schema: &Schema) -> Vec<String> {
-    let fallback: Vec<String> = schema.fields().iter().map(|f| f.name().clone()).collect();
-    match first_select_items(&query.body) {
-        Some(items) => item_names(items, fallback),
-        None => values_or_fallback(&query.body, fallback),
+/// What a query's AST says of its output names, taken before the query is planned
+/// (planning consumes the AST): resolved against the planned schema by
+/// [`OutputNames::resolve`].
+#[derive(Debug)]
+pub enum OutputNames {
+    /// A SELECT list's names, item by item.
+    Items(Vec<ItemName>),
+    /// A VALUES list: `column1`, `column2`, ….
+    Values,
+    /// Whatever the planner named the fields.
+    Planned,
+}
+
+/// One SELECT item's name(s).
+#[derive(Debug)]
+pub enum ItemName {
+    /// An expression's name (its alias, or PostgreSQL's name for it).
+    Name(String),
+    /// Several aliases of one item.
+    Names(Vec<String>),
+    /// `*` or `t.*`: the planner's fields.
+    Wildcard,
+}
+
+impl OutputNames {
+    /// The names of `query`'s output.
+    pub fn of(query: &Query) -> OutputNames {
+        match first_select_items(&query.body) {
+            Some(items) => OutputNames::Items(
+                items
+                    .iter()
+                    .map(|item| match item {
+                        SelectItem::UnnamedExpr(e) => ItemName::Name(expr_name(e)),
+                        SelectItem::ExprWithAlias { alias, .. } => {
+                            ItemName::Name(alias.value.clone())
+                        }
+                        SelectItem::ExprWithAliases { aliases, .. } => {
+                            ItemName::Names(aliases.iter().map(|a| a.value.clone()).collect())
+                        }
+                        SelectItem::Wildcard(_) | SelectItem::QualifiedWildcard(..) => {
+                            ItemName::Wildcard
+                        }
+                    })
+                    .collect(),
+            ),
+            None if matches!(query.body.as_ref(), SetExpr::Values(_)) => OutputNames::Values,
+            None => OutputNames::Planned,
+        }
+    }
+
+    /// Output names for the planned `schema`. Falls back to the planned field names
+    /// where the AST cannot say (several wildcards mixed with expressions).
+    pub fn resolve(self, schema: &Schema) -> Vec<String> {
+        let fallback: Vec<String> = schema.fields().iter().map(|f| f.name().clone()).collect();
+        match self {
+            OutputNames::Items(items) => item_names(items, fallback),
+            OutputNames::Values => (1..=fallback.len()).map(|i| format!("column{i}")).collect(),
+            OutputNames::Planned => fallback,
+        }
     }
 }
 
-fn item_names(items: &[SelectItem], fallback: Vec<String>) -> Vec<String> {
+fn item_names(items: Vec<ItemName>, fallback: Vec<String>) -> Vec<String> {
     let wildcards = items
         .iter()
-        .filter(|i| {
-            matches!(
-                i,
-                SelectItem::Wildcard(_) | SelectItem::QualifiedWildcard(..)
-            )
-        })
+        .filter(|i| matches!(i, ItemName::Wildcard))
         .count();
     let explicit = items.len() - wildcards;
     if wildcards > 1 && explicit > 0 {
@@ -32,12 +79,9 @@ fn item_names(items: &[SelectItem], fallback: Vec<String>) -> Vec<String> {
     let mut out = Vec::with_capacity(fallback.len());
     for item in items {
         match item {
-            SelectItem::UnnamedExpr(e) => out.push(expr_name(e)),
-            SelectItem::ExprWithAlias { alias, .. } => out.push(alias.value.clone()),
-            SelectItem::ExprWithAliases { aliases, .. } => {
-                out.extend(aliases.iter().map(|a| a.value.clone()))
-            }
-            SelectItem::Wildcard(_) | SelectItem::QualifiedWildcard(..) => {
+            ItemName::Name(n) => out.push(n),
+            ItemName::Names(ns) => out.extend(ns),
+            ItemName::Wildcard => {
                 let start = out.len();
                 let take = if wildcards == 1 {
                     expanded
@@ -55,13 +99,6 @@ fn item_names(items: &[SelectItem], fallback: Vec<String>) -> Vec<String> {
         out
     } else {
         fallback
-    }
-}
-
-fn values_or_fallback(body: &SetExpr, fallback: Vec<String>) -> Vec<String> {
-    match body {
-        SetExpr::Values(_) => (1..=fallback.len()).map(|i| format!("column{i}")).collect(),
-        _ => fallback,
     }
 }
 

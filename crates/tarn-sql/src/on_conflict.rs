@@ -25,10 +25,9 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
-use datafusion::arrow::array::{Array, ArrayRef, AsArray, RecordBatch, UInt64Array};
-use datafusion::arrow::compute::{cast, concat_batches, interleave, take};
+use datafusion::arrow::array::{ArrayRef, AsArray, RecordBatch, UInt64Array};
+use datafusion::arrow::compute::{concat_batches, interleave, take};
 use datafusion::arrow::datatypes::{DataType, Field, Schema, UInt64Type};
-use datafusion::arrow::row::{RowConverter, Rows, SortField};
 use datafusion::catalog::TableProvider;
 use datafusion::datasource::MemTable;
 use datafusion::sql::sqlparser::ast::{
@@ -65,7 +64,6 @@ struct DoUpdate {
 
 /// One arbiter constraint while the proposed rows are decided.
 struct Arbiter {
-    codec: KeyCodec,
     /// Keys of the proposed rows.
     keys: Keys,
     /// The existing row each proposed row meets, if any.
@@ -73,7 +71,7 @@ struct Arbiter {
     /// Keys of the DO UPDATE query's result rows.
     updated_keys: Option<Keys>,
     /// Keys of the rows this statement inserted or updated so far.
-    touched: HashSet<Box<[u8]>>,
+    touched: HashSet<Vec<u8>>,
 }
 
 /// Where a written row comes from.
@@ -85,50 +83,17 @@ enum Source {
     Updated(usize),
 }
 
-/// Encodes the key values of one constraint so keys compare as bytes.
-struct KeyCodec {
-    converter: RowConverter,
-    types: Vec<DataType>,
-}
-
-/// Encoded keys of rows.
-struct Keys {
-    rows: Rows,
-    /// Rows with a NULL key part: they never conflict, as in PostgreSQL.
-    nulls: Vec<bool>,
-}
-
-impl KeyCodec {
-    fn new(types: Vec<DataType>) -> Result<KeyCodec> {
-        let converter =
-            RowConverter::new(types.iter().map(|t| SortField::new(t.clone())).collect())?;
-        Ok(KeyCodec { converter, types })
-    }
-
-    /// Keys of `arrays` (cast to this codec's types when they differ).
-    fn encode(&self, arrays: &[ArrayRef]) -> Result<Keys> {
-        let arrays = arrays
-            .iter()
-            .zip(&self.types)
-            .map(|(a, t)| {
-                if a.data_type() == t {
-                    Ok(a.clone())
-                } else {
-                    cast(a, t)
-                }
-            })
-            .collect::<Result<Vec<_>, _>>()?;
-        let rows = self.converter.convert_columns(&arrays)?;
-        let nulls = (0..rows.num_rows())
-            .map(|i| arrays.iter().any(|a| a.is_null(i)))
-            .collect();
-        Ok(Keys { rows, nulls })
-    }
-}
+/// Encoded keys of rows, in storage's key encoding (the one every uniqueness check
+/// uses); `None` for rows with a NULL key part, which never conflict, as in PostgreSQL.
+struct Keys(Vec<Option<Vec<u8>>>);
 
 impl Keys {
+    fn encode(arrays: &[ArrayRef]) -> Result<Keys> {
+        Ok(Keys(tarn_storage::encode_keys(arrays)?))
+    }
+
     fn get(&self, i: usize) -> Option<&[u8]> {
-        (!self.nulls[i]).then(|| self.rows.row(i).data())
+        self.0.get(i).and_then(|k| k.as_deref())
     }
 }
 
@@ -255,11 +220,10 @@ impl Txn<'_> {
         let mut arbiters = Vec::with_capacity(plan.arbiters.len());
         for (name, cols) in &plan.arbiters {
             let arrays = key_arrays(def, cols, &proposed)?;
-            let codec = KeyCodec::new(arrays.iter().map(|a| a.data_type().clone()).collect())?;
-            let keys = codec.encode(&arrays)?;
+            let keys = Keys::encode(&arrays)?;
+            self.ready_keys(def.id, cols).await?;
             let existing = self.existing_rows(def, name, cols, &arrays, &keys)?;
             arbiters.push(Arbiter {
-                codec,
                 keys,
                 existing,
                 updated_keys: None,
@@ -281,7 +245,7 @@ impl Txn<'_> {
                 )
                 .await?;
             for (a, (_, cols)) in arbiters.iter_mut().zip(&plan.arbiters) {
-                a.updated_keys = Some(a.codec.encode(&key_arrays(def, cols, &columns)?)?);
+                a.updated_keys = Some(Keys::encode(&key_arrays(def, cols, &columns)?)?);
             }
             updated = Some((by_row, columns));
         }
@@ -318,7 +282,7 @@ impl Txn<'_> {
                     Source::Updated(j) => a.updated_keys.as_ref().and_then(|k| k.get(j)),
                 };
                 if let Some(k) = key {
-                    a.touched.insert(k.into());
+                    a.touched.insert(k.to_vec());
                 }
             }
             sources.push(source);
@@ -363,7 +327,7 @@ impl Txn<'_> {
             .ok_or_else(|| Error::Internal("conflict check on an unlocked table".into()))?;
         let published = match &t.store {
             Some(store) => store.key_matches(cols, arrays)?,
-            None => vec![None; keys.nulls.len()],
+            None => vec![None; keys.0.len()],
         };
         let local = t.local_keys.get(name);
         Ok(published
@@ -462,7 +426,7 @@ impl Txn<'_> {
             quote_ident(ROWID_COLUMN),
             quote_ident(TARGET_COLUMN),
         );
-        let (_, schema, batches) = self.run_query(&parse_query(&sql)?, overrides).await?;
+        let (_, schema, batches) = self.run_query(parse_query(&sql)?, overrides).await?;
         let batch = concat_batches(&schema, &batches)?;
         let pairs = batch
             .column(0)

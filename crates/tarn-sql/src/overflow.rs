@@ -21,6 +21,7 @@ use datafusion::common::{DFSchema, Result as DfResult, ScalarValue};
 use datafusion::error::DataFusionError;
 use datafusion::logical_expr::expr::ScalarFunction;
 use datafusion::logical_expr::expr_rewriter::NamePreserver;
+use datafusion::logical_expr::type_coercion::binary::BinaryTypeCoercer;
 use datafusion::logical_expr::{
     BinaryExpr, ColumnarValue, Expr, ExprSchemable, LogicalPlan, Operator, ScalarFunctionArgs,
     ScalarUDF, ScalarUDFImpl, Signature, Volatility,
@@ -47,11 +48,11 @@ impl AnalyzerRule for CheckedArithmetic {
             let preserver = NamePreserver::new(&plan);
             plan.map_expressions(|e| {
                 let saved = preserver.save(&e);
-                let t = e.transform_up(|e| rewrite(e, &schema))?;
-                Ok(if t.transformed {
-                    Transformed::yes(saved.restore(t.data))
+                let (e, _, changed) = rewrite(e, &schema)?;
+                Ok(if changed {
+                    Transformed::yes(saved.restore(e))
                 } else {
-                    t
+                    Transformed::no(e)
                 })
             })
         })
@@ -73,27 +74,69 @@ fn is_integer(t: &DataType) -> bool {
     )
 }
 
-fn rewrite(e: Expr, schema: &DFSchema) -> DfResult<Transformed<Expr>> {
-    let Expr::BinaryExpr(BinaryExpr { left, op, right }) = &e else {
-        return Ok(Transformed::no(e));
+/// Rewrites integer `+ - *` in `e` bottom-up, in one pass: returns the new expression,
+/// its type when the pass learned it for free (arithmetic nodes: from their operands'
+/// types), and whether anything changed. Types of other operands are asked of
+/// DataFusion once each, so the cost is linear in the expression's size (asking for the
+/// type of every `+` in a chain of a thousand would be quadratic, and was).
+#[recursive::recursive]
+fn rewrite(e: Expr, schema: &DFSchema) -> DfResult<(Expr, Option<DataType>, bool)> {
+    let Expr::BinaryExpr(BinaryExpr { left, op, right }) = e else {
+        let mut changed = false;
+        let e = e
+            .map_children(|c| {
+                let (c, _, ch) = rewrite(c, schema)?;
+                changed |= ch;
+                Ok(Transformed::no(c))
+            })?
+            .data;
+        return Ok((e, None, changed));
     };
+    let (l, lt, lc) = rewrite(*left, schema)?;
+    let (r, rt, rc) = rewrite(*right, schema)?;
     let kind = match op {
-        Operator::Plus => Op::Add,
-        Operator::Minus => Op::Sub,
-        Operator::Multiply => Op::Mul,
-        _ => return Ok(Transformed::no(e)),
+        Operator::Plus => Some(Op::Add),
+        Operator::Minus => Some(Op::Sub),
+        Operator::Multiply => Some(Op::Mul),
+        _ => None,
+    };
+    let Some(kind) = kind else {
+        return Ok((
+            Expr::BinaryExpr(BinaryExpr::new(Box::new(l), op, Box::new(r))),
+            None,
+            lc || rc,
+        ));
     };
     // Expressions whose type cannot be resolved here (outer references) stay as they are.
-    let (Ok(lt), Ok(rt)) = (left.get_type(schema), right.get_type(schema)) else {
-        return Ok(Transformed::no(e));
+    let lt = match lt {
+        Some(t) => Ok(t),
+        None => l.get_type(schema),
+    };
+    let rt = match rt {
+        Some(t) => Ok(t),
+        None => r.get_type(schema),
+    };
+    let (Ok(lt), Ok(rt)) = (lt, rt) else {
+        return Ok((
+            Expr::BinaryExpr(BinaryExpr::new(Box::new(l), op, Box::new(r))),
+            None,
+            lc || rc,
+        ));
     };
     if !is_integer(&lt) || lt != rt {
-        return Ok(Transformed::no(e));
+        let ty = BinaryTypeCoercer::new(&lt, &op, &rt).get_result_type().ok();
+        return Ok((
+            Expr::BinaryExpr(BinaryExpr::new(Box::new(l), op, Box::new(r))),
+            ty,
+            lc || rc,
+        ));
     }
     let udf = Arc::new(ScalarUDF::new_from_impl(Checked::new(kind)));
-    Ok(Transformed::yes(Expr::ScalarFunction(
-        ScalarFunction::new_udf(udf, vec![left.as_ref().clone(), right.as_ref().clone()]),
-    )))
+    Ok((
+        Expr::ScalarFunction(ScalarFunction::new_udf(udf, vec![l, r])),
+        Some(lt),
+        true,
+    ))
 }
 
 #[derive(Debug, PartialEq, Eq, Hash, Clone, Copy)]

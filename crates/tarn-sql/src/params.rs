@@ -94,6 +94,30 @@ fn innermost(dt: &ast::DataType) -> &ast::DataType {
     }
 }
 
+/// Deepest nesting of arrays and objects a JSON parameter may have (serde_json's own
+/// parser stops at 128). Checked iteratively before anything recursive (binding,
+/// encoding, cloning) touches the value, so a hostile value cannot exhaust the stack.
+pub const MAX_JSON_DEPTH: usize = 128;
+
+/// Fails when a parameter nests deeper than [`MAX_JSON_DEPTH`].
+pub fn check_json_depth(params: &[Json]) -> Result<()> {
+    let mut stack: Vec<(&Json, usize)> = params.iter().map(|p| (p, 1)).collect();
+    while let Some((v, depth)) = stack.pop() {
+        let children: Box<dyn Iterator<Item = &Json>> = match v {
+            Json::Array(items) => Box::new(items.iter()),
+            Json::Object(map) => Box::new(map.values()),
+            _ => continue,
+        };
+        if depth > MAX_JSON_DEPTH {
+            return Err(crate::Error::BadRequest(format!(
+                "a parameter nests arrays or objects more than {MAX_JSON_DEPTH} levels deep"
+            )));
+        }
+        stack.extend(children.map(|c| (c, depth + 1)));
+    }
+    Ok(())
+}
+
 fn lit(v: Value) -> Expr {
     Expr::Value(v.with_empty_span())
 }

@@ -46,9 +46,14 @@ pub(crate) struct ReadView {
     pub ws: String,
     pub catalog: Arc<Catalog>,
     pub pending: HashMap<TableId, Arc<TableVersion>>,
+    /// Published versions this statement reads, pinned at its start (or when first
+    /// met): every reference to a table in one statement sees the same rows.
+    pub pinned: Arc<parking_lot::Mutex<HashMap<TableId, Arc<TableVersion>>>>,
     /// Replacements by (workspace, table name): the DML target with row ids, or the
     /// rows a RETURNING clause reads.
     pub overrides: HashMap<(String, String), Arc<dyn TableProvider>>,
+    /// The statement's instant (see `clock.rs`).
+    pub now: chrono::DateTime<chrono::Utc>,
 }
 
 impl fmt::Debug for ReadView {
@@ -59,10 +64,16 @@ impl fmt::Debug for ReadView {
 
 impl ReadView {
     pub fn version(&self, id: TableId) -> Option<Arc<TableVersion>> {
-        self.pending
-            .get(&id)
-            .cloned()
-            .or_else(|| self.db.table(id).map(|s| s.snapshot()))
+        if let Some(v) = self.pending.get(&id) {
+            return Some(v.clone());
+        }
+        let mut pinned = self.pinned.lock();
+        if let Some(v) = pinned.get(&id) {
+            return Some(v.clone());
+        }
+        let v = self.db.table(id)?.snapshot();
+        pinned.insert(id, v.clone());
+        Some(v)
     }
 
     pub fn provider(&self, def: &TableDef, with_rowid: bool) -> Option<Arc<EngineTable>> {
@@ -501,9 +512,35 @@ impl EngineTable {
     }
 
     /// Rows matching `col = literal` filters on a whole key, through the key index:
-    /// `None` when no key applies or the snapshot is not the published one.
-    fn key_units(&self, filters: &[Expr]) -> Option<Vec<Unit>> {
-        let store = self.store.as_ref()?;
+    /// `None` when no key applies or the snapshot is not the published one. Damage met
+    /// in the index is an error, not a reason to scan.
+    async fn key_units(&self, filters: &[Expr]) -> DfResult<Option<Vec<Unit>>> {
+        let Some(store) = self.store.as_ref() else {
+            return Ok(None);
+        };
+        let Some((columns, arrays)) = self.key_probe(filters) else {
+            return Ok(None);
+        };
+        let external = |e: crate::Error| DataFusionError::External(Box::new(e));
+        crate::engine::ready_keys(store, &columns)
+            .await
+            .map_err(external)?;
+        let (version, found) = store
+            .key_lookup(&columns, &arrays)
+            .map_err(|e| external(e.into()))?;
+        if !version.same_as(&self.version) {
+            return Ok(None);
+        }
+        let ids = found.into_iter().next().unwrap_or_default();
+        let rows = version.rows(&ids).map_err(|e| external(e.into()))?;
+        Ok(Some(
+            rows.into_iter().map(|(c, p)| Unit::Rows(c, p)).collect(),
+        ))
+    }
+
+    /// The key whose every column `filters` fix to a literal, with those literals as
+    /// arrays of the columns' types.
+    fn key_probe(&self, filters: &[Expr]) -> Option<(Vec<tarn_catalog::ColumnId>, Vec<ArrayRef>)> {
         let eq = equalities(filters);
         if eq.is_empty() {
             return None;
@@ -528,13 +565,7 @@ impl EngineTable {
             if arrays.is_empty() || arrays.iter().any(|a| a.null_count() > 0) {
                 continue;
             }
-            let (version, found) = store.key_lookup(&spec.columns, &arrays).ok()?;
-            if !version.same_as(&self.version) {
-                return None;
-            }
-            let ids = found.into_iter().next().unwrap_or_default();
-            let rows = version.rows(&ids).ok()?;
-            return Some(rows.into_iter().map(|(c, p)| Unit::Rows(c, p)).collect());
+            return Some((spec.columns.clone(), arrays));
         }
         None
     }
@@ -636,7 +667,7 @@ impl TableProvider for EngineTable {
                     .map(|(c, p)| Unit::Rows(c, p))
                     .collect(),
             ),
-            None => self.key_units(filters),
+            None => self.key_units(filters).await?,
         };
         let (units, weights): (Vec<Unit>, Vec<usize>) = match chosen {
             Some(units) => {

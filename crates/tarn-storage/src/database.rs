@@ -1,5 +1,7 @@
-//! The database: directory lock, catalog, tables, the commit path, checkpoints and
-//! compaction.
+//! The database: the owner of one directory. It takes the directory lock, checks the
+//! format, recovers (manifest, segments, write-ahead log) and wires the commit path
+//! (`commit.rs`) and maintenance (`maintenance.rs`: checkpoints, compaction, the
+//! background worker, file cleanup).
 //!
 //! Directory layout:
 //!
@@ -10,43 +12,37 @@
 //! wal/NNNNNNNNNN.wal   write-ahead log files since that checkpoint
 //! segments/T-S.seg     segment S of table T
 //! ```
+//!
+//! Opening reads and verifies everything before it changes anything: a database that
+//! fails to open leaves its files exactly as they were. A directory without a MANIFEST
+//! is new only if it holds no data either; a new database gets its first WAL file and an
+//! empty MANIFEST (both fsynced) before it is used, so from then on a missing MANIFEST
+//! is damage, never "a new database".
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fs::{File, OpenOptions};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::thread::JoinHandle;
-use std::time::Duration;
 
-use datafusion::arrow::array::{RecordBatch, UInt64Array};
-use datafusion::arrow::compute::concat_batches;
 use parking_lot::{Condvar, Mutex, RwLock};
-use roaring::RoaringBitmap;
-use tarn_catalog::{Catalog, CatalogOp, TableId};
+use tarn_catalog::{Catalog, TableId};
 
 use crate::backend::{FileBackend, StdBackend};
-use crate::manifest::{Manifest, SegmentEntry, TableEntry};
+use crate::maintenance::{list_segment_files, remove_unreferenced};
+use crate::manifest::{MANIFEST_FILE, Manifest};
 use crate::record::{self, Op};
-use crate::segment::{self, BLOCK_ROWS, KeySpec, Segment, SegmentId};
+use crate::segment::{self, KeySpec, Segment};
 use crate::table::{SegmentRef, TableStore, TableVersion};
 use crate::wal::{SyncMode, Wal};
 use crate::{Error, Result};
 
 const FORMAT_FILE: &str = "TARN_FORMAT";
 /// On-disk format version of a database directory.
-pub const DB_FORMAT_VERSION: u32 = 2;
+pub const DB_FORMAT_VERSION: u32 = 3;
 /// Default memtable budget: beyond it, a checkpoint seals the memtable into segments.
 pub const DEFAULT_MEMTABLE_BYTES: u64 = 64 << 20;
-/// WAL bytes since the last checkpoint beyond which the worker checkpoints anyway (so
-/// open time stays bounded even when the memtable stays small, say with many deletes).
-const CHECKPOINT_WAL_BYTES: u64 = 256 << 20;
-/// Compaction merges runs of segments up to this many live rows.
-const COMPACT_TARGET_ROWS: usize = 1 << 20;
-/// A segment with fewer live rows than this is "small" and worth merging.
-const COMPACT_SMALL_ROWS: usize = COMPACT_TARGET_ROWS / 4;
-/// A segment whose deleted share exceeds this is rewritten.
-const COMPACT_DELETED_SHARE: f64 = 0.3;
 
 /// Storage options.
 #[derive(Debug, Clone)]
@@ -73,39 +69,50 @@ impl Default for StorageOptions {
     }
 }
 
-/// A sealed run waiting to replace its memtable segments: (table, old run, new file).
-type Swap = (Arc<TableStore>, Vec<Arc<Segment>>, Arc<Segment>);
-
 /// What the background worker is asked to do.
 #[derive(Default)]
-struct WorkerState {
-    shutdown: bool,
-    wake: bool,
+pub(crate) struct WorkerState {
+    pub shutdown: bool,
+    pub wake: bool,
 }
 
-struct Inner {
-    dir: Option<PathBuf>,
-    wal: Option<Wal>,
-    options: StorageOptions,
-    _lock: Option<File>,
-    catalog: RwLock<Arc<Catalog>>,
-    tables: RwLock<HashMap<TableId, Arc<TableStore>>>,
-    /// Commits hold it shared from WAL append to apply; a checkpoint's cut holds it
+/// The state shared by the database handle, committers and the background worker.
+pub(crate) struct Inner {
+    pub dir: Option<PathBuf>,
+    pub wal: Option<Wal>,
+    pub options: StorageOptions,
+    /// The directory lock, released by `close`.
+    lock: Mutex<Option<File>>,
+    pub catalog: RwLock<Arc<Catalog>>,
+    pub tables: RwLock<HashMap<TableId, Arc<TableStore>>>,
+    /// Commits hold it shared from prepare to publish; a checkpoint's cut holds it
     /// exclusively, so the cut sees exactly the records up to one LSN.
-    gate: RwLock<()>,
+    pub gate: RwLock<()>,
+    /// Held exclusively while a commit publishes its tables and catalog; readers that
+    /// pin several tables hold it shared, so they see all of a commit or none of it.
+    pub publish: RwLock<()>,
+    /// Serializes commits that change the catalog, from prepare to publish.
+    pub catalog_commit: Mutex<()>,
     /// Serializes checkpoints and compactions.
-    maintenance: Mutex<()>,
-    next_segment_id: AtomicU64,
+    pub maintenance: Mutex<()>,
+    pub next_segment_id: AtomicU64,
     /// Estimated memtable bytes since the last checkpoint.
-    mem_estimate: AtomicU64,
-    worker: Mutex<WorkerState>,
-    worker_cv: Condvar,
+    pub mem_estimate: AtomicU64,
+    /// Upper bound of the catalog's encoded size (exact at open and each checkpoint).
+    pub catalog_bytes: AtomicU64,
+    pub worker: Mutex<WorkerState>,
+    pub worker_cv: Condvar,
+    /// Set by `close` (and drop): commits fail and long maintenance stops early.
+    pub closed: AtomicBool,
+    pub stopping: AtomicBool,
+    /// Why writes stopped, after a logged commit failed to publish.
+    pub poisoned: Mutex<Option<String>>,
 }
 
 /// One database: its catalog and tables, durable through one write-ahead log and
 /// checkpoints into segment files.
 pub struct Database {
-    inner: Arc<Inner>,
+    pub(crate) inner: Arc<Inner>,
     worker: Mutex<Option<JoinHandle<()>>>,
 }
 
@@ -144,26 +151,46 @@ pub fn key_specs(catalog: &Catalog, table: TableId) -> Vec<KeySpec> {
         .collect()
 }
 
-impl Database {
-    /// A database without files.
-    pub fn in_memory() -> Self {
-        Self::start(Inner {
-            dir: None,
+impl Inner {
+    fn new(dir: Option<PathBuf>, options: StorageOptions, lock: Option<File>) -> Self {
+        Inner {
+            dir,
             wal: None,
-            options: StorageOptions {
-                background: false,
-                ..StorageOptions::default()
-            },
-            _lock: None,
+            options,
+            lock: Mutex::new(lock),
             catalog: RwLock::new(Arc::new(Catalog::new())),
             tables: RwLock::new(HashMap::new()),
             gate: RwLock::new(()),
+            publish: RwLock::new(()),
+            catalog_commit: Mutex::new(()),
             maintenance: Mutex::new(()),
             next_segment_id: AtomicU64::new(1),
             mem_estimate: AtomicU64::new(0),
+            catalog_bytes: AtomicU64::new(0),
             worker: Mutex::new(WorkerState::default()),
             worker_cv: Condvar::new(),
-        })
+            closed: AtomicBool::new(false),
+            stopping: AtomicBool::new(false),
+            poisoned: Mutex::new(None),
+        }
+    }
+
+    pub(crate) fn table(&self, id: TableId) -> Option<Arc<TableStore>> {
+        self.tables.read().get(&id).cloned()
+    }
+}
+
+impl Database {
+    /// A database without files.
+    pub fn in_memory() -> Self {
+        Self::start(Inner::new(
+            None,
+            StorageOptions {
+                background: false,
+                ..StorageOptions::default()
+            },
+            None,
+        ))
     }
 
     fn start(inner: Inner) -> Self {
@@ -187,88 +214,110 @@ impl Database {
 
     /// Opens or creates the database in `dir`: takes the directory lock, checks the
     /// format version, loads the last checkpoint and replays the write-ahead log after
-    /// it. Open time grows with the number of segments and the log since the last
-    /// checkpoint, not with the table sizes or history.
+    /// it. Everything is read and verified before anything is written or deleted, so a
+    /// failed open changes nothing. Open time grows with the number of segments and the
+    /// log since the last checkpoint, not with the table sizes or history.
     pub fn open(dir: &Path, options: StorageOptions) -> Result<Self> {
         std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
         let lock = lock_dir(dir)?;
-        check_format(dir)?;
+        // 1. Read and verify; change nothing.
+        let format_present = check_format(dir)?;
+        let manifest = Manifest::read(dir)?;
         let seg_dir = dir.join("segments");
-        std::fs::create_dir_all(&seg_dir).map_err(|e| Error::io(&seg_dir, e))?;
-        let manifest = Manifest::read(dir)?.unwrap_or(Manifest {
-            wal_seq: 1,
-            next_segment_id: 1,
-            ..Manifest::default()
-        });
-        let manifest_path = dir.join(crate::manifest::MANIFEST_FILE);
-        let catalog = Catalog::from_snapshot(manifest.catalog.clone());
-        let mut tables = HashMap::new();
-        let mut referenced = HashSet::new();
-        for t in &manifest.tables {
-            let mut segments = Vec::with_capacity(t.segments.len());
-            for e in &t.segments {
-                let path = seg_dir.join(segment::file_name(t.id, e.id));
-                let seg = Segment::open(&path, t.id, e.id)?;
-                let deletes = e.deletes().map_err(|m| Error::Corrupt {
-                    path: manifest_path.clone(),
-                    message: format!("deletion bitmap of segment {}: {m}", e.id),
-                })?;
-                if deletes.max().is_some_and(|m| m as usize >= seg.num_rows()) {
-                    return Err(Error::Corrupt {
-                        path: manifest_path.clone(),
-                        message: format!("deletion bitmap of segment {} out of range", e.id),
-                    });
-                }
-                referenced.insert((t.id, e.id));
-                segments.push(SegmentRef::new(Arc::new(seg), Arc::new(deletes)));
-            }
-            let version = TableVersion::from_parts(
-                segments,
-                t.next_row_id,
-                t.sequences.iter().copied().collect::<BTreeMap<_, _>>(),
-            );
-            tables.insert(t.id, Arc::new(TableStore::with_version(t.id, version)));
-        }
-        // Files no checkpoint references: a checkpoint or compaction died before its
-        // manifest was written.
-        remove_unreferenced(options.backend.as_ref(), &seg_dir, &referenced)?;
         let wal_dir = dir.join("wal");
-        let (wal, entries) = Wal::open(
-            &wal_dir,
-            options.sync,
-            options.backend.clone(),
-            manifest.wal_seq,
-            manifest.lsn,
-        )?;
-        let inner = Inner {
-            dir: Some(dir.to_path_buf()),
-            wal: None,
-            options,
-            _lock: Some(lock),
-            catalog: RwLock::new(Arc::new(catalog)),
-            tables: RwLock::new(tables),
-            gate: RwLock::new(()),
-            maintenance: Mutex::new(()),
-            next_segment_id: AtomicU64::new(manifest.next_segment_id.max(1)),
-            mem_estimate: AtomicU64::new(0),
-            worker: Mutex::new(WorkerState::default()),
-            worker_cv: Condvar::new(),
+        let (first_seq, after_lsn) = manifest.as_ref().map_or((1, 0), |m| (m.wal_seq, m.lsn));
+        let mut recovered = Wal::recover(&wal_dir, first_seq, after_lsn, manifest.is_some())?;
+        let seg_files = list_segment_files(&seg_dir)?;
+        let new = manifest.is_none();
+        let manifest = match manifest {
+            Some(m) => m,
+            None if recovered.has_groups || !seg_files.is_empty() => {
+                return Err(Error::Corrupt {
+                    path: dir.join(MANIFEST_FILE),
+                    message: format!(
+                        "missing, but the directory holds data ({} segment files{}); \
+                         refusing to open it as a new database",
+                        seg_files.len(),
+                        if recovered.has_groups {
+                            " and write-ahead log records"
+                        } else {
+                            ""
+                        }
+                    ),
+                });
+            }
+            None => Manifest {
+                lsn: 0,
+                wal_seq: 1,
+                next_segment_id: 1,
+                ..Manifest::default()
+            },
         };
-        for entry in entries {
+        let manifest_path = dir.join(MANIFEST_FILE);
+        let mut inner = Inner::new(Some(dir.to_path_buf()), options, Some(lock));
+        let mut referenced = HashSet::new();
+        {
+            let mut tables = inner.tables.write();
+            for t in &manifest.tables {
+                let mut segments = Vec::with_capacity(t.segments.len());
+                for e in &t.segments {
+                    let path = seg_dir.join(segment::file_name(t.id, e.id));
+                    let seg = Segment::open(&path, t.id, e.id)?;
+                    let deletes = e.deletes().map_err(|m| Error::Corrupt {
+                        path: manifest_path.clone(),
+                        message: format!("deletion bitmap of segment {}: {m}", e.id),
+                    })?;
+                    if deletes.max().is_some_and(|m| m as usize >= seg.num_rows()) {
+                        return Err(Error::Corrupt {
+                            path: manifest_path.clone(),
+                            message: format!("deletion bitmap of segment {} out of range", e.id),
+                        });
+                    }
+                    referenced.insert((t.id, e.id));
+                    segments.push(SegmentRef::new(Arc::new(seg), Arc::new(deletes)));
+                }
+                let version = TableVersion::from_parts(
+                    segments,
+                    t.next_row_id,
+                    t.sequences.iter().copied().collect::<BTreeMap<_, _>>(),
+                );
+                tables.insert(t.id, Arc::new(TableStore::with_version(t.id, version)));
+            }
+        }
+        let catalog = Catalog::from_snapshot(manifest.catalog.clone());
+        inner
+            .catalog_bytes
+            .store(catalog_size(&catalog)?, Ordering::Relaxed);
+        *inner.catalog.write() = Arc::new(catalog);
+        inner
+            .next_segment_id
+            .store(manifest.next_segment_id.max(1), Ordering::Relaxed);
+        for entry in std::mem::take(&mut recovered.entries) {
             let bad = |message: String| Error::Corrupt {
                 path: wal_dir.clone(),
                 message: format!("record {}: {message}", entry.lsn),
             };
             let ops = record::decode(&entry.body, bad)?;
-            inner.apply(&ops).map_err(|e| Error::Corrupt {
+            inner.replay(&ops).map_err(|e| Error::Corrupt {
                 path: wal_dir.clone(),
                 message: format!("record {} does not apply: {e}", entry.lsn),
             })?;
         }
-        Ok(Self::start(Inner {
-            wal: Some(wal),
-            ..inner
-        }))
+        // 2. Everything checked out: clean up and start writing.
+        let backend = inner.options.backend.clone();
+        if !format_present {
+            write_format(backend.as_ref(), dir)?;
+        }
+        std::fs::create_dir_all(&seg_dir).map_err(|e| Error::io(&seg_dir, e))?;
+        inner.wal = Some(recovered.open(inner.options.sync, backend.clone())?);
+        if new {
+            manifest.write(backend.as_ref(), dir)?;
+        } else {
+            // Files the manifest does not reference: a checkpoint or compaction died
+            // before its manifest was written.
+            remove_unreferenced(backend.as_ref(), &seg_dir, &referenced)?;
+        }
+        Ok(Self::start(inner))
     }
 
     /// The database directory (`None` in memory).
@@ -286,9 +335,22 @@ impl Database {
         self.inner.table(id)
     }
 
-    /// Logs `ops` as one record and, once durable, applies them. Nothing is applied when
-    /// logging fails. Callers hold the locks that make the ops valid (the DDL lock for
-    /// catalog changes, the writer lock of each table written).
+    /// The current versions of tables `ids`, all as of one instant between commits (a
+    /// commit that wrote several of them is seen wholly or not at all). Tables that do
+    /// not exist are left out.
+    pub fn pin(&self, ids: &[TableId]) -> HashMap<TableId, Arc<TableVersion>> {
+        let _p = self.inner.publish.read();
+        let tables = self.inner.tables.read();
+        ids.iter()
+            .filter_map(|id| tables.get(id).map(|s| (*id, s.snapshot())))
+            .collect()
+    }
+
+    /// Logs `ops` as one record and, once durable, publishes them (see `commit.rs`):
+    /// everything that can fail is checked before the log is written, and readers see
+    /// all of the ops or none. Nothing is applied when logging fails. Callers hold the
+    /// locks that make the ops valid (the DDL lock for catalog changes, the writer lock
+    /// of each table written) until this returns.
     pub fn commit(&self, ops: Vec<Op>) -> Result<()> {
         self.inner.commit(ops)
     }
@@ -302,6 +364,7 @@ impl Database {
     /// Compacts table `id` now (VACUUM): seals its memtable, merges its segments and
     /// drops deleted rows, and checkpoints the result.
     pub fn vacuum(&self, id: TableId) -> Result<()> {
+        self.inner.check_open()?;
         let _m = self.inner.maintenance.lock();
         self.inner.checkpoint_locked()?;
         self.inner.compact_table(id, true)?;
@@ -313,508 +376,80 @@ impl Database {
     pub fn maintain(&self) -> Result<()> {
         self.inner.maintain(true)
     }
-}
 
-impl Drop for Database {
-    fn drop(&mut self) {
+    /// Whether [`Database::close`] was called.
+    pub fn is_closed(&self) -> bool {
+        self.inner.closed.load(Ordering::Acquire)
+    }
+
+    /// Closes the database: later commits fail with [`Error::Closed`], the background
+    /// worker stops, commits in flight finish, a checkpoint seals the memtable (so the
+    /// next open replays nothing) and the directory lock is released, so the directory
+    /// can be opened again, by this process or another. Blocking (fsyncs): async callers
+    /// run it on a blocking thread. Idempotent.
+    pub fn close(&self) -> Result<()> {
+        if self.inner.closed.swap(true, Ordering::AcqRel) {
+            return Ok(());
+        }
+        self.stop_worker();
+        // Commits check `closed` under the gate: once we hold it, none is in flight and
+        // none will start.
+        drop(self.inner.gate.write());
+        let res = if self.inner.dir.is_some() && self.inner.has_unsealed_work() {
+            self.checkpoint()
+        } else {
+            Ok(())
+        };
+        self.inner.lock.lock().take();
+        res
+    }
+
+    fn stop_worker(&self) {
+        self.inner.stopping.store(true, Ordering::Release);
         {
             let mut w = self.inner.worker.lock();
             w.shutdown = true;
             self.inner.worker_cv.notify_all();
         }
         if let Some(h) = self.worker.lock().take() {
+            // Maintenance checks `stopping` between blocks, so this is short.
             let _ = h.join();
         }
-        // A clean close leaves nothing to replay: the next open is fast.
-        if self.inner.dir.is_some() && self.inner.has_unsealed_work() {
-            let _ = self.checkpoint();
-        }
+        self.inner.stopping.store(false, Ordering::Release);
     }
 }
 
-impl Inner {
-    fn table(&self, id: TableId) -> Option<Arc<TableStore>> {
-        self.tables.read().get(&id).cloned()
-    }
-
-    fn commit(&self, ops: Vec<Op>) -> Result<()> {
-        if ops.is_empty() {
-            return Ok(());
+impl Drop for Database {
+    /// Dropping without [`Database::close`] stops the worker; then, unless this thread
+    /// is a tokio runtime's (where blocking would stall other tasks), it checkpoints so
+    /// the next open replays nothing. Skipping that checkpoint loses nothing: the log
+    /// holds every commit.
+    fn drop(&mut self) {
+        if self.is_closed() {
+            return;
         }
-        let added: u64 = ops
-            .iter()
-            .map(|op| match op {
-                Op::Insert { batch, .. } => batch.get_array_memory_size() as u64,
-                _ => 0,
-            })
-            .sum();
+        self.stop_worker();
+        let on_runtime = tokio::runtime::Handle::try_current().is_ok();
+        if !on_runtime
+            && self.inner.dir.is_some()
+            && self.inner.has_unsealed_work()
+            && let Err(e) = self.checkpoint()
         {
-            let _gate = self.gate.read();
-            if let Some(wal) = &self.wal {
-                wal.append(&record::encode(&ops)?)?;
-            }
-            self.apply(&ops)?;
-        }
-        if self.wal.is_some() {
-            let total = self.mem_estimate.fetch_add(added, Ordering::Relaxed) + added;
-            if total > self.options.memtable_bytes {
-                if self.options.background {
-                    self.wake_worker();
-                } else {
-                    // No worker: this writer pays for the checkpoint.
-                    self.maintain(false)?;
-                }
-            }
-        }
-        Ok(())
-    }
-
-    fn wake_worker(&self) {
-        let mut w = self.worker.lock();
-        w.wake = true;
-        self.worker_cv.notify_all();
-    }
-
-    fn has_unsealed_work(&self) -> bool {
-        self.tables
-            .read()
-            .values()
-            .any(|t| t.snapshot().memtable_bytes() > 0)
-            || self.wal.as_ref().is_some_and(|w| w.current_len() > 64)
-    }
-
-    fn run_worker(&self) {
-        let mut failures = 0u32;
-        loop {
-            {
-                let mut w = self.worker.lock();
-                // After failures (a full or failing disk), back off: every attempt
-                // rotates the WAL and writes files that are then thrown away. The
-                // next commit or VACUUM reports the disk's state to its caller.
-                let pause = Duration::from_millis(500) * 2u32.pow(failures.min(6));
-                if !w.shutdown && (!w.wake || failures > 0) {
-                    self.worker_cv.wait_for(&mut w, pause);
-                }
-                if w.shutdown {
-                    return;
-                }
-                w.wake = false;
-            }
-            failures = match self.maintain(false) {
-                Ok(()) => 0,
-                Err(_) => failures + 1,
-            };
-        }
-    }
-
-    /// Checkpoints when the memtable or the WAL is over budget, then compacts what
-    /// needs it (and checkpoints again so the compacted files replace the old ones).
-    fn maintain(&self, force_checkpoint: bool) -> Result<()> {
-        if self.dir.is_none() {
-            return Ok(());
-        }
-        let _m = self.maintenance.lock();
-        let wal_len = self.wal.as_ref().map_or(0, |w| w.current_len());
-        if force_checkpoint
-            || self.mem_estimate.load(Ordering::Relaxed) > self.options.memtable_bytes
-            || wal_len > CHECKPOINT_WAL_BYTES
-        {
-            self.checkpoint_locked()?;
-        }
-        let ids: Vec<TableId> = self.tables.read().keys().copied().collect();
-        let mut compacted = false;
-        for id in ids {
-            compacted |= self.compact_table(id, false)?;
-        }
-        if compacted {
-            self.checkpoint_locked()?;
-        }
-        Ok(())
-    }
-
-    fn seg_dir(&self) -> Result<PathBuf> {
-        self.dir
-            .as_ref()
-            .map(|d| d.join("segments"))
-            .ok_or_else(|| Error::Internal("in-memory database has no segments".into()))
-    }
-
-    /// Writes one segment file from `blocks`, with the table's key sections.
-    fn write_segment(
-        &self,
-        table: TableId,
-        schema: &datafusion::arrow::datatypes::SchemaRef,
-        blocks: impl IntoIterator<Item = Result<(UInt64Array, RecordBatch)>>,
-    ) -> Result<Arc<Segment>> {
-        let specs = key_specs(&self.catalog.read(), table);
-        let specs: Vec<KeySpec> = specs
-            .into_iter()
-            .filter(|s| {
-                s.columns.iter().all(|c| {
-                    schema
-                        .field_with_name(&crate::column_field_name(*c))
-                        .is_ok()
-                })
-            })
-            .collect();
-        let id = self.next_segment_id.fetch_add(1, Ordering::Relaxed);
-        let seg = segment::write(
-            self.options.backend.as_ref(),
-            &self.seg_dir()?,
-            table,
-            id,
-            schema,
-            blocks,
-            &specs,
-        )?;
-        Ok(Arc::new(seg))
-    }
-
-    /// Seals the memtable, writes a manifest, cuts the WAL and deletes files nothing
-    /// references any more. Callers hold `maintenance`.
-    fn checkpoint_locked(&self) -> Result<()> {
-        let Some(wal) = &self.wal else {
-            return Ok(());
-        };
-        let dir = self.dir.clone().unwrap_or_default();
-        // 1. The cut: no commit is between WAL append and apply while the gate is held.
-        let (lsn, wal_seq, catalog, versions) = {
-            let _gate = self.gate.write();
-            let (lsn, seq) = wal.rotate()?;
-            let catalog = self.catalog.read().clone();
-            let versions: Vec<(TableId, Arc<TableStore>, Arc<TableVersion>)> = self
-                .tables
-                .read()
-                .iter()
-                .map(|(id, store)| (*id, store.clone(), store.freeze()))
-                .collect();
-            self.mem_estimate.store(0, Ordering::Relaxed);
-            (lsn, seq, catalog, versions)
-        };
-        // 2. Seal each table's memtable: consecutive in-memory segments with one schema
-        //    become one file holding all their rows (deleted ones too, so positions and
-        //    deletion bitmaps carry over unchanged).
-        let mut entries = Vec::with_capacity(versions.len());
-        let mut swaps: Vec<Swap> = Vec::new();
-        let mut wrote = false;
-        for (id, store, version) in &versions {
-            let mut segs = Vec::new();
-            let all = version.segments();
-            let mut i = 0;
-            while i < all.len() {
-                let s = &all[i];
-                if !s.segment().in_memory() {
-                    segs.push(SegmentEntry::new(
-                        s.segment().id().unwrap_or_default(),
-                        s.deletes(),
-                    )?);
-                    i += 1;
-                    continue;
-                }
-                let mut j = i + 1;
-                while j < all.len()
-                    && all[j].segment().in_memory()
-                    && all[j].segment().schema() == s.segment().schema()
-                {
-                    j += 1;
-                }
-                let run = &all[i..j];
-                let chunks = run
-                    .iter()
-                    .map(|r| r.segment().block(0))
-                    .collect::<Result<Vec<_>>>()?;
-                let blocks = chunks.iter().flat_map(|chunk| {
-                    let n = chunk.num_rows();
-                    (0..n.div_ceil(BLOCK_ROWS)).map(move |b| {
-                        let off = b * BLOCK_ROWS;
-                        let len = BLOCK_ROWS.min(n - off);
-                        Ok((
-                            chunk.row_ids().slice(off, len),
-                            chunk.batch().slice(off, len),
-                        ))
-                    })
-                });
-                let new = self.write_segment(*id, s.segment().schema(), blocks)?;
-                wrote = true;
-                let mut deletes = RoaringBitmap::new();
-                let mut base = 0u32;
-                for r in run {
-                    deletes.extend(r.deletes().iter().map(|p| p + base));
-                    base += r.segment().num_rows() as u32;
-                }
-                segs.push(SegmentEntry::new(new.id().unwrap_or_default(), &deletes)?);
-                swaps.push((
-                    store.clone(),
-                    run.iter().map(|r| r.segment().clone()).collect(),
-                    new,
-                ));
-                i = j;
-            }
-            entries.push(TableEntry {
-                id: *id,
-                next_row_id: version.next_row_id(),
-                sequences: version.sequences().iter().map(|(c, v)| (*c, *v)).collect(),
-                segments: segs,
-            });
-        }
-        if wrote {
-            let seg_dir = self.seg_dir()?;
-            self.options
-                .backend
-                .sync_dir(&seg_dir)
-                .map_err(|e| Error::io(&seg_dir, e))?;
-        }
-        // 3. The manifest makes the checkpoint durable.
-        let manifest = Manifest {
-            lsn,
-            wal_seq,
-            next_segment_id: self.next_segment_id.load(Ordering::Relaxed),
-            catalog: catalog.snapshot(),
-            tables: entries,
-        };
-        manifest.write(self.options.backend.as_ref(), &dir)?;
-        let referenced: HashSet<(TableId, SegmentId)> = manifest
-            .tables
-            .iter()
-            .flat_map(|t| t.segments.iter().map(move |s| (t.id, s.id)))
-            .collect();
-        // 4. Readers now get the mapped files instead of the memtable.
-        for (store, old, new) in swaps {
-            store.replace(&old, new, None)?;
-        }
-        // 5. What the checkpoint made redundant.
-        wal.remove_before(wal_seq)?;
-        let mut keep = referenced;
-        for store in self.tables.read().values() {
-            for s in store.snapshot().segments() {
-                if let Some(id) = s.segment().id() {
-                    keep.insert((store.id(), id));
-                }
-            }
-        }
-        remove_unreferenced(self.options.backend.as_ref(), &self.seg_dir()?, &keep)
-    }
-
-    /// Merges small segments of table `id` and drops deleted rows (all of its segments
-    /// when `force`). Returns whether anything changed. Callers hold `maintenance`.
-    fn compact_table(&self, id: TableId, force: bool) -> Result<bool> {
-        if self.dir.is_none() {
-            return Ok(false);
-        }
-        let Some(store) = self.table(id) else {
-            return Ok(false);
-        };
-        let version = store.snapshot();
-        let sealed = version.segments();
-        let mut changed = false;
-        let mut i = 0;
-        while i < sealed.len() {
-            if sealed[i].segment().in_memory() {
-                i += 1;
-                continue;
-            }
-            // A run of sealed segments with one schema, up to the target size.
-            let mut j = i;
-            let mut live = 0;
-            while j < sealed.len()
-                && !sealed[j].segment().in_memory()
-                && sealed[j].segment().schema() == sealed[i].segment().schema()
-                && (j == i || live + sealed[j].live_count() <= COMPACT_TARGET_ROWS)
-                && (force || j == i || sealed[j].live_count() < COMPACT_SMALL_ROWS)
-            {
-                live += sealed[j].live_count();
-                j += 1;
-            }
-            let run = &sealed[i..j];
-            let has_deletes = run.iter().any(|s| !s.deletes().is_empty());
-            let worth = if force {
-                run.len() > 1 || has_deletes
-            } else {
-                run.len() >= 4
-                    || run.iter().any(|s| {
-                        s.deletes().len() as f64
-                            > COMPACT_DELETED_SHARE * s.segment().num_rows() as f64
-                    })
-            };
-            if !worth {
-                i = j.max(i + 1);
-                continue;
-            }
-            for s in run {
-                s.segment().verify_all()?;
-            }
-            let blocks = LiveBlocks::new(run.to_vec());
-            let new = self.write_segment(id, run[0].segment().schema(), blocks)?;
-            let old: Vec<Arc<Segment>> = run.iter().map(|s| s.segment().clone()).collect();
-            let built_from: Vec<Arc<RoaringBitmap>> =
-                run.iter().map(|s| s.deletes_arc().clone()).collect();
-            if store.replace(&old, new, Some(&built_from))? {
-                changed = true;
-            }
-            i = j;
-        }
-        Ok(changed)
-    }
-
-    fn apply(&self, ops: &[Op]) -> Result<()> {
-        // Catalog changes are prepared on a copy and published after the data ops, so
-        // a reader never sees a new table before its rows.
-        // The catalog lock is held from copy to publish so concurrent commits (say, two
-        // inserts that each fix a vector dimension) never lose each other's changes.
-        let has_catalog_ops = ops.iter().any(|op| matches!(op, Op::Catalog(_)));
-        let mut catalog_guard = has_catalog_ops.then(|| self.catalog.write());
-        let mut catalog: Option<Catalog> = None;
-        let mut dropped = Vec::new();
-        let mut created = HashMap::new();
-        for op in ops {
-            if let (Op::Catalog(c), Some(guard)) = (op, &catalog_guard) {
-                let cat = catalog.get_or_insert_with(|| Catalog::clone(guard));
-                dropped.extend(cat.apply(c)?);
-                if let CatalogOp::CreateTable(t) = c {
-                    created.insert(t.id, Arc::new(TableStore::new(t.id)));
-                }
-            }
-        }
-        for op in ops {
-            let store = |table: &TableId| {
-                created
-                    .get(table)
-                    .cloned()
-                    .or_else(|| self.table(*table))
-                    .ok_or_else(|| Error::Internal(format!("table {table} has no storage")))
-            };
-            match op {
-                Op::Catalog(_) => {}
-                Op::Insert {
-                    table,
-                    first_row_id,
-                    batch,
-                } => store(table)?.apply_insert(*first_row_id, batch)?,
-                Op::Delete { table, row_ids } => store(table)?.apply_delete(row_ids)?,
-                Op::SetSequence {
-                    table,
-                    column,
-                    value,
-                } => store(table)?.apply_sequence(*column, *value),
-            }
-        }
-        let mut tables = self.tables.write();
-        tables.extend(created);
-        for id in dropped {
-            tables.remove(&id);
-        }
-        if let (Some(cat), Some(guard)) = (catalog, catalog_guard.as_mut()) {
-            **guard = Arc::new(cat);
-        }
-        Ok(())
-    }
-}
-
-/// The live rows of a run of segments as blocks of about `BLOCK_ROWS` rows, for
-/// compaction. Full blocks pass through untouched (zero copy from the mapped files);
-/// blocks thinned by deletes are combined.
-struct LiveBlocks {
-    run: Vec<SegmentRef>,
-    seg: usize,
-    block: usize,
-    pending: Vec<(UInt64Array, RecordBatch)>,
-    pending_rows: usize,
-}
-
-impl LiveBlocks {
-    fn new(run: Vec<SegmentRef>) -> Self {
-        LiveBlocks {
-            run,
-            seg: 0,
-            block: 0,
-            pending: Vec::new(),
-            pending_rows: 0,
-        }
-    }
-
-    fn flush(&mut self) -> Option<Result<(UInt64Array, RecordBatch)>> {
-        if self.pending.is_empty() {
-            return None;
-        }
-        let parts = std::mem::take(&mut self.pending);
-        self.pending_rows = 0;
-        if parts.len() == 1 {
-            return parts.into_iter().next().map(Ok);
-        }
-        let schema = parts[0].1.schema();
-        let ids = UInt64Array::from_iter_values(
-            parts.iter().flat_map(|(i, _)| i.values().iter().copied()),
-        );
-        Some(
-            concat_batches(&schema, parts.iter().map(|(_, b)| b))
-                .map(|b| (ids, b))
-                .map_err(Error::from),
-        )
-    }
-}
-
-impl Iterator for LiveBlocks {
-    type Item = Result<(UInt64Array, RecordBatch)>;
-
-    fn next(&mut self) -> Option<Self::Item> {
-        loop {
-            let Some(s) = self.run.get(self.seg) else {
-                return self.flush();
-            };
-            if self.block >= s.segment().blocks().len() {
-                self.seg += 1;
-                self.block = 0;
-                continue;
-            }
-            let live = match s.live_block(self.block) {
-                Ok(l) => l,
-                Err(e) => return Some(Err(e)),
-            };
-            self.block += 1;
-            if live.1.num_rows() == 0 {
-                continue;
-            }
-            self.pending_rows += live.1.num_rows();
-            self.pending.push(live);
-            if self.pending_rows >= BLOCK_ROWS / 2 {
-                return self.flush();
-            }
+            tracing::warn!("closing checkpoint failed (the log still holds every commit): {e}");
         }
     }
 }
 
-/// Deletes segment files in `dir` that `keep` does not list.
-fn remove_unreferenced(
-    backend: &dyn FileBackend,
-    dir: &Path,
-    keep: &HashSet<(TableId, SegmentId)>,
-) -> Result<()> {
-    let entries = match std::fs::read_dir(dir) {
-        Ok(e) => e,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
-        Err(e) => return Err(Error::io(dir, e)),
-    };
-    for entry in entries {
-        let entry = entry.map_err(|e| Error::io(dir, e))?;
-        let name = entry.file_name();
-        let Some(stem) = name.to_str().and_then(|n| n.strip_suffix(".seg")) else {
-            continue;
-        };
-        let Some((t, s)) = stem.split_once('-') else {
-            continue;
-        };
-        let (Ok(t), Ok(s)) = (t.parse::<TableId>(), s.parse::<SegmentId>()) else {
-            continue;
-        };
-        if !keep.contains(&(t, s)) {
-            let path = entry.path();
-            backend.remove(&path).map_err(|e| Error::io(&path, e))?;
-        }
-    }
-    Ok(())
+/// The encoded size of `catalog`, as a manifest holds it.
+pub(crate) fn catalog_size(catalog: &Catalog) -> Result<u64> {
+    serde_json::to_vec(&catalog.snapshot())
+        .map(|v| v.len() as u64)
+        .map_err(|e| Error::Internal(format!("encoding the catalog: {e}")))
 }
 
-fn check_format(dir: &Path) -> Result<()> {
+/// Reads `TARN_FORMAT`: `Ok(false)` when it is missing, an error when it names another
+/// version or is unreadable.
+fn check_format(dir: &Path) -> Result<bool> {
     let path = dir.join(FORMAT_FILE);
     match std::fs::read_to_string(&path) {
         Ok(text) => {
@@ -833,20 +468,17 @@ fn check_format(dir: &Path) -> Result<()> {
                     supported: DB_FORMAT_VERSION,
                 });
             }
-            Ok(())
+            Ok(true)
         }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            let tmp = dir.join(format!("{FORMAT_FILE}.tmp"));
-            std::fs::write(&tmp, format!("tarn database\nformat {DB_FORMAT_VERSION}\n"))
-                .map_err(|e| Error::io(&tmp, e))?;
-            File::open(&tmp)
-                .and_then(|f| f.sync_all())
-                .map_err(|e| Error::io(&tmp, e))?;
-            std::fs::rename(&tmp, &path).map_err(|e| Error::io(&path, e))?;
-            crate::wal::sync_parent(&path)
-        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
         Err(e) => Err(Error::io(&path, e)),
     }
+}
+
+fn write_format(backend: &dyn FileBackend, dir: &Path) -> Result<()> {
+    let path = dir.join(FORMAT_FILE);
+    let text = format!("tarn database\nformat {DB_FORMAT_VERSION}\n");
+    crate::backend::write_atomic(backend, &path, text.as_bytes()).map_err(|e| Error::io(&path, e))
 }
 
 #[cfg(test)]
@@ -858,8 +490,12 @@ mod tests {
     use tarn_catalog::{CatalogOp, OrgRecord, TableDef, WorkspaceRecord};
 
     use super::*;
+    use crate::maintenance::LiveBlocks;
+    use crate::manifest::MANIFEST_FILE;
     use crate::stored_schema;
+    use crate::wal::SyncMode;
     use datafusion::arrow::array::Array;
+    use roaring::RoaringBitmap;
 
     fn batch(values: &[i64]) -> RecordBatch {
         let schema = stored_schema(&[(1, DataType::Int64, true)]);
@@ -1140,9 +776,11 @@ mod tests {
         let st = store(&db)?;
         let snap = st.snapshot();
         let run: Vec<SegmentRef> = snap.segments().to_vec();
-        let new =
-            db.inner
-                .write_segment(1, run[0].segment().schema(), LiveBlocks::new(run.clone()))?;
+        let new = db.inner.write_segment(
+            1,
+            run[0].segment().schema(),
+            LiveBlocks::new(run.clone(), &db.inner.stopping),
+        )?;
         // …while a writer deletes more rows.
         db.commit(vec![Op::Delete {
             table: 1,
@@ -1236,6 +874,212 @@ mod tests {
         copy_dir(dir.path(), copy.path())?;
         let db = Database::open(copy.path(), quiet())?;
         assert_eq!(values(&db)?, (0..210).collect::<Vec<_>>());
+        Ok(())
+    }
+
+    fn files_of(dir: &Path) -> Result<BTreeMap<PathBuf, Vec<u8>>> {
+        let mut out = BTreeMap::new();
+        let mut stack = vec![dir.to_path_buf()];
+        while let Some(d) = stack.pop() {
+            for entry in std::fs::read_dir(&d).map_err(|e| Error::io(&d, e))? {
+                let path = entry.map_err(|e| Error::io(&d, e))?.path();
+                if path.is_dir() {
+                    stack.push(path);
+                } else if path.file_name().is_some_and(|n| n != "LOCK") {
+                    let bytes = std::fs::read(&path).map_err(|e| Error::io(&path, e))?;
+                    out.insert(path, bytes);
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    #[test]
+    fn a_missing_manifest_with_data_is_refused_and_nothing_is_deleted() -> Result<()> {
+        let orig = tempfile::tempdir().map_err(|e| Error::io("tmp", e))?;
+        {
+            let db = Database::open(orig.path(), quiet())?;
+            keyed_setup(&db)?;
+            insert_range(&db, 0, 100)?;
+            db.checkpoint()?;
+            insert_range(&db, 100, 110)?;
+            std::mem::forget(db); // records after the checkpoint stay in the log
+        }
+        let dir = tempfile::tempdir().map_err(|e| Error::io("tmp", e))?;
+        copy_dir(orig.path(), dir.path())?;
+        std::fs::remove_file(dir.path().join(MANIFEST_FILE)).map_err(|e| Error::io("m", e))?;
+        let before = files_of(dir.path())?;
+        let err = Database::open(dir.path(), quiet()).unwrap_err().to_string();
+        assert!(
+            err.contains("MANIFEST") && err.contains("refusing"),
+            "{err}"
+        );
+        assert_eq!(files_of(dir.path())?, before);
+        // Only the WAL left, no segments: still data, still refused.
+        std::fs::remove_dir_all(dir.path().join("segments")).map_err(|e| Error::io("s", e))?;
+        let before = files_of(dir.path())?;
+        assert!(Database::open(dir.path(), quiet()).is_err());
+        assert_eq!(files_of(dir.path())?, before);
+        Ok(())
+    }
+
+    #[test]
+    fn a_new_database_is_durable_before_its_first_commit() -> Result<()> {
+        let dir = tempfile::tempdir().map_err(|e| Error::io("tmp", e))?;
+        drop(Database::open(dir.path(), quiet())?);
+        let files = files_of(dir.path())?;
+        assert!(
+            files.keys().any(|p| p.ends_with(MANIFEST_FILE)),
+            "{files:?}"
+        );
+        assert!(files.keys().any(|p| p.ends_with("TARN_FORMAT")));
+        assert!(
+            files
+                .keys()
+                .any(|p| p.extension().is_some_and(|e| e == "wal"))
+        );
+        // From now on the MANIFEST is required.
+        Database::open(dir.path(), quiet())?;
+        Ok(())
+    }
+
+    #[test]
+    fn a_failed_open_changes_no_file() -> Result<()> {
+        let dir = tempfile::tempdir().map_err(|e| Error::io("tmp", e))?;
+        let durable = StorageOptions {
+            sync: SyncMode::Full,
+            ..quiet()
+        };
+        {
+            let db = Database::open(dir.path(), durable)?;
+            keyed_setup(&db)?;
+            insert_range(&db, 0, 100)?;
+            db.checkpoint()?;
+            insert_range(&db, 100, 110)?;
+            insert_range(&db, 110, 120)?;
+            std::mem::forget(db);
+        }
+        let copy = tempfile::tempdir().map_err(|e| Error::io("tmp", e))?;
+        copy_dir(dir.path(), copy.path())?;
+        // An orphan segment, a redundant WAL file and damage in the middle of the log.
+        std::fs::write(copy.path().join("segments/1-999.seg"), b"orphan")
+            .map_err(|e| Error::io("orphan", e))?;
+        std::fs::write(copy.path().join("wal/0000000000.wal"), b"old")
+            .map_err(|e| Error::io("old", e))?;
+        let wal = std::fs::read_dir(copy.path().join("wal"))
+            .map_err(|e| Error::io("wal", e))?
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .max()
+            .ok_or_else(|| Error::Internal("no wal".into()))?;
+        let mut bytes = std::fs::read(&wal).map_err(|e| Error::io(&wal, e))?;
+        bytes[60] ^= 0x20;
+        std::fs::write(&wal, &bytes).map_err(|e| Error::io(&wal, e))?;
+        let before = files_of(copy.path())?;
+        let err = Database::open(copy.path(), quiet())
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("corruption") && err.contains(".wal"), "{err}");
+        assert_eq!(files_of(copy.path())?, before);
+        Ok(())
+    }
+
+    #[test]
+    fn a_commit_that_cannot_apply_logs_nothing_and_publishes_nothing() -> Result<()> {
+        let dir = tempfile::tempdir().map_err(|e| Error::io("tmp", e))?;
+        {
+            let db = Database::open(dir.path(), quiet())?;
+            keyed_setup(&db)?;
+            insert_range(&db, 0, 10)?;
+            let wal_len = db.inner.wal.as_ref().map(|w| w.current_len());
+            // A delete and then an insert that reuses a row id: the delete must not
+            // show, and nothing reaches the log.
+            let err = db
+                .commit(vec![
+                    Op::Delete {
+                        table: 1,
+                        row_ids: vec![0u64, 1].into(),
+                    },
+                    Op::Insert {
+                        table: 1,
+                        first_row_id: 5,
+                        batch: batch(&[100]),
+                    },
+                ])
+                .unwrap_err();
+            assert!(err.to_string().contains("reused"), "{err}");
+            assert_eq!(db.inner.wal.as_ref().map(|w| w.current_len()), wal_len);
+            assert_eq!(store(&db)?.snapshot().row_count(), 10);
+            // The database goes on.
+            insert_range(&db, 10, 20)?;
+            std::mem::forget(db);
+        }
+        let copy = tempfile::tempdir().map_err(|e| Error::io("tmp", e))?;
+        copy_dir(dir.path(), copy.path())?;
+        let db = Database::open(copy.path(), quiet())?;
+        assert_eq!(values(&db)?, (0..20).collect::<Vec<_>>());
+        Ok(())
+    }
+
+    #[test]
+    fn records_and_catalogs_over_their_limits_are_too_large() -> Result<()> {
+        let db = Database::open(
+            tempfile::tempdir().map_err(|e| Error::io("tmp", e))?.path(),
+            quiet(),
+        )?;
+        keyed_setup(&db)?;
+        // 1.1 GiB of zeros (allocated lazily: never touched).
+        let n = (crate::wal::MAX_RECORD_BYTES as usize / 8) + (1 << 24);
+        let col: ArrayRef = Arc::new(Int64Array::from(vec![0i64; n]));
+        let big = RecordBatch::try_new(stored_schema(&[(1, DataType::Int64, true)]), vec![col])
+            .map_err(Error::from)?;
+        let err = db
+            .commit(vec![Op::Insert {
+                table: 1,
+                first_row_id: 0,
+                batch: big,
+            }])
+            .unwrap_err();
+        assert!(matches!(err, Error::TooLarge { .. }), "{err}");
+        assert!(
+            err.to_string()
+                .contains(&crate::wal::MAX_RECORD_BYTES.to_string())
+        );
+        db.inner
+            .catalog_bytes
+            .store(crate::commit::MAX_CATALOG_BYTES - 10, Ordering::Relaxed);
+        let err = db
+            .commit(vec![Op::Catalog(CatalogOp::CreateWorkspace(
+                WorkspaceRecord {
+                    id: "w2".into(),
+                    org_id: "o".into(),
+                    name: "w2".into(),
+                    created_at: String::new(),
+                },
+            ))])
+            .unwrap_err();
+        assert!(matches!(err, Error::TooLarge { .. }), "{err}");
+        assert!(db.catalog().workspace("o", "w2").is_none());
+        Ok(())
+    }
+
+    #[test]
+    fn close_checkpoints_releases_the_lock_and_refuses_later_commits() -> Result<()> {
+        let dir = tempfile::tempdir().map_err(|e| Error::io("tmp", e))?;
+        let db = Database::open(dir.path(), StorageOptions::default())?;
+        keyed_setup(&db)?;
+        insert_range(&db, 0, 10)?;
+        db.close()?;
+        assert!(matches!(insert_range(&db, 10, 20), Err(Error::Closed)));
+        // The lock is free while the handle still exists, and nothing needs replaying.
+        let again = Database::open(dir.path(), quiet())?;
+        assert_eq!(values(&again)?, (0..10).collect::<Vec<_>>());
+        assert!(
+            store(&again)?
+                .snapshot()
+                .segments()
+                .iter()
+                .all(|s| !s.segment().in_memory())
+        );
         Ok(())
     }
 }

@@ -9,9 +9,11 @@
 #![deny(unsafe_code)]
 
 mod backend;
+mod commit;
 mod database;
 mod error;
 mod keys;
+mod maintenance;
 mod manifest;
 mod mmap;
 mod record;
@@ -19,13 +21,17 @@ mod segment;
 mod table;
 mod wal;
 
-pub use backend::{Fault, FaultyBackend, FileBackend, StdBackend, WriteFile};
+pub use backend::{
+    Fault, FaultOp, FaultyBackend, FileBackend, PowerCutDisk, StdBackend, WriteFile,
+};
+pub use commit::MAX_CATALOG_BYTES;
 pub use database::{
     DB_FORMAT_VERSION, DEFAULT_MEMTABLE_BYTES, Database, StorageOptions, key_specs,
 };
 pub use error::{Error, Result};
+pub use keys::encode_keys;
 pub use manifest::MANIFEST_FORMAT_VERSION;
 pub use record::Op;
 pub use segment::{BLOCK_ROWS, KeySpec, SEGMENT_FORMAT_VERSION, Segment, SegmentId};
 pub use table::{Chunk, SegmentRef, TableStore, TableVersion, column_field_name, stored_schema};
-pub use wal::{SyncMode, WAL_FORMAT_VERSION};
+pub use wal::{MAX_RECORD_BYTES, SyncMode, WAL_FORMAT_VERSION};

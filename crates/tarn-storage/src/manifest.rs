@@ -100,7 +100,7 @@ impl Manifest {
             path: path.clone(),
             message: message.to_string(),
         };
-        if bytes.len() < 20 || &bytes[0..8] != MAGIC {
+        if bytes.len() < 12 || &bytes[0..8] != MAGIC {
             return Err(corrupt("not a Tarn manifest (bad magic)"));
         }
         let u32_at =
@@ -112,6 +112,9 @@ impl Manifest {
                 found: version,
                 supported: MANIFEST_FORMAT_VERSION,
             });
+        }
+        if bytes.len() < 20 {
+            return Err(corrupt("shorter than its header"));
         }
         let (len, crc) = (u32_at(12) as usize, u32_at(16));
         let body = bytes
@@ -128,30 +131,23 @@ impl Manifest {
         Ok(Some(m))
     }
 
-    /// Writes this manifest atomically into `dir`.
+    /// Writes this manifest atomically into `dir` (temporary file, fsync, rename,
+    /// directory fsync).
     pub fn write(&self, backend: &dyn FileBackend, dir: &Path) -> Result<()> {
         let body = serde_json::to_vec(self)
             .map_err(|e| Error::Internal(format!("encoding manifest: {e}")))?;
+        let len = u32::try_from(body.len()).map_err(|_| Error::TooLarge {
+            what: "the manifest".into(),
+            size: body.len() as u64,
+            limit: u32::MAX as u64,
+        })?;
         let mut bytes = Vec::with_capacity(body.len() + 20);
         bytes.extend_from_slice(MAGIC);
         bytes.extend_from_slice(&MANIFEST_FORMAT_VERSION.to_le_bytes());
-        bytes.extend_from_slice(&(body.len() as u32).to_le_bytes());
+        bytes.extend_from_slice(&len.to_le_bytes());
         bytes.extend_from_slice(&crc32fast::hash(&body).to_le_bytes());
         bytes.extend_from_slice(&body);
-        let tmp = dir.join(format!("{MANIFEST_FILE}.tmp"));
         let path = dir.join(MANIFEST_FILE);
-        let write = || -> std::io::Result<()> {
-            let mut f = backend.create(&tmp)?;
-            f.write_all(&bytes)?;
-            f.sync_data()
-        };
-        if let Err(e) = write() {
-            let _ = backend.remove(&tmp);
-            return Err(Error::io(&tmp, e));
-        }
-        backend
-            .rename(&tmp, &path)
-            .map_err(|e| Error::io(&path, e))?;
-        backend.sync_dir(dir).map_err(|e| Error::io(dir, e))
+        crate::backend::write_atomic(backend, &path, &bytes).map_err(|e| Error::io(&path, e))
     }
 }

@@ -17,6 +17,7 @@ use datafusion::arrow::ipc::writer::StreamWriter;
 use datafusion::arrow::record_batch::RecordBatch;
 use tarn_catalog::{CatalogOp, ColumnId, TableId};
 
+use crate::wal::MAX_RECORD_BYTES;
 use crate::{Error, Result};
 
 /// One change in a commit. A commit's ops are logged as one record and applied together.
@@ -52,13 +53,27 @@ pub enum Op {
     },
 }
 
-fn put_op(out: &mut Vec<u8>, tag: u8, bytes: &[u8]) {
+fn put_op(out: &mut Vec<u8>, tag: u8, bytes: &[u8]) -> Result<()> {
+    let total = out.len() as u64 + 5 + bytes.len() as u64;
+    if total > MAX_RECORD_BYTES {
+        return Err(too_large(total));
+    }
     out.push(tag);
     out.extend_from_slice(&(bytes.len() as u32).to_le_bytes());
     out.extend_from_slice(bytes);
+    Ok(())
 }
 
-/// Encodes ops into a record body.
+fn too_large(size: u64) -> Error {
+    Error::TooLarge {
+        what: "the data one statement writes (its log record)".into(),
+        size,
+        limit: MAX_RECORD_BYTES,
+    }
+}
+
+/// Encodes ops into a record body; a body over [`MAX_RECORD_BYTES`] is
+/// [`Error::TooLarge`] (checked as it grows, before any length field could overflow).
 pub fn encode(ops: &[Op]) -> Result<Vec<u8>> {
     let mut out = Vec::new();
     out.extend_from_slice(&(ops.len() as u32).to_le_bytes());
@@ -67,13 +82,17 @@ pub fn encode(ops: &[Op]) -> Result<Vec<u8>> {
             Op::Catalog(c) => {
                 let json = serde_json::to_vec(c)
                     .map_err(|e| Error::Internal(format!("encoding catalog op: {e}")))?;
-                put_op(&mut out, 1, &json);
+                put_op(&mut out, 1, &json)?;
             }
             Op::Insert {
                 table,
                 first_row_id,
                 batch,
             } => {
+                let size = batch.get_array_memory_size() as u64;
+                if size > MAX_RECORD_BYTES {
+                    return Err(too_large(size));
+                }
                 let mut bytes = Vec::new();
                 bytes.extend_from_slice(&table.to_le_bytes());
                 bytes.extend_from_slice(&first_row_id.to_le_bytes());
@@ -81,7 +100,7 @@ pub fn encode(ops: &[Op]) -> Result<Vec<u8>> {
                 w.write(batch)?;
                 w.finish()?;
                 drop(w);
-                put_op(&mut out, 2, &bytes);
+                put_op(&mut out, 2, &bytes)?;
             }
             Op::Delete { table, row_ids } => {
                 let mut bytes = Vec::with_capacity(12 + row_ids.len() * 8);
@@ -90,7 +109,7 @@ pub fn encode(ops: &[Op]) -> Result<Vec<u8>> {
                 for id in row_ids.iter() {
                     bytes.extend_from_slice(&id.to_le_bytes());
                 }
-                put_op(&mut out, 3, &bytes);
+                put_op(&mut out, 3, &bytes)?;
             }
             Op::SetSequence {
                 table,
@@ -101,7 +120,7 @@ pub fn encode(ops: &[Op]) -> Result<Vec<u8>> {
                 bytes.extend_from_slice(&table.to_le_bytes());
                 bytes.extend_from_slice(&column.to_le_bytes());
                 bytes.extend_from_slice(&value.to_le_bytes());
-                put_op(&mut out, 4, &bytes);
+                put_op(&mut out, 4, &bytes)?;
             }
         }
     }
@@ -170,7 +189,7 @@ pub fn decode(body: &[u8], bad: impl Fn(String) -> Error) -> Result<Vec<Op>> {
             3 => {
                 let table = o.u64().ok_or_else(short)?;
                 let count = o.u32().ok_or_else(short)? as usize;
-                if count * 8 != len - 12 {
+                if len.checked_sub(12) != count.checked_mul(8) {
                     return Err(short());
                 }
                 let row_ids = (0..count)

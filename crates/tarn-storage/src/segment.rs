@@ -5,17 +5,21 @@
 //!
 //! ```text
 //! Arrow IPC file     row_id u64 + one field per column, named c{column id};
-//!                    blocks of up to BLOCK_ROWS rows
+//!                    blocks of up to BLOCK_ROWS rows; its head (magic, schema) and its
+//!                    footer (schema, block list) are checksummed like the blocks
 //! stats section      Arrow IPC stream of one 2-row batch: per column min, max
 //! key sections       one per key index (see keys.rs)
-//! trailer            JSON: format, ids, per-block row id ranges and crc32,
-//!                    section offsets, lengths and crc32s
+//! trailer            JSON: format, ids, per-block row id ranges and crc32, the IPC
+//!                    head and footer as sections, section offsets, lengths and crc32s
 //! tail (20 bytes)    trailer length u32 | crc32(trailer) u32 | format u32 | b"TARNSEG\0"
 //! ```
 //!
-//! A block's checksum is verified the first time the block is touched after open (and
-//! remembered), so scans stay zero-copy and a flipped byte is reported as corruption
-//! naming the file instead of being returned as data.
+//! Every byte that is read is checksummed. The tail, trailer, IPC head and footer,
+//! and statistics are verified at open (before anything in them is parsed); a block's
+//! checksum is verified the first time the block is touched after open (and
+//! remembered), and a key section's on its first lookup, so scans stay zero-copy and a
+//! flipped byte is reported as corruption naming the file instead of being returned as
+//! data (or reaching a decoder that could misread it).
 
 use std::collections::HashMap;
 use std::io::Write;
@@ -43,7 +47,7 @@ use crate::table::{Chunk, column_field_name};
 use crate::{Error, Result};
 
 /// On-disk format version of segment files.
-pub const SEGMENT_FORMAT_VERSION: u32 = 1;
+pub const SEGMENT_FORMAT_VERSION: u32 = 2;
 const MAGIC: &[u8; 8] = b"TARNSEG\0";
 const TAIL_LEN: usize = 20;
 /// Rows per block of a segment file: DataFusion's batch size, so a scan hands out whole
@@ -85,9 +89,19 @@ struct Trailer {
     segment: SegmentId,
     rows: u64,
     ipc_len: u64,
+    /// The IPC file's magic and schema message, before the first block.
+    ipc_head: Section,
+    /// The IPC file's end-of-stream marker, footer, footer length and magic.
+    ipc_footer: Section,
     blocks: Vec<BlockMeta>,
     stats: Option<Section>,
     keys: Vec<(KeySpec, Section)>,
+}
+
+/// A key section: a verified slice of the mapped file, or one built in memory.
+enum KeyBytes<'a> {
+    Stored(&'a [u8]),
+    Built(Arc<Vec<u8>>),
 }
 
 /// Per-column min and max of a segment (for pruning). Columns without statistics
@@ -147,6 +161,12 @@ impl std::fmt::Debug for Segment {
 /// File name of segment `id` of table `table`.
 pub fn file_name(table: TableId, id: SegmentId) -> String {
     format!("{table}-{id}.seg")
+}
+
+/// The (table, segment) ids of a segment file name.
+pub(crate) fn parse_file_name(name: &str) -> Option<(TableId, SegmentId)> {
+    let (t, s) = name.strip_suffix(".seg")?.split_once('-')?;
+    Some((t.parse().ok()?, s.parse().ok()?))
 }
 
 impl Segment {
@@ -311,37 +331,73 @@ impl Segment {
             .map(|p| slot.start + p))
     }
 
-    /// Row ids stored under `key` in the key index over `columns`, or `None` when this
-    /// segment has no such index in memory or on disk and it cannot be built (the
-    /// caller then scans).
-    pub fn key_lookup(&self, columns: &[ColumnId], key: &[u8]) -> Result<Vec<u64>> {
-        if let Some(file) = &self.file
-            && let Some((_, section, checked)) =
-                file.keys.iter().find(|(s, _, _)| s.columns == columns)
-        {
-            let bytes = section_bytes(file, section)
-                .ok_or_else(|| self.corrupt("key section lies outside the file".into()))?;
-            if checked.get().is_none() {
-                if crc32fast::hash(bytes) != section.crc {
-                    return Err(self.corrupt("key section fails its checksum".into()));
-                }
-                let _ = checked.set(());
-            }
-            let s = KeySection::parse(bytes).map_err(|e| self.corrupt(e.to_string()))?;
-            return Ok(s.lookup(key));
-        }
-        let built = {
-            let cached = self.built_keys.lock().get(columns).cloned();
-            match cached {
-                Some(b) => b,
-                None => {
-                    let b = Arc::new(self.build_key_section(columns)?);
-                    self.built_keys.lock().insert(columns.to_vec(), b.clone());
-                    b
-                }
-            }
+    /// The stored key section over `columns`, checksum verified (once), if the file has
+    /// one.
+    fn stored_key_section(&self, columns: &[ColumnId]) -> Result<Option<&[u8]>> {
+        let Some(file) = &self.file else {
+            return Ok(None);
         };
-        Ok(KeySection::parse(&built)?.lookup(key))
+        let Some((_, section, checked)) = file.keys.iter().find(|(s, _, _)| s.columns == columns)
+        else {
+            return Ok(None);
+        };
+        let bytes = section_bytes(file, section)
+            .ok_or_else(|| self.corrupt("key section lies outside the file".into()))?;
+        if checked.get().is_none() {
+            if crc32fast::hash(bytes) != section.crc {
+                return Err(self.corrupt("key section fails its checksum".into()));
+            }
+            let _ = checked.set(());
+        }
+        Ok(Some(bytes))
+    }
+
+    /// Whether a lookup over `columns` needs no work beyond a binary search: the file's
+    /// section is verified, or one was built in memory.
+    pub fn key_section_ready(&self, columns: &[ColumnId]) -> bool {
+        let stored = self.file.as_ref().and_then(|f| {
+            f.keys
+                .iter()
+                .find(|(s, _, _)| s.columns == columns)
+                .map(|(_, _, checked)| checked.get().is_some())
+        });
+        match stored {
+            Some(verified) => verified,
+            None => self.built_keys.lock().contains_key(columns),
+        }
+    }
+
+    /// Verifies the stored key section over `columns`, or builds one in memory when the
+    /// file has none (an index created after the segment was written).
+    pub fn prepare_key_section(&self, columns: &[ColumnId]) -> Result<()> {
+        self.key_section(columns).map(|_| ())
+    }
+
+    fn key_section(&self, columns: &[ColumnId]) -> Result<KeyBytes<'_>> {
+        if let Some(bytes) = self.stored_key_section(columns)? {
+            return Ok(KeyBytes::Stored(bytes));
+        }
+        let cached = self.built_keys.lock().get(columns).cloned();
+        Ok(KeyBytes::Built(match cached {
+            Some(b) => b,
+            None => {
+                let b = Arc::new(self.build_key_section(columns)?);
+                self.built_keys.lock().insert(columns.to_vec(), b.clone());
+                b
+            }
+        }))
+    }
+
+    /// Row ids stored under `key` in the key index over `columns` (built in memory first
+    /// when the file has no such section).
+    pub fn key_lookup(&self, columns: &[ColumnId], key: &[u8]) -> Result<Vec<u64>> {
+        match self.key_section(columns)? {
+            KeyBytes::Stored(bytes) => {
+                let s = KeySection::parse(bytes).map_err(|e| self.corrupt(e.to_string()))?;
+                Ok(s.lookup(key))
+            }
+            KeyBytes::Built(b) => Ok(KeySection::parse(&b)?.lookup(key)),
+        }
     }
 
     fn build_key_section(&self, columns: &[ColumnId]) -> Result<Vec<u8>> {
@@ -419,6 +475,20 @@ impl Segment {
         let ipc_len = usize::try_from(trailer.ipc_len).unwrap_or(usize::MAX);
         if ipc_len < 10 || ipc_len > trailer_start {
             return Err(corrupt("data section out of range".into()));
+        }
+        for (name, sec) in [("head", &trailer.ipc_head), ("footer", &trailer.ipc_footer)] {
+            let ok = usize::try_from(sec.offset.saturating_add(sec.len))
+                .is_ok_and(|end| end <= ipc_len)
+                && b.get(sec.offset as usize..(sec.offset + sec.len) as usize)
+                    .is_some_and(|bytes| crc32fast::hash(bytes) == sec.crc);
+            if !ok {
+                return Err(corrupt(format!("Arrow IPC {name} fails its checksum")));
+            }
+        }
+        if trailer.ipc_footer.offset + trailer.ipc_footer.len != ipc_len as u64 {
+            return Err(corrupt(
+                "Arrow IPC footer does not end the data section".into(),
+            ));
         }
         let ipc = &b[..ipc_len];
         let mut footer_len_bytes = [0u8; 10];
@@ -652,7 +722,11 @@ fn write_into(
         crc: crc32fast::Hasher::new(),
     };
     let mut writer = FileWriter::try_new(out, &file_schema)?;
-    writer.get_mut().take_crc();
+    let ipc_head = Section {
+        offset: 0,
+        len: writer.get_ref().pos,
+        crc: writer.get_mut().take_crc(),
+    };
     let mut metas = Vec::new();
     let mut rows = 0u64;
     let mut accs = stats_accumulators(schema);
@@ -701,9 +775,15 @@ fn write_into(
         });
         rows += batch.num_rows() as u64;
     }
+    let footer_start = writer.get_ref().pos;
     writer.finish()?;
     let mut out = writer.into_inner()?;
     let ipc_len = out.pos;
+    let ipc_footer = Section {
+        offset: footer_start,
+        len: ipc_len - footer_start,
+        crc: out.take_crc(),
+    };
     // Statistics: one 2-row batch (min, max) over the columns that have them.
     let mut stat_fields = Vec::new();
     let mut stat_cols: Vec<ArrayRef> = Vec::new();
@@ -741,6 +821,8 @@ fn write_into(
         segment: id,
         rows,
         ipc_len,
+        ipc_head,
+        ipc_footer,
         blocks: metas,
         stats,
         keys: key_sections,

@@ -413,13 +413,29 @@ impl TableVersion {
 /// In-memory key maps over the memtable rows, per key column set.
 type MemKeys = HashMap<Vec<ColumnId>, HashMap<Vec<u8>, Vec<u64>>>;
 
-/// A table's data: the current version plus key lookups. Writers are serialized by the
-/// caller (one writer per table, held from validation until the commit is applied).
+/// What a commit adds to a table's memtable key maps: the keys of its inserted rows for
+/// every column set that had a map when the commit was prepared.
+#[derive(Debug, Default)]
+pub(crate) struct KeyAdditions {
+    /// The column sets with a map at prepare time (in the order of `keys`).
+    sets: Vec<Vec<ColumnId>>,
+    /// Per set, `(key, row id)` of the inserted rows.
+    keys: Vec<Vec<(Vec<u8>, u64)>>,
+    /// Whether the commit inserted rows at all.
+    inserted: bool,
+}
+
+/// A table's data: the current version plus key lookups. A commit prepares the next
+/// version under the table's commit lock (which maintenance swaps take too), logs it and
+/// publishes it with one pointer swap, so readers see all of a commit or none of it.
 pub struct TableStore {
     id: TableId,
     current: RwLock<Arc<TableVersion>>,
     /// Keys of the rows in in-memory segments (sealed segments carry key sections).
     mem_keys: Mutex<MemKeys>,
+    /// Held from a commit's prepare to its publish, and by maintenance swaps: nothing
+    /// else changes the version in between.
+    commit: Mutex<()>,
 }
 
 impl std::fmt::Debug for TableStore {
@@ -432,26 +448,28 @@ fn add_mem_keys(
     map: &mut HashMap<Vec<u8>, Vec<u64>>,
     columns: &[ColumnId],
     chunk: &Chunk,
-    from: u64,
 ) -> Result<()> {
+    for (k, r) in chunk_keys(columns, chunk)? {
+        map.entry(k).or_default().push(r);
+    }
+    Ok(())
+}
+
+/// `(key, row id)` of every row of `chunk` with a non-NULL key over `columns` (none when
+/// the chunk predates one of the columns).
+fn chunk_keys(columns: &[ColumnId], chunk: &Chunk) -> Result<Vec<(Vec<u8>, u64)>> {
     let Some(arrays) = columns
         .iter()
         .map(|c| chunk.column(*c).cloned())
         .collect::<Option<Vec<_>>>()
     else {
-        return Ok(());
+        return Ok(Vec::new());
     };
-    for (k, &r) in keys::encode_keys(&arrays)?
+    Ok(keys::encode_keys(&arrays)?
         .into_iter()
         .zip(chunk.row_ids.values().iter())
-    {
-        if let Some(k) = k
-            && r >= from
-        {
-            map.entry(k).or_default().push(r);
-        }
-    }
-    Ok(())
+        .filter_map(|(k, &r)| k.map(|k| (k, r)))
+        .collect())
 }
 
 impl TableStore {
@@ -464,6 +482,7 @@ impl TableStore {
             id,
             current: RwLock::new(Arc::new(version)),
             mem_keys: Mutex::new(HashMap::new()),
+            commit: Mutex::new(()),
         }
     }
 
@@ -477,10 +496,41 @@ impl TableStore {
         self.current.read().clone()
     }
 
+    pub(crate) fn commit_lock(&self) -> parking_lot::MutexGuard<'_, ()> {
+        self.commit.lock()
+    }
+
+    /// Whether key lookups over `columns` need no building (the memtable's key map and
+    /// every sealed segment's key section are ready), so they can run on any thread.
+    pub fn keys_ready(&self, columns: &[ColumnId]) -> bool {
+        if !self.mem_keys.lock().contains_key(columns) {
+            return false;
+        }
+        self.snapshot()
+            .segments
+            .iter()
+            .filter(|s| !s.segment.in_memory())
+            .all(|s| s.segment.key_section_ready(columns))
+    }
+
+    /// Builds what [`TableStore::keys_ready`] lacks: the memtable's key map and the key
+    /// sections of segments written before the key existed (reads whole segments, so
+    /// async callers run it on a blocking thread).
+    pub fn prepare_keys(&self, columns: &[ColumnId]) -> Result<()> {
+        self.key_lookup(columns, &[])?;
+        for s in self.snapshot().segments.iter() {
+            if !s.segment.in_memory() {
+                s.segment.prepare_key_section(columns)?;
+            }
+        }
+        Ok(())
+    }
+
     /// For each row of `arrays` (values of `columns`), the live row ids of the
     /// published table with that key, plus the snapshot they were found in. Rows with a
     /// NULL key part match nothing (as in PostgreSQL). Costs a hash probe for the
-    /// memtable and a binary search per sealed segment; never scans the table.
+    /// memtable and a binary search per sealed segment; never scans the table (but may
+    /// build a missing key map or section: see [`TableStore::keys_ready`]).
     pub fn key_lookup(
         &self,
         columns: &[ColumnId],
@@ -488,12 +538,12 @@ impl TableStore {
     ) -> Result<(Arc<TableVersion>, Vec<Vec<u64>>)> {
         let encoded = keys::encode_keys(arrays)?;
         let mut mem = self.mem_keys.lock();
-        // Commits update the maps and the version under both locks: read them together.
+        // Commits publish the maps and the version under both locks: read them together.
         let version = self.snapshot();
         if !mem.contains_key(columns) {
             let mut map = HashMap::new();
             for s in version.segments.iter().filter(|s| s.segment.in_memory()) {
-                add_mem_keys(&mut map, columns, s.segment.block(0)?.as_ref(), 0)?;
+                add_mem_keys(&mut map, columns, s.segment.block(0)?.as_ref())?;
             }
             mem.insert(columns.to_vec(), map);
         }
@@ -535,34 +585,49 @@ impl TableStore {
         Ok(found.into_iter().map(|ids| ids.first().copied()).collect())
     }
 
-    pub(crate) fn apply_insert(&self, first_row_id: u64, batch: &RecordBatch) -> Result<()> {
+    /// Encodes the keys that inserting `batch` as rows `first_row_id..` adds to the
+    /// memtable key maps (part of preparing a commit: it can fail, publishing cannot).
+    pub(crate) fn key_additions(
+        &self,
+        into: &mut KeyAdditions,
+        first_row_id: u64,
+        batch: &RecordBatch,
+    ) -> Result<()> {
+        if !into.inserted {
+            into.inserted = true;
+            into.sets = self.mem_keys.lock().keys().cloned().collect();
+            into.keys = vec![Vec::new(); into.sets.len()];
+        }
+        if into.sets.is_empty() || batch.num_rows() == 0 {
+            return Ok(());
+        }
+        let chunk = Chunk::new(
+            UInt64Array::from_iter_values(first_row_id..first_row_id + batch.num_rows() as u64),
+            batch.clone(),
+        );
+        for (cols, keys) in into.sets.iter().zip(into.keys.iter_mut()) {
+            keys.extend(chunk_keys(cols, &chunk)?);
+        }
+        Ok(())
+    }
+
+    /// Publishes a prepared version and its memtable keys. Cannot fail.
+    pub(crate) fn publish(&self, version: Arc<TableVersion>, additions: KeyAdditions) {
         let mut mem = self.mem_keys.lock();
         let mut current = self.current.write();
-        let next = current.with_insert(first_row_id, batch)?;
-        if !mem.is_empty() {
-            let chunk = Chunk::new(
-                UInt64Array::from_iter_values(first_row_id..first_row_id + batch.num_rows() as u64),
-                batch.clone(),
-            );
-            for (columns, map) in mem.iter_mut() {
-                add_mem_keys(map, columns, &chunk, first_row_id)?;
+        if additions.inserted {
+            // A map built after the commit was prepared lacks these rows: drop it, it is
+            // rebuilt on next use.
+            mem.retain(|cols, _| additions.sets.contains(cols));
+            for (cols, keys) in additions.sets.iter().zip(additions.keys) {
+                if let Some(map) = mem.get_mut(cols) {
+                    for (k, r) in keys {
+                        map.entry(k).or_default().push(r);
+                    }
+                }
             }
         }
-        *current = Arc::new(next);
-        Ok(())
-    }
-
-    pub(crate) fn apply_delete(&self, row_ids: &[u64]) -> Result<()> {
-        let mut current = self.current.write();
-        let next = current.with_delete(row_ids)?;
-        *current = Arc::new(next);
-        Ok(())
-    }
-
-    pub(crate) fn apply_sequence(&self, column: ColumnId, value: i64) {
-        let mut current = self.current.write();
-        let next = current.with_sequence(column, value);
-        *current = Arc::new(next);
+        *current = version;
     }
 
     /// Freezes the memtable for sealing and returns the version it belongs to.
@@ -572,24 +637,24 @@ impl TableStore {
         current.clone()
     }
 
-    /// Swaps `old` for `new` (see [`TableVersion::with_replaced`]). Blocks writers of
-    /// this table only for the pointer swap and the carried-over deletes.
+    /// Swaps `old` for `new` (see [`TableVersion::with_replaced`]). Waits for a commit
+    /// of this table in flight; blocks readers only for the pointer swap.
     pub(crate) fn replace(
         &self,
         old: &[Arc<Segment>],
         new: Arc<Segment>,
         built_from: Option<&[Arc<RoaringBitmap>]>,
     ) -> Result<bool> {
-        let mut mem = self.mem_keys.lock();
-        let mut current = self.current.write();
-        let Some(next) = current.with_replaced(old, new, built_from)? else {
+        let _commit = self.commit.lock();
+        let Some(next) = self.snapshot().with_replaced(old, new, built_from)? else {
             return Ok(false);
         };
+        let mut mem = self.mem_keys.lock();
         if old.iter().any(|s| s.in_memory()) {
             // The sealed rows' keys now live in the new segment's key sections.
             mem.clear();
         }
-        *current = Arc::new(next);
+        *self.current.write() = Arc::new(next);
         Ok(true)
     }
 

@@ -1,22 +1,38 @@
 //! The database-wide write-ahead log: framing, group commit, rotation and recovery.
 //!
-//! The log is a directory of files `NNNNNNNNNN.wal` (a sequence number), each:
+//! The log is a directory of files `NNNNNNNNNN.wal` (consecutive sequence numbers), each
+//! a header and then commit groups (little-endian):
 //!
 //! ```text
-//! header:  b"TARNWAL\0" | format version u32 | reserved u32 | prev_good_lsn u64 | reserved u64
-//! record:  payload length u32 | crc32(payload) u32 | payload
-//! payload: lsn u64 | body
+//! header:  b"TARNWAL\0" | format version u32 | reserved u32 | prev_good_lsn u64
+//!          | reserved u32 | crc32(the 28 bytes before) u32
+//! group:   b"GRP1" | flags u32 (bit 0: fsynced before acknowledging) | first lsn u64
+//!          | last lsn u64 | body length u64 | crc32(body) u32 | crc32(the 36 bytes before) u32
+//!          | body: records with consecutive LSNs, each  lsn u64 | length u32 | payload
 //! ```
 //!
-//! Writers append their frame to a shared buffer and wait; whichever writer finds no
-//! flush in progress becomes the leader, writes everything buffered with one `write` and
-//! one `fdatasync`, and wakes the others (group commit). A failed write or sync fails
-//! every record of that group and is never retried on the same file (the kernel may have
-//! dropped the dirty pages): the log rolls to a new file whose header names the last good
-//! LSN, and recovery ignores anything after that LSN in earlier files, so a failed
-//! statement can never reappear after a restart. A checkpoint rotates to a new file the
-//! same way and deletes the files it has made redundant.
+//! Writers append their record to a shared buffer and wait; whichever writer finds no
+//! flush in progress becomes the leader, writes everything buffered as one group with
+//! one `write` and one `fdatasync`, and wakes the others (group commit). Only one group
+//! is ever in flight, so after a crash only the last group of the log can be torn.
+//!
+//! Recovery accepts a group only when its header and body checksums hold (all of a group
+//! or none of it). At the first group that fails, it decides between a torn tail and
+//! corruption: if a valid group marked fsynced lies anywhere after it, acknowledged
+//! history is damaged in the middle and the log is refused, naming the file and the
+//! offset; otherwise the damage is the unacknowledged last group (a power cut can leave
+//! any subset of its pages on disk), which is cut off. Groups written with
+//! [`SyncMode::Process`] are not marked fsynced: that mode promises to survive a process
+//! crash, and after a power cut its log is cut at the first damage.
+//!
+//! A failed write or sync fails every record of its group and is never retried on the
+//! same file (the kernel may have dropped the dirty pages): the log rolls to a new file
+//! whose header (fsynced at once) names the last good LSN, and recovery ignores anything
+//! after that LSN in earlier files, so a failed statement does not reappear after a
+//! restart. A checkpoint rotates to a new file the same way and deletes the files it has
+//! made redundant.
 
+use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -27,11 +43,14 @@ use crate::{Error, Result};
 
 const MAGIC: &[u8; 8] = b"TARNWAL\0";
 /// On-disk format version of WAL files.
-pub const WAL_FORMAT_VERSION: u32 = 2;
-const HEADER_LEN: u64 = 32;
-const FRAME_HEADER: usize = 8;
-/// Upper bound on one record; anything larger in a length field is garbage.
-const MAX_RECORD: u32 = 1 << 30;
+pub const WAL_FORMAT_VERSION: u32 = 3;
+const HEADER_LEN: usize = 32;
+const GROUP_MAGIC: &[u8; 4] = b"GRP1";
+const GROUP_HEADER: usize = 40;
+const FLAG_SYNCED: u32 = 1;
+const RECORD_HEADER: usize = 12;
+/// Largest record payload (one commit): the log refuses bigger ones before writing.
+pub const MAX_RECORD_BYTES: u64 = 1 << 30;
 
 /// How far a commit goes before the writing call returns.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -58,6 +77,7 @@ struct WalState {
     /// The file being appended to; `None` after a failure until a new file is created.
     file: Option<SharedFile>,
     seq: u64,
+    /// Records waiting for the next group.
     buf: Vec<u8>,
     next_lsn: u64,
     /// Every LSN up to this one is resolved (durable or failed).
@@ -85,10 +105,15 @@ fn file_name(seq: u64) -> String {
     format!("{seq:010}.wal")
 }
 
-/// The WAL files in `dir`, by sequence number.
+/// The WAL files in `dir`, by sequence number (none when `dir` does not exist).
 fn list(dir: &Path) -> Result<Vec<(u64, PathBuf)>> {
     let mut files = Vec::new();
-    for entry in std::fs::read_dir(dir).map_err(|e| Error::io(dir, e))? {
+    let entries = match std::fs::read_dir(dir) {
+        Ok(e) => e,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(files),
+        Err(e) => return Err(Error::io(dir, e)),
+    };
+    for entry in entries {
         let entry = entry.map_err(|e| Error::io(dir, e))?;
         let name = entry.file_name();
         let Some(seq) = name
@@ -104,115 +129,348 @@ fn list(dir: &Path) -> Result<Vec<(u64, PathBuf)>> {
     Ok(files)
 }
 
-fn header(prev_good_lsn: u64) -> Vec<u8> {
-    let mut h = Vec::with_capacity(HEADER_LEN as usize);
+fn u32_at(b: &[u8], p: usize) -> u32 {
+    let mut raw = [0u8; 4];
+    raw.copy_from_slice(&b[p..p + 4]);
+    u32::from_le_bytes(raw)
+}
+
+fn u64_at(b: &[u8], p: usize) -> u64 {
+    let mut raw = [0u8; 8];
+    raw.copy_from_slice(&b[p..p + 8]);
+    u64::from_le_bytes(raw)
+}
+
+fn file_header(prev_good_lsn: u64) -> Vec<u8> {
+    let mut h = Vec::with_capacity(HEADER_LEN);
     h.extend_from_slice(MAGIC);
     h.extend_from_slice(&WAL_FORMAT_VERSION.to_le_bytes());
     h.extend_from_slice(&0u32.to_le_bytes());
     h.extend_from_slice(&prev_good_lsn.to_le_bytes());
-    h.extend_from_slice(&0u64.to_le_bytes());
+    h.extend_from_slice(&0u32.to_le_bytes());
+    let crc = crc32fast::hash(&h);
+    h.extend_from_slice(&crc.to_le_bytes());
     h
 }
 
+fn group_header(synced: bool, first: u64, last: u64, body: &[u8]) -> [u8; GROUP_HEADER] {
+    let mut h = [0u8; GROUP_HEADER];
+    h[0..4].copy_from_slice(GROUP_MAGIC);
+    h[4..8].copy_from_slice(&(if synced { FLAG_SYNCED } else { 0 }).to_le_bytes());
+    h[8..16].copy_from_slice(&first.to_le_bytes());
+    h[16..24].copy_from_slice(&last.to_le_bytes());
+    h[24..32].copy_from_slice(&(body.len() as u64).to_le_bytes());
+    h[32..36].copy_from_slice(&crc32fast::hash(body).to_le_bytes());
+    let crc = crc32fast::hash(&h[0..36]);
+    h[36..40].copy_from_slice(&crc.to_le_bytes());
+    h
+}
+
+/// A group that passed every check: its LSN range, flags and records.
+struct Group {
+    last: u64,
+    synced: bool,
+    end: usize,
+    /// (lsn, payload range in the file)
+    records: Vec<(u64, Range<usize>)>,
+}
+
+/// The group at `pos`, if it is whole: header and body checksums hold, the records fill
+/// the body exactly with LSNs `first..=last`, and `first > after`.
+fn group_at(bytes: &[u8], pos: usize, after: u64) -> Option<Group> {
+    let h = bytes.get(pos..pos.checked_add(GROUP_HEADER)?)?;
+    if &h[0..4] != GROUP_MAGIC || crc32fast::hash(&h[0..36]) != u32_at(h, 36) {
+        return None;
+    }
+    let (flags, first, last) = (u32_at(h, 4), u64_at(h, 8), u64_at(h, 16));
+    let body_len = usize::try_from(u64_at(h, 24)).ok()?;
+    if first <= after || last < first {
+        return None;
+    }
+    let start = pos + GROUP_HEADER;
+    let body = bytes.get(start..start.checked_add(body_len)?)?;
+    if crc32fast::hash(body) != u32_at(h, 32) {
+        return None;
+    }
+    let mut records = Vec::new();
+    let mut p = 0;
+    let mut expect = first;
+    while p < body.len() {
+        let rh = body.get(p..p + RECORD_HEADER)?;
+        let (lsn, len) = (u64_at(rh, 0), u32_at(rh, 8) as usize);
+        let end = (p + RECORD_HEADER).checked_add(len)?;
+        if lsn != expect || end > body.len() {
+            return None;
+        }
+        records.push((lsn, start + p + RECORD_HEADER..start + end));
+        expect = lsn.checked_add(1)?;
+        p = end;
+    }
+    if expect != last.checked_add(1)? {
+        return None;
+    }
+    Some(Group {
+        last,
+        synced: flags & FLAG_SYNCED != 0,
+        end: start + body_len,
+        records,
+    })
+}
+
+/// The offset of a whole group marked fsynced at or after `from`, with LSNs after
+/// `after`: proof that acknowledged history follows.
+fn durable_group_from(bytes: &[u8], from: usize, after: u64) -> Option<usize> {
+    let mut p = from;
+    while p + GROUP_HEADER <= bytes.len() {
+        let next = bytes[p..]
+            .windows(4)
+            .position(|w| w == GROUP_MAGIC)
+            .map(|i| p + i)?;
+        if group_at(bytes, next, after).is_some_and(|g| g.synced) {
+            return Some(next);
+        }
+        p = next + 1;
+    }
+    None
+}
+
+/// What recovery made of one file.
+struct FileScan {
+    seq: u64,
+    path: PathBuf,
+    /// `None` when the header is damaged and nothing durable is in the file (it was
+    /// being created when the machine stopped).
+    prev_good: Option<u64>,
+    groups: Vec<Group>,
+    bytes: Vec<u8>,
+    /// Length of the whole groups at the front.
+    good_len: u64,
+}
+
+fn scan_file(seq: u64, path: &Path) -> Result<FileScan> {
+    let bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;
+    let corrupt = |message: String| Error::Corrupt {
+        path: path.to_path_buf(),
+        message,
+    };
+    if bytes.len() >= 12 && &bytes[0..8] == MAGIC {
+        let version = u32_at(&bytes, 8);
+        if version != WAL_FORMAT_VERSION {
+            return Err(Error::FormatVersion {
+                path: path.to_path_buf(),
+                found: version,
+                supported: WAL_FORMAT_VERSION,
+            });
+        }
+    }
+    let header_ok = bytes.len() >= HEADER_LEN
+        && &bytes[0..8] == MAGIC
+        && crc32fast::hash(&bytes[0..28]) == u32_at(&bytes, 28);
+    if !header_ok {
+        if let Some(at) = durable_group_from(&bytes, 0, 0) {
+            return Err(corrupt(format!(
+                "damaged file header, but a durable commit group follows at byte {at}"
+            )));
+        }
+        return Ok(FileScan {
+            seq,
+            path: path.to_path_buf(),
+            prev_good: None,
+            groups: Vec::new(),
+            bytes,
+            good_len: 0,
+        });
+    }
+    let prev_good = u64_at(&bytes, 16);
+    let mut groups: Vec<Group> = Vec::new();
+    let mut pos = HEADER_LEN;
+    while pos < bytes.len() {
+        let after = groups.last().map_or(0, |g| g.last);
+        match group_at(&bytes, pos, after) {
+            Some(g) => {
+                pos = g.end;
+                groups.push(g);
+            }
+            None => {
+                if let Some(at) = durable_group_from(&bytes, pos + 1, after) {
+                    return Err(corrupt(format!(
+                        "damaged commit group at byte {pos} is followed by a durable group \
+                         at byte {at}"
+                    )));
+                }
+                break;
+            }
+        }
+    }
+    Ok(FileScan {
+        seq,
+        path: path.to_path_buf(),
+        prev_good: Some(prev_good),
+        groups,
+        bytes,
+        good_len: pos as u64,
+    })
+}
+
+/// The log as found on disk, read but not yet touched: the records to replay and what
+/// opening it for appends will clean up. Nothing is changed on disk until
+/// [`Recovered::open`], so a database that fails to open leaves its files as they were.
+pub struct Recovered {
+    dir: PathBuf,
+    /// Records after the checkpoint's LSN, in order.
+    pub entries: Vec<WalEntry>,
+    /// Whether any file holds a whole commit group (data a checkpoint may not hold).
+    pub has_groups: bool,
+    /// Files a checkpoint made redundant.
+    stale: Vec<PathBuf>,
+    /// A last file whose creation never became durable (it holds nothing).
+    torn_last: Option<(u64, PathBuf)>,
+    /// The file to append to: (seq, path, whole-group length, file length).
+    tail: Option<(u64, PathBuf, u64, u64)>,
+    last_lsn: u64,
+    first_seq: u64,
+}
+
 impl Wal {
-    /// Opens (or creates) the log in directory `dir`, recovering the records after
-    /// `after_lsn` (what the last checkpoint already holds) from files numbered `first_seq`
-    /// and up. A torn or garbage tail is cut off; a corrupt record followed by valid ones
-    /// is refused.
-    pub fn open(
+    /// Reads the log in `dir` without changing anything: the records after `after_lsn`
+    /// (what the last checkpoint holds) from files numbered `first_seq` and up. With
+    /// `require_first` (a manifest names `first_seq`), that file must exist.
+    pub fn recover(
         dir: &Path,
-        sync: SyncMode,
-        backend: Arc<dyn FileBackend>,
         first_seq: u64,
         after_lsn: u64,
-    ) -> Result<(Wal, Vec<WalEntry>)> {
-        std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
-        let mut files = list(dir)?;
-        // Files a checkpoint made redundant (a crash came before their deletion).
-        for (_, path) in files.iter().filter(|(s, _)| *s < first_seq) {
-            backend.remove(path).map_err(|e| Error::io(path, e))?;
+        require_first: bool,
+    ) -> Result<Recovered> {
+        let files = list(dir)?;
+        let stale: Vec<PathBuf> = files
+            .iter()
+            .filter(|(s, _)| *s < first_seq)
+            .map(|(_, p)| p.clone())
+            .collect();
+        let live: Vec<(u64, PathBuf)> =
+            files.into_iter().filter(|(s, _)| *s >= first_seq).collect();
+        let missing = |seq: u64| Error::Corrupt {
+            path: dir.join(file_name(seq)),
+            message: "write-ahead log file is missing".into(),
+        };
+        if require_first && live.first().is_none_or(|(s, _)| *s != first_seq) {
+            return Err(missing(first_seq));
         }
-        files.retain(|(s, _)| *s >= first_seq);
-        // A last file shorter than its header was being created when the process died:
-        // nothing in it was ever acknowledged.
-        if let Some((_, path)) = files.last() {
-            let len = std::fs::metadata(path)
-                .map_err(|e| Error::io(path, e))?
-                .len();
-            if len < HEADER_LEN {
-                backend.remove(path).map_err(|e| Error::io(path, e))?;
-                files.pop();
+        for w in live.windows(2) {
+            if w[1].0 != w[0].0 + 1 {
+                return Err(missing(w[0].0 + 1));
             }
         }
-        let mut contents = Vec::with_capacity(files.len());
-        for (seq, path) in &files {
-            let bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;
-            let prev_good = check_header(path, &bytes)?;
-            contents.push((*seq, path.clone(), bytes, prev_good));
-        }
+        let scans = live
+            .iter()
+            .map(|(seq, path)| scan_file(*seq, path))
+            .collect::<Result<Vec<_>>>()?;
         let mut entries = Vec::new();
         let mut last_lsn = after_lsn;
+        let mut has_groups = false;
+        let mut torn_last = None;
         let mut tail = None;
-        for i in 0..contents.len() {
-            let limit = contents.get(i + 1).map_or(u64::MAX, |c| c.3);
-            let (seq, path, bytes, _) = &contents[i];
-            let (recovered, good_len) = recover(path, bytes)?;
-            for e in recovered {
-                if e.lsn > last_lsn && e.lsn <= limit {
-                    last_lsn = e.lsn;
-                    entries.push(e);
+        for (i, scan) in scans.iter().enumerate() {
+            // Records after the next file's last good LSN belong to a failed group.
+            let limit = scans
+                .get(i + 1)
+                .and_then(|n| n.prev_good)
+                .unwrap_or(u64::MAX);
+            has_groups |= !scan.groups.is_empty();
+            for g in &scan.groups {
+                for (lsn, range) in &g.records {
+                    if *lsn > last_lsn && *lsn <= limit {
+                        last_lsn = *lsn;
+                        entries.push(WalEntry {
+                            lsn: *lsn,
+                            body: scan.bytes[range.clone()].to_vec(),
+                        });
+                    }
                 }
             }
-            tail = Some((*seq, path.clone(), good_len, bytes.len() as u64));
+            match scan.prev_good {
+                Some(_) => {
+                    tail = Some((
+                        scan.seq,
+                        scan.path.clone(),
+                        scan.good_len,
+                        scan.bytes.len() as u64,
+                    ))
+                }
+                None if i + 1 == scans.len() => torn_last = Some((scan.seq, scan.path.clone())),
+                None => {}
+            }
+        }
+        Ok(Recovered {
+            dir: dir.to_path_buf(),
+            entries,
+            has_groups,
+            stale,
+            torn_last,
+            tail,
+            last_lsn,
+            first_seq,
+        })
+    }
+}
+
+impl Recovered {
+    /// Opens the log for appends: deletes the files the checkpoint made redundant and a
+    /// last file that never got a durable header, cuts a torn last group off, or starts
+    /// the first file (fsynced, with its directory).
+    pub fn open(self, sync: SyncMode, backend: Arc<dyn FileBackend>) -> Result<Wal> {
+        std::fs::create_dir_all(&self.dir).map_err(|e| Error::io(&self.dir, e))?;
+        for path in &self.stale {
+            backend.remove(path).map_err(|e| Error::io(path, e))?;
         }
         let mut state = WalState {
             file: None,
-            seq: 0,
+            seq: self.first_seq.saturating_sub(1),
             buf: Vec::new(),
-            next_lsn: last_lsn + 1,
-            resolved_lsn: last_lsn,
-            good_lsn: last_lsn,
+            next_lsn: self.last_lsn + 1,
+            resolved_lsn: self.last_lsn,
+            good_lsn: self.last_lsn,
             durable_len: 0,
             dir_dirty: false,
             flushing: false,
             failed: Vec::new(),
         };
-        let wal_files_exist = tail.is_some();
-        match tail {
-            Some((seq, path, good_len, len)) => {
-                let mut f = backend
-                    .open_append(&path)
-                    .map_err(|e| Error::io(&path, e))?;
-                if len != good_len {
-                    f.set_len(good_len).map_err(|e| Error::io(&path, e))?;
-                    f.sync_data().map_err(|e| Error::io(&path, e))?;
-                }
-                state.file = Some(Arc::new(Mutex::new(f)));
-                state.seq = seq;
-                state.durable_len = good_len;
+        if let Some((seq, path)) = &self.torn_last {
+            backend.remove(path).map_err(|e| Error::io(path, e))?;
+            state.seq = seq - 1;
+        }
+        let append_to_tail = self.torn_last.is_none();
+        if let (Some((seq, path, good_len, len)), true) = (&self.tail, append_to_tail) {
+            let mut f = backend.open_append(path).map_err(|e| Error::io(path, e))?;
+            if len != good_len {
+                f.set_len(*good_len).map_err(|e| Error::io(path, e))?;
+                f.sync_data().map_err(|e| Error::io(path, e))?;
             }
-            None => state.seq = first_seq.saturating_sub(1),
+            state.file = Some(Arc::new(Mutex::new(f)));
+            state.seq = *seq;
+            state.durable_len = *good_len;
+        } else if let Some((seq, _, _, _)) = &self.tail {
+            state.seq = state.seq.max(*seq);
         }
         let wal = Wal {
-            dir: dir.to_path_buf(),
+            dir: self.dir,
             sync,
             backend,
             state: Mutex::new(state),
             flushed: Condvar::new(),
         };
-        if !wal_files_exist {
+        if wal.state.lock().file.is_none() {
             let mut st = wal.state.lock();
-            wal.roll(&mut st)?;
-            drop(st);
-            wal.backend.sync_dir(dir).map_err(|e| Error::io(dir, e))?;
-            wal.state.lock().dir_dirty = false;
+            wal.roll(&mut st, true)?;
         }
-        Ok((wal, entries))
+        Ok(wal)
     }
+}
 
-    /// Starts a new file after the last good record. Its header is written but not yet
-    /// fsynced: the next group commit syncs it (and the directory) before acknowledging.
-    fn roll(&self, st: &mut WalState) -> Result<()> {
+impl Wal {
+    /// Starts a new file after the last good record. With `durable`, the file and the
+    /// directory are fsynced before returning (otherwise the next group commit does it).
+    fn roll(&self, st: &mut WalState, durable: bool) -> Result<()> {
         st.file = None;
         let seq = st.seq + 1;
         let path = self.dir.join(file_name(seq));
@@ -220,21 +478,29 @@ impl Wal {
             .backend
             .create(&path)
             .map_err(|e| Error::io(&path, e))?;
-        let h = header(st.good_lsn);
-        if let Err(e) = f.write_all(&h) {
+        let res = f.write_all(&file_header(st.good_lsn)).and_then(|()| {
+            if durable {
+                f.sync_data()?;
+                self.backend.sync_dir(&self.dir)
+            } else {
+                Ok(())
+            }
+        });
+        if let Err(e) = res {
             let _ = self.backend.remove(&path);
             return Err(Error::io(&path, e));
         }
         st.seq = seq;
         st.file = Some(Arc::new(Mutex::new(f)));
-        st.durable_len = HEADER_LEN;
-        st.dir_dirty = true;
+        st.durable_len = HEADER_LEN as u64;
+        st.dir_dirty = !durable;
         Ok(())
     }
 
     /// Moves appends to a new file and returns `(last LSN in the old files, new file's
     /// sequence number)`. The caller guarantees no append is in flight (the database's
-    /// commit gate), so the old files hold exactly the records up to that LSN.
+    /// commit gate), so the old files hold exactly the records up to that LSN. The new
+    /// file is made durable by [`Wal::sync_current`] or the next group commit.
     pub fn rotate(&self) -> Result<(u64, u64)> {
         let mut st = self.state.lock();
         if st.flushing || !st.buf.is_empty() {
@@ -242,8 +508,24 @@ impl Wal {
                 "WAL rotation with appends in flight".into(),
             ));
         }
-        self.roll(&mut st)?;
+        self.roll(&mut st, false)?;
         Ok((st.resolved_lsn, st.seq))
+    }
+
+    /// Fsyncs the current file and the directory, so the file (and its header) exists
+    /// after a power cut: a manifest may name it from then on.
+    pub fn sync_current(&self) -> Result<()> {
+        let (file, seq) = {
+            let st = self.state.lock();
+            (st.file.clone(), st.seq)
+        };
+        let path = self.dir.join(file_name(seq));
+        let file =
+            file.ok_or_else(|| Error::CommitFailed("write-ahead log has no open file".into()))?;
+        file.lock().sync_data().map_err(|e| Error::io(&path, e))?;
+        self.backend
+            .sync_dir(&self.dir)
+            .map_err(|e| Error::io(&self.dir, e))
     }
 
     /// Deletes the files numbered below `seq` (a checkpoint holds their records).
@@ -266,29 +548,24 @@ impl Wal {
 
     /// Appends one record and returns its LSN once it is durable (per the sync mode).
     pub fn append(&self, body: &[u8]) -> Result<u64> {
-        let payload_len = 8 + body.len();
-        if payload_len as u64 >= MAX_RECORD as u64 {
-            return Err(Error::CommitFailed(format!(
-                "record of {payload_len} bytes exceeds the log's limit of {MAX_RECORD} bytes"
-            )));
+        if body.len() as u64 > MAX_RECORD_BYTES {
+            return Err(Error::TooLarge {
+                what: "statement's log record".into(),
+                size: body.len() as u64,
+                limit: MAX_RECORD_BYTES,
+            });
         }
         let mut st = self.state.lock();
         if st.file.is_none() {
             // An earlier failure left no file to append to: start one now.
-            self.roll(&mut st)
+            self.roll(&mut st, true)
                 .map_err(|e| Error::CommitFailed(e.to_string()))?;
         }
         let lsn = st.next_lsn;
         st.next_lsn += 1;
-        let mut crc = crc32fast::Hasher::new();
-        crc.update(&lsn.to_le_bytes());
-        crc.update(body);
-        let crc = crc.finalize();
-        st.buf.reserve(FRAME_HEADER + payload_len);
-        st.buf
-            .extend_from_slice(&(payload_len as u32).to_le_bytes());
-        st.buf.extend_from_slice(&crc.to_le_bytes());
+        st.buf.reserve(RECORD_HEADER + body.len());
         st.buf.extend_from_slice(&lsn.to_le_bytes());
+        st.buf.extend_from_slice(&(body.len() as u32).to_le_bytes());
         st.buf.extend_from_slice(body);
         loop {
             if let Some((_, _, msg)) = st.failed.iter().find(|(a, b, _)| *a <= lsn && lsn <= *b) {
@@ -302,7 +579,7 @@ impl Wal {
                 continue;
             }
             // Become the leader of this commit group.
-            let buf = std::mem::take(&mut st.buf);
+            let body = std::mem::take(&mut st.buf);
             let first = st.resolved_lsn + 1;
             let upto = st.next_lsn - 1;
             let dir_dirty = std::mem::take(&mut st.dir_dirty);
@@ -315,15 +592,16 @@ impl Wal {
             };
             st.flushing = true;
             drop(st);
+            let synced = self.sync == SyncMode::Full;
+            let header = group_header(synced, first, upto, &body);
             let res = {
                 let mut f = file.lock();
-                f.write_all(&buf).and_then(|()| match self.sync {
-                    SyncMode::Full => f.sync_data(),
-                    SyncMode::Process => Ok(()),
-                })
+                f.write_all(&header)
+                    .and_then(|()| f.write_all(&body))
+                    .and_then(|()| if synced { f.sync_data() } else { Ok(()) })
             }
-            .and_then(|()| match (self.sync, dir_dirty) {
-                (SyncMode::Full, true) => self.backend.sync_dir(&self.dir),
+            .and_then(|()| match (synced, dir_dirty) {
+                (true, true) => self.backend.sync_dir(&self.dir),
                 _ => Ok(()),
             });
             st = self.state.lock();
@@ -332,7 +610,7 @@ impl Wal {
                 Ok(()) => {
                     st.resolved_lsn = upto;
                     st.good_lsn = upto;
-                    st.durable_len += buf.len() as u64;
+                    st.durable_len += (GROUP_HEADER + body.len()) as u64;
                 }
                 Err(e) => {
                     let msg = format!("{}: {e}", self.dir.join(file_name(st.seq)).display());
@@ -342,11 +620,11 @@ impl Wal {
                     let _ = file.lock().set_len(durable_len);
                     st.resolved_lsn = upto;
                     st.failed.push((first, upto, msg));
-                    if self.roll(&mut st).is_err() {
+                    // The next file's header must be durable before the failure is
+                    // reported, or a power cut could bring the failed group back.
+                    if self.roll(&mut st, true).is_err() {
                         st.file = None;
                     }
-                    // Directory state is unknown after a failure: sync it next time.
-                    st.dir_dirty = true;
                 }
             }
             self.flushed.notify_all();
@@ -354,111 +632,19 @@ impl Wal {
     }
 }
 
-fn check_header(path: &Path, bytes: &[u8]) -> Result<u64> {
-    if bytes.len() < HEADER_LEN as usize {
-        return Err(Error::Corrupt {
-            path: path.to_path_buf(),
-            message: "file shorter than its header".into(),
-        });
-    }
-    if &bytes[0..8] != MAGIC {
-        return Err(Error::Corrupt {
-            path: path.to_path_buf(),
-            message: "not a Tarn write-ahead log (bad magic)".into(),
-        });
-    }
-    let version = u32::from_le_bytes([bytes[8], bytes[9], bytes[10], bytes[11]]);
-    if version != WAL_FORMAT_VERSION {
-        return Err(Error::FormatVersion {
-            path: path.to_path_buf(),
-            found: version,
-            supported: WAL_FORMAT_VERSION,
-        });
-    }
-    let mut raw = [0u8; 8];
-    raw.copy_from_slice(&bytes[16..24]);
-    Ok(u64::from_le_bytes(raw))
-}
-
-/// Fsyncs the directory holding `path`, so a newly created file's name is durable.
-pub(crate) fn sync_parent(path: &Path) -> Result<()> {
-    if let Some(dir) = path.parent() {
-        let d = std::fs::File::open(dir).map_err(|e| Error::io(dir, e))?;
-        d.sync_all().map_err(|e| Error::io(dir, e))?;
-    }
-    Ok(())
-}
-
-/// Parses a frame at `pos`: `Some((lsn, payload range end))` when length and checksum hold.
-fn frame_at(bytes: &[u8], pos: usize) -> Option<(u64, usize)> {
-    let header = bytes.get(pos..pos + FRAME_HEADER)?;
-    let len = u32::from_le_bytes(header[0..4].try_into().ok()?);
-    let crc = u32::from_le_bytes(header[4..8].try_into().ok()?);
-    if !(8..MAX_RECORD).contains(&len) {
-        return None;
-    }
-    let start = pos + FRAME_HEADER;
-    let payload = bytes.get(start..start + len as usize)?;
-    if crc32fast::hash(payload) != crc {
-        return None;
-    }
-    let lsn = u64::from_le_bytes(payload[0..8].try_into().ok()?);
-    Some((lsn, start + len as usize))
-}
-
-/// Reads every valid record; returns them and the length of the valid prefix.
-/// `bytes` is a whole file whose header the caller has checked.
-fn recover(path: &Path, bytes: &[u8]) -> Result<(Vec<WalEntry>, u64)> {
-    let mut entries = Vec::new();
-    let mut pos = HEADER_LEN as usize;
-    let mut last_lsn = 0u64;
-    while pos < bytes.len() {
-        match frame_at(bytes, pos) {
-            Some((lsn, end)) if lsn > last_lsn => {
-                entries.push(WalEntry {
-                    lsn,
-                    body: bytes[pos + FRAME_HEADER + 8..end].to_vec(),
-                });
-                last_lsn = lsn;
-                pos = end;
-            }
-            _ => {
-                // Torn tail or corrupt middle? A valid later record means the damage is
-                // in the middle, where acknowledged data would be lost: refuse.
-                if let Some(later) = find_later_record(bytes, pos + 1, last_lsn) {
-                    return Err(Error::Corrupt {
-                        path: path.to_path_buf(),
-                        message: format!(
-                            "damaged record at byte {pos} is followed by a valid record at byte {later}"
-                        ),
-                    });
-                }
-                break;
-            }
-        }
-    }
-    Ok((entries, pos as u64))
-}
-
-fn find_later_record(bytes: &[u8], from: usize, last_lsn: u64) -> Option<usize> {
-    (from..bytes.len().saturating_sub(FRAME_HEADER + 8)).find(|&p| {
-        // Cheap pre-check on the LSN before paying for a checksum.
-        let lsn_at = p + FRAME_HEADER;
-        let Some(raw) = bytes.get(lsn_at..lsn_at + 8) else {
-            return false;
-        };
-        let lsn = u64::from_le_bytes(raw.try_into().unwrap_or_default());
-        lsn > last_lsn && lsn - last_lsn < 1 << 32 && frame_at(bytes, p).is_some()
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::backend::{Fault, FaultyBackend, StdBackend};
 
+    fn open_at(dir: &Path, sync: SyncMode, first: u64, after: u64) -> Result<(Wal, Vec<WalEntry>)> {
+        let mut r = Wal::recover(dir, first, after, false)?;
+        let entries = std::mem::take(&mut r.entries);
+        Ok((r.open(sync, Arc::new(StdBackend))?, entries))
+    }
+
     fn open(dir: &Path, sync: SyncMode) -> Result<(Wal, Vec<WalEntry>)> {
-        Wal::open(dir, sync, Arc::new(StdBackend), 1, 0)
+        open_at(dir, sync, 1, 0)
     }
 
     fn reopen(dir: &Path) -> Result<Vec<Vec<u8>>> {
@@ -468,6 +654,14 @@ mod tests {
 
     fn first_file(dir: &Path) -> PathBuf {
         dir.join(file_name(1))
+    }
+
+    fn read(path: &Path) -> Result<Vec<u8>> {
+        std::fs::read(path).map_err(|e| Error::io(path, e))
+    }
+
+    fn write(path: &Path, bytes: &[u8]) -> Result<()> {
+        std::fs::write(path, bytes).map_err(|e| Error::io(path, e))
     }
 
     #[test]
@@ -484,22 +678,34 @@ mod tests {
     }
 
     #[test]
-    fn torn_and_garbage_tails_are_cut() -> Result<()> {
+    fn a_torn_last_group_is_cut_whatever_survived_of_it() -> Result<()> {
         let dir = tempfile::tempdir().map_err(|e| Error::io("tmp", e))?;
         let path = first_file(dir.path());
         {
-            let (wal, _) = open(dir.path(), SyncMode::Process)?;
+            let (wal, _) = open(dir.path(), SyncMode::Full)?;
             wal.append(b"kept")?;
-            wal.append(b"torn")?;
+            wal.append(&[7u8; 300])?;
         }
-        let full = std::fs::read(&path).map_err(|e| Error::io(&path, e))?;
-        for cut in 1..(4 + 8 + 8) {
-            std::fs::write(&path, &full[..full.len() - cut]).map_err(|e| Error::io(&path, e))?;
-            assert_eq!(reopen(dir.path())?, vec![b"kept".to_vec()], "cut {cut}");
+        let full = read(&path)?;
+        let last_group = HEADER_LEN + GROUP_HEADER + RECORD_HEADER + 4;
+        // Any cut inside the last group, and any byte of it damaged or zeroed.
+        for cut in last_group..full.len() {
+            write(&path, &full[..cut])?;
+            assert_eq!(reopen(dir.path())?, vec![b"kept".to_vec()], "cut at {cut}");
         }
+        for at in last_group..full.len() {
+            let mut bad = full.clone();
+            bad[at] ^= 0x40;
+            write(&path, &bad)?;
+            assert_eq!(reopen(dir.path())?, vec![b"kept".to_vec()], "flip at {at}");
+        }
+        let mut zeroed = full.clone();
+        zeroed[last_group..].fill(0);
+        write(&path, &zeroed)?;
+        assert_eq!(reopen(dir.path())?.len(), 1);
         let mut garbage = full.clone();
         garbage.extend_from_slice(&[0xAB; 100]);
-        std::fs::write(&path, &garbage).map_err(|e| Error::io(&path, e))?;
+        write(&path, &garbage)?;
         assert_eq!(reopen(dir.path())?.len(), 2);
         // The garbage was cut off: appending after it works and survives.
         {
@@ -511,7 +717,39 @@ mod tests {
     }
 
     #[test]
-    fn corrupt_middle_is_refused() -> Result<()> {
+    fn damage_before_a_durable_group_is_refused_naming_file_and_offset() -> Result<()> {
+        let dir = tempfile::tempdir().map_err(|e| Error::io("tmp", e))?;
+        let path = first_file(dir.path());
+        {
+            let (wal, _) = open(dir.path(), SyncMode::Full)?;
+            wal.append(b"first record")?;
+            wal.append(b"second record")?;
+        }
+        let good = read(&path)?;
+        let second = HEADER_LEN + GROUP_HEADER + RECORD_HEADER + 12;
+        for at in HEADER_LEN..second {
+            let mut bad = good.clone();
+            bad[at] ^= 0x01;
+            write(&path, &bad)?;
+            let err = reopen(dir.path()).unwrap_err().to_string();
+            assert!(err.contains("corruption detected"), "{at}: {err}");
+            assert!(err.contains("0000000001.wal"), "{err}");
+            assert!(err.contains(&format!("byte {HEADER_LEN}")), "{err}");
+            // Refusing changed nothing.
+            assert_eq!(read(&path)?, bad);
+        }
+        // The header is checksummed too: damage there with a durable group after it.
+        for at in 0..HEADER_LEN {
+            let mut bad = good.clone();
+            bad[at] ^= 0x01;
+            write(&path, &bad)?;
+            assert!(reopen(dir.path()).is_err(), "header byte {at}");
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn process_mode_groups_are_cut_at_the_first_damage() -> Result<()> {
         let dir = tempfile::tempdir().map_err(|e| Error::io("tmp", e))?;
         let path = first_file(dir.path());
         {
@@ -519,12 +757,11 @@ mod tests {
             wal.append(b"first record")?;
             wal.append(b"second record")?;
         }
-        let mut bytes = std::fs::read(&path).map_err(|e| Error::io(&path, e))?;
-        bytes[HEADER_LEN as usize + 20] ^= 0x01;
-        std::fs::write(&path, &bytes).map_err(|e| Error::io(&path, e))?;
-        let err = reopen(dir.path()).unwrap_err().to_string();
-        assert!(err.contains("corruption detected"), "{err}");
-        assert!(err.contains("0000000001.wal"), "{err}");
+        let mut bad = read(&path)?;
+        bad[HEADER_LEN + GROUP_HEADER + 2] ^= 0x01;
+        write(&path, &bad)?;
+        // Unsynced groups after the damage prove nothing durable was lost.
+        assert!(reopen(dir.path())?.is_empty());
         Ok(())
     }
 
@@ -533,9 +770,9 @@ mod tests {
         let dir = tempfile::tempdir().map_err(|e| Error::io("tmp", e))?;
         let path = first_file(dir.path());
         drop(open(dir.path(), SyncMode::Full)?);
-        let mut bytes = std::fs::read(&path).map_err(|e| Error::io(&path, e))?;
+        let mut bytes = read(&path)?;
         bytes[8..12].copy_from_slice(&7u32.to_le_bytes());
-        std::fs::write(&path, &bytes).map_err(|e| Error::io(&path, e))?;
+        write(&path, &bytes)?;
         let err = reopen(dir.path()).unwrap_err().to_string();
         assert!(
             err.contains("version 7") && err.contains(&format!("version {WAL_FORMAT_VERSION}")),
@@ -572,23 +809,27 @@ mod tests {
             wal.append(b"a")?;
             wal.append(b"b")?;
             let (cut, seq) = wal.rotate()?;
+            wal.sync_current()?;
             wal.append(b"c")?;
             (cut, seq)
         };
         assert_eq!((cut, seq), (2, 2));
         assert_eq!(reopen(dir.path())?.len(), 3);
         // What a checkpoint at `cut` leaves to replay.
-        let (wal, entries) = Wal::open(dir.path(), SyncMode::Full, Arc::new(StdBackend), seq, cut)?;
+        let (wal, entries) = open_at(dir.path(), SyncMode::Full, seq, cut)?;
         assert_eq!(entries.len(), 1);
         assert_eq!(entries[0].body, b"c");
         assert!(!first_file(dir.path()).exists());
         wal.append(b"d")?;
         drop(wal);
-        let (_, entries) = Wal::open(dir.path(), SyncMode::Full, Arc::new(StdBackend), seq, cut)?;
+        let (_, entries) = open_at(dir.path(), SyncMode::Full, seq, cut)?;
         assert_eq!(
             entries.iter().map(|e| e.lsn).collect::<Vec<_>>(),
             vec![3, 4]
         );
+        // The file a manifest names must exist; a gap in the numbering is damage.
+        std::fs::remove_file(dir.path().join(file_name(seq))).map_err(|e| Error::io("wal", e))?;
+        assert!(Wal::recover(dir.path(), seq, cut, true).is_err());
         Ok(())
     }
 
@@ -597,7 +838,8 @@ mod tests {
         let dir = tempfile::tempdir().map_err(|e| Error::io("tmp", e))?;
         let disk = FaultyBackend::new();
         {
-            let (wal, _) = Wal::open(dir.path(), SyncMode::Full, Arc::new(disk.clone()), 1, 0)?;
+            let r = Wal::recover(dir.path(), 1, 0, false)?;
+            let wal = r.open(SyncMode::Full, Arc::new(disk.clone()))?;
             wal.append(b"good")?;
             for fault in [Fault::SyncIo, Fault::NoSpace, Fault::WriteIo] {
                 disk.set(fault);
@@ -632,9 +874,33 @@ mod tests {
         }
         // As if record 2's group failed but its bytes reached the old file anyway: the
         // next file says the last good LSN was 1.
-        std::fs::write(dir.path().join(file_name(2)), header(1))
-            .map_err(|e| Error::io("wal", e))?;
+        write(&dir.path().join(file_name(2)), &file_header(1))?;
         assert_eq!(reopen(dir.path())?, vec![b"good".to_vec()]);
+        Ok(())
+    }
+
+    #[test]
+    fn a_last_file_whose_header_never_became_durable_holds_nothing() -> Result<()> {
+        let dir = tempfile::tempdir().map_err(|e| Error::io("tmp", e))?;
+        {
+            let (wal, _) = open(dir.path(), SyncMode::Full)?;
+            wal.append(b"kept")?;
+        }
+        // A second file whose creation reached the disk but not its header.
+        let second = dir.path().join(file_name(2));
+        write(&second, &[0u8; 32])?;
+        let r = Wal::recover(dir.path(), 1, 0, true)?;
+        // Reading changed nothing…
+        assert!(second.exists());
+        assert_eq!(r.entries.len(), 1);
+        // …opening removes it and appends after the good records.
+        let wal = r.open(SyncMode::Full, Arc::new(StdBackend))?;
+        wal.append(b"next")?;
+        drop(wal);
+        assert_eq!(
+            reopen(dir.path())?,
+            vec![b"kept".to_vec(), b"next".to_vec()]
+        );
         Ok(())
     }
 }

@@ -125,6 +125,9 @@ impl From<tarn_storage::Error> for Error {
     fn from(e: tarn_storage::Error) -> Self {
         match e {
             tarn_storage::Error::Locked { .. } => Error::conflict(e.to_string()),
+            // Too big for the log record or the manifest: the caller's input, so a 400
+            // naming the limit.
+            tarn_storage::Error::TooLarge { .. } => Error::bad(e.to_string()),
             other => Error::new(ErrorKind::Internal, other.to_string()),
         }
     }

@@ -38,6 +38,7 @@ use tarn_catalog::{
 };
 use tarn_sql::{Limits, SqlEngine};
 use tarn_storage::{Database, FileBackend, Op, StdBackend, StorageOptions};
+use tokio::sync::OwnedMutexGuard;
 
 /// The Arrow crate Tarn's record batches come from (`query_arrow`, `insert_arrow`).
 pub use datafusion::arrow;
@@ -45,10 +46,13 @@ pub use error::{Error, ErrorKind, Result};
 pub use resources::*;
 pub use tarn_storage::SyncMode;
 
-/// Storage extension points: the file backend trait and a fault-injecting backend for
-/// testing how a host program copes with a failing disk.
+/// Storage extension points: the file backend trait, a fault-injecting backend for
+/// testing how a host program copes with a failing disk, and a simulated disk that
+/// loses power (only fsynced bytes are sure to survive).
 pub mod storage {
-    pub use tarn_storage::{Fault, FaultyBackend, FileBackend, StdBackend, WriteFile};
+    pub use tarn_storage::{
+        Fault, FaultOp, FaultyBackend, FileBackend, PowerCutDisk, StdBackend, WriteFile,
+    };
 }
 
 /// Options for opening a database (SPEC §8 limits and more). Builder style.
@@ -241,9 +245,25 @@ impl Tarn {
         self.db().catalog()
     }
 
-    async fn commit(&self, ops: Vec<Op>) -> Result<()> {
+    /// Commits catalog changes holding `guards` (the DDL and table locks that make them
+    /// valid) until they are published: dropping the caller's future cannot release the
+    /// locks early.
+    async fn commit(&self, ops: Vec<Op>, guards: Vec<OwnedMutexGuard<()>>) -> Result<()> {
+        Ok(self.inner.engine.commit(ops, guards).await?)
+    }
+
+    /// Closes the database: waits for commits in flight, stops background maintenance,
+    /// checkpoints (so the next open replays nothing) and releases the directory lock,
+    /// all on a blocking thread. Afterwards every call through any clone of this
+    /// handle, or a session of it, fails with a 500 `the database is closed`.
+    ///
+    /// Dropping the last handle without closing is safe too: nothing acknowledged is
+    /// lost (the write-ahead log holds it), but when that happens on a tokio runtime
+    /// thread the closing checkpoint is skipped rather than block the runtime, so the
+    /// next open replays the log.
+    pub async fn close(&self) -> Result<()> {
         let db = self.db().clone();
-        tokio::task::spawn_blocking(move || db.commit(ops))
+        tokio::task::spawn_blocking(move || db.close())
             .await
             .map_err(|e| Error::new(ErrorKind::Internal, e.to_string()))??;
         Ok(())
@@ -269,7 +289,7 @@ impl Tarn {
         if !email.contains('@') || email.len() > 320 {
             return Err(Error::bad(format!("invalid e-mail address \"{email}\"")));
         }
-        let _ddl = self.inner.engine.locks().ddl().await;
+        let ddl = self.inner.engine.locks().ddl().await;
         if self.catalog().user_by_email(&email).is_some() {
             return Err(Error::conflict(format!("user \"{email}\" already exists")));
         }
@@ -280,8 +300,11 @@ impl Tarn {
             verified: false,
             date_joined: chrono::Utc::now().timestamp(),
         };
-        self.commit(vec![Op::Catalog(CatalogOp::CreateUser(user.clone()))])
-            .await?;
+        self.commit(
+            vec![Op::Catalog(CatalogOp::CreateUser(user.clone()))],
+            vec![ddl],
+        )
+        .await?;
         Ok(self.user_view(&self.catalog(), &user))
     }
 
@@ -304,7 +327,7 @@ impl Tarn {
     /// Creates an API key for a user; the secret is returned only here (only its SHA-256
     /// is stored). The user becomes verified.
     pub async fn create_api_key(&self, user_id: &str, label: &str) -> Result<NewApiKey> {
-        let _ddl = self.inner.engine.locks().ddl().await;
+        let ddl = self.inner.engine.locks().ddl().await;
         let catalog = self.catalog();
         let user = catalog
             .user(user_id)
@@ -324,7 +347,7 @@ impl Tarn {
                 user_id: user_id.to_string(),
             }));
         }
-        self.commit(ops).await?;
+        self.commit(ops, vec![ddl]).await?;
         Ok(NewApiKey {
             id: record.id,
             label: record.label,
@@ -355,16 +378,19 @@ impl Tarn {
 
     /// Revokes a key: it never connects again.
     pub async fn revoke_api_key(&self, key_id: &str) -> Result<()> {
-        let _ddl = self.inner.engine.locks().ddl().await;
+        let ddl = self.inner.engine.locks().ddl().await;
         match self.catalog().api_key(key_id) {
             None => Err(Error::not_found(format!(
                 "API key \"{key_id}\" does not exist"
             ))),
             Some(k) if k.revoked => Ok(()),
             Some(_) => {
-                self.commit(vec![Op::Catalog(CatalogOp::RevokeApiKey {
-                    key_id: key_id.to_string(),
-                })])
+                self.commit(
+                    vec![Op::Catalog(CatalogOp::RevokeApiKey {
+                        key_id: key_id.to_string(),
+                    })],
+                    vec![ddl],
+                )
                 .await
             }
         }
@@ -383,6 +409,13 @@ impl Tarn {
             key_id: key.id.clone(),
             org: None,
         })
+    }
+
+    fn check_open(&self) -> Result<()> {
+        if self.db().is_closed() {
+            return Err(tarn_storage::Error::Closed.into());
+        }
+        Ok(())
     }
 
     fn check_rate(&self, key_id: &str) -> Result<()> {
@@ -447,6 +480,7 @@ impl Session {
     }
 
     fn begin(&self) -> Result<Arc<Catalog>> {
+        self.tarn.check_open()?;
         self.tarn.check_rate(&self.key_id)?;
         let catalog = self.tarn.catalog();
         // A key revoked after connect stops working at once.
@@ -520,26 +554,29 @@ impl Session {
     pub async fn create_organization(&self, id: &str, name: &str) -> Result<IdName> {
         self.begin()?;
         tarn_catalog::validate_id("organization", id)?;
-        let _ddl = self.tarn.inner.engine.locks().ddl().await;
+        let ddl = self.tarn.inner.engine.locks().ddl().await;
         if self.tarn.catalog().org(id).is_some() {
             return Err(Error::conflict(format!(
                 "organization \"{id}\" already exists"
             )));
         }
         self.tarn
-            .commit(vec![
-                Op::Catalog(CatalogOp::CreateOrg(OrgRecord {
-                    id: id.to_string(),
-                    name: name.to_string(),
-                    creator: self.user_id.clone(),
-                    created_at: now_iso(),
-                })),
-                Op::Catalog(CatalogOp::PutMember(tarn_catalog::MemberRecord {
-                    org_id: id.to_string(),
-                    user_id: self.user_id.clone(),
-                    role: Role::Admin,
-                })),
-            ])
+            .commit(
+                vec![
+                    Op::Catalog(CatalogOp::CreateOrg(OrgRecord {
+                        id: id.to_string(),
+                        name: name.to_string(),
+                        creator: self.user_id.clone(),
+                        created_at: now_iso(),
+                    })),
+                    Op::Catalog(CatalogOp::PutMember(tarn_catalog::MemberRecord {
+                        org_id: id.to_string(),
+                        user_id: self.user_id.clone(),
+                        role: Role::Admin,
+                    })),
+                ],
+                vec![ddl],
+            )
             .await?;
         Ok(IdName {
             id: id.to_string(),
@@ -560,13 +597,16 @@ impl Session {
     /// Renames an organization (admin).
     pub async fn update_organization(&self, id: &str, name: &str) -> Result<IdName> {
         self.begin()?;
-        let _ddl = self.tarn.inner.engine.locks().ddl().await;
+        let ddl = self.tarn.inner.engine.locks().ddl().await;
         Self::require_admin(self.role_in(&self.tarn.catalog(), id)?)?;
         self.tarn
-            .commit(vec![Op::Catalog(CatalogOp::RenameOrg {
-                org_id: id.to_string(),
-                name: name.to_string(),
-            })])
+            .commit(
+                vec![Op::Catalog(CatalogOp::RenameOrg {
+                    org_id: id.to_string(),
+                    name: name.to_string(),
+                })],
+                vec![ddl],
+            )
             .await?;
         Ok(IdName {
             id: id.to_string(),
@@ -578,17 +618,19 @@ impl Session {
     pub async fn delete_organization(&self, id: &str) -> Result<()> {
         self.begin()?;
         let locks = self.tarn.inner.engine.locks().clone();
-        let _ddl = locks.ddl().await;
+        let mut guards = vec![locks.ddl().await];
         let catalog = self.tarn.catalog();
         Self::require_admin(self.role_in(&catalog, id)?)?;
-        let mut guards = Vec::new();
         for t in catalog.all_tables().filter(|t| t.org_id == id) {
             guards.push(locks.table(t.id).await);
         }
         self.tarn
-            .commit(vec![Op::Catalog(CatalogOp::DeleteOrg {
-                org_id: id.to_string(),
-            })])
+            .commit(
+                vec![Op::Catalog(CatalogOp::DeleteOrg {
+                    org_id: id.to_string(),
+                })],
+                guards,
+            )
             .await
     }
 
@@ -622,21 +664,22 @@ impl Session {
         let catalog = self.begin()?;
         let (org, _) = self.org(&catalog)?;
         tarn_catalog::validate_id("workspace", id)?;
-        let _ddl = self.tarn.inner.engine.locks().ddl().await;
+        let ddl = self.tarn.inner.engine.locks().ddl().await;
         if self.tarn.catalog().workspace(&org, id).is_some() {
             return Err(Error::conflict(format!(
                 "workspace \"{id}\" already exists"
             )));
         }
         self.tarn
-            .commit(vec![Op::Catalog(CatalogOp::CreateWorkspace(
-                WorkspaceRecord {
+            .commit(
+                vec![Op::Catalog(CatalogOp::CreateWorkspace(WorkspaceRecord {
                     id: id.to_string(),
                     org_id: org,
                     name: name.to_string(),
                     created_at: now_iso(),
-                },
-            ))])
+                }))],
+                vec![ddl],
+            )
             .await?;
         Ok(IdName {
             id: id.to_string(),
@@ -648,13 +691,16 @@ impl Session {
     pub async fn update_workspace(&self, id: &str, name: &str) -> Result<IdName> {
         let catalog = self.begin()?;
         let (org, _) = self.workspace_of(&catalog, id)?;
-        let _ddl = self.tarn.inner.engine.locks().ddl().await;
+        let ddl = self.tarn.inner.engine.locks().ddl().await;
         self.tarn
-            .commit(vec![Op::Catalog(CatalogOp::RenameWorkspace {
-                org_id: org,
-                workspace_id: id.to_string(),
-                name: name.to_string(),
-            })])
+            .commit(
+                vec![Op::Catalog(CatalogOp::RenameWorkspace {
+                    org_id: org,
+                    workspace_id: id.to_string(),
+                    name: name.to_string(),
+                })],
+                vec![ddl],
+            )
             .await?;
         Ok(IdName {
             id: id.to_string(),
@@ -668,16 +714,18 @@ impl Session {
         let (org, role) = self.workspace_of(&catalog, id)?;
         Self::require_admin(role)?;
         let locks = self.tarn.inner.engine.locks().clone();
-        let _ddl = locks.ddl().await;
-        let mut guards = Vec::new();
+        let mut guards = vec![locks.ddl().await];
         for t in self.tarn.catalog().tables_of(&org, id) {
             guards.push(locks.table(t.id).await);
         }
         self.tarn
-            .commit(vec![Op::Catalog(CatalogOp::DeleteWorkspace {
-                org_id: org,
-                workspace_id: id.to_string(),
-            })])
+            .commit(
+                vec![Op::Catalog(CatalogOp::DeleteWorkspace {
+                    org_id: org,
+                    workspace_id: id.to_string(),
+                })],
+                guards,
+            )
             .await
     }
 

@@ -1,0 +1,264 @@
+//! A bound on how deep a statement's expressions nest, checked on its tokens before
+//! anything builds a tree from them.
+//!
+//! sqlparser's recursion limit bounds nesting that its parser reaches by recursion
+//! (parentheses, CASE, subqueries, prefix operators), but an operator chain such as
+//! `1+1+…+1` is parsed in a loop into a left-deep tree as deep as the chain is long.
+//! Everything downstream walks that tree recursively (planning, optimizer rules,
+//! display, drop), so a long enough chain used to take minutes to plan or overflow the
+//! stack. Like SQLite (`SQLITE_MAX_EXPR_DEPTH`) and DuckDB (`max_expression_depth`),
+//! Tarn refuses such statements up front with a 400. The limit is 256 levels, the same
+//! as the parser's recursion limit: DataFusion copies expressions with unprotected
+//! recursion that needs about 3.5 KiB of stack per level, and a statement must plan on
+//! a tokio worker's 2 MiB stack with room to spare.
+//!
+//! The same holds for plans: joins and set operations (`… UNION SELECT … UNION …`) and
+//! the tables of a FROM list nest one level each.
+//!
+//! The bound is counted on tokens. Within each open group (parentheses, brackets,
+//! CASE … END) the operators since the last separator (a comma, a clause keyword,
+//! WHEN/THEN/ELSE) form a chain: AND and OR, the loosest, nest one level each, and the
+//! operands between them at most as deep as their longest run of other operators; joins,
+//! set operations and FROM-list commas add a level each. A statement's depth is the sum,
+//! over the groups open at any point, of those counts plus one. That is an upper bound
+//! of the trees' depth, so it never lets a deep tree through, while `c1 = 1 AND … AND
+//! c250 = 250` still passes.
+
+use datafusion::sql::sqlparser::keywords::Keyword;
+use datafusion::sql::sqlparser::tokenizer::{Token, TokenWithSpan};
+
+use crate::error::{Result, bad};
+
+/// The deepest expression nesting a statement may have (see the module docs).
+pub const MAX_EXPR_DEPTH: usize = 256;
+
+/// What a token does to the counts.
+enum Effect {
+    Open,
+    Close,
+    /// Ends an operand: the operator chain starts again.
+    Separate,
+    /// Starts a FROM list, whose commas nest (cross joins) instead of separating.
+    From,
+    /// Ends a FROM list (and the chain).
+    EndFrom,
+    /// AND, OR: the loosest operators.
+    Boolean,
+    Operator,
+    /// A join or set operation: the plan nests one level per such word, however the
+    /// expressions between them are separated.
+    Nest,
+    None,
+}
+
+fn effect(t: &Token) -> Effect {
+    match t {
+        Token::LParen | Token::LBracket | Token::LBrace => Effect::Open,
+        Token::RParen | Token::RBracket | Token::RBrace => Effect::Close,
+        Token::Comma | Token::SemiColon => Effect::Separate,
+        Token::Word(w) => match w.keyword {
+            Keyword::CASE => Effect::Open,
+            Keyword::END => Effect::Close,
+            Keyword::AND | Keyword::OR => Effect::Boolean,
+            Keyword::NOT
+            | Keyword::IS
+            | Keyword::LIKE
+            | Keyword::ILIKE
+            | Keyword::SIMILAR
+            | Keyword::IN
+            | Keyword::BETWEEN
+            | Keyword::COLLATE
+            | Keyword::AT
+            | Keyword::ESCAPE
+            | Keyword::OVERLAPS => Effect::Operator,
+            Keyword::JOIN | Keyword::UNION | Keyword::INTERSECT | Keyword::EXCEPT => Effect::Nest,
+            Keyword::FROM | Keyword::USING => Effect::From,
+            Keyword::WHERE
+            | Keyword::GROUP
+            | Keyword::HAVING
+            | Keyword::ORDER
+            | Keyword::LIMIT
+            | Keyword::OFFSET
+            | Keyword::WINDOW
+            | Keyword::RETURNING
+            | Keyword::SET => Effect::EndFrom,
+            Keyword::WHEN
+            | Keyword::THEN
+            | Keyword::ELSE
+            | Keyword::SELECT
+            | Keyword::VALUES
+            | Keyword::ON => Effect::Separate,
+            _ => Effect::None,
+        },
+        Token::EOF
+        | Token::Number(..)
+        | Token::Char(_)
+        | Token::Whitespace(_)
+        | Token::Period
+        | Token::Colon
+        | Token::Placeholder(_)
+        | Token::SingleQuotedString(_)
+        | Token::DoubleQuotedString(_)
+        | Token::TripleSingleQuotedString(_)
+        | Token::TripleDoubleQuotedString(_)
+        | Token::DollarQuotedString(_)
+        | Token::SingleQuotedByteStringLiteral(_)
+        | Token::DoubleQuotedByteStringLiteral(_)
+        | Token::TripleSingleQuotedByteStringLiteral(_)
+        | Token::TripleDoubleQuotedByteStringLiteral(_)
+        | Token::SingleQuotedRawStringLiteral(_)
+        | Token::DoubleQuotedRawStringLiteral(_)
+        | Token::TripleSingleQuotedRawStringLiteral(_)
+        | Token::TripleDoubleQuotedRawStringLiteral(_)
+        | Token::NationalStringLiteral(_)
+        | Token::QuoteDelimitedStringLiteral(_)
+        | Token::NationalQuoteDelimitedStringLiteral(_)
+        | Token::EscapedStringLiteral(_)
+        | Token::UnicodeStringLiteral(_)
+        | Token::HexStringLiteral(_) => Effect::None,
+        _ => Effect::Operator,
+    }
+}
+
+/// One open group: its operator chain, how deep its joins and set operations nest, and
+/// whether a FROM list is open in it.
+#[derive(Default)]
+struct Group {
+    /// AND/OR since the last separator.
+    boolean: usize,
+    /// Other operators since the last AND/OR, and the longest such run before it.
+    run: usize,
+    longest: usize,
+    nest: usize,
+    in_from: bool,
+}
+
+impl Group {
+    fn depth(&self) -> usize {
+        self.boolean + self.run.max(self.longest) + self.nest + 1
+    }
+
+    fn separate(&mut self) {
+        self.boolean = 0;
+        self.run = 0;
+        self.longest = 0;
+    }
+}
+
+/// Fails with a 400 when `tokens` may nest expressions or plans deeper than
+/// [`MAX_EXPR_DEPTH`].
+pub(crate) fn check(tokens: &[TokenWithSpan]) -> Result<()> {
+    let mut groups: Vec<Group> = vec![Group::default()];
+    // The sum of the open groups' depths.
+    let mut depth = 1usize;
+    for t in tokens {
+        let before = groups.last().map_or(0, Group::depth);
+        match effect(&t.token) {
+            Effect::Open => {
+                groups.push(Group::default());
+                depth += 1;
+            }
+            Effect::Close if groups.len() > 1 => {
+                depth -= before;
+                groups.pop();
+            }
+            effect => {
+                let Some(g) = groups.last_mut() else { break };
+                match effect {
+                    Effect::Separate if g.in_from && t.token == Token::Comma => g.nest += 1,
+                    Effect::Separate => g.separate(),
+                    Effect::From => {
+                        g.separate();
+                        g.in_from = true;
+                    }
+                    Effect::EndFrom => {
+                        g.separate();
+                        g.in_from = false;
+                    }
+                    Effect::Boolean => {
+                        g.boolean += 1;
+                        g.longest = g.longest.max(g.run);
+                        g.run = 0;
+                    }
+                    Effect::Operator => g.run += 1,
+                    Effect::Nest => {
+                        g.separate();
+                        g.nest += 1;
+                    }
+                    Effect::Open | Effect::Close | Effect::None => {}
+                }
+                depth = depth + g.depth() - before;
+            }
+        }
+        if depth > MAX_EXPR_DEPTH {
+            return bad(format!(
+                "statement too complex: its expressions, joins or set operations nest more \
+                 than {MAX_EXPR_DEPTH} levels deep (at line {}, column {}); split long \
+                 chains, e.g. use IN (…) instead of many ORs",
+                t.span.start.line, t.span.start.column
+            ));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
+    use datafusion::sql::sqlparser::tokenizer::Tokenizer;
+
+    use super::*;
+
+    fn depth_ok(sql: &str) -> bool {
+        let tokens = Tokenizer::new(&PostgreSqlDialect {}, sql)
+            .tokenize_with_location()
+            .unwrap_or_default();
+        check(&tokens).is_ok()
+    }
+
+    #[test]
+    fn chains_count_as_deep_as_they_parse() {
+        let chain = |n: usize, op: &str| format!("SELECT {}", vec!["1"; n].join(op));
+        assert!(depth_ok(&chain(250, "+")));
+        assert!(!depth_ok(&chain(300, "+")));
+        assert!(!depth_ok(&chain(300, " OR ")));
+        let conj = |n: usize| {
+            (0..n)
+                .map(|i| format!("c{i} = {i}"))
+                .collect::<Vec<_>>()
+                .join(" AND ")
+        };
+        assert!(depth_ok(&format!("SELECT 1 WHERE {}", conj(250))));
+        assert!(!depth_ok(&format!("SELECT 1 WHERE {}", conj(300))));
+        // Lists are flat, however long.
+        let list = (0..100_000)
+            .map(|i| i.to_string())
+            .collect::<Vec<_>>()
+            .join(", ");
+        assert!(depth_ok(&format!("SELECT 1 WHERE a IN ({list})")));
+        assert!(depth_ok(&format!("SELECT {list}")));
+        let rows = vec!["(1, 'a' || 'b', 2 + 3)"; 50_000].join(", ");
+        assert!(depth_ok(&format!("INSERT INTO t VALUES {rows}")));
+        // Joins and set operations nest.
+        assert!(!depth_ok(&vec!["SELECT 1"; 300].join(" UNION ")));
+        assert!(!depth_ok(&format!(
+            "SELECT 1 FROM {}",
+            vec!["t"; 300].join(", ")
+        )));
+        assert!(depth_ok(&format!(
+            "SELECT 1 FROM {}",
+            vec!["t"; 50].join(", ")
+        )));
+        // Groups add up.
+        let nested = format!("SELECT {}1{}", "(1 + ".repeat(200), ")".repeat(200));
+        assert!(!depth_ok(&nested));
+        let case = format!(
+            "SELECT CASE {} END",
+            (0..10_000)
+                .map(|i| format!("WHEN x = {i} THEN {i} + 1"))
+                .collect::<Vec<_>>()
+                .join(" ")
+        );
+        assert!(depth_ok(&case));
+    }
+}

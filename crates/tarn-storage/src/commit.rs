@@ -1,0 +1,272 @@
+//! The commit path: validate, then log, then publish.
+//!
+//! 1. **Lock** what the commit changes, always in the same order (so commits never
+//!    deadlock): the catalog commit lock when it changes the catalog, then the commit
+//!    lock of every table it writes or drops, by id, then the gate (shared; a
+//!    checkpoint's cut takes it exclusively).
+//! 2. **Prepare** the next catalog and each table's next version from the published
+//!    ones, on private copies. Everything that can fail fails here, before anything is
+//!    logged: an op that does not apply, a reused row id, a key that does not encode, a
+//!    record or catalog over its size limit.
+//! 3. **Log** the ops as one WAL record (group commit; durable per the sync mode).
+//! 4. **Publish**: pointer swaps under the publish lock, which cannot fail. Readers see
+//!    all of a commit or none of it. Should publishing panic all the same (a bug), the
+//!    database stops accepting writes ([`Error::Poisoned`]) rather than let memory and
+//!    log diverge.
+//!
+//! The locks are held from prepare to publish, so what was validated is what is
+//! published. Replay at open runs the same prepare and publish without the log.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use tarn_catalog::{Catalog, CatalogOp, TableId};
+
+use crate::database::Inner;
+use crate::record::{self, Op};
+use crate::table::{KeyAdditions, TableStore, TableVersion};
+use crate::{Error, Result};
+
+/// Largest encoded catalog (it is rewritten whole into every manifest).
+pub const MAX_CATALOG_BYTES: u64 = 256 << 20;
+
+/// The catalog a commit leads to.
+struct NextCatalog {
+    catalog: Arc<Catalog>,
+    /// Encoded bytes the commit's catalog ops add (an upper bound of the growth).
+    added_bytes: u64,
+    created: Vec<TableId>,
+    dropped: Vec<TableId>,
+}
+
+/// A commit, prepared and ready to publish.
+struct Prepared {
+    catalog: Option<NextCatalog>,
+    created: Vec<Arc<TableStore>>,
+    tables: Vec<(Arc<TableStore>, Arc<TableVersion>, KeyAdditions)>,
+}
+
+fn table_of(op: &Op) -> Option<TableId> {
+    match op {
+        Op::Catalog(_) => None,
+        Op::Insert { table, .. } | Op::Delete { table, .. } | Op::SetSequence { table, .. } => {
+            Some(*table)
+        }
+    }
+}
+
+impl Inner {
+    /// Fails when the database is closed or stopped accepting writes.
+    pub(crate) fn check_open(&self) -> Result<()> {
+        if self.closed.load(Ordering::Acquire) {
+            return Err(Error::Closed);
+        }
+        if let Some(m) = self.poisoned.lock().clone() {
+            return Err(Error::Poisoned(m));
+        }
+        Ok(())
+    }
+
+    pub(crate) fn commit(&self, ops: Vec<Op>) -> Result<()> {
+        if ops.is_empty() {
+            return Ok(());
+        }
+        self.check_open()?;
+        let record = match &self.wal {
+            Some(_) => Some(record::encode(&ops)?),
+            None => None,
+        };
+        let added: u64 = ops
+            .iter()
+            .map(|op| match op {
+                Op::Insert { batch, .. } => batch.get_array_memory_size() as u64,
+                _ => 0,
+            })
+            .sum();
+        let changes_catalog = ops.iter().any(|op| matches!(op, Op::Catalog(_)));
+        {
+            // 1. Lock.
+            let _catalog_commit = changes_catalog.then(|| self.catalog_commit.lock());
+            let next = if changes_catalog {
+                Some(self.next_catalog(&ops)?)
+            } else {
+                None
+            };
+            let mut ids: BTreeSet<TableId> = ops.iter().filter_map(table_of).collect();
+            if let Some(n) = &next {
+                ids.extend(n.dropped.iter().copied());
+            }
+            let stores: Vec<Arc<TableStore>> = {
+                let tables = self.tables.read();
+                ids.iter()
+                    .filter_map(|id| tables.get(id).cloned())
+                    .collect()
+            };
+            let _table_locks: Vec<_> = stores.iter().map(|s| s.commit_lock()).collect();
+            let _gate = self.gate.read();
+            // `close` sets `closed` and then takes the gate: checked under it, no commit
+            // can slip in after the closing checkpoint.
+            self.check_open()?;
+            // 2. Prepare.
+            let stores: HashMap<TableId, Arc<TableStore>> =
+                stores.iter().map(|s| (s.id(), s.clone())).collect();
+            let prepared = self.prepare(&ops, next, stores)?;
+            // 3. Log.
+            if let (Some(wal), Some(record)) = (&self.wal, &record) {
+                wal.append(record)?;
+            }
+            // 4. Publish.
+            self.publish(prepared)?;
+        }
+        if self.wal.is_some() {
+            let total = self.mem_estimate.fetch_add(added, Ordering::Relaxed) + added;
+            if total > self.options.memtable_bytes {
+                if self.options.background {
+                    self.wake_worker();
+                } else if let Err(e) = self.maintain(false) {
+                    // The statement is committed: its caller must not hear otherwise.
+                    // The next commit over budget tries again.
+                    tracing::warn!("checkpoint after a commit failed (will retry): {e}");
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Applies logged ops at open (no log, nothing else running).
+    pub(crate) fn replay(&self, ops: &[Op]) -> Result<()> {
+        let next = if ops.iter().any(|op| matches!(op, Op::Catalog(_))) {
+            Some(self.next_catalog(ops)?)
+        } else {
+            None
+        };
+        let tables = self.tables.read().clone();
+        let prepared = self.prepare(ops, next, tables)?;
+        self.publish(prepared)
+    }
+
+    /// The catalog after `ops`' catalog changes, on a copy of the published one.
+    fn next_catalog(&self, ops: &[Op]) -> Result<NextCatalog> {
+        let mut catalog = Catalog::clone(&self.catalog.read());
+        let mut created = Vec::new();
+        let mut dropped = Vec::new();
+        let mut added_bytes = 0u64;
+        for op in ops {
+            let Op::Catalog(c) = op else { continue };
+            added_bytes += serde_json::to_vec(c).map_or(0, |v| v.len() as u64);
+            dropped.extend(catalog.apply(c)?);
+            if let CatalogOp::CreateTable(t) = c {
+                created.push(t.id);
+            }
+        }
+        let size = self.catalog_bytes.load(Ordering::Relaxed) + added_bytes;
+        if size > MAX_CATALOG_BYTES {
+            return Err(Error::TooLarge {
+                what: "the catalog (table definitions, users, keys…)".into(),
+                size,
+                limit: MAX_CATALOG_BYTES,
+            });
+        }
+        Ok(NextCatalog {
+            catalog: Arc::new(catalog),
+            added_bytes,
+            created,
+            dropped,
+        })
+    }
+
+    /// Every table's next version, on private copies. `stores` holds the published
+    /// tables the ops touch.
+    fn prepare(
+        &self,
+        ops: &[Op],
+        catalog: Option<NextCatalog>,
+        mut stores: HashMap<TableId, Arc<TableStore>>,
+    ) -> Result<Prepared> {
+        let mut created = Vec::new();
+        if let Some(c) = &catalog {
+            for id in &c.created {
+                let store = Arc::new(TableStore::new(*id));
+                stores.insert(*id, store.clone());
+                created.push(store);
+            }
+        }
+        let mut next: BTreeMap<TableId, (Arc<TableStore>, TableVersion, KeyAdditions)> =
+            BTreeMap::new();
+        for op in ops {
+            let Some(id) = table_of(op) else { continue };
+            let (store, version, keys) = match next.entry(id) {
+                std::collections::btree_map::Entry::Occupied(e) => e.into_mut(),
+                std::collections::btree_map::Entry::Vacant(e) => {
+                    let store = stores
+                        .get(&id)
+                        .cloned()
+                        .ok_or_else(|| Error::Internal(format!("table {id} has no storage")))?;
+                    let version = TableVersion::clone(&store.snapshot());
+                    e.insert((store, version, KeyAdditions::default()))
+                }
+            };
+            *version = match op {
+                Op::Insert {
+                    first_row_id,
+                    batch,
+                    ..
+                } => {
+                    store.key_additions(keys, *first_row_id, batch)?;
+                    version.with_insert(*first_row_id, batch)?
+                }
+                Op::Delete { row_ids, .. } => version.with_delete(row_ids)?,
+                Op::SetSequence { column, value, .. } => version.with_sequence(*column, *value),
+                Op::Catalog(_) => continue,
+            };
+        }
+        Ok(Prepared {
+            catalog,
+            created,
+            tables: next
+                .into_values()
+                .map(|(s, v, k)| (s, Arc::new(v), k))
+                .collect(),
+        })
+    }
+
+    /// Publishes a prepared commit: pointer swaps that cannot fail. New tables appear
+    /// before the catalog that names them, dropped ones go after it, so a reader that
+    /// finds a table in the catalog finds its rows.
+    fn publish(&self, p: Prepared) -> Result<()> {
+        let res = catch_unwind(AssertUnwindSafe(|| {
+            let _publish = self.publish.write();
+            if !p.created.is_empty() {
+                let mut tables = self.tables.write();
+                for s in &p.created {
+                    tables.insert(s.id(), s.clone());
+                }
+            }
+            for (store, version, keys) in p.tables {
+                store.publish(version, keys);
+            }
+            if let Some(c) = p.catalog {
+                *self.catalog.write() = c.catalog;
+                self.catalog_bytes
+                    .fetch_add(c.added_bytes, Ordering::Relaxed);
+                if !c.dropped.is_empty() {
+                    let mut tables = self.tables.write();
+                    for id in &c.dropped {
+                        tables.remove(id);
+                    }
+                }
+            }
+        }));
+        res.map_err(|panic| {
+            let why = panic
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "a panic while publishing a commit".into());
+            *self.poisoned.lock() = Some(why.clone());
+            Error::Poisoned(why)
+        })
+    }
+}

@@ -1,0 +1,457 @@
+//! Maintenance: checkpoints (seal the memtable into segment files, write a manifest,
+//! cut the log), compaction (merge small segments, drop deleted rows), the background
+//! worker that runs both when budgets are exceeded, and the cleanup of files that no
+//! manifest references.
+//!
+//! A checkpoint or compaction that is interrupted (a crash, a failing disk, the database
+//! closing) publishes nothing: its files are orphans that the next successful
+//! checkpoint, or the next open, deletes on the word of a manifest it has read.
+
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use datafusion::arrow::array::{RecordBatch, UInt64Array};
+use datafusion::arrow::compute::concat_batches;
+use roaring::RoaringBitmap;
+use tarn_catalog::TableId;
+
+use crate::backend::FileBackend;
+use crate::database::{Inner, catalog_size, key_specs};
+use crate::manifest::{Manifest, SegmentEntry, TableEntry};
+use crate::segment::{self, BLOCK_ROWS, KeySpec, Segment, SegmentId};
+use crate::table::{SegmentRef, TableStore, TableVersion};
+use crate::{Error, Result};
+
+/// WAL bytes since the last checkpoint beyond which the worker checkpoints anyway (so
+/// open time stays bounded even when the memtable stays small, say with many deletes).
+const CHECKPOINT_WAL_BYTES: u64 = 256 << 20;
+/// Compaction merges runs of segments up to this many live rows.
+const COMPACT_TARGET_ROWS: usize = 1 << 20;
+/// A segment with fewer live rows than this is "small" and worth merging.
+const COMPACT_SMALL_ROWS: usize = COMPACT_TARGET_ROWS / 4;
+/// A segment whose deleted share exceeds this is rewritten.
+const COMPACT_DELETED_SHARE: f64 = 0.3;
+
+/// A sealed run waiting to replace its memtable segments: (table, old run, new file).
+type Swap = (Arc<TableStore>, Vec<Arc<Segment>>, Arc<Segment>);
+
+impl Inner {
+    pub(crate) fn wake_worker(&self) {
+        let mut w = self.worker.lock();
+        w.wake = true;
+        self.worker_cv.notify_all();
+    }
+
+    pub(crate) fn has_unsealed_work(&self) -> bool {
+        self.tables
+            .read()
+            .values()
+            .any(|t| t.snapshot().memtable_bytes() > 0)
+            || self.wal.as_ref().is_some_and(|w| w.current_len() > 64)
+    }
+
+    pub(crate) fn run_worker(&self) {
+        let mut failures = 0u32;
+        loop {
+            {
+                let mut w = self.worker.lock();
+                // After failures (a full or failing disk), back off: every attempt
+                // rotates the WAL and writes files that are then thrown away. The
+                // next commit or VACUUM reports the disk's state to its caller.
+                let pause = Duration::from_millis(500) * 2u32.pow(failures.min(6));
+                if !w.shutdown && (!w.wake || failures > 0) {
+                    self.worker_cv.wait_for(&mut w, pause);
+                }
+                if w.shutdown {
+                    return;
+                }
+                w.wake = false;
+            }
+            failures = match self.maintain(false) {
+                Ok(()) => 0,
+                Err(_) => failures + 1,
+            };
+        }
+    }
+
+    /// Checkpoints when the memtable or the WAL is over budget, then compacts what
+    /// needs it (and checkpoints again so the compacted files replace the old ones).
+    pub(crate) fn maintain(&self, force_checkpoint: bool) -> Result<()> {
+        if self.dir.is_none() {
+            return Ok(());
+        }
+        let _m = self.maintenance.lock();
+        let wal_len = self.wal.as_ref().map_or(0, |w| w.current_len());
+        if force_checkpoint
+            || self.mem_estimate.load(Ordering::Relaxed) > self.options.memtable_bytes
+            || wal_len > CHECKPOINT_WAL_BYTES
+        {
+            self.checkpoint_locked()?;
+        }
+        let ids: Vec<TableId> = self.tables.read().keys().copied().collect();
+        let mut compacted = false;
+        for id in ids {
+            compacted |= self.compact_table(id, false)?;
+        }
+        if compacted {
+            self.checkpoint_locked()?;
+        }
+        Ok(())
+    }
+
+    fn seg_dir(&self) -> Result<PathBuf> {
+        self.dir
+            .as_ref()
+            .map(|d| d.join("segments"))
+            .ok_or_else(|| Error::Internal("in-memory database has no segments".into()))
+    }
+
+    /// Writes one segment file from `blocks`, with the table's key sections.
+    pub(crate) fn write_segment(
+        &self,
+        table: TableId,
+        schema: &datafusion::arrow::datatypes::SchemaRef,
+        blocks: impl IntoIterator<Item = Result<(UInt64Array, RecordBatch)>>,
+    ) -> Result<Arc<Segment>> {
+        let specs = key_specs(&self.catalog.read(), table);
+        let specs: Vec<KeySpec> = specs
+            .into_iter()
+            .filter(|s| {
+                s.columns.iter().all(|c| {
+                    schema
+                        .field_with_name(&crate::column_field_name(*c))
+                        .is_ok()
+                })
+            })
+            .collect();
+        let id = self.next_segment_id.fetch_add(1, Ordering::Relaxed);
+        let seg = segment::write(
+            self.options.backend.as_ref(),
+            &self.seg_dir()?,
+            table,
+            id,
+            schema,
+            blocks,
+            &specs,
+        )?;
+        Ok(Arc::new(seg))
+    }
+
+    /// Seals the memtable, writes a manifest, cuts the WAL and deletes files nothing
+    /// references any more. Callers hold `maintenance`.
+    pub(crate) fn checkpoint_locked(&self) -> Result<()> {
+        let Some(wal) = &self.wal else {
+            return Ok(());
+        };
+        let dir = self.dir.clone().unwrap_or_default();
+        // 1. The cut: no commit is between prepare and publish while the gate is held.
+        let (lsn, wal_seq, catalog, versions, estimated_catalog) = {
+            let _gate = self.gate.write();
+            let (lsn, seq) = wal.rotate()?;
+            let catalog = self.catalog.read().clone();
+            let versions: Vec<(TableId, Arc<TableStore>, Arc<TableVersion>)> = self
+                .tables
+                .read()
+                .iter()
+                .map(|(id, store)| (*id, store.clone(), store.freeze()))
+                .collect();
+            self.mem_estimate.store(0, Ordering::Relaxed);
+            let estimated = self.catalog_bytes.load(Ordering::Relaxed);
+            (lsn, seq, catalog, versions, estimated)
+        };
+        // 2. Seal each table's memtable: consecutive in-memory segments with one schema
+        //    become one file holding all their rows (deleted ones too, so positions and
+        //    deletion bitmaps carry over unchanged).
+        let mut entries = Vec::with_capacity(versions.len());
+        let mut swaps: Vec<Swap> = Vec::new();
+        let mut wrote = false;
+        for (id, store, version) in &versions {
+            if self.stopping.load(Ordering::Acquire) {
+                return Err(Error::Closed);
+            }
+            let mut segs = Vec::new();
+            let all = version.segments();
+            let mut i = 0;
+            while i < all.len() {
+                let s = &all[i];
+                if !s.segment().in_memory() {
+                    segs.push(SegmentEntry::new(
+                        s.segment().id().unwrap_or_default(),
+                        s.deletes(),
+                    )?);
+                    i += 1;
+                    continue;
+                }
+                let mut j = i + 1;
+                while j < all.len()
+                    && all[j].segment().in_memory()
+                    && all[j].segment().schema() == s.segment().schema()
+                {
+                    j += 1;
+                }
+                let run = &all[i..j];
+                let chunks = run
+                    .iter()
+                    .map(|r| r.segment().block(0))
+                    .collect::<Result<Vec<_>>>()?;
+                let blocks = chunks.iter().flat_map(|chunk| {
+                    let n = chunk.num_rows();
+                    (0..n.div_ceil(BLOCK_ROWS)).map(move |b| {
+                        let off = b * BLOCK_ROWS;
+                        let len = BLOCK_ROWS.min(n - off);
+                        Ok((
+                            chunk.row_ids().slice(off, len),
+                            chunk.batch().slice(off, len),
+                        ))
+                    })
+                });
+                let new = self.write_segment(*id, s.segment().schema(), blocks)?;
+                wrote = true;
+                let mut deletes = RoaringBitmap::new();
+                let mut base = 0u32;
+                for r in run {
+                    deletes.extend(r.deletes().iter().map(|p| p + base));
+                    base += r.segment().num_rows() as u32;
+                }
+                segs.push(SegmentEntry::new(new.id().unwrap_or_default(), &deletes)?);
+                swaps.push((
+                    store.clone(),
+                    run.iter().map(|r| r.segment().clone()).collect(),
+                    new,
+                ));
+                i = j;
+            }
+            entries.push(TableEntry {
+                id: *id,
+                next_row_id: version.next_row_id(),
+                sequences: version.sequences().iter().map(|(c, v)| (*c, *v)).collect(),
+                segments: segs,
+            });
+        }
+        if wrote {
+            let seg_dir = self.seg_dir()?;
+            self.options
+                .backend
+                .sync_dir(&seg_dir)
+                .map_err(|e| Error::io(&seg_dir, e))?;
+        }
+        // 3. The manifest makes the checkpoint durable. The log file it names must
+        //    exist after a power cut first.
+        wal.sync_current()?;
+        let exact = catalog_size(&catalog)?;
+        let manifest = Manifest {
+            lsn,
+            wal_seq,
+            next_segment_id: self.next_segment_id.load(Ordering::Relaxed),
+            catalog: catalog.snapshot(),
+            tables: entries,
+        };
+        manifest.write(self.options.backend.as_ref(), &dir)?;
+        // Commits since the cut only added to the estimate: take off what it overstated.
+        let over = estimated_catalog.saturating_sub(exact);
+        let _ = self
+            .catalog_bytes
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |v| {
+                Some(v.saturating_sub(over))
+            });
+        let referenced: HashSet<(TableId, SegmentId)> = manifest
+            .tables
+            .iter()
+            .flat_map(|t| t.segments.iter().map(move |s| (t.id, s.id)))
+            .collect();
+        // 4. Readers now get the mapped files instead of the memtable.
+        for (store, old, new) in swaps {
+            store.replace(&old, new, None)?;
+        }
+        // 5. What the checkpoint made redundant.
+        wal.remove_before(wal_seq)?;
+        let mut keep = referenced;
+        for store in self.tables.read().values() {
+            for s in store.snapshot().segments() {
+                if let Some(id) = s.segment().id() {
+                    keep.insert((store.id(), id));
+                }
+            }
+        }
+        remove_unreferenced(self.options.backend.as_ref(), &self.seg_dir()?, &keep)
+    }
+
+    /// Merges small segments of table `id` and drops deleted rows (all of its segments
+    /// when `force`). Returns whether anything changed. Callers hold `maintenance`.
+    pub(crate) fn compact_table(&self, id: TableId, force: bool) -> Result<bool> {
+        if self.dir.is_none() {
+            return Ok(false);
+        }
+        let Some(store) = self.table(id) else {
+            return Ok(false);
+        };
+        let version = store.snapshot();
+        let sealed = version.segments();
+        let mut changed = false;
+        let mut i = 0;
+        while i < sealed.len() {
+            if sealed[i].segment().in_memory() {
+                i += 1;
+                continue;
+            }
+            // A run of sealed segments with one schema, up to the target size.
+            let mut j = i;
+            let mut live = 0;
+            while j < sealed.len()
+                && !sealed[j].segment().in_memory()
+                && sealed[j].segment().schema() == sealed[i].segment().schema()
+                && (j == i || live + sealed[j].live_count() <= COMPACT_TARGET_ROWS)
+                && (force || j == i || sealed[j].live_count() < COMPACT_SMALL_ROWS)
+            {
+                live += sealed[j].live_count();
+                j += 1;
+            }
+            let run = &sealed[i..j];
+            let has_deletes = run.iter().any(|s| !s.deletes().is_empty());
+            let worth = if force {
+                run.len() > 1 || has_deletes
+            } else {
+                run.len() >= 4
+                    || run.iter().any(|s| {
+                        s.deletes().len() as f64
+                            > COMPACT_DELETED_SHARE * s.segment().num_rows() as f64
+                    })
+            };
+            if !worth {
+                i = j.max(i + 1);
+                continue;
+            }
+            for s in run {
+                s.segment().verify_all()?;
+            }
+            let blocks = LiveBlocks::new(run.to_vec(), &self.stopping);
+            let new = self.write_segment(id, run[0].segment().schema(), blocks)?;
+            let old: Vec<Arc<Segment>> = run.iter().map(|s| s.segment().clone()).collect();
+            let built_from: Vec<Arc<RoaringBitmap>> =
+                run.iter().map(|s| s.deletes_arc().clone()).collect();
+            if store.replace(&old, new, Some(&built_from))? {
+                changed = true;
+            }
+            i = j;
+        }
+        Ok(changed)
+    }
+}
+
+/// The live rows of a run of segments as blocks of about `BLOCK_ROWS` rows, for
+/// compaction. Full blocks pass through untouched (zero copy from the mapped files);
+/// blocks thinned by deletes are combined.
+pub(crate) struct LiveBlocks<'a> {
+    run: Vec<SegmentRef>,
+    /// Set when the database closes: the rewrite stops early (and publishes nothing).
+    stop: &'a AtomicBool,
+    seg: usize,
+    block: usize,
+    pending: Vec<(UInt64Array, RecordBatch)>,
+    pending_rows: usize,
+}
+
+impl<'a> LiveBlocks<'a> {
+    pub(crate) fn new(run: Vec<SegmentRef>, stop: &'a AtomicBool) -> Self {
+        LiveBlocks {
+            run,
+            stop,
+            seg: 0,
+            block: 0,
+            pending: Vec::new(),
+            pending_rows: 0,
+        }
+    }
+
+    fn flush(&mut self) -> Option<Result<(UInt64Array, RecordBatch)>> {
+        if self.pending.is_empty() {
+            return None;
+        }
+        let parts = std::mem::take(&mut self.pending);
+        self.pending_rows = 0;
+        if parts.len() == 1 {
+            return parts.into_iter().next().map(Ok);
+        }
+        let schema = parts[0].1.schema();
+        let ids = UInt64Array::from_iter_values(
+            parts.iter().flat_map(|(i, _)| i.values().iter().copied()),
+        );
+        Some(
+            concat_batches(&schema, parts.iter().map(|(_, b)| b))
+                .map(|b| (ids, b))
+                .map_err(Error::from),
+        )
+    }
+}
+
+impl Iterator for LiveBlocks<'_> {
+    type Item = Result<(UInt64Array, RecordBatch)>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        loop {
+            if self.stop.load(Ordering::Acquire) {
+                return Some(Err(Error::Closed));
+            }
+            let Some(s) = self.run.get(self.seg) else {
+                return self.flush();
+            };
+            if self.block >= s.segment().blocks().len() {
+                self.seg += 1;
+                self.block = 0;
+                continue;
+            }
+            let live = match s.live_block(self.block) {
+                Ok(l) => l,
+                Err(e) => return Some(Err(e)),
+            };
+            self.block += 1;
+            if live.1.num_rows() == 0 {
+                continue;
+            }
+            self.pending_rows += live.1.num_rows();
+            self.pending.push(live);
+            if self.pending_rows >= BLOCK_ROWS / 2 {
+                return self.flush();
+            }
+        }
+    }
+}
+
+/// Deletes segment files in `dir` that `keep` does not list.
+pub(crate) fn remove_unreferenced(
+    backend: &dyn FileBackend,
+    dir: &Path,
+    keep: &HashSet<(TableId, SegmentId)>,
+) -> Result<()> {
+    for ids in list_segment_files(dir)? {
+        if !keep.contains(&ids) {
+            let path = dir.join(segment::file_name(ids.0, ids.1));
+            backend.remove(&path).map_err(|e| Error::io(&path, e))?;
+        }
+    }
+    Ok(())
+}
+
+/// The segment files in `dir` as (table, segment) ids (none when `dir` does not exist).
+pub(crate) fn list_segment_files(dir: &Path) -> Result<Vec<(TableId, SegmentId)>> {
+    let entries = match std::fs::read_dir(dir) {
+        Ok(e) => e,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(Error::io(dir, e)),
+    };
+    let mut out = Vec::new();
+    for entry in entries {
+        let entry = entry.map_err(|e| Error::io(dir, e))?;
+        if let Some(ids) = entry
+            .file_name()
+            .to_str()
+            .and_then(segment::parse_file_name)
+        {
+            out.push(ids);
+        }
+    }
+    Ok(out)
+}

@@ -1,0 +1,279 @@
+//! Input that used to crash or stall the process: expression chains that planned for
+//! minutes or overflowed the stack, deeply nested statements and parameters, the clock
+//! functions that failed on the shared session, and statements too large for one log
+//! record. Each must be a clean answer or a 400, and the database must go on.
+//!
+//! The tokio timeouts here only catch a hang; no test asserts a speed.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tarn::arrow::array::{RecordBatch, StringArray};
+use tarn::arrow::datatypes::{DataType, Field, Schema};
+use tarn::{Session, Tarn};
+use tarn_tests::{fixture, fixture_with_key, reconnect};
+
+type TestResult = Result<(), Box<dyn std::error::Error>>;
+
+const HANG: Duration = Duration::from_secs(120);
+
+async fn session() -> Result<(Tarn, Session), tarn::Error> {
+    let tarn = Tarn::in_memory().await?;
+    let s = fixture(&tarn).await?;
+    Ok((tarn, s))
+}
+
+async fn query(s: &Session, sql: &str, params: &[Value]) -> tarn::Result<tarn::QueryResult> {
+    match tokio::time::timeout(HANG, s.query("ws", sql, params)).await {
+        Ok(r) => r,
+        Err(_) => panic!("statement hung: {}…", &sql[..sql.len().min(80)]),
+    }
+}
+
+fn assert_400(r: tarn::Result<tarn::QueryResult>, what: &str) {
+    match r {
+        Ok(_) => panic!("{what}: accepted"),
+        Err(e) => assert_eq!(e.status(), 400, "{what}: {e}"),
+    }
+}
+
+/// Runs `f` on a thread with a runtime worker's stack size (2 MiB): a recursion the
+/// input controls would overflow it.
+fn on_small_stack(f: impl FnOnce() -> TestResult + Send + 'static) -> TestResult {
+    std::thread::Builder::new()
+        .stack_size(2 << 20)
+        .spawn(move || f().map_err(|e| e.to_string()))?
+        .join()
+        .map_err(|_| "thread panicked")?
+        .map_err(|e| e.into())
+}
+
+#[test]
+fn long_operator_chains_are_400_or_answered_never_a_crash() -> TestResult {
+    on_small_stack(|| {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?;
+        rt.block_on(async {
+            let (_tarn, s) = session().await?;
+            // At the limit: answered (and the checked-arithmetic rule is linear).
+            let ok = format!("SELECT {}", vec!["1"; 250].join("+"));
+            let r = query(&s, &ok, &[]).await?;
+            assert_eq!(r.rows, Some(vec![vec![json!(250)]]));
+            let conj = (0..250).map(|i| format!("{i} = {i}")).collect::<Vec<_>>();
+            let r = query(&s, &format!("SELECT 1 WHERE {}", conj.join(" AND ")), &[]).await?;
+            assert_eq!(r.row_count, 1);
+            for n in [300usize, 5_000, 10_000, 100_000] {
+                for op in ["+", "*", " AND ", " OR ", " || ", "::int::"] {
+                    let sql = format!("SELECT {}", vec!["1"; n].join(op));
+                    assert_400(query(&s, &sql, &[]).await, &format!("{n} terms of {op}"));
+                }
+            }
+            let cmp = format!(
+                r#"SELECT 1 WHERE {}"#,
+                (0..50_000)
+                    .map(|i| format!("{i} = {i}"))
+                    .collect::<Vec<_>>()
+                    .join(" AND ")
+            );
+            assert_400(query(&s, &cmp, &[]).await, "50k conjuncts");
+            let union = vec!["SELECT 1"; 20_000].join(" UNION ALL ");
+            assert_400(query(&s, &union, &[]).await, "20k UNION ALL");
+            s.query("ws", r#"CREATE TABLE "ws"."t" (a INT) USING engine"#, &[])
+                .await?;
+            let from = format!(
+                "SELECT count(*) FROM {}",
+                vec![r#""ws"."t""#; 5_000].join(", ")
+            );
+            assert_400(query(&s, &from, &[]).await, "5k tables in FROM");
+            let joins = format!(
+                r#"SELECT count(*) FROM "ws"."t" AS t0 {}"#,
+                (1..5_000)
+                    .map(|i| format!(r#"JOIN "ws"."t" AS t{i} ON true"#))
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            );
+            assert_400(query(&s, &joins, &[]).await, "5k joins");
+            // The database goes on.
+            assert_eq!(query(&s, "SELECT 1", &[]).await?.row_count, 1);
+            Ok(())
+        })
+    })
+}
+
+#[test]
+fn deep_nesting_is_400_never_a_crash() -> TestResult {
+    on_small_stack(|| {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?;
+        rt.block_on(async {
+            let (_tarn, s) = session().await?;
+            let n = 10_000;
+            let case = format!(
+                "SELECT {}1{}",
+                "CASE WHEN true THEN ".repeat(n),
+                " END".repeat(n)
+            );
+            assert_400(query(&s, &case, &[]).await, "10k nested CASE");
+            let parens = format!("SELECT {}1{}", "(".repeat(n), ")".repeat(n));
+            assert_400(query(&s, &parens, &[]).await, "10k parentheses");
+            let sub = format!("SELECT {}1{}", "(SELECT ".repeat(n), ")".repeat(n));
+            assert_400(query(&s, &sub, &[]).await, "10k nested subqueries");
+            let not = format!("SELECT {}true", "NOT ".repeat(n));
+            assert_400(query(&s, &not, &[]).await, "10k NOT");
+            let neg = format!("SELECT {}1", "- ".repeat(n));
+            assert_400(query(&s, &neg, &[]).await, "10k unary minus");
+            let arr = format!("SELECT {}1{}", "ARRAY[".repeat(n), "]".repeat(n));
+            assert_400(query(&s, &arr, &[]).await, "10k nested ARRAY");
+            // Deep JSON: as a parameter, as text cast to jsonb, as a vector literal.
+            let mut deep = json!(1);
+            for _ in 0..100_000 {
+                deep = Value::Array(vec![deep]);
+            }
+            let params = vec![deep];
+            assert_400(query(&s, "SELECT $1::jsonb", &params).await, "deep param");
+            let sets = vec![vec![json!(1)], params];
+            let r = s.query_batch("ws", "SELECT $1", &sets).await;
+            assert_eq!(r.map(|_| ()).unwrap_err().status(), 400);
+            let deep = sets.into_iter().flatten().last().unwrap_or_default();
+            // Dropping a value that deep would overflow the stack on its own: take it
+            // apart without recursion.
+            let mut stack = vec![deep];
+            while let Some(v) = stack.pop() {
+                if let Value::Array(items) = v {
+                    stack.extend(items);
+                }
+            }
+            let text = format!("{}1{}", "[".repeat(n), "]".repeat(n));
+            let r = query(&s, "SELECT $1::jsonb", &[json!(text)]).await;
+            assert!(r.is_err_and(|e| e.status() == 400), "deep JSON text");
+            let r = query(&s, &format!("SELECT '{text}'::jsonb -> 0"), &[]).await;
+            assert!(
+                r.is_ok() || r.is_err_and(|e| e.status() == 400),
+                "deep JSON literal"
+            );
+            let vec_text = format!("{}1{}", "{".repeat(n), "}".repeat(n));
+            let r = query(&s, "SELECT $1::float4[]", &[json!(vec_text)]).await;
+            assert!(r.is_err_and(|e| e.status() == 400), "deep array text");
+            assert_eq!(query(&s, "SELECT 1", &[]).await?.row_count, 1);
+            Ok(())
+        })
+    })
+}
+
+#[tokio::test]
+async fn the_clock_is_one_instant_per_statement() -> TestResult {
+    let (_tarn, s) = session().await?;
+    for sql in [
+        "SELECT now()",
+        "SELECT current_timestamp",
+        "SELECT current_date",
+        "SELECT current_time",
+        "SELECT now() = current_timestamp",
+        "SELECT now() - interval '1 day' < now()",
+    ] {
+        let r = s.query("ws", sql, &[]).await?;
+        assert_eq!(r.row_count, 1, "{sql}");
+    }
+    let r = s
+        .query(
+            "ws",
+            "SELECT now() = now(), now()::date = current_date",
+            &[],
+        )
+        .await?;
+    assert_eq!(r.rows, Some(vec![vec![json!(true), json!(true)]]));
+    // A timestamptz, encoded with its Z.
+    let r = s.query("ws", "SELECT now()", &[]).await?;
+    let text = r
+        .rows
+        .as_ref()
+        .and_then(|r| r[0][0].as_str().map(String::from));
+    assert!(
+        text.as_deref().is_some_and(|t| t.ends_with('Z')),
+        "{text:?}"
+    );
+
+    s.query(
+        "ws",
+        r#"CREATE TABLE "ws"."ev" (id INT PRIMARY KEY, at TIMESTAMPTZ DEFAULT now(), seen TIMESTAMPTZ) USING engine"#,
+        &[],
+    )
+    .await?;
+    s.query(
+        "ws",
+        r#"INSERT INTO "ws"."ev" (id, seen) VALUES (1, now()), (2, current_timestamp)"#,
+        &[],
+    )
+    .await?;
+    s.query(
+        "ws",
+        r#"INSERT INTO "ws"."ev" (id, seen) SELECT 3, now()"#,
+        &[],
+    )
+    .await?;
+    s.query_batch(
+        "ws",
+        r#"INSERT INTO "ws"."ev" (id, seen) VALUES ($1, now())"#,
+        &[vec![json!(4)], vec![json!(5)]],
+    )
+    .await?;
+    s.query(
+        "ws",
+        r#"UPDATE "ws"."ev" SET seen = now() WHERE id = 2"#,
+        &[],
+    )
+    .await?;
+    let rows = s
+        .query(
+            "ws",
+            r#"SELECT id, at = seen FROM "ws"."ev" ORDER BY id"#,
+            &[],
+        )
+        .await?
+        .rows
+        .unwrap_or_default();
+    // The default and now() of one statement (and of one batch) are one instant.
+    let same: Vec<bool> = rows.iter().map(|r| r[1] == json!(true)).collect();
+    assert_eq!(same, vec![true, false, true, true, true], "{rows:?}");
+    let r = s
+        .query(
+            "ws",
+            r#"SELECT count(DISTINCT at) FROM "ws"."ev" WHERE id IN (4, 5)"#,
+            &[],
+        )
+        .await?;
+    assert_eq!(r.rows, Some(vec![vec![json!(1)]]));
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_statement_too_large_for_one_log_record_is_400_naming_the_limit() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let tarn = Tarn::open(dir.path()).await?;
+    let (s, secret) = fixture_with_key(&tarn).await?;
+    s.query(
+        "ws",
+        r#"CREATE TABLE "ws"."big" (id INT, body TEXT) USING engine"#,
+        &[],
+    )
+    .await?;
+    let schema = Arc::new(Schema::new(vec![Field::new("body", DataType::Utf8, true)]));
+    let huge = "x".repeat((1 << 30) + (1 << 20));
+    let batch = RecordBatch::try_new(schema, vec![Arc::new(StringArray::from(vec![huge]))])?;
+    let err = s.insert_arrow("ws", "big", &[batch]).await.unwrap_err();
+    assert_eq!(err.status(), 400, "{err}");
+    assert!(err.message().contains("1073741824"), "{err}");
+    s.query("ws", r#"INSERT INTO "ws"."big" VALUES (1, 'small')"#, &[])
+        .await?;
+    tarn.close().await?;
+    let tarn = Tarn::open(dir.path()).await?;
+    let s = reconnect(&tarn, &secret).await?;
+    let r = s
+        .query("ws", r#"SELECT count(*) FROM "ws"."big""#, &[])
+        .await?;
+    assert_eq!(r.rows, Some(vec![vec![json!(1)]]));
+    Ok(())
+}
