@@ -1086,3 +1086,37 @@ async fn insert_arrow_writes_batches_atomically() -> TestResult {
     );
     Ok(())
 }
+
+/// The uniqueness of one batch's own rows uses the same key encoding as the stored
+/// rows: -0.0 and 0.0 are one key, NaN and NaN too (PostgreSQL's semantics).
+#[tokio::test]
+async fn a_batch_sees_equal_floats_as_one_key() -> TestResult {
+    let (_tarn, s) = session().await?;
+    s.query(
+        "ws",
+        r#"CREATE TABLE "ws"."f" (x FLOAT8 PRIMARY KEY) USING engine"#,
+        &[],
+    )
+    .await?;
+    let sql = r#"INSERT INTO "ws"."f" VALUES ($1::float8)"#;
+    for pair in [
+        [json!(0.0), json!(-0.0)],
+        [json!("NaN"), json!("NaN")],
+        [json!(-0.0), json!(0)],
+    ] {
+        let err = s
+            .query_batch("ws", sql, &[vec![pair[0].clone()], vec![pair[1].clone()]])
+            .await
+            .unwrap_err();
+        assert_eq!(err.status(), 409, "{pair:?}: {err}");
+        assert!(
+            err.message().starts_with("parameter set 1: duplicate key"),
+            "{err}"
+        );
+    }
+    assert_eq!(
+        rows(&s, r#"SELECT count(*) FROM "ws"."f""#, &[]).await?,
+        vec![vec![json!(0)]]
+    );
+    Ok(())
+}

@@ -74,7 +74,14 @@ async fn writer(s: Session, w: i64, log: Arc<Mutex<Log>>, ops: usize) {
     let mut mine: Vec<i64> = Vec::new();
     for n in 0..ops as i64 {
         let id = w * 1_000_000 + n;
-        match rng.next() % 6 {
+        match rng.next() % 7 {
+            6 => {
+                // Keys every writer competes for: a commit whose caller went away must
+                // still hold its lock, or another writer's check misses its key.
+                let key = rng.next() % 64;
+                let sql = r#"INSERT INTO "ws"."u" (key, w) VALUES ($1, $2)"#;
+                with_timeout(&mut rng, s.query("ws", sql, &[json!(key), json!(w)])).await;
+            }
             0 | 1 => {
                 let sql = r#"INSERT INTO "ws"."k" (id, w, v) VALUES ($1, $2, '')"#;
                 let (o, _) =
@@ -137,6 +144,12 @@ async fn dropped_calls_leave_nothing_torn_and_the_database_reopens() -> TestResu
         s.query(
             "ws",
             r#"CREATE TABLE "ws"."k" (id INT8 PRIMARY KEY, w INT, v TEXT) USING engine"#,
+            &[],
+        )
+        .await?;
+        s.query(
+            "ws",
+            r#"CREATE TABLE "ws"."u" (id SERIAL PRIMARY KEY, key INT8 UNIQUE, w INT) USING engine"#,
             &[],
         )
         .await?;
@@ -223,6 +236,18 @@ async fn dropped_calls_leave_nothing_torn_and_the_database_reopens() -> TestResu
         let r = s.query("ws", &sql, &[]).await?.rows.unwrap_or_default();
         assert_eq!(r[0][0], r[0][1]);
     }
+    let r = s
+        .query(
+            "ws",
+            r#"SELECT count(*), count(DISTINCT key), count(DISTINCT id) FROM "ws"."u""#,
+            &[],
+        )
+        .await?
+        .rows
+        .unwrap_or_default();
+    assert_eq!(r[0][0], r[0][1], "a unique key was inserted twice");
+    assert_eq!(r[0][0], r[0][2], "a serial value was handed out twice");
+    assert!(r[0][0].as_i64().unwrap_or(0) > 0);
     let workspaces: Vec<String> = s
         .workspaces()
         .await?

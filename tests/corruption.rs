@@ -333,3 +333,104 @@ fn find_last_group(bytes: &[u8]) -> usize {
         .rposition(|w| w == b"GRP1")
         .unwrap_or(usize::MAX)
 }
+
+/// A database whose data is all in the catalog (users, keys, workspaces, an empty
+/// table) still holds data: without its MANIFEST it is refused, not opened empty.
+#[tokio::test]
+async fn a_catalog_only_database_without_its_manifest_is_refused() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    {
+        let tarn = Tarn::open(dir.path()).await?;
+        let (s, _) = fixture_with_key(&tarn).await?;
+        s.query(
+            "ws",
+            r#"CREATE TABLE "ws"."empty" (a INT) USING engine"#,
+            &[],
+        )
+        .await?;
+        tarn.close().await?;
+    }
+    std::fs::remove_file(dir.path().join("MANIFEST"))?;
+    let before = files(dir.path());
+    let err = Tarn::open(dir.path()).await.unwrap_err();
+    assert_eq!(err.status(), 500, "{err}");
+    assert!(err.message().contains("MANIFEST"), "{err}");
+    assert_eq!(files(dir.path()), before);
+    Ok(())
+}
+
+/// With two live log files (a checkpoint failed after it moved the log to a new file),
+/// the second file's header says how far the first one's durable records went: damage
+/// at the end of the first file is refused, not taken for a torn tail.
+#[tokio::test]
+async fn damage_at_the_end_of_an_earlier_log_file_is_refused() -> TestResult {
+    use std::sync::Arc;
+    use tarn::storage::{Fault, FaultOp, FaultyBackend};
+    let dir = tempfile::tempdir()?;
+    let disk = FaultyBackend::new();
+    let options = || {
+        tarn::Options::new()
+            .background_maintenance(false)
+            .file_backend(Arc::new(disk.clone()))
+    };
+    let secret = {
+        let tarn = Tarn::open_with(dir.path(), options()).await?;
+        let (s, secret) = fixture_with_key(&tarn).await?;
+        s.query(
+            "ws",
+            r#"CREATE TABLE "ws"."t" (id INT8 PRIMARY KEY) USING engine"#,
+            &[],
+        )
+        .await?;
+        s.query("ws", r#"INSERT INTO "ws"."t" VALUES (1), (2)"#, &[])
+            .await?;
+        // The manifest's rename fails: the log has moved on to a new file already.
+        disk.set(Fault::Op(FaultOp::Rename));
+        assert!(s.query("ws", r#"VACUUM "ws"."t""#, &[]).await.is_err());
+        disk.clear();
+        s.query("ws", r#"INSERT INTO "ws"."t" VALUES (3)"#, &[])
+            .await?;
+        drop(s);
+        drop(tarn);
+        secret
+    };
+    let pristine = files(dir.path());
+    let mut wal: Vec<&PathBuf> = pristine
+        .keys()
+        .filter(|p| p.extension().is_some_and(|e| e == "wal"))
+        .collect();
+    wal.sort();
+    assert_eq!(wal.len(), 2, "{wal:?}");
+    let first = wal[0].clone();
+    let bytes = &pristine[&first];
+    let last_group = find_last_group(bytes);
+    let mut damages: Vec<Vec<u8>> = (last_group..bytes.len())
+        .map(|at| {
+            let mut b = bytes.clone();
+            b[at] ^= 0x5A;
+            b
+        })
+        .collect();
+    damages.push(bytes[..last_group].to_vec());
+    for damaged in damages {
+        let trial = tempfile::tempdir()?;
+        let mut f = Files::new();
+        for (p, b) in &pristine {
+            let rel = p.strip_prefix(dir.path())?.to_path_buf();
+            let b = if *p == first {
+                damaged.clone()
+            } else {
+                b.clone()
+            };
+            f.insert(rel, b);
+        }
+        write_files(trial.path(), f)?;
+        let rel = first.strip_prefix(dir.path())?;
+        match check(trial.path(), &secret, &trial.path().join(rel)).await {
+            Ok(Outcome::Refused) => {}
+            Ok(Outcome::Data(j)) => panic!("damage at the end of {rel:?} gave data ({j})"),
+            Err(e) => panic!("{e}"),
+        }
+    }
+    Ok(())
+}

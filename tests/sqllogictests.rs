@@ -56,18 +56,36 @@ impl AsyncDB for TarnDb {
 #[tokio::main]
 async fn main() {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("slt");
-    let filter = std::env::args().nth(1).filter(|a| !a.starts_with('-'));
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let filter = args.iter().find(|a| !a.starts_with('-')).cloned();
+    let exact = args.iter().any(|a| a == "--exact");
     let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
         .expect("tests/slt exists")
         .filter_map(|e| e.ok().map(|e| e.path()))
         .filter(|p| p.extension().is_some_and(|e| e == "slt"))
         .filter(|p| {
-            filter
-                .as_ref()
-                .is_none_or(|f| p.to_string_lossy().contains(f.as_str()))
+            let name = p.file_name().map(|n| n.to_string_lossy().to_string());
+            filter.as_ref().is_none_or(|f| {
+                if exact {
+                    name.as_deref() == Some(f.as_str())
+                } else {
+                    p.to_string_lossy().contains(f.as_str())
+                }
+            })
         })
         .collect();
     files.sort();
+    // The libtest listing protocol, so `cargo nextest` can run each file as a test.
+    if args.iter().any(|a| a == "--list") {
+        if !args.iter().any(|a| a == "--ignored") {
+            for f in &files {
+                if let Some(name) = f.file_name() {
+                    println!("{}: test", name.to_string_lossy());
+                }
+            }
+        }
+        return;
+    }
     let (mut passed, mut failed) = (0, 0);
     for file in &files {
         // Every file runs twice: in memory, and on disk with a memtable so small that

@@ -151,9 +151,24 @@ pub(crate) fn check(tokens: &[TokenWithSpan]) -> Result<()> {
     let mut groups: Vec<Group> = vec![Group::default()];
     // The sum of the open groups' depths.
     let mut depth = 1usize;
+    let mut previous = Keyword::NoKeyword;
     for t in tokens {
         let before = groups.last().map_or(0, Group::depth);
-        match effect(&t.token) {
+        let keyword = match &t.token {
+            Token::Word(w) => w.keyword,
+            Token::Whitespace(_) => continue,
+            _ => Keyword::NoKeyword,
+        };
+        let e = match (previous, keyword) {
+            // Clause words inside an expression: `f() WITHIN GROUP (…)`, `a IS
+            // DISTINCT FROM b`. They continue the chain, they do not end it.
+            (Keyword::WITHIN, Keyword::GROUP) | (Keyword::DISTINCT, Keyword::FROM) => {
+                Effect::Operator
+            }
+            _ => effect(&t.token),
+        };
+        previous = keyword;
+        match e {
             Effect::Open => {
                 groups.push(Group::default());
                 depth += 1;
@@ -260,5 +275,13 @@ mod tests {
                 .join(" ")
         );
         assert!(depth_ok(&case));
+        // Clause words that continue an expression do not reset the count.
+        let within = vec!["f() WITHIN GROUP (ORDER BY 1)"; 300].join(" + ");
+        assert!(!depth_ok(&format!("SELECT {within}")));
+        let distinct = vec!["a"; 300].join(" IS DISTINCT FROM ");
+        assert!(!depth_ok(&format!("SELECT 1 WHERE {distinct}")));
+        assert!(depth_ok(
+            "SELECT DISTINCT a FROM t WHERE a IS NOT DISTINCT FROM b"
+        ));
     }
 }

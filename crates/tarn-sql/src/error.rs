@@ -135,8 +135,12 @@ fn classify(e: &DataFusionError) -> Error {
         DataFusionError::ResourcesExhausted(msg) => {
             Error::BadRequest(format!("query memory limit exceeded: {msg}"))
         }
-        DataFusionError::Internal(msg) => Error::Internal(msg.clone()),
+        // Not the statement's fault: a bug, I/O (spill files), a task that panicked or
+        // was cancelled, the FFI boundary.
+        DataFusionError::Internal(msg) | DataFusionError::Ffi(msg) => Error::Internal(msg.clone()),
         DataFusionError::IoError(io) => Error::Internal(io.to_string()),
+        DataFusionError::ExecutionJoin(j) => Error::Internal(format!("query task failed: {j}")),
+        DataFusionError::ObjectStore(e) => Error::Internal(e.to_string()),
         DataFusionError::ArrowError(a, _) => match a.as_ref() {
             datafusion::arrow::error::ArrowError::ExternalError(inner) => {
                 from_foreign(inner.as_ref())

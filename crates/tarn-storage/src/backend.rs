@@ -287,6 +287,8 @@ struct SimState {
     pending: BTreeMap<PathBuf, Vec<NameOp>>,
     /// Set by `cut_power`: the surviving names and contents.
     image: Option<BTreeMap<PathBuf, Vec<u8>>>,
+    /// A failing disk before the power goes (see [`PowerCutDisk::set_fault`]).
+    fault: Option<Fault>,
     rng: u64,
 }
 
@@ -303,11 +305,14 @@ impl SimState {
         if n == 0 { 0 } else { self.next() % n }
     }
 
-    fn dead(&self) -> io::Result<()> {
+    /// Fails `op` when the power is cut or a fault applies to it.
+    fn check(&self, op: FaultOp) -> io::Result<()> {
         if self.image.is_some() {
-            Err(io::Error::from_raw_os_error(5))
-        } else {
-            Ok(())
+            return Err(io::Error::from_raw_os_error(5));
+        }
+        match self.fault.and_then(|f| f.applies(op)) {
+            Some(e) => Err(e),
+            None => Ok(()),
         }
     }
 
@@ -400,6 +405,12 @@ impl PowerCutDisk {
         }
     }
 
+    /// Makes calls fail as a [`FaultyBackend`] would, until `None` (a disk that fails
+    /// before the power goes, so recovery meets rolled logs and failed checkpoints).
+    pub fn set_fault(&self, fault: Option<Fault>) {
+        self.state.lock().fault = fault;
+    }
+
     /// Cuts the power now: every later call fails with EIO, and what survives is fixed.
     pub fn cut_power(&self) {
         let mut st = self.state.lock();
@@ -483,14 +494,14 @@ struct SimWriter {
 impl WriteFile for SimWriter {
     fn write_all(&mut self, buf: &[u8]) -> io::Result<()> {
         let mut st = self.disk.state.lock();
-        st.dead()?;
+        st.check(FaultOp::Write)?;
         self.file.write_all(buf)?;
         st.files[self.id].current.extend_from_slice(buf);
         Ok(())
     }
     fn sync_data(&mut self) -> io::Result<()> {
         let mut st = self.disk.state.lock();
-        st.dead()?;
+        st.check(FaultOp::Sync)?;
         self.file.sync_data()?;
         let f = &mut st.files[self.id];
         f.durable = f.current.clone();
@@ -498,7 +509,7 @@ impl WriteFile for SimWriter {
     }
     fn set_len(&mut self, len: u64) -> io::Result<()> {
         let mut st = self.disk.state.lock();
-        st.dead()?;
+        st.check(FaultOp::SetLen)?;
         self.file.set_len(len)?;
         st.files[self.id].current.resize(len as usize, 0);
         Ok(())
@@ -508,7 +519,7 @@ impl WriteFile for SimWriter {
 impl FileBackend for PowerCutDisk {
     fn create(&self, path: &Path) -> io::Result<Box<dyn WriteFile>> {
         let mut st = self.state.lock();
-        st.dead()?;
+        st.check(FaultOp::Create)?;
         let existing = if path.exists() {
             Some(st.file_of(path)?)
         } else {
@@ -541,7 +552,7 @@ impl FileBackend for PowerCutDisk {
     }
     fn open_append(&self, path: &Path) -> io::Result<Box<dyn WriteFile>> {
         let mut st = self.state.lock();
-        st.dead()?;
+        st.check(FaultOp::Open)?;
         let id = st.file_of(path)?;
         drop(st);
         Ok(Box::new(SimWriter {
@@ -552,7 +563,7 @@ impl FileBackend for PowerCutDisk {
     }
     fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
         let mut st = self.state.lock();
-        st.dead()?;
+        st.check(FaultOp::Rename)?;
         let id = st.file_of(from)?;
         if to.exists() {
             st.file_of(to)?;
@@ -564,7 +575,7 @@ impl FileBackend for PowerCutDisk {
     }
     fn sync_dir(&self, dir: &Path) -> io::Result<()> {
         let mut st = self.state.lock();
-        st.dead()?;
+        st.check(FaultOp::SyncDir)?;
         StdBackend.sync_dir(dir)?;
         if let Some(ops) = st.pending.remove(dir) {
             for op in ops {
@@ -582,7 +593,7 @@ impl FileBackend for PowerCutDisk {
     }
     fn remove(&self, path: &Path) -> io::Result<()> {
         let mut st = self.state.lock();
-        st.dead()?;
+        st.check(FaultOp::Remove)?;
         st.file_of(path)?;
         std::fs::remove_file(path)?;
         st.name_op(NameOp::Unlink(path.to_path_buf()));

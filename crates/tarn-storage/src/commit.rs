@@ -90,7 +90,7 @@ impl Inner {
             // 1. Lock.
             let _catalog_commit = changes_catalog.then(|| self.catalog_commit.lock());
             let next = if changes_catalog {
-                Some(self.next_catalog(&ops)?)
+                Some(self.next_catalog(&ops, true)?)
             } else {
                 None
             };
@@ -105,6 +105,24 @@ impl Inner {
                     .collect()
             };
             let _table_locks: Vec<_> = stores.iter().map(|s| s.commit_lock()).collect();
+            // Callers hold the SQL writer locks that keep these tables alive; should a
+            // table have been dropped meanwhile all the same, fail here, before the log
+            // gets a record that replay could not apply.
+            {
+                let tables = self.tables.read();
+                let gone = ids.iter().any(|id| {
+                    let created = next.as_ref().is_some_and(|n| n.created.contains(id));
+                    !created
+                        && !tables
+                            .get(id)
+                            .is_some_and(|t| stores.iter().any(|s| Arc::ptr_eq(s, t)))
+                });
+                if gone {
+                    return Err(Error::Internal(
+                        "a table this commit writes was dropped meanwhile".into(),
+                    ));
+                }
+            }
             let _gate = self.gate.read();
             // `close` sets `closed` and then takes the gate: checked under it, no commit
             // can slip in after the closing checkpoint.
@@ -125,10 +143,17 @@ impl Inner {
             if total > self.options.memtable_bytes {
                 if self.options.background {
                     self.wake_worker();
-                } else if let Err(e) = self.maintain(false) {
-                    // The statement is committed: its caller must not hear otherwise.
-                    // The next commit over budget tries again.
-                    tracing::warn!("checkpoint after a commit failed (will retry): {e}");
+                } else {
+                    // The statement is committed: its caller must not hear otherwise,
+                    // whatever maintenance does (the next commit over budget tries
+                    // again).
+                    match catch_unwind(AssertUnwindSafe(|| self.maintain(false))) {
+                        Ok(Ok(())) => {}
+                        Ok(Err(e)) => {
+                            tracing::warn!("checkpoint after a commit failed (will retry): {e}")
+                        }
+                        Err(_) => tracing::error!("checkpoint after a commit panicked"),
+                    }
                 }
             }
         }
@@ -138,7 +163,8 @@ impl Inner {
     /// Applies logged ops at open (no log, nothing else running).
     pub(crate) fn replay(&self, ops: &[Op]) -> Result<()> {
         let next = if ops.iter().any(|op| matches!(op, Op::Catalog(_))) {
-            Some(self.next_catalog(ops)?)
+            // Limits guard new input; what the log holds was accepted once.
+            Some(self.next_catalog(ops, false)?)
         } else {
             None
         };
@@ -147,8 +173,9 @@ impl Inner {
         self.publish(prepared)
     }
 
-    /// The catalog after `ops`' catalog changes, on a copy of the published one.
-    fn next_catalog(&self, ops: &[Op]) -> Result<NextCatalog> {
+    /// The catalog after `ops`' catalog changes, on a copy of the published one
+    /// (`limit`: refuse a catalog over [`MAX_CATALOG_BYTES`]).
+    fn next_catalog(&self, ops: &[Op], limit: bool) -> Result<NextCatalog> {
         let mut catalog = Catalog::clone(&self.catalog.read());
         let mut created = Vec::new();
         let mut dropped = Vec::new();
@@ -162,7 +189,7 @@ impl Inner {
             }
         }
         let size = self.catalog_bytes.load(Ordering::Relaxed) + added_bytes;
-        if size > MAX_CATALOG_BYTES {
+        if limit && size > MAX_CATALOG_BYTES {
             return Err(Error::TooLarge {
                 what: "the catalog (table definitions, users, keys…)".into(),
                 size,
@@ -238,6 +265,10 @@ impl Inner {
     fn publish(&self, p: Prepared) -> Result<()> {
         let res = catch_unwind(AssertUnwindSafe(|| {
             let _publish = self.publish.write();
+            #[cfg(test)]
+            if tests::PANIC_IN_PUBLISH.swap(false, Ordering::SeqCst) {
+                panic!("injected: publishing failed");
+            }
             if !p.created.is_empty() {
                 let mut tables = self.tables.write();
                 for s in &p.created {
@@ -268,5 +299,85 @@ impl Inner {
             *self.poisoned.lock() = Some(why.clone());
             Error::Poisoned(why)
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::AtomicBool;
+
+    use datafusion::arrow::array::{ArrayRef, Int64Array, RecordBatch};
+    use datafusion::arrow::datatypes::DataType;
+    use tarn_catalog::{OrgRecord, TableDef, WorkspaceRecord};
+
+    use super::*;
+    use crate::{Database, StorageOptions, SyncMode, stored_schema};
+
+    /// Makes the next publish panic, as a bug would.
+    pub(super) static PANIC_IN_PUBLISH: AtomicBool = AtomicBool::new(false);
+
+    fn insert(first: u64, v: i64) -> Op {
+        let col: ArrayRef = Arc::new(Int64Array::from(vec![v]));
+        Op::Insert {
+            table: 1,
+            first_row_id: first,
+            batch: RecordBatch::try_new(stored_schema(&[(1, DataType::Int64, true)]), vec![col])
+                .expect("batch"),
+        }
+    }
+
+    #[test]
+    fn a_logged_commit_that_fails_to_publish_stops_writes() -> Result<()> {
+        let dir = tempfile::tempdir().map_err(|e| Error::io("tmp", e))?;
+        let options = StorageOptions {
+            sync: SyncMode::Process,
+            background: false,
+            ..StorageOptions::default()
+        };
+        {
+            let db = Database::open(dir.path(), options.clone())?;
+            let create = vec![
+                Op::Catalog(CatalogOp::CreateOrg(OrgRecord {
+                    id: "o".into(),
+                    name: "o".into(),
+                    creator: "u".into(),
+                    created_at: String::new(),
+                })),
+                Op::Catalog(CatalogOp::CreateWorkspace(WorkspaceRecord {
+                    id: "w".into(),
+                    org_id: "o".into(),
+                    name: "w".into(),
+                    created_at: String::new(),
+                })),
+                Op::Catalog(CatalogOp::CreateTable(TableDef {
+                    id: 1,
+                    org_id: "o".into(),
+                    workspace_id: "w".into(),
+                    name: "t".into(),
+                    engine: true,
+                    columns: vec![],
+                    next_column_id: 2,
+                    unique_constraints: vec![],
+                    created_at: String::new(),
+                })),
+            ];
+            db.commit(create)?;
+            db.commit(vec![insert(0, 10)])?;
+            PANIC_IN_PUBLISH.store(true, Ordering::SeqCst);
+            let err = db.commit(vec![insert(1, 20)]).unwrap_err();
+            assert!(matches!(err, Error::Poisoned(_)), "{err}");
+            // Memory lacks the logged commit: no further write may build on it.
+            let err = db.commit(vec![insert(1, 30)]).unwrap_err();
+            assert!(
+                err.to_string().contains("stopped accepting writes"),
+                "{err}"
+            );
+            assert_eq!(db.table(1).map(|t| t.snapshot().row_count()), Some(1));
+        }
+        // The log is the truth: reopened, the commit is there.
+        let db = Database::open(dir.path(), options)?;
+        assert_eq!(db.table(1).map(|t| t.snapshot().row_count()), Some(2));
+        db.commit(vec![insert(2, 30)])?;
+        Ok(())
     }
 }

@@ -102,9 +102,16 @@ pub(crate) struct Inner {
     pub catalog_bytes: AtomicU64,
     pub worker: Mutex<WorkerState>,
     pub worker_cv: Condvar,
-    /// Set by `close` (and drop): commits fail and long maintenance stops early.
+    /// Set by `close`: commits fail.
     pub closed: AtomicBool,
+    /// Set while the worker is being stopped: long maintenance stops between blocks.
     pub stopping: AtomicBool,
+    /// Set once `close` released the directory lock: maintenance must not touch the
+    /// directory any more (another process may own it).
+    pub released: AtomicBool,
+    /// A segment file was written since `segments/` was last fsynced: its name must be
+    /// made durable before a manifest names it.
+    pub seg_dir_dirty: AtomicBool,
     /// Why writes stopped, after a logged commit failed to publish.
     pub poisoned: Mutex<Option<String>>,
 }
@@ -171,12 +178,23 @@ impl Inner {
             worker_cv: Condvar::new(),
             closed: AtomicBool::new(false),
             stopping: AtomicBool::new(false),
+            released: AtomicBool::new(false),
+            seg_dir_dirty: AtomicBool::new(false),
             poisoned: Mutex::new(None),
         }
     }
 
     pub(crate) fn table(&self, id: TableId) -> Option<Arc<TableStore>> {
         self.tables.read().get(&id).cloned()
+    }
+
+    /// Takes the maintenance lock, unless `close` has given the directory up.
+    pub(crate) fn maintenance_lock(&self) -> Result<parking_lot::MutexGuard<'_, ()>> {
+        let m = self.maintenance.lock();
+        if self.released.load(Ordering::Acquire) {
+            return Err(Error::Closed);
+        }
+        Ok(m)
     }
 }
 
@@ -231,15 +249,20 @@ impl Database {
         let new = manifest.is_none();
         let manifest = match manifest {
             Some(m) => m,
-            None if recovered.has_groups || !seg_files.is_empty() => {
+            // A new database has at most a first log file with nothing in it (its
+            // creation stopped before the MANIFEST was written). Anything more means a
+            // MANIFEST existed: without it, refuse rather than start afresh.
+            None if recovered.has_groups || recovered.max_seq > 1 || !seg_files.is_empty() => {
                 return Err(Error::Corrupt {
                     path: dir.join(MANIFEST_FILE),
                     message: format!(
-                        "missing, but the directory holds data ({} segment files{}); \
-                         refusing to open it as a new database",
+                        "missing, but the directory holds data ({} segment files, \
+                         write-ahead log files up to number {}{}); refusing to open it as a \
+                         new database",
                         seg_files.len(),
+                        recovered.max_seq,
                         if recovered.has_groups {
-                            " and write-ahead log records"
+                            " with records"
                         } else {
                             ""
                         }
@@ -294,13 +317,17 @@ impl Database {
             .store(manifest.next_segment_id.max(1), Ordering::Relaxed);
         for entry in std::mem::take(&mut recovered.entries) {
             let bad = |message: String| Error::Corrupt {
-                path: wal_dir.clone(),
+                path: entry.path.to_path_buf(),
                 message: format!("record {}: {message}", entry.lsn),
             };
             let ops = record::decode(&entry.body, bad)?;
-            inner.replay(&ops).map_err(|e| Error::Corrupt {
-                path: wal_dir.clone(),
-                message: format!("record {} does not apply: {e}", entry.lsn),
+            inner.replay(&ops).map_err(|e| match e {
+                // Damage met in a segment while replaying names that segment.
+                e @ (Error::Corrupt { .. } | Error::Io { .. }) => e,
+                e => Error::Corrupt {
+                    path: entry.path.to_path_buf(),
+                    message: format!("record {} does not apply: {e}", entry.lsn),
+                },
             })?;
         }
         // 2. Everything checked out: clean up and start writing.
@@ -309,9 +336,15 @@ impl Database {
             write_format(backend.as_ref(), dir)?;
         }
         std::fs::create_dir_all(&seg_dir).map_err(|e| Error::io(&seg_dir, e))?;
-        inner.wal = Some(recovered.open(inner.options.sync, backend.clone())?);
+        let wal = recovered.open(inner.options.sync, backend.clone())?;
+        let wal_seq = wal.current_seq();
+        inner.wal = Some(wal);
         if new {
-            manifest.write(backend.as_ref(), dir)?;
+            Manifest {
+                wal_seq,
+                ..manifest
+            }
+            .write(backend.as_ref(), dir)?;
         } else {
             // Files the manifest does not reference: a checkpoint or compaction died
             // before its manifest was written.
@@ -357,7 +390,7 @@ impl Database {
 
     /// Seals the memtable into segment files, writes a new manifest and cuts the WAL.
     pub fn checkpoint(&self) -> Result<()> {
-        let _m = self.inner.maintenance.lock();
+        let _m = self.inner.maintenance_lock()?;
         self.inner.checkpoint_locked()
     }
 
@@ -365,7 +398,7 @@ impl Database {
     /// drops deleted rows, and checkpoints the result.
     pub fn vacuum(&self, id: TableId) -> Result<()> {
         self.inner.check_open()?;
-        let _m = self.inner.maintenance.lock();
+        let _m = self.inner.maintenance_lock()?;
         self.inner.checkpoint_locked()?;
         self.inner.compact_table(id, true)?;
         self.inner.checkpoint_locked()
@@ -395,12 +428,16 @@ impl Database {
         // Commits check `closed` under the gate: once we hold it, none is in flight and
         // none will start.
         drop(self.inner.gate.write());
+        // Held until the lock is released, and every maintenance entry point checks
+        // `released` under it: nothing touches the directory after it is given up.
+        let _m = self.inner.maintenance.lock();
         let res = if self.inner.dir.is_some() && self.inner.has_unsealed_work() {
-            self.checkpoint()
+            self.inner.checkpoint_locked()
         } else {
             Ok(())
         };
         self.inner.lock.lock().take();
+        self.inner.released.store(true, Ordering::Release);
         res
     }
 
@@ -433,6 +470,7 @@ impl Drop for Database {
         if !on_runtime
             && self.inner.dir.is_some()
             && self.inner.has_unsealed_work()
+            && self.inner.poisoned.lock().is_none()
             && let Err(e) = self.checkpoint()
         {
             tracing::warn!("closing checkpoint failed (the log still holds every commit): {e}");

@@ -38,6 +38,19 @@ const COMPACT_DELETED_SHARE: f64 = 0.3;
 /// A sealed run waiting to replace its memtable segments: (table, old run, new file).
 type Swap = (Arc<TableStore>, Vec<Arc<Segment>>, Arc<Segment>);
 
+/// What a checkpoint's cut captured.
+struct Cut {
+    /// Every record up to this LSN is in the captured state.
+    lsn: u64,
+    /// The first log file after the cut.
+    wal_seq: u64,
+    catalog: Arc<tarn_catalog::Catalog>,
+    versions: Vec<(TableId, Arc<TableStore>, Arc<TableVersion>)>,
+    estimated_catalog: u64,
+    /// The memtable estimate the cut took over.
+    memtable: u64,
+}
+
 impl Inner {
     pub(crate) fn wake_worker(&self) {
         let mut w = self.worker.lock();
@@ -83,7 +96,10 @@ impl Inner {
         if self.dir.is_none() {
             return Ok(());
         }
-        let _m = self.maintenance.lock();
+        let _m = self.maintenance_lock()?;
+        if let Some(m) = self.poisoned.lock().clone() {
+            return Err(Error::Poisoned(m));
+        }
         let wal_len = self.wal.as_ref().map_or(0, |w| w.current_len());
         if force_checkpoint
             || self.mem_estimate.load(Ordering::Relaxed) > self.options.memtable_bytes
@@ -128,6 +144,15 @@ impl Inner {
             })
             .collect();
         let id = self.next_segment_id.fetch_add(1, Ordering::Relaxed);
+        // Stops between blocks when the database closes (the file is then an orphan).
+        let stop = &self.stopping;
+        let blocks = blocks.into_iter().map(|b| {
+            if stop.load(Ordering::Acquire) {
+                Err(Error::Closed)
+            } else {
+                b
+            }
+        });
         let seg = segment::write(
             self.options.backend.as_ref(),
             &self.seg_dir()?,
@@ -137,6 +162,8 @@ impl Inner {
             blocks,
             &specs,
         )?;
+        self.seg_dir_dirty.store(true, Ordering::Release);
+        seg.verify_key_sections()?;
         Ok(Arc::new(seg))
     }
 
@@ -146,9 +173,13 @@ impl Inner {
         let Some(wal) = &self.wal else {
             return Ok(());
         };
-        let dir = self.dir.clone().unwrap_or_default();
+        // After a commit failed to publish, memory lacks a logged record: a checkpoint
+        // of it would drop that record for good. The log stays the truth.
+        if let Some(m) = self.poisoned.lock().clone() {
+            return Err(Error::Poisoned(m));
+        }
         // 1. The cut: no commit is between prepare and publish while the gate is held.
-        let (lsn, wal_seq, catalog, versions, estimated_catalog) = {
+        let cut = {
             let _gate = self.gate.write();
             let (lsn, seq) = wal.rotate()?;
             let catalog = self.catalog.read().clone();
@@ -158,16 +189,42 @@ impl Inner {
                 .iter()
                 .map(|(id, store)| (*id, store.clone(), store.freeze()))
                 .collect();
-            self.mem_estimate.store(0, Ordering::Relaxed);
-            let estimated = self.catalog_bytes.load(Ordering::Relaxed);
-            (lsn, seq, catalog, versions, estimated)
+            Cut {
+                lsn,
+                wal_seq: seq,
+                catalog,
+                versions,
+                estimated_catalog: self.catalog_bytes.load(Ordering::Relaxed),
+                memtable: self.mem_estimate.swap(0, Ordering::Relaxed),
+            }
         };
+        let memtable = cut.memtable;
+        let res = self.seal_and_record(wal, cut);
+        if res.is_err() {
+            // Nothing was sealed: the memtable is still over budget, so the worker (or
+            // the next commit) tries again.
+            self.mem_estimate.fetch_add(memtable, Ordering::Relaxed);
+        }
+        res
+    }
+
+    /// The rest of a checkpoint, after the cut: seal, write the manifest, swap the
+    /// files in, delete what is redundant.
+    fn seal_and_record(&self, wal: &crate::wal::Wal, cut: Cut) -> Result<()> {
+        let Cut {
+            lsn,
+            wal_seq,
+            catalog,
+            versions,
+            estimated_catalog,
+            ..
+        } = cut;
+        let dir = self.dir.clone().unwrap_or_default();
         // 2. Seal each table's memtable: consecutive in-memory segments with one schema
         //    become one file holding all their rows (deleted ones too, so positions and
         //    deletion bitmaps carry over unchanged).
         let mut entries = Vec::with_capacity(versions.len());
         let mut swaps: Vec<Swap> = Vec::new();
-        let mut wrote = false;
         for (id, store, version) in &versions {
             if self.stopping.load(Ordering::Acquire) {
                 return Err(Error::Closed);
@@ -209,7 +266,6 @@ impl Inner {
                     })
                 });
                 let new = self.write_segment(*id, s.segment().schema(), blocks)?;
-                wrote = true;
                 let mut deletes = RoaringBitmap::new();
                 let mut base = 0u32;
                 for r in run {
@@ -231,16 +287,18 @@ impl Inner {
                 segments: segs,
             });
         }
-        if wrote {
+        // Segment files written since the last manifest (sealed here, or compacted)
+        // must keep their names after a power cut before a manifest names them.
+        if self.seg_dir_dirty.swap(false, Ordering::AcqRel) {
             let seg_dir = self.seg_dir()?;
-            self.options
-                .backend
-                .sync_dir(&seg_dir)
-                .map_err(|e| Error::io(&seg_dir, e))?;
+            if let Err(e) = self.options.backend.sync_dir(&seg_dir) {
+                self.seg_dir_dirty.store(true, Ordering::Release);
+                return Err(Error::io(&seg_dir, e));
+            }
         }
         // 3. The manifest makes the checkpoint durable. The log file it names must
         //    exist after a power cut first.
-        wal.sync_current()?;
+        wal.sync_file(wal_seq)?;
         let exact = catalog_size(&catalog)?;
         let manifest = Manifest {
             lsn,

@@ -89,7 +89,13 @@ pub fn encode(ops: &[Op]) -> Result<Vec<u8>> {
                 first_row_id,
                 batch,
             } => {
-                let size = batch.get_array_memory_size() as u64;
+                // The bytes the batch's rows occupy (a slice of a larger batch counts
+                // its slice only).
+                let size: u64 = batch
+                    .columns()
+                    .iter()
+                    .map(|c| c.to_data().get_slice_memory_size().unwrap_or(0) as u64)
+                    .sum();
                 if size > MAX_RECORD_BYTES {
                     return Err(too_large(size));
                 }

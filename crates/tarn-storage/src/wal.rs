@@ -4,8 +4,8 @@
 //! a header and then commit groups (little-endian):
 //!
 //! ```text
-//! header:  b"TARNWAL\0" | format version u32 | reserved u32 | prev_good_lsn u64
-//!          | reserved u32 | crc32(the 28 bytes before) u32
+//! header:  b"TARNWAL\0" | format version u32 | flags u32 (bit 0: prev_good_lsn was
+//!          fsynced) | prev_good_lsn u64 | reserved u32 | crc32(the 28 bytes before) u32
 //! group:   b"GRP1" | flags u32 (bit 0: fsynced before acknowledging) | first lsn u64
 //!          | last lsn u64 | body length u64 | crc32(body) u32 | crc32(the 36 bytes before) u32
 //!          | body: records with consecutive LSNs, each  lsn u64 | length u32 | payload
@@ -25,13 +25,21 @@
 //! [`SyncMode::Process`] are not marked fsynced: that mode promises to survive a process
 //! crash, and after a power cut its log is cut at the first damage.
 //!
+//! Across files, a header's `prev_good_lsn` is also a promise: with the fsynced flag,
+//! every record up to it was durable, so recovery that finds less in the files before
+//! refuses (naming the file where history ends early). The file a manifest names was
+//! fsynced before the manifest was written, so damage to its header is corruption too.
+//!
 //! A failed write or sync fails every record of its group and is never retried on the
 //! same file (the kernel may have dropped the dirty pages): the log rolls to a new file
 //! whose header (fsynced at once) names the last good LSN, and recovery ignores anything
 //! after that LSN in earlier files, so a failed statement does not reappear after a
-//! restart. A checkpoint rotates to a new file the same way and deletes the files it has
-//! made redundant.
+//! restart. When even that roll fails, the callers are told their statements' outcome
+//! is unknown (the group may survive a crash), and the next append tries the roll
+//! again before anything else is acknowledged. A checkpoint rotates to a new file the
+//! same way and deletes the files it has made redundant.
 
+use std::collections::{BTreeMap, HashMap};
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -48,6 +56,8 @@ const HEADER_LEN: usize = 32;
 const GROUP_MAGIC: &[u8; 4] = b"GRP1";
 const GROUP_HEADER: usize = 40;
 const FLAG_SYNCED: u32 = 1;
+/// File header flag: `prev_good_lsn` names records that were fsynced.
+const FLAG_PREV_DURABLE: u32 = 1;
 const RECORD_HEADER: usize = 12;
 /// Largest record payload (one commit): the log refuses bigger ones before writing.
 pub const MAX_RECORD_BYTES: u64 = 1 << 30;
@@ -67,6 +77,8 @@ pub enum SyncMode {
 pub struct WalEntry {
     /// Log sequence number (strictly increasing, gaps allowed).
     pub lsn: u64,
+    /// The file it was read from.
+    pub path: Arc<Path>,
     /// The record body.
     pub body: Vec<u8>,
 }
@@ -88,8 +100,9 @@ struct WalState {
     /// A file was created since the directory was last fsynced.
     dir_dirty: bool,
     flushing: bool,
-    /// LSN ranges (inclusive) whose group failed, with the error text.
-    failed: Vec<(u64, u64, String)>,
+    /// Groups that failed: their LSN range (inclusive), the error text, and how many of
+    /// their writers have not yet been told (the entry goes when none is left).
+    failed: Vec<Failed>,
 }
 
 /// The write-ahead log of one database.
@@ -141,11 +154,20 @@ fn u64_at(b: &[u8], p: usize) -> u64 {
     u64::from_le_bytes(raw)
 }
 
-fn file_header(prev_good_lsn: u64) -> Vec<u8> {
+/// A failed group, until each of its writers has read the error.
+struct Failed {
+    first: u64,
+    last: u64,
+    message: String,
+    untold: u64,
+}
+
+fn file_header(prev_good_lsn: u64, durable: bool) -> Vec<u8> {
     let mut h = Vec::with_capacity(HEADER_LEN);
     h.extend_from_slice(MAGIC);
     h.extend_from_slice(&WAL_FORMAT_VERSION.to_le_bytes());
-    h.extend_from_slice(&0u32.to_le_bytes());
+    let flags = if durable { FLAG_PREV_DURABLE } else { 0 };
+    h.extend_from_slice(&flags.to_le_bytes());
     h.extend_from_slice(&prev_good_lsn.to_le_bytes());
     h.extend_from_slice(&0u32.to_le_bytes());
     let crc = crc32fast::hash(&h);
@@ -168,6 +190,7 @@ fn group_header(synced: bool, first: u64, last: u64, body: &[u8]) -> [u8; GROUP_
 
 /// A group that passed every check: its LSN range, flags and records.
 struct Group {
+    first: u64,
     last: u64,
     synced: bool,
     end: usize,
@@ -210,6 +233,7 @@ fn group_at(bytes: &[u8], pos: usize, after: u64) -> Option<Group> {
         return None;
     }
     Some(Group {
+        first,
         last,
         synced: flags & FLAG_SYNCED != 0,
         end: start + body_len,
@@ -218,20 +242,43 @@ fn group_at(bytes: &[u8], pos: usize, after: u64) -> Option<Group> {
 }
 
 /// The offset of a whole group marked fsynced at or after `from`, with LSNs after
-/// `after`: proof that acknowledged history follows.
+/// `after`: proof that acknowledged history follows damage. To count as proof, the
+/// group must also be plausible as a group that was really written after the damage:
+/// its first LSN no further past `after` than records could fit in the bytes between,
+/// and groups chained header to header from it up to the end of the file (bytes that
+/// merely look like a group, inside a stored value, are neither). Headers are checked
+/// before any body checksum, and chains are followed once, so the search stays linear.
 fn durable_group_from(bytes: &[u8], from: usize, after: u64) -> Option<usize> {
+    // Candidate headers (magic and header checksum), by offset, with where they end.
+    let mut ends: BTreeMap<usize, usize> = BTreeMap::new();
     let mut p = from;
     while p + GROUP_HEADER <= bytes.len() {
-        let next = bytes[p..]
-            .windows(4)
-            .position(|w| w == GROUP_MAGIC)
-            .map(|i| p + i)?;
-        if group_at(bytes, next, after).is_some_and(|g| g.synced) {
-            return Some(next);
+        let Some(at) = bytes[p..].windows(4).position(|w| w == GROUP_MAGIC) else {
+            break;
+        };
+        let at = p + at;
+        if let Some(h) = bytes.get(at..at + GROUP_HEADER)
+            && crc32fast::hash(&h[0..36]) == u32_at(h, 36)
+            && let Some(end) = usize::try_from(u64_at(h, 24))
+                .ok()
+                .and_then(|len| (at + GROUP_HEADER).checked_add(len))
+                .filter(|end| *end <= bytes.len())
+        {
+            ends.insert(at, end);
         }
-        p = next + 1;
+        p = at + 1;
     }
-    None
+    // Which candidates chain to the end of the file (right to left, each once).
+    let mut reaches: HashMap<usize, bool> = HashMap::new();
+    for (&at, &end) in ends.iter().rev() {
+        let ok = end == bytes.len() || reaches.get(&end).copied().unwrap_or(false);
+        reaches.insert(at, ok);
+    }
+    ends.keys().copied().find(|&at| {
+        let room = ((at - from) / RECORD_HEADER) as u64 + 1;
+        reaches.get(&at).copied().unwrap_or(false)
+            && group_at(bytes, at, after).is_some_and(|g| g.synced && g.first - after <= room)
+    })
 }
 
 /// What recovery made of one file.
@@ -241,6 +288,8 @@ struct FileScan {
     /// `None` when the header is damaged and nothing durable is in the file (it was
     /// being created when the machine stopped).
     prev_good: Option<u64>,
+    /// Whether `prev_good` names fsynced records.
+    prev_durable: bool,
     groups: Vec<Group>,
     bytes: Vec<u8>,
     /// Length of the whole groups at the front.
@@ -276,12 +325,14 @@ fn scan_file(seq: u64, path: &Path) -> Result<FileScan> {
             seq,
             path: path.to_path_buf(),
             prev_good: None,
+            prev_durable: false,
             groups: Vec::new(),
             bytes,
             good_len: 0,
         });
     }
     let prev_good = u64_at(&bytes, 16);
+    let prev_durable = u32_at(&bytes, 12) & FLAG_PREV_DURABLE != 0;
     let mut groups: Vec<Group> = Vec::new();
     let mut pos = HEADER_LEN;
     while pos < bytes.len() {
@@ -306,6 +357,7 @@ fn scan_file(seq: u64, path: &Path) -> Result<FileScan> {
         seq,
         path: path.to_path_buf(),
         prev_good: Some(prev_good),
+        prev_durable,
         groups,
         bytes,
         good_len: pos as u64,
@@ -321,6 +373,8 @@ pub struct Recovered {
     pub entries: Vec<WalEntry>,
     /// Whether any file holds a whole commit group (data a checkpoint may not hold).
     pub has_groups: bool,
+    /// The highest file number found (0: none). Above 1, a checkpoint has happened.
+    pub max_seq: u64,
     /// Files a checkpoint made redundant.
     stale: Vec<PathBuf>,
     /// A last file whose creation never became durable (it holds nothing).
@@ -371,22 +425,38 @@ impl Wal {
         let mut torn_last = None;
         let mut tail = None;
         for (i, scan) in scans.iter().enumerate() {
+            let next = scans.get(i + 1);
             // Records after the next file's last good LSN belong to a failed group.
-            let limit = scans
-                .get(i + 1)
-                .and_then(|n| n.prev_good)
-                .unwrap_or(u64::MAX);
+            let limit = next.and_then(|n| n.prev_good).unwrap_or(u64::MAX);
             has_groups |= !scan.groups.is_empty();
+            let path: Arc<Path> = Arc::from(scan.path.as_path());
             for g in &scan.groups {
                 for (lsn, range) in &g.records {
                     if *lsn > last_lsn && *lsn <= limit {
                         last_lsn = *lsn;
                         entries.push(WalEntry {
                             lsn: *lsn,
+                            path: path.clone(),
                             body: scan.bytes[range.clone()].to_vec(),
                         });
                     }
                 }
+            }
+            // The next file promises its predecessors held every record up to its
+            // last good LSN, fsynced: history that ends earlier was damaged.
+            if let Some(n) = next
+                && n.prev_durable
+                && let Some(promised) = n.prev_good
+                && promised > last_lsn
+            {
+                return Err(Error::Corrupt {
+                    path: scan.path.clone(),
+                    message: format!(
+                        "the log ends at LSN {last_lsn} here, but {} says records up to \
+                         {promised} were durable",
+                        n.path.display()
+                    ),
+                });
             }
             match scan.prev_good {
                 Some(_) => {
@@ -397,14 +467,24 @@ impl Wal {
                         scan.bytes.len() as u64,
                     ))
                 }
+                // The file a manifest names was fsynced before the manifest was
+                // written: a damaged header there is not a torn creation.
+                None if require_first && scan.seq == first_seq => {
+                    return Err(Error::Corrupt {
+                        path: scan.path.clone(),
+                        message: "damaged file header".into(),
+                    });
+                }
                 None if i + 1 == scans.len() => torn_last = Some((scan.seq, scan.path.clone())),
                 None => {}
             }
         }
+        let max_seq = scans.last().map_or(0, |s| s.seq);
         Ok(Recovered {
             dir: dir.to_path_buf(),
             entries,
             has_groups,
+            max_seq,
             stale,
             torn_last,
             tail,
@@ -444,8 +524,13 @@ impl Recovered {
             let mut f = backend.open_append(path).map_err(|e| Error::io(path, e))?;
             if len != good_len {
                 f.set_len(*good_len).map_err(|e| Error::io(path, e))?;
-                f.sync_data().map_err(|e| Error::io(path, e))?;
             }
+            // What recovery read may have come from the page cache of a process that
+            // died: make it (and the file's name) durable before appending after it.
+            f.sync_data().map_err(|e| Error::io(path, e))?;
+            backend
+                .sync_dir(&self.dir)
+                .map_err(|e| Error::io(&self.dir, e))?;
             state.file = Some(Arc::new(Mutex::new(f)));
             state.seq = *seq;
             state.durable_len = *good_len;
@@ -470,15 +555,17 @@ impl Recovered {
 impl Wal {
     /// Starts a new file after the last good record. With `durable`, the file and the
     /// directory are fsynced before returning (otherwise the next group commit does it).
+    /// On failure the current file stays (a failed rotation leaves appends where they
+    /// were; after a failed group the caller drops it).
     fn roll(&self, st: &mut WalState, durable: bool) -> Result<()> {
-        st.file = None;
         let seq = st.seq + 1;
         let path = self.dir.join(file_name(seq));
         let mut f = self
             .backend
             .create(&path)
             .map_err(|e| Error::io(&path, e))?;
-        let res = f.write_all(&file_header(st.good_lsn)).and_then(|()| {
+        let header = file_header(st.good_lsn, self.sync == SyncMode::Full);
+        let res = f.write_all(&header).and_then(|()| {
             if durable {
                 f.sync_data()?;
                 self.backend.sync_dir(&self.dir)
@@ -500,7 +587,7 @@ impl Wal {
     /// Moves appends to a new file and returns `(last LSN in the old files, new file's
     /// sequence number)`. The caller guarantees no append is in flight (the database's
     /// commit gate), so the old files hold exactly the records up to that LSN. The new
-    /// file is made durable by [`Wal::sync_current`] or the next group commit.
+    /// file is made durable by [`Wal::sync_file`] or the next group commit.
     pub fn rotate(&self) -> Result<(u64, u64)> {
         let mut st = self.state.lock();
         if st.flushing || !st.buf.is_empty() {
@@ -512,20 +599,31 @@ impl Wal {
         Ok((st.resolved_lsn, st.seq))
     }
 
-    /// Fsyncs the current file and the directory, so the file (and its header) exists
-    /// after a power cut: a manifest may name it from then on.
-    pub fn sync_current(&self) -> Result<()> {
-        let (file, seq) = {
+    /// Fsyncs file `seq` and the directory, so the file (and its header) exists after a
+    /// power cut: a manifest may name it from then on. (A roll after a failure may have
+    /// moved appends past it since it was rotated to.)
+    pub fn sync_file(&self, seq: u64) -> Result<()> {
+        let current = {
             let st = self.state.lock();
-            (st.file.clone(), st.seq)
+            (st.seq == seq).then(|| st.file.clone()).flatten()
         };
         let path = self.dir.join(file_name(seq));
-        let file =
-            file.ok_or_else(|| Error::CommitFailed("write-ahead log has no open file".into()))?;
-        file.lock().sync_data().map_err(|e| Error::io(&path, e))?;
+        match current {
+            Some(file) => file.lock().sync_data(),
+            None => self
+                .backend
+                .open_append(&path)
+                .and_then(|mut f| f.sync_data()),
+        }
+        .map_err(|e| Error::io(&path, e))?;
         self.backend
             .sync_dir(&self.dir)
             .map_err(|e| Error::io(&self.dir, e))
+    }
+
+    /// The number of the file appends go to.
+    pub fn current_seq(&self) -> u64 {
+        self.state.lock().seq
     }
 
     /// Deletes the files numbered below `seq` (a checkpoint holds their records).
@@ -568,8 +666,18 @@ impl Wal {
         st.buf.extend_from_slice(&(body.len() as u32).to_le_bytes());
         st.buf.extend_from_slice(body);
         loop {
-            if let Some((_, _, msg)) = st.failed.iter().find(|(a, b, _)| *a <= lsn && lsn <= *b) {
-                return Err(Error::CommitFailed(msg.clone()));
+            if let Some(i) = st
+                .failed
+                .iter()
+                .position(|f| f.first <= lsn && lsn <= f.last)
+            {
+                let f = &mut st.failed[i];
+                let message = f.message.clone();
+                f.untold -= 1;
+                if f.untold == 0 {
+                    st.failed.swap_remove(i);
+                }
+                return Err(Error::CommitFailed(message));
             }
             if st.resolved_lsn >= lsn {
                 return Ok(lsn);
@@ -584,8 +692,12 @@ impl Wal {
             let upto = st.next_lsn - 1;
             let dir_dirty = std::mem::take(&mut st.dir_dirty);
             let Some(file) = st.file.clone() else {
-                st.failed
-                    .push((first, upto, "write-ahead log has no open file".into()));
+                st.failed.push(Failed {
+                    first,
+                    last: upto,
+                    message: "write-ahead log has no open file".into(),
+                    untold: upto - first + 1,
+                });
                 st.resolved_lsn = upto;
                 self.flushed.notify_all();
                 continue;
@@ -613,18 +725,28 @@ impl Wal {
                     st.durable_len += (GROUP_HEADER + body.len()) as u64;
                 }
                 Err(e) => {
-                    let msg = format!("{}: {e}", self.dir.join(file_name(st.seq)).display());
+                    let mut message =
+                        format!("{}: {e}", self.dir.join(file_name(st.seq)).display());
                     // Best effort: cut what this group wrote; recovery ignores it anyway
                     // once the next file names the last good LSN.
                     let durable_len = st.durable_len;
                     let _ = file.lock().set_len(durable_len);
                     st.resolved_lsn = upto;
-                    st.failed.push((first, upto, msg));
                     // The next file's header must be durable before the failure is
-                    // reported, or a power cut could bring the failed group back.
-                    if self.roll(&mut st, true).is_err() {
+                    // reported as such, or a crash could bring the failed group back.
+                    if let Err(roll) = self.roll(&mut st, true) {
                         st.file = None;
+                        message = format!(
+                            "{message}; the log could not be fenced off after it ({roll}), so \
+                             the statement may still appear after a crash"
+                        );
                     }
+                    st.failed.push(Failed {
+                        first,
+                        last: upto,
+                        message,
+                        untold: upto - first + 1,
+                    });
                 }
             }
             self.flushed.notify_all();
@@ -809,7 +931,7 @@ mod tests {
             wal.append(b"a")?;
             wal.append(b"b")?;
             let (cut, seq) = wal.rotate()?;
-            wal.sync_current()?;
+            wal.sync_file(seq)?;
             wal.append(b"c")?;
             (cut, seq)
         };
@@ -874,7 +996,7 @@ mod tests {
         }
         // As if record 2's group failed but its bytes reached the old file anyway: the
         // next file says the last good LSN was 1.
-        write(&dir.path().join(file_name(2)), &file_header(1))?;
+        write(&dir.path().join(file_name(2)), &file_header(1, false))?;
         assert_eq!(reopen(dir.path())?, vec![b"good".to_vec()]);
         Ok(())
     }

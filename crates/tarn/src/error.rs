@@ -128,6 +128,9 @@ impl From<tarn_storage::Error> for Error {
             // Too big for the log record or the manifest: the caller's input, so a 400
             // naming the limit.
             tarn_storage::Error::TooLarge { .. } => Error::bad(e.to_string()),
+            // A catalog change that no longer applies when its commit is prepared (a
+            // concurrent change won): the catalog's own kind (404, 409).
+            tarn_storage::Error::Catalog(c) => c.into(),
             other => Error::new(ErrorKind::Internal, other.to_string()),
         }
     }

@@ -689,9 +689,10 @@ impl Session {
 
     /// Renames a workspace.
     pub async fn update_workspace(&self, id: &str, name: &str) -> Result<IdName> {
-        let catalog = self.begin()?;
-        let (org, _) = self.workspace_of(&catalog, id)?;
+        self.begin()?;
         let ddl = self.tarn.inner.engine.locks().ddl().await;
+        // Checked under the DDL lock: a workspace deleted meanwhile is a 404.
+        let (org, _) = self.workspace_of(&self.tarn.catalog(), id)?;
         self.tarn
             .commit(
                 vec![Op::Catalog(CatalogOp::RenameWorkspace {
