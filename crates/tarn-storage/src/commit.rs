@@ -220,7 +220,9 @@ impl Inner {
                 created.push(store);
             }
         }
-        let mut next: BTreeMap<TableId, (Arc<TableStore>, TableVersion, KeyAdditions)> =
+        // Per table: its store, the version the commit's ops build on (the published
+        // one; each op derives the next), and the keys for the memtable maps.
+        let mut next: BTreeMap<TableId, (Arc<TableStore>, Arc<TableVersion>, KeyAdditions)> =
             BTreeMap::new();
         for op in ops {
             let Some(id) = table_of(op) else { continue };
@@ -231,11 +233,11 @@ impl Inner {
                         .get(&id)
                         .cloned()
                         .ok_or_else(|| Error::Internal(format!("table {id} has no storage")))?;
-                    let version = TableVersion::clone(&store.snapshot());
+                    let version = store.snapshot();
                     e.insert((store, version, KeyAdditions::default()))
                 }
             };
-            *version = match op {
+            let derived = match op {
                 Op::Insert {
                     first_row_id,
                     batch,
@@ -248,14 +250,12 @@ impl Inner {
                 Op::SetSequence { column, value, .. } => version.with_sequence(*column, *value),
                 Op::Catalog(_) => continue,
             };
+            *version = Arc::new(derived);
         }
         Ok(Prepared {
             catalog,
             created,
-            tables: next
-                .into_values()
-                .map(|(s, v, k)| (s, Arc::new(v), k))
-                .collect(),
+            tables: next.into_values().collect(),
         })
     }
 
@@ -264,19 +264,28 @@ impl Inner {
     /// finds a table in the catalog finds its rows.
     fn publish(&self, p: Prepared) -> Result<()> {
         let res = catch_unwind(AssertUnwindSafe(|| {
+            // The memtable keys first, outside the publish lock (see `add_keys`).
+            let tables: Vec<_> = p
+                .tables
+                .into_iter()
+                .map(|(store, version, keys)| {
+                    let sets = store.add_keys(keys);
+                    (store, version, sets)
+                })
+                .collect();
             let _publish = self.publish.write();
             #[cfg(test)]
             if tests::PANIC_IN_PUBLISH.swap(false, Ordering::SeqCst) {
                 panic!("injected: publishing failed");
             }
             if !p.created.is_empty() {
-                let mut tables = self.tables.write();
+                let mut map = self.tables.write();
                 for s in &p.created {
-                    tables.insert(s.id(), s.clone());
+                    map.insert(s.id(), s.clone());
                 }
             }
-            for (store, version, keys) in p.tables {
-                store.publish(version, keys);
+            for (store, version, sets) in tables {
+                store.publish(version, sets.as_deref());
             }
             if let Some(c) = p.catalog {
                 *self.catalog.write() = c.catalog;

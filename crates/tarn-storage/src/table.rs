@@ -611,23 +611,37 @@ impl TableStore {
         Ok(())
     }
 
-    /// Publishes a prepared version and its memtable keys. Cannot fail.
-    pub(crate) fn publish(&self, version: Arc<TableVersion>, additions: KeyAdditions) {
+    /// Adds a prepared commit's keys to the memtable key maps, before its version is
+    /// published (harmless: lookups drop row ids their version does not hold). Done
+    /// outside the publish lock, because a big insert's keys take a while. Returns the
+    /// column sets whose maps now hold the commit's rows. Cannot fail.
+    pub(crate) fn add_keys(&self, additions: KeyAdditions) -> Option<Vec<Vec<ColumnId>>> {
+        if !additions.inserted {
+            return None;
+        }
         let mut mem = self.mem_keys.lock();
-        let mut current = self.current.write();
-        if additions.inserted {
-            // A map built after the commit was prepared lacks these rows: drop it, it is
-            // rebuilt on next use.
-            mem.retain(|cols, _| additions.sets.contains(cols));
-            for (cols, keys) in additions.sets.iter().zip(additions.keys) {
-                if let Some(map) = mem.get_mut(cols) {
-                    for (k, r) in keys {
-                        map.entry(k).or_default().push(r);
-                    }
+        // A map built after the commit was prepared lacks its rows: drop it, it is
+        // rebuilt on next use.
+        mem.retain(|cols, _| additions.sets.contains(cols));
+        for (cols, keys) in additions.sets.iter().zip(additions.keys) {
+            if let Some(map) = mem.get_mut(cols) {
+                for (k, r) in keys {
+                    map.entry(k).or_default().push(r);
                 }
             }
         }
-        *current = version;
+        Some(mem.keys().cloned().collect())
+    }
+
+    /// Publishes a prepared version. `with_keys`: the maps [`TableStore::add_keys`]
+    /// filled (any other was built from the old version since, and is dropped). Cannot
+    /// fail; quick, as it runs under the publish lock.
+    pub(crate) fn publish(&self, version: Arc<TableVersion>, with_keys: Option<&[Vec<ColumnId>]>) {
+        let mut mem = self.mem_keys.lock();
+        if let Some(sets) = with_keys {
+            mem.retain(|cols, _| sets.contains(cols));
+        }
+        *self.current.write() = version;
     }
 
     /// Freezes the memtable for sealing and returns the version it belongs to.
