@@ -58,6 +58,11 @@ struct Round {
 
 const ROWS: u64 = 10;
 
+/// Set while a round's disk fails before the power cut.
+static FAULT_WINDOW: AtomicBool = AtomicBool::new(false);
+/// Statements that failed in those windows, over all rounds: the faults must be felt.
+static FAILED_ON_FAULTY_DISK: AtomicU64 = AtomicU64::new(0);
+
 /// A statement may fail only while the disk fails or after the power is cut (`cut`
 /// covers both); its outcome is then unknown, so it counts as tried, not done.
 fn failed(cut: &AtomicBool, e: &tarn::Error) {
@@ -66,6 +71,9 @@ fn failed(cut: &AtomicBool, e: &tarn::Error) {
         "a statement failed on a healthy disk: {e}"
     );
     assert_eq!(e.status(), 500, "{e}");
+    if FAULT_WINDOW.load(Ordering::SeqCst) {
+        FAILED_ON_FAULTY_DISK.fetch_add(1, Ordering::Relaxed);
+    }
 }
 
 async fn write(
@@ -192,9 +200,11 @@ async fn round(
             Fault::Op(FaultOp::SyncDir),
         ];
         cut.store(true, Ordering::SeqCst);
+        FAULT_WINDOW.store(true, Ordering::SeqCst);
         disk.set_fault(Some(FAULTS[(rng.next() % 5) as usize]));
         tokio::time::sleep(Duration::from_millis(10 + rng.next() % 50)).await;
         disk.set_fault(None);
+        FAULT_WINDOW.store(false, Ordering::SeqCst);
         tokio::time::sleep(Duration::from_millis(rng.next() % 100)).await;
     }
     cut.store(true, Ordering::SeqCst);
@@ -320,6 +330,10 @@ async fn run_rounds(rounds: u64) -> TestResult {
             keep.remove(0);
         }
     }
+    assert!(
+        FAILED_ON_FAULTY_DISK.load(Ordering::Relaxed) > 0,
+        "no statement failed on the failing disks: the faults were not exercised"
+    );
     Ok(())
 }
 

@@ -256,6 +256,10 @@ async fn every_failing_file_call_fails_cleanly_and_nothing_acknowledged_is_lost(
                 Err(e) => assert_eq!(e.status(), 500, "{op:?} VACUUM: {e}"),
             }
         }
+        assert!(
+            !log_fails || !failed.is_empty(),
+            "{op:?}: nothing failed, the fault was not exercised"
+        );
         let count = |ranges: &[(i64, i64)]| ranges.iter().map(|(a, b)| b - a).sum::<i64>();
         assert_eq!(
             rows(&s, r#"SELECT count(*) FROM "ws"."t""#).await?,
@@ -306,5 +310,74 @@ async fn every_failing_file_call_fails_cleanly_and_nothing_acknowledged_is_lost(
         }
         tarn.close().await?;
     }
+    Ok(())
+}
+
+/// The calls only an open makes (opening the log to append, cutting its torn tail):
+/// failing, the open is a 500 that changes no file; healed, it opens with everything.
+#[tokio::test]
+async fn an_open_that_cannot_open_or_cut_the_log_changes_nothing() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let disk = FaultyBackend::new();
+    let options = || Options::new().file_backend(Arc::new(disk.clone()));
+    let secret = {
+        let tarn = Tarn::open_with(dir.path(), options()).await?;
+        let (s, secret) = fixture_with_key(&tarn).await?;
+        s.query(
+            "ws",
+            r#"CREATE TABLE "ws"."t" (id INT8 PRIMARY KEY) USING engine"#,
+            &[],
+        )
+        .await?;
+        s.query("ws", r#"INSERT INTO "ws"."t" VALUES (1), (2), (3)"#, &[])
+            .await?;
+        drop(s);
+        drop(tarn); // on the runtime: no closing checkpoint, the rows are in the log
+        secret
+    };
+    // A torn tail to cut.
+    let wal = std::fs::read_dir(dir.path().join("wal"))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .max()
+        .ok_or("no log file")?;
+    let mut bytes = std::fs::read(&wal)?;
+    bytes.extend_from_slice(&[0x47; 100]);
+    std::fs::write(&wal, &bytes)?;
+    let snapshot = |d: &std::path::Path| -> std::io::Result<Vec<(std::path::PathBuf, Vec<u8>)>> {
+        let mut out = Vec::new();
+        for sub in ["", "wal", "segments"] {
+            for e in std::fs::read_dir(d.join(sub))? {
+                let p = e?.path();
+                if p.is_file() && p.file_name().is_some_and(|n| n != "LOCK") {
+                    out.push((p.clone(), std::fs::read(&p)?));
+                }
+            }
+        }
+        out.sort();
+        Ok(out)
+    };
+    for op in [FaultOp::Open, FaultOp::SetLen, FaultOp::Sync] {
+        let before = snapshot(dir.path())?;
+        disk.set(Fault::Op(op));
+        let err = Tarn::open_with(dir.path(), options()).await.unwrap_err();
+        assert_eq!(err.status(), 500, "{op:?}: {err}");
+        disk.clear();
+        // (A failed fsync comes after the torn tail was cut: harmless, and the next
+        // open cuts nothing more.)
+        if op != FaultOp::Sync {
+            assert_eq!(
+                snapshot(dir.path())?,
+                before,
+                "{op:?}: a failed open changed files"
+            );
+        }
+    }
+    let tarn = Tarn::open_with(dir.path(), options()).await?;
+    let s = reconnect(&tarn, &secret).await?;
+    assert_eq!(
+        rows(&s, r#"SELECT count(*) FROM "ws"."t""#).await?,
+        vec![vec![json!(3)]]
+    );
+    tarn.close().await?;
     Ok(())
 }

@@ -72,8 +72,12 @@ fn effect(t: &Token) -> Effect {
             | Keyword::ESCAPE
             | Keyword::OVERLAPS => Effect::Operator,
             Keyword::JOIN | Keyword::UNION | Keyword::INTERSECT | Keyword::EXCEPT => Effect::Nest,
-            Keyword::FROM | Keyword::USING => Effect::From,
-            Keyword::WHERE
+            // A FROM list nests by its commas (cross joins), and so does a WITH list
+            // (each common table expression may build on the one before).
+            Keyword::FROM | Keyword::USING | Keyword::WITH => Effect::From,
+            Keyword::SELECT
+            | Keyword::VALUES
+            | Keyword::WHERE
             | Keyword::GROUP
             | Keyword::HAVING
             | Keyword::ORDER
@@ -82,12 +86,7 @@ fn effect(t: &Token) -> Effect {
             | Keyword::WINDOW
             | Keyword::RETURNING
             | Keyword::SET => Effect::EndFrom,
-            Keyword::WHEN
-            | Keyword::THEN
-            | Keyword::ELSE
-            | Keyword::SELECT
-            | Keyword::VALUES
-            | Keyword::ON => Effect::Separate,
+            Keyword::WHEN | Keyword::THEN | Keyword::ELSE | Keyword::ON => Effect::Separate,
             _ => Effect::None,
         },
         Token::EOF
@@ -151,23 +150,31 @@ pub(crate) fn check(tokens: &[TokenWithSpan]) -> Result<()> {
     let mut groups: Vec<Group> = vec![Group::default()];
     // The sum of the open groups' depths.
     let mut depth = 1usize;
-    let mut previous = Keyword::NoKeyword;
+    // The two significant tokens before this one: a keyword, or `None` for anything else
+    // (after a `.` or AS, a word is a name whatever it spells).
+    let mut previous: [Option<Keyword>; 2] = [None, None];
+    let mut after_name_marker = false;
     for t in tokens {
         let before = groups.last().map_or(0, Group::depth);
         let keyword = match &t.token {
-            Token::Word(w) => w.keyword,
             Token::Whitespace(_) => continue,
-            _ => Keyword::NoKeyword,
+            Token::Word(w) if !after_name_marker => Some(w.keyword),
+            Token::Word(_) => Some(Keyword::NoKeyword),
+            _ => None,
         };
         let e = match (previous, keyword) {
-            // Clause words inside an expression: `f() WITHIN GROUP (…)`, `a IS
+            // A name that happens to be a keyword (`t.where`, `AS set`).
+            (_, Some(Keyword::NoKeyword)) => Effect::None,
+            // Clause words inside an expression: `f() WITHIN GROUP (…)`, `a IS [NOT]
             // DISTINCT FROM b`. They continue the chain, they do not end it.
-            (Keyword::WITHIN, Keyword::GROUP) | (Keyword::DISTINCT, Keyword::FROM) => {
+            ([_, Some(Keyword::WITHIN)], Some(Keyword::GROUP))
+            | ([Some(Keyword::IS | Keyword::NOT), Some(Keyword::DISTINCT)], Some(Keyword::FROM)) => {
                 Effect::Operator
             }
             _ => effect(&t.token),
         };
-        previous = keyword;
+        after_name_marker = matches!(t.token, Token::Period) || keyword == Some(Keyword::AS);
+        previous = [previous[1], keyword];
         match e {
             Effect::Open => {
                 groups.push(Group::default());
@@ -280,8 +287,36 @@ mod tests {
         assert!(!depth_ok(&format!("SELECT {within}")));
         let distinct = vec!["a"; 300].join(" IS DISTINCT FROM ");
         assert!(!depth_ok(&format!("SELECT 1 WHERE {distinct}")));
+        let distinct = vec!["a"; 300].join(" IS NOT DISTINCT FROM ");
+        assert!(!depth_ok(&format!("SELECT 1 WHERE {distinct}")));
         assert!(depth_ok(
             "SELECT DISTINCT a FROM t WHERE a IS NOT DISTINCT FROM b"
         ));
+        // An empty DISTINCT projection still opens a FROM list.
+        let tables = vec!["t"; 300].join(", ");
+        assert!(!depth_ok(&format!("SELECT DISTINCT FROM {tables}")));
+        // Keywords used as names do not reset anything.
+        let names = vec!["t.where"; 300].join(" + ");
+        assert!(!depth_ok(&format!("SELECT {names} FROM t")));
+        let aliased = vec!["t AS set"; 300].join(", ");
+        assert!(!depth_ok(&format!("SELECT 1 FROM {aliased}")));
+        // Common table expressions that each read the one before.
+        let ctes = (1..300)
+            .map(|i| format!("c{i} AS (SELECT * FROM c{})", i - 1))
+            .collect::<Vec<_>>()
+            .join(", ");
+        assert!(!depth_ok(&format!(
+            "WITH c0 AS (SELECT 1), {ctes} SELECT * FROM c299"
+        )));
+        assert!(depth_ok(
+            "WITH a AS (SELECT 1), b AS (SELECT 2) SELECT * FROM a, b"
+        ));
+        let columns = (0..300)
+            .map(|i| format!("c{i}"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        assert!(depth_ok(&format!(
+            "WITH a AS (SELECT 1) SELECT {columns} FROM a"
+        )));
     }
 }

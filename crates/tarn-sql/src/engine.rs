@@ -835,13 +835,15 @@ pub(crate) async fn commit_detached(
     if ops.is_empty() {
         return Ok(());
     }
-    tokio::task::spawn_blocking(move || {
-        let res = db.commit(ops);
-        drop(guards);
-        res
-    })
-    .await
-    .map_err(|e| Error::Internal(format!("commit task failed: {e}")))??;
+    // The guards come back to be released here, on the runtime, so the next writer
+    // waiting for them wakes on this worker instead of being woken from another thread.
+    // If this future is gone, the task's output (the guards) is dropped where the task
+    // finished: still only after the commit.
+    let (res, guards) = tokio::task::spawn_blocking(move || (db.commit(ops), guards))
+        .await
+        .map_err(|e| Error::Internal(format!("commit task failed: {e}")))?;
+    drop(guards);
+    res?;
     Ok(())
 }
 

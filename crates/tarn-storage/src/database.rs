@@ -121,6 +121,8 @@ pub(crate) struct Inner {
 pub struct Database {
     pub(crate) inner: Arc<Inner>,
     worker: Mutex<Option<JoinHandle<()>>>,
+    /// Held through `close`, so a second call returns once the first is done.
+    closing: Mutex<()>,
 }
 
 impl std::fmt::Debug for Database {
@@ -227,6 +229,7 @@ impl Database {
         Database {
             inner,
             worker: Mutex::new(worker),
+            closing: Mutex::new(()),
         }
     }
 
@@ -421,6 +424,7 @@ impl Database {
     /// can be opened again, by this process or another. Blocking (fsyncs): async callers
     /// run it on a blocking thread. Idempotent.
     pub fn close(&self) -> Result<()> {
+        let _closing = self.closing.lock();
         if self.inner.closed.swap(true, Ordering::AcqRel) {
             return Ok(());
         }

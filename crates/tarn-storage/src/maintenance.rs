@@ -298,7 +298,7 @@ impl Inner {
         }
         // 3. The manifest makes the checkpoint durable. The log file it names must
         //    exist after a power cut first.
-        wal.sync_file(wal_seq)?;
+        let wal_seq = wal.sync_file(wal_seq)?;
         let exact = catalog_size(&catalog)?;
         let manifest = Manifest {
             lsn,

@@ -90,14 +90,17 @@ pub fn encode(ops: &[Op]) -> Result<Vec<u8>> {
                 batch,
             } => {
                 // The bytes the batch's rows occupy (a slice of a larger batch counts
-                // its slice only).
-                let size: u64 = batch
-                    .columns()
-                    .iter()
-                    .map(|c| c.to_data().get_slice_memory_size().unwrap_or(0) as u64)
-                    .sum();
-                if size > MAX_RECORD_BYTES {
-                    return Err(too_large(size));
+                // its slice only, which takes a closer look only when the buffers are
+                // large).
+                if batch.get_array_memory_size() as u64 > MAX_RECORD_BYTES {
+                    let size: u64 = batch
+                        .columns()
+                        .iter()
+                        .map(|c| c.to_data().get_slice_memory_size().unwrap_or(0) as u64)
+                        .sum();
+                    if size > MAX_RECORD_BYTES {
+                        return Err(too_large(size));
+                    }
                 }
                 let mut bytes = Vec::new();
                 bytes.extend_from_slice(&table.to_le_bytes());

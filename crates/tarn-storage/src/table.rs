@@ -537,16 +537,36 @@ impl TableStore {
         arrays: &[ArrayRef],
     ) -> Result<(Arc<TableVersion>, Vec<Vec<u64>>)> {
         let encoded = keys::encode_keys(arrays)?;
-        let mut mem = self.mem_keys.lock();
-        // Commits publish the maps and the version under both locks: read them together.
-        let version = self.snapshot();
-        if !mem.contains_key(columns) {
+        // A missing map is built without the lock (it reads the whole memtable, and
+        // commits that insert publish under the lock) from the version of the moment,
+        // and kept only if nothing was published meanwhile; after a few tries it is
+        // built under the lock, where no insert can publish.
+        let mut attempt = 0;
+        let mem = loop {
+            let mem = self.mem_keys.lock();
+            if mem.contains_key(columns) {
+                break mem;
+            }
+            let locked = attempt >= 3;
+            attempt += 1;
+            let version = self.snapshot();
+            let held = if locked {
+                Some(mem)
+            } else {
+                drop(mem);
+                None
+            };
             let mut map = HashMap::new();
             for s in version.segments.iter().filter(|s| s.segment.in_memory()) {
                 add_mem_keys(&mut map, columns, s.segment.block(0)?.as_ref())?;
             }
-            mem.insert(columns.to_vec(), map);
-        }
+            let mut mem = held.unwrap_or_else(|| self.mem_keys.lock());
+            if locked || Arc::ptr_eq(&version, &self.snapshot()) {
+                mem.insert(columns.to_vec(), map);
+            }
+        };
+        // Commits publish the maps and the version under both locks: read them together.
+        let version = self.snapshot();
         let map = mem.get(columns);
         let mut out = Vec::with_capacity(encoded.len());
         for key in encoded {
@@ -637,11 +657,15 @@ impl TableStore {
     /// filled (any other was built from the old version since, and is dropped). Cannot
     /// fail; quick, as it runs under the publish lock.
     pub(crate) fn publish(&self, version: Arc<TableVersion>, with_keys: Option<&[Vec<ColumnId>]>) {
-        let mut mem = self.mem_keys.lock();
-        if let Some(sets) = with_keys {
-            mem.retain(|cols, _| sets.contains(cols));
+        match with_keys {
+            Some(sets) => {
+                let mut mem = self.mem_keys.lock();
+                mem.retain(|cols, _| sets.contains(cols));
+                *self.current.write() = version;
+            }
+            // Without new rows the maps stay right as they are.
+            None => *self.current.write() = version,
         }
-        *self.current.write() = version;
     }
 
     /// Freezes the memtable for sealing and returns the version it belongs to.
@@ -673,7 +697,9 @@ impl TableStore {
     }
 
     /// Forgets in-memory key maps (their columns changed); they are rebuilt on next use.
+    /// Waits for a commit in flight, whose keys would otherwise miss a rebuilt map.
     pub fn reset_key_indexes(&self) {
+        let _commit = self.commit.lock();
         self.mem_keys.lock().clear();
     }
 }

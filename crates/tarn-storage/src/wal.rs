@@ -5,7 +5,8 @@
 //!
 //! ```text
 //! header:  b"TARNWAL\0" | format version u32 | flags u32 (bit 0: prev_good_lsn was
-//!          fsynced) | prev_good_lsn u64 | reserved u32 | crc32(the 28 bytes before) u32
+//!          fsynced) | prev_good_lsn u64 | first lsn u64 (of the file's first group)
+//!          | reserved u32 | crc32(the 36 bytes before) u32
 //! group:   b"GRP1" | flags u32 (bit 0: fsynced before acknowledging) | first lsn u64
 //!          | last lsn u64 | body length u64 | crc32(body) u32 | crc32(the 36 bytes before) u32
 //!          | body: records with consecutive LSNs, each  lsn u64 | length u32 | payload
@@ -16,14 +17,16 @@
 //! one `write` and one `fdatasync`, and wakes the others (group commit). Only one group
 //! is ever in flight, so after a crash only the last group of the log can be torn.
 //!
-//! Recovery accepts a group only when its header and body checksums hold (all of a group
-//! or none of it). At the first group that fails, it decides between a torn tail and
-//! corruption: if a valid group marked fsynced lies anywhere after it, acknowledged
-//! history is damaged in the middle and the log is refused, naming the file and the
-//! offset; otherwise the damage is the unacknowledged last group (a power cut can leave
-//! any subset of its pages on disk), which is cut off. Groups written with
-//! [`SyncMode::Process`] are not marked fsynced: that mode promises to survive a process
-//! crash, and after a power cut its log is cut at the first damage.
+//! Recovery accepts a group only when its header and body checksums hold and its LSNs
+//! follow on exactly (a file's groups are consecutive, from the first LSN its header
+//! names). At the first group that fails, it decides between a torn tail and corruption:
+//! if a valid group marked fsynced lies after it, with LSNs that could follow the damage
+//! (no more records than fit in the bytes between), acknowledged history is damaged in
+//! the middle and the log is refused, naming the file and the offset; otherwise the
+//! damage is the unacknowledged last group (a power cut can leave any subset of its pages
+//! on disk), which is cut off. Groups written with [`SyncMode::Process`] are not marked
+//! fsynced: that mode promises to survive a process crash, and after a power cut its log
+//! is cut at the first damage, later files included.
 //!
 //! Across files, a header's `prev_good_lsn` is also a promise: with the fsynced flag,
 //! every record up to it was durable, so recovery that finds less in the files before
@@ -39,7 +42,7 @@
 //! again before anything else is acknowledged. A checkpoint rotates to a new file the
 //! same way and deletes the files it has made redundant.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeSet;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -52,7 +55,7 @@ use crate::{Error, Result};
 const MAGIC: &[u8; 8] = b"TARNWAL\0";
 /// On-disk format version of WAL files.
 pub const WAL_FORMAT_VERSION: u32 = 3;
-const HEADER_LEN: usize = 32;
+const HEADER_LEN: usize = 40;
 const GROUP_MAGIC: &[u8; 4] = b"GRP1";
 const GROUP_HEADER: usize = 40;
 const FLAG_SYNCED: u32 = 1;
@@ -103,6 +106,9 @@ struct WalState {
     /// Groups that failed: their LSN range (inclusive), the error text, and how many of
     /// their writers have not yet been told (the entry goes when none is left).
     failed: Vec<Failed>,
+    /// Files whose header no fsync has covered yet (with `SyncMode::Full`, such a file
+    /// holds nothing acknowledged).
+    unsynced: BTreeSet<u64>,
 }
 
 /// The write-ahead log of one database.
@@ -162,13 +168,14 @@ struct Failed {
     untold: u64,
 }
 
-fn file_header(prev_good_lsn: u64, durable: bool) -> Vec<u8> {
+fn file_header(prev_good_lsn: u64, durable: bool, first_lsn: u64) -> Vec<u8> {
     let mut h = Vec::with_capacity(HEADER_LEN);
     h.extend_from_slice(MAGIC);
     h.extend_from_slice(&WAL_FORMAT_VERSION.to_le_bytes());
     let flags = if durable { FLAG_PREV_DURABLE } else { 0 };
     h.extend_from_slice(&flags.to_le_bytes());
     h.extend_from_slice(&prev_good_lsn.to_le_bytes());
+    h.extend_from_slice(&first_lsn.to_le_bytes());
     h.extend_from_slice(&0u32.to_le_bytes());
     let crc = crc32fast::hash(&h);
     h.extend_from_slice(&crc.to_le_bytes());
@@ -190,29 +197,36 @@ fn group_header(synced: bool, first: u64, last: u64, body: &[u8]) -> [u8; GROUP_
 
 /// A group that passed every check: its LSN range, flags and records.
 struct Group {
-    first: u64,
     last: u64,
-    synced: bool,
     end: usize,
     /// (lsn, payload range in the file)
     records: Vec<(u64, Range<usize>)>,
 }
 
-/// The group at `pos`, if it is whole: header and body checksums hold, the records fill
-/// the body exactly with LSNs `first..=last`, and `first > after`.
-fn group_at(bytes: &[u8], pos: usize, after: u64) -> Option<Group> {
+/// The group header at `pos`, if its magic and checksum hold: (flags, first LSN, last
+/// LSN, end offset).
+fn header_at(bytes: &[u8], pos: usize) -> Option<(u32, u64, u64, usize)> {
     let h = bytes.get(pos..pos.checked_add(GROUP_HEADER)?)?;
     if &h[0..4] != GROUP_MAGIC || crc32fast::hash(&h[0..36]) != u32_at(h, 36) {
         return None;
     }
     let (flags, first, last) = (u32_at(h, 4), u64_at(h, 8), u64_at(h, 16));
-    let body_len = usize::try_from(u64_at(h, 24)).ok()?;
-    if first <= after || last < first {
+    let end = usize::try_from(u64_at(h, 24))
+        .ok()
+        .and_then(|len| (pos + GROUP_HEADER).checked_add(len))?;
+    (last >= first).then_some((flags, first, last, end))
+}
+
+/// The group at `pos`, if it is whole and starts at LSN `first`: header and body
+/// checksums hold and the records fill the body exactly with consecutive LSNs.
+fn group_at(bytes: &[u8], pos: usize, first: u64) -> Option<Group> {
+    let (_, found, last, end) = header_at(bytes, pos)?;
+    if found != first {
         return None;
     }
     let start = pos + GROUP_HEADER;
-    let body = bytes.get(start..start.checked_add(body_len)?)?;
-    if crc32fast::hash(body) != u32_at(h, 32) {
+    let body = bytes.get(start..end)?;
+    if crc32fast::hash(body) != u32_at(&bytes[pos..], 32) {
         return None;
     }
     let mut records = Vec::new();
@@ -221,64 +235,43 @@ fn group_at(bytes: &[u8], pos: usize, after: u64) -> Option<Group> {
     while p < body.len() {
         let rh = body.get(p..p + RECORD_HEADER)?;
         let (lsn, len) = (u64_at(rh, 0), u32_at(rh, 8) as usize);
-        let end = (p + RECORD_HEADER).checked_add(len)?;
-        if lsn != expect || end > body.len() {
+        let rec_end = (p + RECORD_HEADER).checked_add(len)?;
+        if lsn != expect || rec_end > body.len() {
             return None;
         }
-        records.push((lsn, start + p + RECORD_HEADER..start + end));
+        records.push((lsn, start + p + RECORD_HEADER..start + rec_end));
         expect = lsn.checked_add(1)?;
-        p = end;
+        p = rec_end;
     }
     if expect != last.checked_add(1)? {
         return None;
     }
-    Some(Group {
-        first,
-        last,
-        synced: flags & FLAG_SYNCED != 0,
-        end: start + body_len,
-        records,
-    })
+    Some(Group { last, end, records })
 }
 
-/// The offset of a whole group marked fsynced at or after `from`, with LSNs after
-/// `after`: proof that acknowledged history follows damage. To count as proof, the
-/// group must also be plausible as a group that was really written after the damage:
-/// its first LSN no further past `after` than records could fit in the bytes between,
-/// and groups chained header to header from it up to the end of the file (bytes that
-/// merely look like a group, inside a stored value, are neither). Headers are checked
-/// before any body checksum, and chains are followed once, so the search stays linear.
-fn durable_group_from(bytes: &[u8], from: usize, after: u64) -> Option<usize> {
-    // Candidate headers (magic and header checksum), by offset, with where they end.
-    let mut ends: BTreeMap<usize, usize> = BTreeMap::new();
-    let mut p = from;
+/// The offset of a group header marked fsynced after damage at `from`: proof that
+/// acknowledged history follows the damage. With `SyncMode::Full` only one group is in
+/// flight, and it is written after the one before it was fsynced, so any later group
+/// that started — even one torn by the crash, whose header alone survived — shows that
+/// the damaged group had been acknowledged. With `expect` (the LSN the damaged group
+/// started at), the header must also be one that could follow it: its first LSN at most
+/// as far past `expect` as records fit in the bytes between (each takes 12 bytes or
+/// more), so bytes that merely look like a header, inside a stored value, rarely
+/// qualify. One pass, header checksums only.
+fn durable_group_from(bytes: &[u8], from: usize, expect: Option<u64>) -> Option<usize> {
+    let mut p = from + 1;
     while p + GROUP_HEADER <= bytes.len() {
-        let Some(at) = bytes[p..].windows(4).position(|w| w == GROUP_MAGIC) else {
-            break;
-        };
-        let at = p + at;
-        if let Some(h) = bytes.get(at..at + GROUP_HEADER)
-            && crc32fast::hash(&h[0..36]) == u32_at(h, 36)
-            && let Some(end) = usize::try_from(u64_at(h, 24))
-                .ok()
-                .and_then(|len| (at + GROUP_HEADER).checked_add(len))
-                .filter(|end| *end <= bytes.len())
-        {
-            ends.insert(at, end);
-        }
+        let at = p + bytes[p..].windows(4).position(|w| w == GROUP_MAGIC)?;
         p = at + 1;
-    }
-    // Which candidates chain to the end of the file (right to left, each once).
-    let mut reaches: HashMap<usize, bool> = HashMap::new();
-    for (&at, &end) in ends.iter().rev() {
-        let ok = end == bytes.len() || reaches.get(&end).copied().unwrap_or(false);
-        reaches.insert(at, ok);
-    }
-    ends.keys().copied().find(|&at| {
+        let Some((flags, first, _, _)) = header_at(bytes, at) else {
+            continue;
+        };
         let room = ((at - from) / RECORD_HEADER) as u64 + 1;
-        reaches.get(&at).copied().unwrap_or(false)
-            && group_at(bytes, at, after).is_some_and(|g| g.synced && g.first - after <= room)
-    })
+        if flags & FLAG_SYNCED != 0 && expect.is_none_or(|e| first >= e && first - e <= room) {
+            return Some(at);
+        }
+    }
+    None
 }
 
 /// What recovery made of one file.
@@ -314,11 +307,14 @@ fn scan_file(seq: u64, path: &Path) -> Result<FileScan> {
     }
     let header_ok = bytes.len() >= HEADER_LEN
         && &bytes[0..8] == MAGIC
-        && crc32fast::hash(&bytes[0..28]) == u32_at(&bytes, 28);
+        && crc32fast::hash(&bytes[0..36]) == u32_at(&bytes, 36);
     if !header_ok {
-        if let Some(at) = durable_group_from(&bytes, 0, 0) {
+        // A group is fsynced with its file's header: a durable group behind a damaged
+        // header means the header was damaged after it was written.
+        if let Some(at) = durable_group_from(&bytes, 0, None) {
             return Err(corrupt(format!(
-                "damaged file header, but a durable commit group follows at byte {at}"
+                "damaged file header, but a commit group written after it was fsynced \
+                 begins at byte {at}"
             )));
         }
         return Ok(FileScan {
@@ -333,20 +329,21 @@ fn scan_file(seq: u64, path: &Path) -> Result<FileScan> {
     }
     let prev_good = u64_at(&bytes, 16);
     let prev_durable = u32_at(&bytes, 12) & FLAG_PREV_DURABLE != 0;
+    let mut expect = u64_at(&bytes, 24);
     let mut groups: Vec<Group> = Vec::new();
     let mut pos = HEADER_LEN;
     while pos < bytes.len() {
-        let after = groups.last().map_or(0, |g| g.last);
-        match group_at(&bytes, pos, after) {
+        match group_at(&bytes, pos, expect) {
             Some(g) => {
                 pos = g.end;
+                expect = g.last + 1;
                 groups.push(g);
             }
             None => {
-                if let Some(at) = durable_group_from(&bytes, pos + 1, after) {
+                if let Some(at) = durable_group_from(&bytes, pos, Some(expect)) {
                     return Err(corrupt(format!(
-                        "damaged commit group at byte {pos} is followed by a durable group \
-                         at byte {at}"
+                        "damaged commit group at byte {pos} is followed by a later group \
+                         at byte {at}, so it had been acknowledged"
                     )));
                 }
                 break;
@@ -377,6 +374,12 @@ pub struct Recovered {
     pub max_seq: u64,
     /// Files a checkpoint made redundant.
     stale: Vec<PathBuf>,
+    /// Files after a hole in a Process-mode log (the power went before the records
+    /// before them reached the disk): the log ends before them.
+    discard: Vec<PathBuf>,
+    /// Files whose records were replayed: fsynced at open, before a new header promises
+    /// they were durable.
+    replayed: Vec<PathBuf>,
     /// A last file whose creation never became durable (it holds nothing).
     torn_last: Option<(u64, PathBuf)>,
     /// The file to append to: (seq, path, whole-group length, file length).
@@ -424,6 +427,7 @@ impl Wal {
         let mut has_groups = false;
         let mut torn_last = None;
         let mut tail = None;
+        let mut discard: Vec<PathBuf> = Vec::new();
         for (i, scan) in scans.iter().enumerate() {
             let next = scans.get(i + 1);
             // Records after the next file's last good LSN belong to a failed group.
@@ -442,21 +446,25 @@ impl Wal {
                     }
                 }
             }
-            // The next file promises its predecessors held every record up to its
-            // last good LSN, fsynced: history that ends earlier was damaged.
-            if let Some(n) = next
-                && n.prev_durable
-                && let Some(promised) = n.prev_good
-                && promised > last_lsn
-            {
-                return Err(Error::Corrupt {
-                    path: scan.path.clone(),
-                    message: format!(
-                        "the log ends at LSN {last_lsn} here, but {} says records up to \
-                         {promised} were durable",
-                        n.path.display()
-                    ),
-                });
+            // The next file says its predecessors held every record up to its last good
+            // LSN. If they hold less, history has a hole: with that promise fsynced,
+            // acknowledged records were lost (refuse); without it (Process mode), the
+            // power went before they reached the disk, and the log ends here.
+            let hole = next
+                .and_then(|n| n.prev_good.map(|p| (n, p)))
+                .filter(|(_, promised)| *promised > last_lsn);
+            if let Some((n, promised)) = hole {
+                if n.prev_durable {
+                    return Err(Error::Corrupt {
+                        path: scan.path.clone(),
+                        message: format!(
+                            "the log ends at LSN {last_lsn} here, but {} says records up to \
+                             {promised} were durable",
+                            n.path.display()
+                        ),
+                    });
+                }
+                discard.extend(scans[i + 1..].iter().map(|n| n.path.clone()));
             }
             match scan.prev_good {
                 Some(_) => {
@@ -478,14 +486,24 @@ impl Wal {
                 None if i + 1 == scans.len() => torn_last = Some((scan.seq, scan.path.clone())),
                 None => {}
             }
+            if !discard.is_empty() {
+                break;
+            }
         }
         let max_seq = scans.last().map_or(0, |s| s.seq);
+        let replayed: Vec<PathBuf> = scans
+            .iter()
+            .filter(|s| s.prev_good.is_some() && !discard.contains(&s.path))
+            .map(|s| s.path.clone())
+            .collect();
         Ok(Recovered {
             dir: dir.to_path_buf(),
             entries,
             has_groups,
             max_seq,
             stale,
+            discard,
+            replayed,
             torn_last,
             tail,
             last_lsn,
@@ -495,12 +513,13 @@ impl Wal {
 }
 
 impl Recovered {
-    /// Opens the log for appends: deletes the files the checkpoint made redundant and a
-    /// last file that never got a durable header, cuts a torn last group off, or starts
-    /// the first file (fsynced, with its directory).
+    /// Opens the log for appends: deletes the files the checkpoint made redundant, files
+    /// after a hole, and a last file that never got a durable header; fsyncs what was
+    /// replayed; cuts a torn last group off; or starts the first file (fsynced, with its
+    /// directory).
     pub fn open(self, sync: SyncMode, backend: Arc<dyn FileBackend>) -> Result<Wal> {
         std::fs::create_dir_all(&self.dir).map_err(|e| Error::io(&self.dir, e))?;
-        for path in &self.stale {
+        for path in self.stale.iter().chain(&self.discard) {
             backend.remove(path).map_err(|e| Error::io(path, e))?;
         }
         let mut state = WalState {
@@ -514,29 +533,40 @@ impl Recovered {
             dir_dirty: false,
             flushing: false,
             failed: Vec::new(),
+            unsynced: BTreeSet::new(),
         };
         if let Some((seq, path)) = &self.torn_last {
             backend.remove(path).map_err(|e| Error::io(path, e))?;
             state.seq = seq - 1;
         }
-        let append_to_tail = self.torn_last.is_none();
-        if let (Some((seq, path, good_len, len)), true) = (&self.tail, append_to_tail) {
+        let tail = self.tail.clone().filter(|_| self.torn_last.is_none());
+        // What recovery read may have come from the page cache of a process that died
+        // (or from a log written without fsyncs): make it durable before a new header
+        // promises it was.
+        for path in &self.replayed {
+            if tail.as_ref().is_some_and(|t| t.1 == *path) {
+                continue;
+            }
+            backend
+                .open_append(path)
+                .and_then(|mut f| f.sync_data())
+                .map_err(|e| Error::io(path, e))?;
+        }
+        if let Some((seq, path, good_len, len)) = &tail {
             let mut f = backend.open_append(path).map_err(|e| Error::io(path, e))?;
             if len != good_len {
                 f.set_len(*good_len).map_err(|e| Error::io(path, e))?;
             }
-            // What recovery read may have come from the page cache of a process that
-            // died: make it (and the file's name) durable before appending after it.
             f.sync_data().map_err(|e| Error::io(path, e))?;
-            backend
-                .sync_dir(&self.dir)
-                .map_err(|e| Error::io(&self.dir, e))?;
             state.file = Some(Arc::new(Mutex::new(f)));
             state.seq = *seq;
             state.durable_len = *good_len;
         } else if let Some((seq, _, _, _)) = &self.tail {
             state.seq = state.seq.max(*seq);
         }
+        backend
+            .sync_dir(&self.dir)
+            .map_err(|e| Error::io(&self.dir, e))?;
         let wal = Wal {
             dir: self.dir,
             sync,
@@ -564,7 +594,11 @@ impl Wal {
             .backend
             .create(&path)
             .map_err(|e| Error::io(&path, e))?;
-        let header = file_header(st.good_lsn, self.sync == SyncMode::Full);
+        let header = file_header(
+            st.good_lsn,
+            self.sync == SyncMode::Full,
+            st.resolved_lsn + 1,
+        );
         let res = f.write_all(&header).and_then(|()| {
             if durable {
                 f.sync_data()?;
@@ -581,6 +615,9 @@ impl Wal {
         st.file = Some(Arc::new(Mutex::new(f)));
         st.durable_len = HEADER_LEN as u64;
         st.dir_dirty = !durable;
+        if !durable {
+            st.unsynced.insert(seq);
+        }
         Ok(())
     }
 
@@ -599,26 +636,40 @@ impl Wal {
         Ok((st.resolved_lsn, st.seq))
     }
 
-    /// Fsyncs file `seq` and the directory, so the file (and its header) exists after a
-    /// power cut: a manifest may name it from then on. (A roll after a failure may have
-    /// moved appends past it since it was rotated to.)
-    pub fn sync_file(&self, seq: u64) -> Result<()> {
-        let current = {
-            let st = self.state.lock();
-            (st.seq == seq).then(|| st.file.clone()).flatten()
-        };
-        let path = self.dir.join(file_name(seq));
-        match current {
-            Some(file) => file.lock().sync_data(),
-            None => self
-                .backend
-                .open_append(&path)
-                .and_then(|mut f| f.sync_data()),
+    /// Makes the log from file `seq` on durable for a manifest to name, and returns the
+    /// file it should name: `seq` itself, fsynced with the directory so it (and its
+    /// header) exists after a power cut — or, with `SyncMode::Full`, a later file when
+    /// no fsync ever covered `seq` (a failure rolled past it before any group was
+    /// acknowledged in it, and a fresh descriptor's fsync cannot vouch for pages the
+    /// kernel may have dropped).
+    pub fn sync_file(&self, seq: u64) -> Result<u64> {
+        let mut seq = seq;
+        loop {
+            let (current, file, unsynced) = {
+                let st = self.state.lock();
+                (st.seq, st.file.clone(), st.unsynced.contains(&seq))
+            };
+            let path = self.dir.join(file_name(seq));
+            if seq < current && unsynced && self.sync == SyncMode::Full {
+                seq += 1;
+                continue;
+            }
+            match (seq == current, file) {
+                (true, Some(file)) => file.lock().sync_data(),
+                _ => self
+                    .backend
+                    .open_append(&path)
+                    .and_then(|mut f| f.sync_data()),
+            }
+            .map_err(|e| Error::io(&path, e))?;
+            self.backend
+                .sync_dir(&self.dir)
+                .map_err(|e| Error::io(&self.dir, e))?;
+            if seq == current {
+                self.state.lock().unsynced.remove(&seq);
+            }
+            return Ok(seq);
         }
-        .map_err(|e| Error::io(&path, e))?;
-        self.backend
-            .sync_dir(&self.dir)
-            .map_err(|e| Error::io(&self.dir, e))
     }
 
     /// The number of the file appends go to.
@@ -661,6 +712,10 @@ impl Wal {
         }
         let lsn = st.next_lsn;
         st.next_lsn += 1;
+        if st.buf.is_empty() {
+            // Room for the group header, filled in by the leader: one write per group.
+            st.buf.resize(GROUP_HEADER, 0);
+        }
         st.buf.reserve(RECORD_HEADER + body.len());
         st.buf.extend_from_slice(&lsn.to_le_bytes());
         st.buf.extend_from_slice(&(body.len() as u32).to_le_bytes());
@@ -687,7 +742,7 @@ impl Wal {
                 continue;
             }
             // Become the leader of this commit group.
-            let body = std::mem::take(&mut st.buf);
+            let mut group = std::mem::take(&mut st.buf);
             let first = st.resolved_lsn + 1;
             let upto = st.next_lsn - 1;
             let dir_dirty = std::mem::take(&mut st.dir_dirty);
@@ -705,11 +760,11 @@ impl Wal {
             st.flushing = true;
             drop(st);
             let synced = self.sync == SyncMode::Full;
-            let header = group_header(synced, first, upto, &body);
+            let header = group_header(synced, first, upto, &group[GROUP_HEADER..]);
+            group[..GROUP_HEADER].copy_from_slice(&header);
             let res = {
                 let mut f = file.lock();
-                f.write_all(&header)
-                    .and_then(|()| f.write_all(&body))
+                f.write_all(&group)
                     .and_then(|()| if synced { f.sync_data() } else { Ok(()) })
             }
             .and_then(|()| match (synced, dir_dirty) {
@@ -722,7 +777,11 @@ impl Wal {
                 Ok(()) => {
                     st.resolved_lsn = upto;
                     st.good_lsn = upto;
-                    st.durable_len += (GROUP_HEADER + body.len()) as u64;
+                    st.durable_len += group.len() as u64;
+                    if synced {
+                        let seq = st.seq;
+                        st.unsynced.remove(&seq);
+                    }
                 }
                 Err(e) => {
                     let mut message =
@@ -931,7 +990,7 @@ mod tests {
             wal.append(b"a")?;
             wal.append(b"b")?;
             let (cut, seq) = wal.rotate()?;
-            wal.sync_file(seq)?;
+            assert_eq!(wal.sync_file(seq)?, seq);
             wal.append(b"c")?;
             (cut, seq)
         };
@@ -996,7 +1055,7 @@ mod tests {
         }
         // As if record 2's group failed but its bytes reached the old file anyway: the
         // next file says the last good LSN was 1.
-        write(&dir.path().join(file_name(2)), &file_header(1, false))?;
+        write(&dir.path().join(file_name(2)), &file_header(1, false, 3))?;
         assert_eq!(reopen(dir.path())?, vec![b"good".to_vec()]);
         Ok(())
     }
@@ -1010,7 +1069,7 @@ mod tests {
         }
         // A second file whose creation reached the disk but not its header.
         let second = dir.path().join(file_name(2));
-        write(&second, &[0u8; 32])?;
+        write(&second, &[0u8; HEADER_LEN])?;
         let r = Wal::recover(dir.path(), 1, 0, true)?;
         // Reading changed nothing…
         assert!(second.exists());
