@@ -11,21 +11,9 @@ use std::time::Duration;
 use parking_lot::Mutex;
 use serde_json::json;
 use tarn::{Options, Session, Tarn};
-use tarn_tests::{fixture_with_key, reconnect};
+use tarn_tests::{Rng, fixture_with_key, reconnect};
 
 type TestResult = Result<(), Box<dyn std::error::Error>>;
-
-/// xorshift64*, seeded per writer.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-}
 
 /// What happened to one call: acknowledged, failed, or unknown (its future was dropped).
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -41,10 +29,10 @@ async fn with_timeout<T>(
 ) -> (Outcome, Option<T>) {
     // Immediate drops (the first poll), short ones (inside a statement or commit) and
     // none at all.
-    let micros = match rng.next() % 4 {
+    let micros = match rng.next_u64() % 4 {
         0 => 0,
-        1 => rng.next() % 300,
-        2 => rng.next() % 5_000,
+        1 => rng.next_u64() % 300,
+        2 => rng.next_u64() % 5_000,
         _ => 1_000_000,
     };
     match tokio::time::timeout(Duration::from_micros(micros), f).await {
@@ -74,11 +62,11 @@ async fn writer(s: Session, w: i64, log: Arc<Mutex<Log>>, ops: usize) {
     let mut mine: Vec<i64> = Vec::new();
     for n in 0..ops as i64 {
         let id = w * 1_000_000 + n;
-        match rng.next() % 7 {
+        match rng.next_u64() % 7 {
             6 => {
                 // Keys every writer competes for: a commit whose caller went away must
                 // still hold its lock, or another writer's check misses its key.
-                let key = rng.next() % 256;
+                let key = rng.next_u64() % 256;
                 let sql = r#"INSERT INTO "ws"."u" (key, w) VALUES ($1, $2)"#;
                 with_timeout(&mut rng, s.query("ws", sql, &[json!(key), json!(w)])).await;
             }
@@ -90,7 +78,7 @@ async fn writer(s: Session, w: i64, log: Arc<Mutex<Log>>, ops: usize) {
                 mine.push(id);
             }
             2 if !mine.is_empty() => {
-                let target = mine[(rng.next() % mine.len() as u64) as usize];
+                let target = mine[(rng.next_u64() % mine.len() as u64) as usize];
                 let sql = r#"UPDATE "ws"."k" SET v = v || 'u' WHERE id = $1"#;
                 let (o, _) = with_timeout(&mut rng, s.query("ws", sql, &[json!(target)])).await;
                 let mut l = log.lock();
@@ -101,7 +89,7 @@ async fn writer(s: Session, w: i64, log: Arc<Mutex<Log>>, ops: usize) {
                 }
             }
             3 if !mine.is_empty() => {
-                let target = mine.swap_remove((rng.next() % mine.len() as u64) as usize);
+                let target = mine.swap_remove((rng.next_u64() % mine.len() as u64) as usize);
                 let sql = r#"DELETE FROM "ws"."k" WHERE id = $1"#;
                 let (o, _) = with_timeout(&mut rng, s.query("ws", sql, &[json!(target)])).await;
                 log.lock().deletes.insert(target, o);
@@ -115,7 +103,7 @@ async fn writer(s: Session, w: i64, log: Arc<Mutex<Log>>, ops: usize) {
                 log.lock().batches.insert(id, o);
             }
             _ => {
-                if rng.next().is_multiple_of(4) {
+                if rng.next_u64().is_multiple_of(4) {
                     let ws = format!("w{w}-{n}");
                     let (o, _) = with_timeout(&mut rng, s.create_workspace(&ws, "x")).await;
                     log.lock().workspaces.insert(ws, o);

@@ -21,7 +21,7 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 use serde_json::{Value, json};
 use tarn::{Options, Session, Tarn};
-use tarn_tests::{fixture_with_key, reconnect};
+use tarn_tests::{Rng, fixture_with_key, reconnect};
 
 type TestResult = Result<(), Box<dyn std::error::Error>>;
 
@@ -30,20 +30,6 @@ const OPS: usize = 80;
 const ACCOUNTS: i64 = 20;
 const BALANCE: i64 = 1_000;
 const KEYS: i64 = 10;
-
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
 
 /// What the sessions did, acknowledged.
 #[derive(Default)]

@@ -151,6 +151,19 @@ async fn check(dir: &Path, secret: &str, damaged: &Path) -> Result<Outcome, Stri
     let s = reconnect(&tarn, secret)
         .await
         .map_err(|e| format!("reconnect: {e}"))?;
+    // First through a join, whose build side reaches the probe side as a shared error:
+    // damage met there must still come out as itself.
+    let r = s
+        .query(
+            "ws",
+            r#"SELECT count(*) FROM "ws"."t" AS a JOIN "ws"."t" AS b ON a.id = b.id + 1"#,
+            &[],
+        )
+        .await;
+    let joined = match r {
+        Ok(r) => r.rows.unwrap_or_default(),
+        Err(e) => return refused(e),
+    };
     let scan = match s
         .query("ws", r#"SELECT id, body, x FROM "ws"."t" ORDER BY id"#, &[])
         .await
@@ -164,6 +177,9 @@ async fn check(dir: &Path, secret: &str, damaged: &Path) -> Result<Outcome, Stri
             scan.len()
         ));
     };
+    if joined != vec![vec![json!(300 + j * 10 - 1)]] {
+        return Err(format!("damage to {name}: the join is wrong"));
+    }
     // The key indexes must agree with the scan (or fail naming the file).
     for id in [7i64, 299, 300 + j * 10 - 1] {
         let r = s

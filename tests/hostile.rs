@@ -38,12 +38,21 @@ fn assert_400(r: tarn::Result<tarn::QueryResult>, what: &str) {
     }
 }
 
-/// Runs `f` on a thread with a runtime worker's stack size (2 MiB): a recursion the
-/// input controls would overflow it.
-fn on_small_stack(f: impl FnOnce() -> TestResult + Send + 'static) -> TestResult {
+/// Runs `f` on a current-thread runtime on a thread with a runtime worker's stack size
+/// (2 MiB): a recursion the input controls would overflow it.
+fn on_small_stack<F>(f: impl FnOnce() -> F + Send + 'static) -> TestResult
+where
+    F: Future<Output = TestResult>,
+{
     std::thread::Builder::new()
         .stack_size(2 << 20)
-        .spawn(move || f().map_err(|e| e.to_string()))?
+        .spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .map_err(|e| e.to_string())?;
+            rt.block_on(f()).map_err(|e| e.to_string())
+        })?
         .join()
         .map_err(|_| "thread panicked")?
         .map_err(|e| e.into())
@@ -51,123 +60,113 @@ fn on_small_stack(f: impl FnOnce() -> TestResult + Send + 'static) -> TestResult
 
 #[test]
 fn long_operator_chains_are_400_or_answered_never_a_crash() -> TestResult {
-    on_small_stack(|| {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()?;
-        rt.block_on(async {
-            let (_tarn, s) = session().await?;
-            // At the limit: answered (and the checked-arithmetic rule is linear).
-            let ok = format!("SELECT {}", vec!["1"; 250].join("+"));
-            let r = query(&s, &ok, &[]).await?;
-            assert_eq!(r.rows, Some(vec![vec![json!(250)]]));
-            let conj = (0..250).map(|i| format!("{i} = {i}")).collect::<Vec<_>>();
-            let r = query(&s, &format!("SELECT 1 WHERE {}", conj.join(" AND ")), &[]).await?;
-            assert_eq!(r.row_count, 1);
-            for n in [300usize, 5_000, 10_000, 100_000] {
-                for op in ["+", "*", " AND ", " OR ", " || "] {
-                    let sql = format!("SELECT {}", vec!["1"; n].join(op));
-                    assert_400(query(&s, &sql, &[]).await, &format!("{n} terms of {op}"));
-                }
-                let casts = format!("SELECT 1{}", "::int8".repeat(n));
-                assert_400(query(&s, &casts, &[]).await, &format!("{n} casts"));
-                // Clause words that continue an expression.
-                let within = vec!["string_agg('a', ',') WITHIN GROUP (ORDER BY 1)"; n];
-                let sql = format!("SELECT {}", within.join(" || "));
-                assert_400(query(&s, &sql, &[]).await, &format!("{n} WITHIN GROUP"));
-                let sql = format!("SELECT 1 WHERE {}", vec!["1"; n].join(" IS DISTINCT FROM "));
-                assert_400(query(&s, &sql, &[]).await, &format!("{n} IS DISTINCT FROM"));
+    on_small_stack(|| async {
+        let (_tarn, s) = session().await?;
+        // At the limit: answered (and the checked-arithmetic rule is linear).
+        let ok = format!("SELECT {}", vec!["1"; 250].join("+"));
+        let r = query(&s, &ok, &[]).await?;
+        assert_eq!(r.rows, Some(vec![vec![json!(250)]]));
+        let conj = (0..250).map(|i| format!("{i} = {i}")).collect::<Vec<_>>();
+        let r = query(&s, &format!("SELECT 1 WHERE {}", conj.join(" AND ")), &[]).await?;
+        assert_eq!(r.row_count, 1);
+        for n in [300usize, 5_000, 10_000, 100_000] {
+            for op in ["+", "*", " AND ", " OR ", " || "] {
+                let sql = format!("SELECT {}", vec!["1"; n].join(op));
+                assert_400(query(&s, &sql, &[]).await, &format!("{n} terms of {op}"));
             }
-            let cmp = format!(
-                r#"SELECT 1 WHERE {}"#,
-                (0..50_000)
-                    .map(|i| format!("{i} = {i}"))
-                    .collect::<Vec<_>>()
-                    .join(" AND ")
-            );
-            assert_400(query(&s, &cmp, &[]).await, "50k conjuncts");
-            let union = vec!["SELECT 1"; 20_000].join(" UNION ALL ");
-            assert_400(query(&s, &union, &[]).await, "20k UNION ALL");
-            s.query("ws", r#"CREATE TABLE "ws"."t" (a INT) USING engine"#, &[])
-                .await?;
-            let from = format!(
-                "SELECT count(*) FROM {}",
-                vec![r#""ws"."t""#; 5_000].join(", ")
-            );
-            assert_400(query(&s, &from, &[]).await, "5k tables in FROM");
-            let joins = format!(
-                r#"SELECT count(*) FROM "ws"."t" AS t0 {}"#,
-                (1..5_000)
-                    .map(|i| format!(r#"JOIN "ws"."t" AS t{i} ON true"#))
-                    .collect::<Vec<_>>()
-                    .join(" ")
-            );
-            assert_400(query(&s, &joins, &[]).await, "5k joins");
-            // The database goes on.
-            assert_eq!(query(&s, "SELECT 1", &[]).await?.row_count, 1);
-            Ok(())
-        })
+            let casts = format!("SELECT 1{}", "::int8".repeat(n));
+            assert_400(query(&s, &casts, &[]).await, &format!("{n} casts"));
+            // Clause words that continue an expression.
+            let within = vec!["string_agg('a', ',') WITHIN GROUP (ORDER BY 1)"; n];
+            let sql = format!("SELECT {}", within.join(" || "));
+            assert_400(query(&s, &sql, &[]).await, &format!("{n} WITHIN GROUP"));
+            let sql = format!("SELECT 1 WHERE {}", vec!["1"; n].join(" IS DISTINCT FROM "));
+            assert_400(query(&s, &sql, &[]).await, &format!("{n} IS DISTINCT FROM"));
+        }
+        let cmp = format!(
+            r#"SELECT 1 WHERE {}"#,
+            (0..50_000)
+                .map(|i| format!("{i} = {i}"))
+                .collect::<Vec<_>>()
+                .join(" AND ")
+        );
+        assert_400(query(&s, &cmp, &[]).await, "50k conjuncts");
+        let union = vec!["SELECT 1"; 20_000].join(" UNION ALL ");
+        assert_400(query(&s, &union, &[]).await, "20k UNION ALL");
+        s.query("ws", r#"CREATE TABLE "ws"."t" (a INT) USING engine"#, &[])
+            .await?;
+        let from = format!(
+            "SELECT count(*) FROM {}",
+            vec![r#""ws"."t""#; 5_000].join(", ")
+        );
+        assert_400(query(&s, &from, &[]).await, "5k tables in FROM");
+        let joins = format!(
+            r#"SELECT count(*) FROM "ws"."t" AS t0 {}"#,
+            (1..5_000)
+                .map(|i| format!(r#"JOIN "ws"."t" AS t{i} ON true"#))
+                .collect::<Vec<_>>()
+                .join(" ")
+        );
+        assert_400(query(&s, &joins, &[]).await, "5k joins");
+        // The database goes on.
+        assert_eq!(query(&s, "SELECT 1", &[]).await?.row_count, 1);
+        Ok(())
     })
 }
 
 #[test]
 fn deep_nesting_is_400_never_a_crash() -> TestResult {
-    on_small_stack(|| {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()?;
-        rt.block_on(async {
-            let (_tarn, s) = session().await?;
-            let n = 10_000;
-            let case = format!(
-                "SELECT {}1{}",
-                "CASE WHEN true THEN ".repeat(n),
-                " END".repeat(n)
-            );
-            assert_400(query(&s, &case, &[]).await, "10k nested CASE");
-            let parens = format!("SELECT {}1{}", "(".repeat(n), ")".repeat(n));
-            assert_400(query(&s, &parens, &[]).await, "10k parentheses");
-            let sub = format!("SELECT {}1{}", "(SELECT ".repeat(n), ")".repeat(n));
-            assert_400(query(&s, &sub, &[]).await, "10k nested subqueries");
-            let not = format!("SELECT {}true", "NOT ".repeat(n));
-            assert_400(query(&s, &not, &[]).await, "10k NOT");
-            let neg = format!("SELECT {}1", "- ".repeat(n));
-            assert_400(query(&s, &neg, &[]).await, "10k unary minus");
-            let arr = format!("SELECT {}1{}", "ARRAY[".repeat(n), "]".repeat(n));
-            assert_400(query(&s, &arr, &[]).await, "10k nested ARRAY");
-            // Deep JSON: as a parameter, as text cast to jsonb, as a vector literal.
-            let mut deep = json!(1);
-            for _ in 0..100_000 {
-                deep = Value::Array(vec![deep]);
+    on_small_stack(|| async {
+        let (_tarn, s) = session().await?;
+        let n = 10_000;
+        let case = format!(
+            "SELECT {}1{}",
+            "CASE WHEN true THEN ".repeat(n),
+            " END".repeat(n)
+        );
+        assert_400(query(&s, &case, &[]).await, "10k nested CASE");
+        let parens = format!("SELECT {}1{}", "(".repeat(n), ")".repeat(n));
+        assert_400(query(&s, &parens, &[]).await, "10k parentheses");
+        let sub = format!("SELECT {}1{}", "(SELECT ".repeat(n), ")".repeat(n));
+        assert_400(query(&s, &sub, &[]).await, "10k nested subqueries");
+        let not = format!("SELECT {}true", "NOT ".repeat(n));
+        assert_400(query(&s, &not, &[]).await, "10k NOT");
+        let neg = format!("SELECT {}1", "- ".repeat(n));
+        assert_400(query(&s, &neg, &[]).await, "10k unary minus");
+        let arr = format!("SELECT {}1{}", "ARRAY[".repeat(n), "]".repeat(n));
+        assert_400(query(&s, &arr, &[]).await, "10k nested ARRAY");
+        // Deep JSON: as a parameter, as text cast to jsonb, as a vector literal.
+        let mut deep = json!(1);
+        for _ in 0..100_000 {
+            deep = Value::Array(vec![deep]);
+        }
+        let params = vec![deep];
+        assert_400(query(&s, "SELECT $1::jsonb", &params).await, "deep param");
+        let sets = vec![vec![json!(1)], params];
+        let r = s.query_batch("ws", "SELECT $1", &sets).await;
+        assert_eq!(r.map(|_| ()).unwrap_err().status(), 400);
+        let deep = sets.into_iter().flatten().last().unwrap_or_default();
+        // Dropping a value that deep would overflow the stack on its own: take it
+        // apart without recursion.
+        let mut stack = vec![deep];
+        while let Some(v) = stack.pop() {
+            if let Value::Array(items) = v {
+                stack.extend(items);
             }
-            let params = vec![deep];
-            assert_400(query(&s, "SELECT $1::jsonb", &params).await, "deep param");
-            let sets = vec![vec![json!(1)], params];
-            let r = s.query_batch("ws", "SELECT $1", &sets).await;
-            assert_eq!(r.map(|_| ()).unwrap_err().status(), 400);
-            let deep = sets.into_iter().flatten().last().unwrap_or_default();
-            // Dropping a value that deep would overflow the stack on its own: take it
-            // apart without recursion.
-            let mut stack = vec![deep];
-            while let Some(v) = stack.pop() {
-                if let Value::Array(items) = v {
-                    stack.extend(items);
-                }
-            }
-            let text = format!("{}1{}", "[".repeat(n), "]".repeat(n));
-            let r = query(&s, "SELECT $1::jsonb", &[json!(text)]).await;
-            assert!(r.is_err_and(|e| e.status() == 400), "deep JSON text");
-            let r = query(&s, &format!("SELECT '{text}'::jsonb -> 0"), &[]).await;
-            assert!(
-                r.is_ok() || r.is_err_and(|e| e.status() == 400),
-                "deep JSON literal"
-            );
-            let vec_text = format!("{}1{}", "{".repeat(n), "}".repeat(n));
-            let r = query(&s, "SELECT $1::float4[]", &[json!(vec_text)]).await;
-            assert!(r.is_err_and(|e| e.status() == 400), "deep array text");
-            assert_eq!(query(&s, "SELECT 1", &[]).await?.row_count, 1);
-            Ok(())
-        })
+        }
+        let text = format!("{}1{}", "[".repeat(n), "]".repeat(n));
+        let r = query(&s, "SELECT $1::jsonb", &[json!(text)]).await;
+        assert!(r.is_err_and(|e| e.status() == 400), "deep JSON text");
+        let r = query(&s, &format!("SELECT '{text}'::jsonb -> 0"), &[]).await;
+        assert!(
+            r.is_ok() || r.is_err_and(|e| e.status() == 400),
+            "deep JSON literal"
+        );
+        let vec_text = format!("{}1{}", "{".repeat(n), "}".repeat(n));
+        let r = query(&s, "SELECT $1::float4[]", &[json!(vec_text)]).await;
+        assert!(r.is_err_and(|e| e.status() == 400), "deep array text");
+        assert_eq!(query(&s, "SELECT 1", &[]).await?.row_count, 1);
+        Ok(())
     })
 }
 

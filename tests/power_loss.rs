@@ -26,21 +26,9 @@ use parking_lot::Mutex;
 use serde_json::json;
 use tarn::storage::{Fault, FaultOp, PowerCutDisk};
 use tarn::{Options, Session, SyncMode, Tarn};
-use tarn_tests::{fixture_with_key, reconnect};
+use tarn_tests::{Rng, fixture_with_key, reconnect};
 
 type TestResult = Result<(), Box<dyn std::error::Error>>;
-
-/// xorshift64*.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-}
 
 /// What one round did. Statement `n` inserts rows `(n, 0..10)` with `ver = 0`; updates
 /// add 1 to `ver` of all ten rows of a statement; deletes remove them.
@@ -88,9 +76,9 @@ async fn write(
     while !dead.load(Ordering::SeqCst) {
         let pick = {
             let r = round.lock();
-            (!r.live.is_empty()).then(|| r.live[(rng.next() % r.live.len() as u64) as usize])
+            (!r.live.is_empty()).then(|| r.live[(rng.next_u64() % r.live.len() as u64) as usize])
         };
-        match (rng.next() % 5, pick) {
+        match (rng.next_u64() % 5, pick) {
             (0, Some(m)) => {
                 round.lock().deletes_tried.insert(m);
                 let res = s
@@ -152,7 +140,7 @@ async fn round(
     sync: SyncMode,
     n: u64,
 ) -> Result<tempfile::TempDir, Box<dyn std::error::Error>> {
-    let disk = PowerCutDisk::new(dir, rng.next());
+    let disk = PowerCutDisk::new(dir, rng.next_u64());
     let options = Options::new()
         .sync(sync)
         .memtable_bytes(8 << 10)
@@ -170,7 +158,7 @@ async fn round(
     for w in 0..3 {
         tasks.push(tokio::spawn(write(
             s.clone(),
-            rng.next() ^ w,
+            rng.next_u64() ^ w,
             next.clone(),
             state.clone(),
             cut.clone(),
@@ -188,7 +176,7 @@ async fn round(
             }
         })
     };
-    tokio::time::sleep(Duration::from_millis(20 + rng.next() % 150)).await;
+    tokio::time::sleep(Duration::from_millis(20 + rng.next_u64() % 150)).await;
     // Every third round the disk fails for a while first: commit groups fail and the
     // log rolls, checkpoints fail halfway, and the power cut then meets that state.
     if n % 3 == 1 {
@@ -201,11 +189,11 @@ async fn round(
         ];
         cut.store(true, Ordering::SeqCst);
         FAULT_WINDOW.store(true, Ordering::SeqCst);
-        disk.set_fault(Some(FAULTS[(rng.next() % 5) as usize]));
-        tokio::time::sleep(Duration::from_millis(10 + rng.next() % 50)).await;
+        disk.set_fault(Some(FAULTS[(rng.next_u64() % 5) as usize]));
+        tokio::time::sleep(Duration::from_millis(10 + rng.next_u64() % 50)).await;
         disk.set_fault(None);
         FAULT_WINDOW.store(false, Ordering::SeqCst);
-        tokio::time::sleep(Duration::from_millis(rng.next() % 100)).await;
+        tokio::time::sleep(Duration::from_millis(rng.next_u64() % 100)).await;
     }
     cut.store(true, Ordering::SeqCst);
     disk.cut_power();

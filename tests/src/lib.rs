@@ -54,6 +54,25 @@ pub fn id_body_x_batch(
     )
 }
 
+/// A small deterministic generator (xorshift64*) for the randomized tests: fixed seeds,
+/// repeatable runs.
+pub struct Rng(pub u64);
+
+impl Rng {
+    /// The next number.
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+
+    /// A number below `n` (0 for 0).
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next_u64().checked_rem(n).unwrap_or(0)
+    }
+}
+
 /// How a JSON result value is written in `.slt` files: NULL, text as is, `(empty)` for
 /// the empty string, anything else as JSON.
 pub fn slt_text(v: &serde_json::Value) -> String {

@@ -317,7 +317,6 @@ mod tests {
 
     use datafusion::arrow::array::{ArrayRef, Int64Array, RecordBatch};
     use datafusion::arrow::datatypes::DataType;
-    use tarn_catalog::{OrgRecord, TableDef, WorkspaceRecord};
 
     use super::*;
     use crate::{Database, StorageOptions, SyncMode, stored_schema};
@@ -345,31 +344,7 @@ mod tests {
         };
         {
             let db = Database::open(dir.path(), options.clone())?;
-            let create = vec![
-                Op::Catalog(CatalogOp::CreateOrg(OrgRecord {
-                    id: "o".into(),
-                    name: "o".into(),
-                    creator: "u".into(),
-                    created_at: String::new(),
-                })),
-                Op::Catalog(CatalogOp::CreateWorkspace(WorkspaceRecord {
-                    id: "w".into(),
-                    org_id: "o".into(),
-                    name: "w".into(),
-                    created_at: String::new(),
-                })),
-                Op::Catalog(CatalogOp::CreateTable(TableDef {
-                    id: 1,
-                    org_id: "o".into(),
-                    workspace_id: "w".into(),
-                    name: "t".into(),
-                    engine: true,
-                    columns: vec![],
-                    next_column_id: 2,
-                    unique_constraints: vec![],
-                    created_at: String::new(),
-                })),
-            ];
+            let create = crate::database::tests::create_ops(vec![], vec![]);
             db.commit(create)?;
             db.commit(vec![insert(0, 10)])?;
             PANIC_IN_PUBLISH.store(true, Ordering::SeqCst);

@@ -524,7 +524,7 @@ fn write_format(backend: &dyn FileBackend, dir: &Path) -> Result<()> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use std::sync::Arc;
 
     use datafusion::arrow::array::{ArrayRef, Int64Array, RecordBatch};
@@ -546,7 +546,7 @@ mod tests {
     }
 
     /// Org `o`, workspace `w` and table 1 `t` with `columns` and `unique` constraints.
-    fn create_ops(
+    pub(crate) fn create_ops(
         columns: Vec<tarn_catalog::ColumnDef>,
         unique: Vec<(String, Vec<u32>)>,
     ) -> Vec<Op> {
