@@ -148,18 +148,21 @@ async fn tables_live_in_segments_and_reopen_from_them() -> TestResult {
     Ok(())
 }
 
-#[tokio::test]
-async fn a_failing_disk_fails_statements_cleanly_and_recovers() -> TestResult {
-    let dir = tempfile::tempdir()?;
-    let disk = FaultyBackend::new();
-    let options = || {
-        Options::new()
-            .sync(SyncMode::Full)
-            .memtable_bytes(64 << 10)
-            .background_maintenance(false)
-            .file_backend(Arc::new(disk.clone()))
-    };
-    let tarn = Tarn::open_with(dir.path(), options()).await?;
+/// Durable, no background worker (commits run the checkpoints they make due), on `disk`.
+fn on_faulty_disk(disk: &FaultyBackend, memtable_bytes: usize) -> Options {
+    Options::new()
+        .sync(SyncMode::Full)
+        .memtable_bytes(memtable_bytes)
+        .background_maintenance(false)
+        .file_backend(Arc::new(disk.clone()))
+}
+
+/// A database in `dir` with table `"ws"."t"` holding rows 0..1000.
+async fn faulty_table(
+    dir: &std::path::Path,
+    options: Options,
+) -> Result<(Tarn, Session, String), Box<dyn std::error::Error>> {
+    let tarn = Tarn::open_with(dir, options).await?;
     let (s, secret) = fixture_with_key(&tarn).await?;
     s.query(
         "ws",
@@ -168,6 +171,15 @@ async fn a_failing_disk_fails_statements_cleanly_and_recovers() -> TestResult {
     )
     .await?;
     s.insert_arrow("ws", "t", &[batch(0, 1000)?]).await?;
+    Ok((tarn, s, secret))
+}
+
+#[tokio::test]
+async fn a_failing_disk_fails_statements_cleanly_and_recovers() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let disk = FaultyBackend::new();
+    let options = || on_faulty_disk(&disk, 64 << 10);
+    let (tarn, s, secret) = faulty_table(dir.path(), options()).await?;
     let mut next = 1000;
     for fault in [Fault::NoSpace, Fault::WriteIo, Fault::SyncIo] {
         disk.set(fault);
@@ -212,23 +224,9 @@ async fn every_failing_file_call_fails_cleanly_and_nothing_acknowledged_is_lost(
     for op in FaultOp::ALL {
         let dir = tempfile::tempdir()?;
         let disk = FaultyBackend::new();
-        // No worker and a small memtable: commits run the checkpoints themselves.
-        let options = || {
-            Options::new()
-                .sync(SyncMode::Full)
-                .memtable_bytes(16 << 10)
-                .background_maintenance(false)
-                .file_backend(Arc::new(disk.clone()))
-        };
-        let tarn = Tarn::open_with(dir.path(), options()).await?;
-        let (s, secret) = fixture_with_key(&tarn).await?;
-        s.query(
-            "ws",
-            r#"CREATE TABLE "ws"."t" (id INT8 PRIMARY KEY, body TEXT, x FLOAT8) USING engine"#,
-            &[],
-        )
-        .await?;
-        s.insert_arrow("ws", "t", &[batch(0, 1000)?]).await?;
+        // A small memtable: commits run the checkpoints themselves.
+        let options = || on_faulty_disk(&disk, 16 << 10);
+        let (tarn, s, secret) = faulty_table(dir.path(), options()).await?;
         let mut acked: Vec<(i64, i64)> = vec![(0, 1000)];
         let mut failed: Vec<(i64, i64)> = Vec::new();
         disk.set(Fault::Op(op));
