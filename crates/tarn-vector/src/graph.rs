@@ -1,0 +1,980 @@
+//! HNSW graphs: built with `hnsw_rs`, then flattened into one immutable, checksummed
+//! file that Tarn maps and searches itself.
+//!
+//! Why not search with `hnsw_rs` directly: its points are `Arc`s with a lock per
+//! neighbour list and a heap copy of every vector, its filtered search filters the top
+//! `k` *after* the search (so a filter can make it return fewer than `k` rows), and its
+//! dump format has no checksum and no version of ours. The flattened graph keeps every
+//! neighbour list in one array with a fixed stride (as hnswlib does), vectors
+//! normalized back to back, and searches with a reusable visited set and a filter that
+//! is applied while walking, never after.
+//!
+//! File layout (little-endian; the footer is last so the file is written in one pass
+//! and the body starts page-aligned in the mapping):
+//!
+//! ```text
+//! vectors  n × dim f32   unit length, so cosine similarity is a dot product
+//! ids      n u32         the caller's id of each node (e.g. a position in a segment)
+//! layer0   n × (1 + m0) u32   neighbour count, then neighbours (node numbers)
+//! upper_at n u32         start of the node's upper layers in `upper`, or u32::MAX
+//! upper    u32 …         per node with level L ≥ 1: L, then L × (1 + m) u32
+//! footer   64 bytes      see `Footer`
+//! ```
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use std::io::Write;
+
+use arrow_buffer::{Buffer, ScalarBuffer};
+use hnsw_rs::anndists::dist::Distance;
+use hnsw_rs::hnsw::Hnsw;
+use parking_lot::Mutex;
+
+use crate::error::{Error, Result};
+use crate::kernels;
+use crate::score::normalized;
+
+/// Version of the graph file format.
+pub const GRAPH_FORMAT_VERSION: u32 = 1;
+
+const MAGIC: &[u8; 8] = b"TARNHNSW";
+const FOOTER_BYTES: usize = 64;
+/// hnsw_rs keeps at most 16 layers.
+const MAX_LAYERS: usize = 16;
+const NONE: u32 = u32::MAX;
+
+/// Build parameters (SPEC §5 index options `m`, `ef_construction`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HnswParams {
+    /// Neighbours kept per node on the upper layers (twice as many on layer 0).
+    pub m: usize,
+    /// Width of the search that picks a new node's neighbours.
+    pub ef_construction: usize,
+}
+
+impl Default for HnswParams {
+    fn default() -> Self {
+        HnswParams {
+            m: 16,
+            ef_construction: 200,
+        }
+    }
+}
+
+impl HnswParams {
+    /// Largest `m` accepted (hnsw_rs keeps at most 256 neighbours a layer, 2·m on
+    /// layer 0).
+    pub const MAX_M: usize = 128;
+
+    fn check(&self) -> Result<()> {
+        if !(2..=Self::MAX_M).contains(&self.m) {
+            return Err(Error::InvalidParameter(format!(
+                "m must be between 2 and {}, not {}",
+                Self::MAX_M,
+                self.m
+            )));
+        }
+        if !(1..=100_000).contains(&self.ef_construction) {
+            return Err(Error::InvalidParameter(format!(
+                "ef_construction must be between 1 and 100000, not {}",
+                self.ef_construction
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// Cosine distance of unit vectors for hnsw_rs: `1 - a·b`, never negative (hnsw_rs
+/// asserts that).
+#[derive(Debug, Clone, Copy, Default)]
+struct UnitCosine;
+
+impl Distance<f32> for UnitCosine {
+    fn eval(&self, a: &[f32], b: &[f32]) -> f32 {
+        (1.0 - kernels::dot(a, b)).max(0.0)
+    }
+}
+
+/// What [`build`] reports while it works.
+pub trait BuildProgress {
+    /// `done` of `total` vectors are in the graph.
+    fn inserted(&self, done: usize, total: usize);
+    /// Whether to give up (the build then returns [`Error::Cancelled`]).
+    fn cancelled(&self) -> bool {
+        false
+    }
+}
+
+impl BuildProgress for () {
+    fn inserted(&self, _: usize, _: usize) {}
+}
+
+/// Vectors inserted per progress report and cancellation check.
+const BUILD_STEP: usize = 4096;
+
+/// Builds the graph of the `ids.len()` vectors stored back to back in `vectors` (each
+/// `dim` long) and writes its file to `out`. Zero vectors have no direction and are
+/// left out (they score NULL). Returns the number of nodes written.
+pub fn build(
+    vectors: &[f32],
+    dim: usize,
+    ids: &[u32],
+    params: HnswParams,
+    progress: &dyn BuildProgress,
+    out: &mut dyn Write,
+) -> Result<usize> {
+    params.check()?;
+    if dim == 0 || vectors.len() != dim * ids.len() {
+        return Err(Error::InvalidParameter(format!(
+            "{} values do not make {} vectors of {dim} dimensions",
+            vectors.len(),
+            ids.len()
+        )));
+    }
+    if ids.len() >= NONE as usize {
+        return Err(Error::InvalidParameter(format!(
+            "a graph holds fewer than {NONE} vectors, not {}",
+            ids.len()
+        )));
+    }
+    // Unit vectors, back to back, with the ids of the non-zero ones.
+    let mut unit: Vec<f32> = Vec::with_capacity(vectors.len());
+    let mut node_ids: Vec<u32> = Vec::with_capacity(ids.len());
+    for (v, id) in vectors.chunks_exact(dim).zip(ids) {
+        if let Some(u) = normalized(v) {
+            unit.extend_from_slice(&u);
+            node_ids.push(*id);
+        }
+    }
+    let n = node_ids.len();
+    let m0 = 2 * params.m;
+    // hnsw_rs asserts on states Tarn should never produce; a bug there must fail this
+    // build, not the process that runs it.
+    let flat = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        hnsw_links(&unit, dim, n, params, progress)
+    }))
+    .map_err(|_| Error::Internal("hnsw_rs panicked while building a graph".into()))??;
+    let Links { levels, lists } = flat;
+    let mut layer0 = vec![0u32; n * (1 + m0)];
+    let mut entry = NONE;
+    let mut max_level = 0u8;
+    for (node, &level) in levels.iter().enumerate() {
+        if entry == NONE || level > max_level {
+            entry = node as u32;
+            max_level = level;
+        }
+    }
+    // Keep, per layer, the nearest neighbours that live on that layer.
+    let mut uppers: Vec<Vec<Vec<u32>>> = vec![Vec::new(); n];
+    for (node, layers) in lists.into_iter().enumerate() {
+        let level = levels[node] as usize;
+        uppers[node].resize(level, Vec::new());
+        for (layer, list) in layers.into_iter().enumerate().take(level + 1) {
+            let cap = if layer == 0 { m0 } else { params.m };
+            let mut nbrs: Vec<u32> = Vec::with_capacity(cap);
+            for id in list {
+                if nbrs.len() == cap {
+                    break;
+                }
+                if id < n
+                    && id != node
+                    && levels[id] as usize >= layer
+                    && !nbrs.contains(&(id as u32))
+                {
+                    nbrs.push(id as u32);
+                }
+            }
+            if layer == 0 {
+                let slot = &mut layer0[node * (1 + m0)..(node + 1) * (1 + m0)];
+                slot[0] = nbrs.len() as u32;
+                slot[1..1 + nbrs.len()].copy_from_slice(&nbrs);
+            } else {
+                uppers[node][layer - 1] = nbrs;
+            }
+        }
+    }
+
+    let mut upper_at = vec![NONE; n];
+    let mut upper: Vec<u32> = Vec::new();
+    for node in 0..n {
+        let level = levels[node] as usize;
+        if level == 0 {
+            continue;
+        }
+        upper_at[node] = upper.len() as u32;
+        upper.push(level as u32);
+        for l in 0..level {
+            let nbrs = uppers[node].get(l).map(Vec::as_slice).unwrap_or(&[]);
+            upper.push(nbrs.len() as u32);
+            upper.extend_from_slice(nbrs);
+            upper.extend(std::iter::repeat_n(0, params.m - nbrs.len()));
+        }
+        if upper.len() >= NONE as usize {
+            return Err(Error::InvalidParameter("graph too large".into()));
+        }
+    }
+
+    let mut w = CrcWriter {
+        out,
+        crc: crc32fast::Hasher::new(),
+        len: 0,
+    };
+    write_f32s(&mut w, &unit)?;
+    write_u32s(&mut w, &node_ids)?;
+    write_u32s(&mut w, &layer0)?;
+    write_u32s(&mut w, &upper_at)?;
+    write_u32s(&mut w, &upper)?;
+    let footer = Footer {
+        dim: dim as u32,
+        n: n as u32,
+        m: params.m as u32,
+        max_level: max_level as u32,
+        entry: if n == 0 { NONE } else { entry },
+        upper_len: upper.len() as u32,
+        ef_construction: params.ef_construction as u32,
+        body_len: w.len,
+        body_crc: w.crc.clone().finalize(),
+    };
+    w.out.write_all(&footer.encode()).map_err(Error::Io)?;
+    Ok(n)
+}
+
+/// Levels and neighbour lists (nearest first, by node number) of an hnsw_rs graph.
+struct Links {
+    levels: Vec<u8>,
+    lists: Vec<Vec<Vec<usize>>>,
+}
+
+/// Builds the graph of the `n` unit vectors in `unit` with hnsw_rs and reads its links
+/// back out.
+fn hnsw_links(
+    unit: &[f32],
+    dim: usize,
+    n: usize,
+    params: HnswParams,
+    progress: &dyn BuildProgress,
+) -> Result<Links> {
+    let mut levels = vec![0u8; n];
+    let mut lists: Vec<Vec<Vec<usize>>> = vec![Vec::new(); n];
+    if n == 0 {
+        progress.inserted(0, 0);
+        return Ok(Links { levels, lists });
+    }
+    let graph =
+        Hnsw::<f32, UnitCosine>::new(params.m, n, MAX_LAYERS, params.ef_construction, UnitCosine);
+    for start in (0..n).step_by(BUILD_STEP) {
+        if progress.cancelled() {
+            return Err(Error::Cancelled);
+        }
+        let end = (start + BUILD_STEP).min(n);
+        let batch: Vec<(&[f32], usize)> = (start..end)
+            .map(|i| (&unit[i * dim..(i + 1) * dim], i))
+            .collect();
+        graph.parallel_insert_slice(&batch);
+        progress.inserted(end, n);
+    }
+    let mut seen = vec![false; n];
+    for point in graph.get_point_indexation() {
+        let node = point.get_origin_id();
+        if node >= n || seen[node] {
+            return Err(Error::Internal(format!(
+                "hnsw_rs returned node {node} twice or out of range"
+            )));
+        }
+        seen[node] = true;
+        levels[node] = point.get_point_id().0;
+        lists[node] = point
+            .get_neighborhood_id()
+            .into_iter()
+            .take(levels[node] as usize + 1)
+            .map(|mut l| {
+                l.sort_by(|a, b| a.distance.total_cmp(&b.distance));
+                l.into_iter().map(|nb| nb.d_id).collect()
+            })
+            .collect();
+    }
+    if seen.iter().any(|s| !s) {
+        return Err(Error::Internal("hnsw_rs lost a node".into()));
+    }
+    Ok(Links { levels, lists })
+}
+
+struct CrcWriter<'a> {
+    out: &'a mut dyn Write,
+    crc: crc32fast::Hasher,
+    len: u64,
+}
+
+impl CrcWriter<'_> {
+    fn put(&mut self, bytes: &[u8]) -> Result<()> {
+        self.crc.update(bytes);
+        self.len += bytes.len() as u64;
+        self.out.write_all(bytes).map_err(Error::Io)
+    }
+}
+
+fn write_u32s(w: &mut CrcWriter<'_>, v: &[u32]) -> Result<()> {
+    let mut buf = Vec::with_capacity(64 * 1024);
+    for chunk in v.chunks(16 * 1024) {
+        buf.clear();
+        for x in chunk {
+            buf.extend_from_slice(&x.to_le_bytes());
+        }
+        w.put(&buf)?;
+    }
+    Ok(())
+}
+
+fn write_f32s(w: &mut CrcWriter<'_>, v: &[f32]) -> Result<()> {
+    let mut buf = Vec::with_capacity(64 * 1024);
+    for chunk in v.chunks(16 * 1024) {
+        buf.clear();
+        for x in chunk {
+            buf.extend_from_slice(&x.to_le_bytes());
+        }
+        w.put(&buf)?;
+    }
+    Ok(())
+}
+
+/// The last 64 bytes of a graph file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Footer {
+    dim: u32,
+    n: u32,
+    m: u32,
+    max_level: u32,
+    entry: u32,
+    upper_len: u32,
+    ef_construction: u32,
+    body_len: u64,
+    body_crc: u32,
+}
+
+impl Footer {
+    fn encode(&self) -> [u8; FOOTER_BYTES] {
+        let mut b = [0u8; FOOTER_BYTES];
+        b[0..8].copy_from_slice(MAGIC);
+        let words = [
+            GRAPH_FORMAT_VERSION,
+            self.dim,
+            self.n,
+            self.m,
+            self.max_level,
+            self.entry,
+            self.upper_len,
+            self.ef_construction,
+            self.body_crc,
+        ];
+        for (i, w) in words.iter().enumerate() {
+            b[8 + 4 * i..12 + 4 * i].copy_from_slice(&w.to_le_bytes());
+        }
+        b[44..52].copy_from_slice(&self.body_len.to_le_bytes());
+        let crc = crc32fast::hash(&b[..60]);
+        b[60..64].copy_from_slice(&crc.to_le_bytes());
+        b
+    }
+
+    fn decode(b: &[u8]) -> std::result::Result<Footer, String> {
+        if b.len() != FOOTER_BYTES || &b[0..8] != MAGIC {
+            return Err("not a Tarn graph file (bad magic)".into());
+        }
+        let word = |i: usize| u32::from_le_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]);
+        if crc32fast::hash(&b[..60]) != word(60) {
+            return Err("footer checksum mismatch".into());
+        }
+        let version = word(8);
+        if version != GRAPH_FORMAT_VERSION {
+            return Err(format!(
+                "graph format {version}, this build reads {GRAPH_FORMAT_VERSION}"
+            ));
+        }
+        let mut body_len = [0u8; 8];
+        body_len.copy_from_slice(&b[44..52]);
+        Ok(Footer {
+            dim: word(12),
+            n: word(16),
+            m: word(20),
+            max_level: word(24),
+            entry: word(28),
+            upper_len: word(32),
+            ef_construction: word(36),
+            body_crc: word(40),
+            body_len: u64::from_le_bytes(body_len),
+        })
+    }
+}
+
+/// A reusable "visited" mark per node: a node is visited when its mark equals the
+/// current epoch, so clearing is a counter increment.
+#[derive(Debug)]
+struct Visited {
+    marks: Vec<u32>,
+    epoch: u32,
+}
+
+impl Visited {
+    fn new(n: usize) -> Self {
+        Visited {
+            marks: vec![0; n],
+            epoch: 0,
+        }
+    }
+
+    fn start(&mut self) {
+        self.epoch = self.epoch.wrapping_add(1);
+        if self.epoch == 0 {
+            self.marks.fill(0);
+            self.epoch = 1;
+        }
+    }
+
+    /// Marks `node`; `true` when it was not marked yet.
+    #[inline]
+    fn insert(&mut self, node: u32) -> bool {
+        let m = &mut self.marks[node as usize];
+        if *m == self.epoch {
+            false
+        } else {
+            *m = self.epoch;
+            true
+        }
+    }
+}
+
+/// `(distance, node)` ordered by distance, then node.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Near(f32, u32);
+impl Eq for Near {}
+impl PartialOrd for Near {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for Near {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.0.total_cmp(&other.0).then(self.1.cmp(&other.1))
+    }
+}
+
+/// A graph file, mapped (or in memory) and verified, ready to search.
+#[derive(Debug)]
+pub struct Graph {
+    dim: usize,
+    n: usize,
+    m: usize,
+    max_level: usize,
+    entry: u32,
+    ef_construction: usize,
+    vectors: ScalarBuffer<f32>,
+    ids: ScalarBuffer<u32>,
+    layer0: ScalarBuffer<u32>,
+    upper_at: ScalarBuffer<u32>,
+    upper: ScalarBuffer<u32>,
+    /// Visited sets of finished searches, reused by the next ones.
+    pool: Mutex<Vec<Visited>>,
+}
+
+impl Graph {
+    /// Opens a graph file held in `bytes` (typically a read-only mapping, which the
+    /// graph then reads in place): checks the footer, the checksum of every byte and
+    /// the structure, so that no damaged or hostile file is ever walked.
+    pub fn open(bytes: Buffer) -> Result<Graph> {
+        let corrupt = |m: String| Error::Corrupt(m);
+        if cfg!(target_endian = "big") {
+            return Err(Error::InvalidParameter(
+                "graph files are little-endian; this host is not".into(),
+            ));
+        }
+        let len = bytes.len();
+        if len < FOOTER_BYTES {
+            return Err(corrupt(format!(
+                "{len} bytes is too short for a graph file"
+            )));
+        }
+        let f = Footer::decode(&bytes[len - FOOTER_BYTES..]).map_err(corrupt)?;
+        let body_len = len - FOOTER_BYTES;
+        if f.body_len != body_len as u64 {
+            return Err(corrupt(format!(
+                "body is {body_len} bytes, the footer says {}",
+                f.body_len
+            )));
+        }
+        if crc32fast::hash(&bytes[..body_len]) != f.body_crc {
+            return Err(corrupt("body checksum mismatch".into()));
+        }
+        let (dim, n, m) = (f.dim as usize, f.n as usize, f.m as usize);
+        if dim == 0 || !(2..=HnswParams::MAX_M).contains(&m) || f.max_level as usize >= MAX_LAYERS {
+            return Err(corrupt(format!(
+                "implausible header: dim {dim}, m {m}, max level {}",
+                f.max_level
+            )));
+        }
+        let m0 = 2 * m;
+        // Section sizes in u32 words; checked arithmetic so a hostile footer cannot wrap.
+        let sizes = [
+            n.checked_mul(dim),
+            Some(n),
+            n.checked_mul(1 + m0),
+            Some(n),
+            Some(f.upper_len as usize),
+        ];
+        let mut offsets = Vec::with_capacity(sizes.len());
+        let mut at = 0usize;
+        for s in sizes {
+            let words = s.ok_or_else(|| corrupt("section sizes overflow".into()))?;
+            offsets.push((at, words));
+            at = words
+                .checked_mul(4)
+                .and_then(|b| at.checked_add(b))
+                .ok_or_else(|| corrupt("section sizes overflow".into()))?;
+        }
+        if at != body_len {
+            return Err(corrupt(format!(
+                "sections take {at} bytes, the body is {body_len}"
+            )));
+        }
+        if bytes.as_ptr().align_offset(4) != 0 {
+            return Err(Error::InvalidParameter(
+                "graph bytes must be 4-byte aligned".into(),
+            ));
+        }
+        let f32s = |(off, words): (usize, usize)| {
+            ScalarBuffer::<f32>::new(bytes.slice_with_length(off, words * 4), 0, words)
+        };
+        let u32s = |(off, words): (usize, usize)| {
+            ScalarBuffer::<u32>::new(bytes.slice_with_length(off, words * 4), 0, words)
+        };
+        let g = Graph {
+            dim,
+            n,
+            m,
+            max_level: f.max_level as usize,
+            entry: f.entry,
+            ef_construction: f.ef_construction as usize,
+            vectors: f32s(offsets[0]),
+            ids: u32s(offsets[1]),
+            layer0: u32s(offsets[2]),
+            upper_at: u32s(offsets[3]),
+            upper: u32s(offsets[4]),
+            pool: Mutex::new(Vec::new()),
+        };
+        g.check_structure().map_err(corrupt)?;
+        Ok(g)
+    }
+
+    /// Every count within its stride, every neighbour a node, every upper block inside
+    /// `upper`, the entry point on the top level: a walk can then never index out of
+    /// bounds, whatever the bytes were.
+    fn check_structure(&self) -> std::result::Result<(), String> {
+        let (n, m, m0) = (self.n, self.m, 2 * self.m);
+        if n == 0 {
+            return if self.entry == NONE {
+                Ok(())
+            } else {
+                Err("empty graph with an entry point".into())
+            };
+        }
+        if self.entry as usize >= n {
+            return Err(format!("entry point {} of {n} nodes", self.entry));
+        }
+        let node_ok = |x: u32| (x as usize) < n;
+        for node in 0..n {
+            let slot = &self.layer0[node * (1 + m0)..(node + 1) * (1 + m0)];
+            let count = slot[0] as usize;
+            if count > m0 || !slot[1..1 + count].iter().all(|x| node_ok(*x)) {
+                return Err(format!("bad layer-0 neighbours of node {node}"));
+            }
+            let at = self.upper_at[node];
+            if at == NONE {
+                continue;
+            }
+            let at = at as usize;
+            let level = *self.upper.get(at).ok_or("upper layers out of range")? as usize;
+            if level == 0 || level > self.max_level {
+                return Err(format!("node {node} has level {level}"));
+            }
+            let end = at + 1 + level * (1 + m);
+            if end > self.upper.len() {
+                return Err(format!("upper layers of node {node} out of range"));
+            }
+            for l in 0..level {
+                let s = at + 1 + l * (1 + m);
+                let count = self.upper[s] as usize;
+                let on_layer = |x: &u32| node_ok(*x) && self.level(*x) > l;
+                if count > m || !self.upper[s + 1..s + 1 + count].iter().all(on_layer) {
+                    return Err(format!("bad layer-{} neighbours of node {node}", l + 1));
+                }
+            }
+        }
+        if self.level(self.entry) != self.max_level {
+            return Err("the entry point is not on the top level".into());
+        }
+        Ok(())
+    }
+
+    fn level(&self, node: u32) -> usize {
+        match self.upper_at.get(node as usize) {
+            None | Some(&NONE) => 0,
+            Some(&at) => self.upper.get(at as usize).map_or(0, |l| *l as usize),
+        }
+    }
+
+    /// Neighbours of `node` on `layer` (which must be ≤ its level).
+    #[inline]
+    fn neighbours(&self, node: u32, layer: usize) -> &[u32] {
+        if layer == 0 {
+            let s = node as usize * (1 + 2 * self.m);
+            let count = self.layer0[s] as usize;
+            &self.layer0[s + 1..s + 1 + count]
+        } else {
+            let at = self.upper_at[node as usize] as usize;
+            let s = at + 1 + (layer - 1) * (1 + self.m);
+            let count = self.upper[s] as usize;
+            &self.upper[s + 1..s + 1 + count]
+        }
+    }
+
+    #[inline]
+    fn vector(&self, node: u32) -> &[f32] {
+        let s = node as usize * self.dim;
+        &self.vectors[s..s + self.dim]
+    }
+
+    /// Dimensions of the vectors.
+    pub fn dim(&self) -> usize {
+        self.dim
+    }
+
+    /// Nodes (non-zero vectors) in the graph.
+    pub fn len(&self) -> usize {
+        self.n
+    }
+
+    /// Whether the graph has no node.
+    pub fn is_empty(&self) -> bool {
+        self.n == 0
+    }
+
+    /// The build's `m`.
+    pub fn m(&self) -> usize {
+        self.m
+    }
+
+    /// The build's `ef_construction`.
+    pub fn ef_construction(&self) -> usize {
+        self.ef_construction
+    }
+
+    /// The caller's id of each node, in node order.
+    pub fn ids(&self) -> &[u32] {
+        &self.ids
+    }
+
+    /// Bytes of the file the graph reads.
+    pub fn size_bytes(&self) -> usize {
+        (self.vectors.len()
+            + self.ids.len()
+            + self.layer0.len()
+            + self.upper_at.len()
+            + self.upper.len())
+            * 4
+            + FOOTER_BYTES
+    }
+
+    /// The (up to) `k` nodes most similar to `query` whose id `allow` accepts, as
+    /// `(id, cosine similarity)`, best first; `ef` (≥ k) is the width of the search.
+    /// `query` need not be unit length; a zero query finds nothing.
+    ///
+    /// The filter is applied while walking (hnswlib's way): rejected nodes are still
+    /// traversed but never enter the result, and the walk goes on until `ef` accepted
+    /// nodes are found or the reachable graph is exhausted, so a filter never shrinks
+    /// the result below what the graph can reach.
+    pub fn search(
+        &self,
+        query: &[f32],
+        k: usize,
+        ef: usize,
+        allow: Option<&dyn Fn(u32) -> bool>,
+    ) -> Vec<(u32, f32)> {
+        if self.n == 0 || k == 0 || query.len() != self.dim {
+            return Vec::new();
+        }
+        let Some(q) = normalized(query) else {
+            return Vec::new();
+        };
+        let funcs = kernels::functions();
+        let dist = |node: u32| 1.0 - (funcs.dot)(&q, self.vector(node));
+        let ef = ef.max(k);
+
+        let mut ep = self.entry;
+        let mut d_ep = dist(ep);
+        for layer in (1..=self.max_level).rev() {
+            loop {
+                let mut changed = false;
+                for &nb in self.neighbours(ep, layer) {
+                    let d = dist(nb);
+                    if d < d_ep {
+                        d_ep = d;
+                        ep = nb;
+                        changed = true;
+                    }
+                }
+                if !changed {
+                    break;
+                }
+            }
+        }
+
+        let mut visited = self
+            .pool
+            .lock()
+            .pop()
+            .unwrap_or_else(|| Visited::new(self.n));
+        visited.start();
+        let accepted = |node: u32| allow.is_none_or(|f| f(self.ids[node as usize]));
+        let mut candidates: BinaryHeap<Reverse<Near>> = BinaryHeap::with_capacity(ef * 4);
+        let mut results: BinaryHeap<Near> = BinaryHeap::with_capacity(ef + 1);
+        visited.insert(ep);
+        candidates.push(Reverse(Near(d_ep, ep)));
+        if accepted(ep) {
+            results.push(Near(d_ep, ep));
+        }
+        let mut bound = if results.len() >= ef {
+            results.peek().map_or(f32::INFINITY, |r| r.0)
+        } else {
+            f32::INFINITY
+        };
+        while let Some(Reverse(Near(d, node))) = candidates.pop() {
+            if d > bound && results.len() >= ef {
+                break;
+            }
+            for &nb in self.neighbours(node, 0) {
+                if !visited.insert(nb) {
+                    continue;
+                }
+                let d = dist(nb);
+                if results.len() < ef || d < bound {
+                    candidates.push(Reverse(Near(d, nb)));
+                    if accepted(nb) {
+                        results.push(Near(d, nb));
+                        if results.len() > ef {
+                            results.pop();
+                        }
+                        if results.len() >= ef {
+                            bound = results.peek().map_or(f32::INFINITY, |r| r.0);
+                        }
+                    }
+                }
+            }
+        }
+        self.pool.lock().push(visited);
+        let mut out: Vec<Near> = results.into_vec();
+        out.sort();
+        out.truncate(k);
+        out.into_iter()
+            .map(|Near(d, node)| (self.ids[node as usize], (1.0 - d).clamp(-1.0, 1.0)))
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A small deterministic generator (SplitMix64).
+    pub(crate) struct Rng(u64);
+    impl Rng {
+        pub(crate) fn next(&mut self) -> u64 {
+            self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+            let mut z = self.0;
+            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+            z ^ (z >> 31)
+        }
+        pub(crate) fn f32(&mut self) -> f32 {
+            (self.next() >> 40) as f32 / (1u64 << 24) as f32 * 2.0 - 1.0
+        }
+    }
+
+    fn clustered(n: usize, dim: usize, seed: u64) -> Vec<f32> {
+        let mut r = Rng(seed);
+        let centers: Vec<f32> = (0..16 * dim).map(|_| r.f32()).collect();
+        let mut out = Vec::with_capacity(n * dim);
+        for _ in 0..n {
+            let c = (r.next() % 16) as usize;
+            for j in 0..dim {
+                out.push(centers[c * dim + j] + 0.3 * r.f32());
+            }
+        }
+        out
+    }
+
+    fn built(vectors: &[f32], dim: usize, params: HnswParams) -> Graph {
+        let ids: Vec<u32> = (0..(vectors.len() / dim) as u32).collect();
+        let mut bytes = Vec::new();
+        build(vectors, dim, &ids, params, &(), &mut bytes).expect("build");
+        Graph::open(Buffer::from_vec(bytes)).expect("open")
+    }
+
+    fn exact(
+        vectors: &[f32],
+        dim: usize,
+        q: &[f32],
+        k: usize,
+        allow: &dyn Fn(u32) -> bool,
+    ) -> Vec<u32> {
+        let mut t = crate::TopK::new(k);
+        for (i, v) in vectors.chunks_exact(dim).enumerate() {
+            if allow(i as u32) {
+                t.push(i as u64, crate::score::cosine(q, v));
+            }
+        }
+        t.into_sorted().into_iter().map(|s| s.id as u32).collect()
+    }
+
+    #[test]
+    fn recall_on_clustered_data() {
+        let (n, dim) = (3000, 32);
+        let data = clustered(n, dim, 7);
+        let g = built(&data, dim, HnswParams::default());
+        assert_eq!(g.len(), n);
+        let queries = clustered(50, dim, 99);
+        let mut hits = 0;
+        for q in queries.chunks_exact(dim) {
+            let want = exact(&data, dim, q, 10, &|_| true);
+            let got: Vec<u32> = g
+                .search(q, 10, 64, None)
+                .into_iter()
+                .map(|(id, _)| id)
+                .collect();
+            assert_eq!(got.len(), 10);
+            hits += got.iter().filter(|id| want.contains(id)).count();
+        }
+        let recall = hits as f64 / 500.0;
+        assert!(recall >= 0.95, "recall {recall}");
+    }
+
+    #[test]
+    fn filtered_search_never_under_returns() {
+        let (n, dim) = (2000, 16);
+        let data = clustered(n, dim, 3);
+        let g = built(
+            &data,
+            dim,
+            HnswParams {
+                m: 8,
+                ef_construction: 64,
+            },
+        );
+        let q = &clustered(1, dim, 5)[..];
+        for modulus in [1u32, 10, 100, 1000] {
+            let allow = move |id: u32| id.is_multiple_of(modulus);
+            let matching = (0..n as u32).filter(|i| allow(*i)).count();
+            let got = g.search(q, 10, 10, Some(&allow));
+            assert_eq!(got.len(), matching.min(10), "1/{modulus}");
+            assert!(got.iter().all(|(id, _)| allow(*id)));
+            assert!(got.windows(2).all(|w| w[0].1 >= w[1].1));
+        }
+    }
+
+    #[test]
+    fn zero_vectors_are_left_out_and_ids_kept() {
+        let data = vec![1.0, 0.0, 0.0, 0.0, 0.0, 1.0, -1.0, 0.0];
+        let ids = [10, 11, 12, 13];
+        let mut bytes = Vec::new();
+        let n = build(&data, 2, &ids, HnswParams::default(), &(), &mut bytes).expect("build");
+        assert_eq!(n, 3);
+        let g = Graph::open(Buffer::from_vec(bytes)).expect("open");
+        assert_eq!(g.ids(), &[10, 12, 13]);
+        let got = g.search(&[1.0, 0.1], 3, 10, None);
+        assert_eq!(
+            got.iter().map(|r| r.0).collect::<Vec<_>>(),
+            vec![10, 12, 13]
+        );
+        assert!(g.search(&[0.0, 0.0], 3, 10, None).is_empty());
+    }
+
+    #[test]
+    fn empty_graph_round_trips() {
+        let mut bytes = Vec::new();
+        build(&[], 4, &[], HnswParams::default(), &(), &mut bytes).expect("build");
+        let g = Graph::open(Buffer::from_vec(bytes)).expect("open");
+        assert!(g.is_empty());
+        assert!(g.search(&[1.0, 0.0, 0.0, 0.0], 5, 10, None).is_empty());
+    }
+
+    #[test]
+    fn every_flipped_byte_and_truncation_is_refused() {
+        let data = clustered(40, 4, 1);
+        let ids: Vec<u32> = (0..40).collect();
+        let mut bytes = Vec::new();
+        build(
+            &data,
+            4,
+            &ids,
+            HnswParams {
+                m: 4,
+                ef_construction: 16,
+            },
+            &(),
+            &mut bytes,
+        )
+        .expect("build");
+        for i in 0..bytes.len() {
+            let mut b = bytes.clone();
+            b[i] ^= 0x41;
+            assert!(Graph::open(Buffer::from_vec(b)).is_err(), "flip at {i}");
+        }
+        for len in 0..bytes.len() {
+            assert!(
+                Graph::open(Buffer::from_vec(bytes[..len].to_vec())).is_err(),
+                "len {len}"
+            );
+        }
+    }
+
+    #[test]
+    fn bad_parameters_are_refused() {
+        let mut out = Vec::new();
+        for (m, ef) in [(1, 10), (HnswParams::MAX_M + 1, 10), (16, 0)] {
+            let p = HnswParams {
+                m,
+                ef_construction: ef,
+            };
+            assert!(matches!(
+                build(&[1.0], 1, &[0], p, &(), &mut out),
+                Err(Error::InvalidParameter(_))
+            ));
+        }
+        assert!(
+            build(
+                &[1.0, 2.0, 3.0],
+                2,
+                &[0],
+                HnswParams::default(),
+                &(),
+                &mut out
+            )
+            .is_err()
+        );
+    }
+
+    #[test]
+    fn cancellation_stops_the_build() {
+        struct Stop;
+        impl BuildProgress for Stop {
+            fn inserted(&self, _: usize, _: usize) {}
+            fn cancelled(&self) -> bool {
+                true
+            }
+        }
+        let data = clustered(10, 4, 2);
+        let ids: Vec<u32> = (0..10).collect();
+        let mut out = Vec::new();
+        assert!(matches!(
+            build(&data, 4, &ids, HnswParams::default(), &Stop, &mut out),
+            Err(Error::Cancelled)
+        ));
+    }
+}
