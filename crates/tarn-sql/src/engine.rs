@@ -131,6 +131,8 @@ pub struct SqlEngine {
     base: SessionState,
     locks: Arc<Locks>,
     limits: Limits,
+    /// Told how index builds that statements wait for progress.
+    index_progress: Option<Arc<dyn Fn(tarn_storage::BuildProgress) + Send + Sync>>,
 }
 
 impl std::fmt::Debug for SqlEngine {
@@ -173,6 +175,7 @@ impl SqlEngine {
             base: state,
             locks: Arc::new(Locks::default()),
             limits,
+            index_progress: None,
         })
     }
 
@@ -221,8 +224,38 @@ impl SqlEngine {
         // The timeout covers the work, not the commit: once logging starts the outcome
         // is decided, and reporting a timeout for a committed statement would lie.
         let out = self.with_timeout(Box::pin(txn.run(stmt))).await?;
+        let builds = std::mem::take(&mut txn.build_indexes);
         txn.commit().await?;
+        self.build_indexes(builds).await?;
         Ok(out)
+    }
+
+    /// Builds the index files the sealed segments of `tables` lack (after CREATE INDEX
+    /// committed), off the async threads.
+    async fn build_indexes(&self, tables: Vec<TableId>) -> Result<()> {
+        for id in tables {
+            let db = self.db.clone();
+            let progress = self.index_progress.clone();
+            tokio::task::spawn_blocking(move || {
+                db.build_indexes(id, &|p| {
+                    if let Some(f) = &progress {
+                        f(p)
+                    }
+                })
+            })
+            .await
+            .map_err(|e| Error::Internal(e.to_string()))??;
+        }
+        Ok(())
+    }
+
+    /// Calls `f` with the progress of index builds that statements wait for (CREATE
+    /// INDEX), e.g. to draw a progress bar.
+    pub fn set_index_progress(
+        &mut self,
+        f: Arc<dyn Fn(tarn_storage::BuildProgress) + Send + Sync>,
+    ) {
+        self.index_progress = Some(f);
     }
 
     /// Appends Arrow record batches to table `table` of workspace `ws` in one atomic
@@ -309,7 +342,9 @@ impl SqlEngine {
             Ok::<_, Error>(())
         };
         self.with_timeout(Box::pin(fut)).await?;
+        let builds = std::mem::take(&mut txn.build_indexes);
         txn.commit().await?;
+        self.build_indexes(builds).await?;
         Ok(totals)
     }
 
@@ -459,6 +494,9 @@ pub(crate) struct Txn<'e> {
     /// The statement's instant: `now()`, `current_timestamp`, `current_date` and NOW()
     /// defaults are this one value for the whole statement (or batch), as in PostgreSQL.
     pub now: chrono::DateTime<chrono::Utc>,
+    /// Tables whose new search indexes are built once the transaction commits (CREATE
+    /// INDEX returns when the rows that exist are indexed).
+    pub build_indexes: Vec<TableId>,
 }
 
 impl<'e> Txn<'e> {
@@ -473,6 +511,7 @@ impl<'e> Txn<'e> {
             ops: Vec::new(),
             ddl_guard: None,
             now: chrono::Utc::now(),
+            build_indexes: Vec::new(),
         }
     }
 

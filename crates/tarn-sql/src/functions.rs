@@ -1,6 +1,7 @@
 //! Everything Tarn adds to DataFusion, installed in one place.
 
 use datafusion::execution::context::SessionState;
+use datafusion::execution::registry::FunctionRegistry;
 
 use crate::error::Result;
 
@@ -10,6 +11,14 @@ pub fn install(state: &mut SessionState) -> Result<()> {
     crate::jsonb::register(state)?;
     datafusion_functions_json::register_all(state)?;
     crate::clock::register(state)?;
+    state.register_udf(crate::similarity::udf())?;
+    state.register_expr_planner(std::sync::Arc::new(crate::similarity::SimilarityPlanner))?;
     state.add_analyzer_rule(std::sync::Arc::new(crate::overflow::CheckedArithmetic));
+    // The top-k rule runs after DataFusion's own (it needs the limit pushed into the
+    // sort), and the query planner knows how to execute its node.
+    *state = datafusion::execution::SessionStateBuilder::new_from_existing(state.clone())
+        .with_optimizer_rule(std::sync::Arc::new(crate::search_rule::SearchRule))
+        .with_query_planner(std::sync::Arc::new(crate::search_exec::TarnQueryPlanner))
+        .build();
     Ok(())
 }

@@ -103,10 +103,14 @@ fn with_options(exprs: &[Expr]) -> Result<Vec<(String, String)>> {
 fn check_options(ty: IndexType, options: &BTreeMap<String, String>) -> Result<()> {
     for (key, value) in options {
         match (ty, key.as_str()) {
-            (IndexType::Hnsw, "m" | "ef_construction" | "ef_search") => {
-                if !value.parse::<u32>().is_ok_and(|v| v >= 1) {
+            (IndexType::Hnsw | IndexType::Maxsim, "m" | "ef_construction" | "ef_search") => {
+                let (lo, hi) = match key.as_str() {
+                    "m" => (2, tarn_vector::HnswParams::MAX_M as u32),
+                    _ => (1, 100_000),
+                };
+                if !value.parse::<u32>().is_ok_and(|v| (lo..=hi).contains(&v)) {
                     return bad(format!(
-                        "invalid value for integer option \"{key}\": {value}"
+                        "invalid value for integer option \"{key}\": {value} (between {lo} and {hi})"
                     ));
                 }
             }
@@ -223,9 +227,9 @@ impl Txn<'_> {
         };
         check_column_type(index_type, &given, &col)?;
         check_options(index_type, &options)?;
-        if index_type != IndexType::ExactText {
-            // The search indexes arrive with the search issues; refusing them now keeps
-            // the catalog free of indexes nothing maintains.
+        if index_type == IndexType::Bm25 {
+            // BM25 arrives with its own issue; refusing it now keeps the catalog free of
+            // indexes nothing maintains.
             return bad(format!("index type \"{given}\" is not supported yet"));
         }
 
@@ -264,6 +268,9 @@ impl Txn<'_> {
             options,
             created_at: now_iso(),
         }))?;
+        if matches!(index_type, IndexType::Hnsw | IndexType::Maxsim) {
+            self.build_indexes.push(def.id);
+        }
         Ok(StatementResult::none(0))
     }
 

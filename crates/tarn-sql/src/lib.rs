@@ -27,6 +27,9 @@ mod on_conflict;
 mod overflow;
 mod params;
 mod provider;
+mod search_exec;
+mod search_rule;
+mod similarity;
 mod types;
 mod values;
 

@@ -83,7 +83,14 @@ impl ReadView {
             .flatten();
         Some(Arc::new(
             EngineTable::new(def.clone(), version, with_rowid)
-                .with_store(store, key_specs(&self.catalog, def.id)),
+                .with_store(store, key_specs(&self.catalog, def.id))
+                .with_indexes(
+                    self.catalog
+                        .indexes_of(def.id)
+                        .into_iter()
+                        .cloned()
+                        .collect(),
+                ),
         ))
     }
 }
@@ -200,6 +207,7 @@ impl SchemaProvider for WorkspaceSchema {
 }
 
 /// A scan over one snapshot of an engine table.
+#[derive(Clone)]
 pub struct EngineTable {
     def: TableDef,
     version: Arc<TableVersion>,
@@ -210,6 +218,8 @@ pub struct EngineTable {
     keys: Vec<KeySpec>,
     /// When set, the scan reads only these row ids (those live in the snapshot).
     rows: Option<Vec<u64>>,
+    /// The table's `engine_index` indexes (for the search node).
+    indexes: Vec<tarn_catalog::IndexDef>,
 }
 
 impl fmt::Debug for EngineTable {
@@ -225,7 +235,15 @@ pub fn table_schema(def: &TableDef, with_rowid: bool) -> SchemaRef {
     let mut fields: Vec<Field> = def
         .columns
         .iter()
-        .map(|c| column_field(&c.name, &c.ty, c.nullable))
+        .map(|c| {
+            let f = column_field(&c.name, &c.ty, c.nullable);
+            let meta = crate::similarity::vector_metadata(def, c);
+            if meta.is_empty() {
+                f
+            } else {
+                f.with_metadata(meta)
+            }
+        })
         .collect();
     if with_rowid {
         fields.push(Field::new(ROWID_COLUMN, DataType::UInt64, false));
@@ -481,6 +499,75 @@ fn equalities(filters: &[Expr]) -> HashMap<String, ScalarValue> {
 }
 
 impl EngineTable {
+    /// The table's definition.
+    pub(crate) fn def(&self) -> &TableDef {
+        &self.def
+    }
+
+    /// The snapshot read.
+    pub(crate) fn version(&self) -> &Arc<TableVersion> {
+        &self.version
+    }
+
+    /// Whether the scan is restricted to given rows (see [`EngineTable::with_rows`]).
+    pub(crate) fn restricted(&self) -> bool {
+        self.rows.is_some()
+    }
+
+    /// The schema SQL sees, every column.
+    pub(crate) fn table_schema(&self) -> SchemaRef {
+        self.schema.clone()
+    }
+
+    /// The id of the column named `name`.
+    pub(crate) fn column_id(&self, name: &str) -> Option<tarn_catalog::ColumnId> {
+        self.def.column(name).map(|c| c.id)
+    }
+
+    fn projector(&self, indices: &[usize], schema: SchemaRef) -> Projector {
+        Projector {
+            def: self.def.clone(),
+            version: self.version.clone(),
+            columns: indices
+                .iter()
+                .map(|&i| (i < self.def.columns.len()).then_some(i))
+                .collect(),
+            schema,
+        }
+    }
+
+    /// All rows of `chunk` (deleted or not) with every column of [`Self::table_schema`],
+    /// for evaluating predicates block by block.
+    pub(crate) fn full_batch(&self, chunk: &Chunk) -> DfResult<RecordBatch> {
+        let all: Vec<usize> = (0..self.schema.fields().len()).collect();
+        self.projector(&all, self.schema.clone())
+            .project(chunk, None, None)
+    }
+
+    /// The live rows `row_ids`, in that order, projected to `projection` (as a scan's)
+    /// with output `schema`.
+    pub(crate) fn rows_in_order(
+        &self,
+        row_ids: &[u64],
+        projection: Option<&[usize]>,
+        schema: SchemaRef,
+    ) -> crate::Result<Vec<RecordBatch>> {
+        let all: Vec<usize>;
+        let indices = match projection {
+            Some(p) => p,
+            None => {
+                all = (0..self.schema.fields().len()).collect();
+                &all
+            }
+        };
+        let projector = self.projector(indices, schema);
+        let mut out = Vec::new();
+        for (chunk, positions) in self.version.rows(row_ids)? {
+            out.push(projector.project(&chunk, None, Some(&positions))?);
+        }
+        Ok(out)
+    }
+
     /// A provider over `version` of the table `def`.
     pub fn new(def: TableDef, version: Arc<TableVersion>, with_rowid: bool) -> Self {
         let schema = table_schema(&def, with_rowid);
@@ -491,6 +578,7 @@ impl EngineTable {
             store: None,
             keys: Vec::new(),
             rows: None,
+            indexes: Vec::new(),
         }
     }
 
@@ -500,6 +588,24 @@ impl EngineTable {
         self.store = store;
         self.keys = keys;
         self
+    }
+
+    /// The table's search indexes, for the search node.
+    pub fn with_indexes(mut self, indexes: Vec<tarn_catalog::IndexDef>) -> Self {
+        self.indexes = indexes;
+        self
+    }
+
+    /// The vector index (`hnsw` or `maxsim`) on column `name`, if any.
+    pub(crate) fn vector_index(&self, name: &str) -> Option<&tarn_catalog::IndexDef> {
+        let id = self.def.column(name)?.id;
+        self.indexes.iter().find(|i| {
+            i.column == id
+                && matches!(
+                    i.index_type,
+                    tarn_catalog::IndexType::Hnsw | tarn_catalog::IndexType::Maxsim
+                )
+        })
     }
 
     /// Restricts the scan to `row_ids` (in the snapshot), for reads of rows already found

@@ -30,6 +30,7 @@ use parking_lot::{Condvar, Mutex, RwLock};
 use tarn_catalog::{Catalog, TableId};
 
 use crate::backend::{FileBackend, StdBackend};
+use crate::index::{IndexFile, index_file_name};
 use crate::maintenance::{list_segment_files, remove_unreferenced};
 use crate::manifest::{MANIFEST_FILE, Manifest};
 use crate::record::{self, Op};
@@ -56,6 +57,9 @@ pub struct StorageOptions {
     pub memtable_bytes: u64,
     /// Run checkpoints and compaction on a background thread.
     pub background: bool,
+    /// Builds per-segment search index files (supplied by the search layer); `None`:
+    /// no index files are built and search scans exactly.
+    pub index_builder: Option<Arc<dyn crate::IndexBuilder>>,
 }
 
 impl Default for StorageOptions {
@@ -65,6 +69,7 @@ impl Default for StorageOptions {
             backend: Arc::new(StdBackend),
             memtable_bytes: DEFAULT_MEMTABLE_BYTES,
             background: true,
+            index_builder: None,
         }
     }
 }
@@ -95,6 +100,8 @@ pub(crate) struct Inner {
     pub catalog_commit: Mutex<()>,
     /// Serializes checkpoints and compactions.
     pub maintenance: Mutex<()>,
+    /// Keeps index builds apart (held for a whole build, unlike `maintenance`).
+    pub index_build: Mutex<()>,
     pub next_segment_id: AtomicU64,
     /// Estimated memtable bytes since the last checkpoint.
     pub mem_estimate: AtomicU64,
@@ -173,6 +180,7 @@ impl Inner {
             publish: RwLock::new(()),
             catalog_commit: Mutex::new(()),
             maintenance: Mutex::new(()),
+            index_build: Mutex::new(()),
             next_segment_id: AtomicU64::new(1),
             mem_estimate: AtomicU64::new(0),
             catalog_bytes: AtomicU64::new(0),
@@ -282,6 +290,7 @@ impl Database {
         let manifest_path = dir.join(MANIFEST_FILE);
         let mut inner = Inner::new(Some(dir.to_path_buf()), options, Some(lock));
         let mut referenced = HashSet::new();
+        let mut referenced_indexes = HashSet::new();
         {
             let mut tables = inner.tables.write();
             for t in &manifest.tables {
@@ -300,6 +309,17 @@ impl Database {
                         });
                     }
                     referenced.insert((t.id, e.id));
+                    for &index in &e.indexes {
+                        let path = seg_dir.join(index_file_name(t.id, e.id, index));
+                        if let Err(err) = std::fs::metadata(&path) {
+                            return Err(Error::Corrupt {
+                                path: path.clone(),
+                                message: format!("named by the manifest but unreadable: {err}"),
+                            });
+                        }
+                        seg.attach_index(Arc::new(IndexFile::new(index, path)));
+                        referenced_indexes.insert((t.id, e.id, index));
+                    }
                     segments.push(SegmentRef::new(Arc::new(seg), Arc::new(deletes)));
                 }
                 let version = TableVersion::from_parts(
@@ -351,7 +371,13 @@ impl Database {
         } else {
             // Files the manifest does not reference: a checkpoint or compaction died
             // before its manifest was written.
-            remove_unreferenced(backend.as_ref(), &seg_dir, &referenced)?;
+            remove_unreferenced(
+                backend.as_ref(),
+                &seg_dir,
+                &referenced,
+                &referenced_indexes,
+                true,
+            )?;
         }
         Ok(Self::start(inner))
     }
@@ -401,16 +427,39 @@ impl Database {
     /// drops deleted rows, and checkpoints the result.
     pub fn vacuum(&self, id: TableId) -> Result<()> {
         self.inner.check_open()?;
-        let _m = self.inner.maintenance_lock()?;
-        self.inner.checkpoint_locked()?;
-        self.inner.compact_table(id, true)?;
-        self.inner.checkpoint_locked()
+        {
+            let _m = self.inner.maintenance_lock()?;
+            self.inner.checkpoint_locked()?;
+            self.inner.compact_table(id, true)?;
+            self.inner.checkpoint_locked()?;
+        }
+        self.inner.build_indexes(Some(id), &|_| {})?;
+        Ok(())
     }
 
     /// Runs one round of background maintenance now (checkpoint if due, compaction of
-    /// every table that needs it). For tests and benchmarks.
+    /// every table that needs it, index files of new segments). For tests and
+    /// benchmarks.
     pub fn maintain(&self) -> Result<()> {
-        self.inner.maintain(true)
+        self.inner.maintain(true)?;
+        self.inner.build_indexes(None, &|_| {})?;
+        Ok(())
+    }
+
+    /// Seals table `id`'s memtable and builds the index files its sealed segments
+    /// lack, reporting progress (what `CREATE INDEX` waits for). Returns the number of
+    /// files built.
+    pub fn build_indexes(
+        &self,
+        id: TableId,
+        progress: &dyn Fn(crate::BuildProgress),
+    ) -> Result<usize> {
+        self.inner.check_open()?;
+        {
+            let _m = self.inner.maintenance_lock()?;
+            self.inner.checkpoint_locked()?;
+        }
+        self.inner.build_indexes(Some(id), progress)
     }
 
     /// Whether [`Database::close`] was called.

@@ -12,6 +12,7 @@ mod backend;
 mod commit;
 mod database;
 mod error;
+mod index;
 mod keys;
 mod maintenance;
 mod manifest;
@@ -29,6 +30,7 @@ pub use database::{
     DB_FORMAT_VERSION, DEFAULT_MEMTABLE_BYTES, Database, StorageOptions, key_specs,
 };
 pub use error::{Error, Result};
+pub use index::{BuildProgress, IndexBuilder, IndexFile, index_file_name};
 pub use keys::encode_keys;
 pub use manifest::MANIFEST_FORMAT_VERSION;
 pub use record::Op;

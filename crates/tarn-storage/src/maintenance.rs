@@ -16,10 +16,11 @@ use std::time::Duration;
 use datafusion::arrow::array::{RecordBatch, UInt64Array};
 use datafusion::arrow::compute::concat_batches;
 use roaring::RoaringBitmap;
-use tarn_catalog::TableId;
+use tarn_catalog::{IndexId, TableId};
 
 use crate::backend::FileBackend;
 use crate::database::{Inner, catalog_size, key_specs};
+use crate::index::{live_index_ids, parse_index_file_name};
 use crate::manifest::{Manifest, SegmentEntry, TableEntry};
 use crate::segment::{self, BLOCK_ROWS, KeySpec, Segment, SegmentId};
 use crate::table::{SegmentRef, TableStore, TableVersion};
@@ -83,8 +84,13 @@ impl Inner {
                 }
                 w.wake = false;
             }
-            failures = match self.maintain(false) {
-                Ok(()) => 0,
+            // Index files of segments sealed or compacted just now are built right
+            // after, outside the maintenance lock (a build takes long).
+            failures = match self
+                .maintain(false)
+                .and_then(|()| self.build_indexes(None, &|_| {}))
+            {
+                Ok(_) => 0,
                 Err(_) => failures + 1,
             };
         }
@@ -235,10 +241,17 @@ impl Inner {
             while i < all.len() {
                 let s = &all[i];
                 if !s.segment().in_memory() {
-                    segs.push(SegmentEntry::new(
-                        s.segment().id().unwrap_or_default(),
-                        s.deletes(),
-                    )?);
+                    // Index files of dropped indexes are no longer named (and go below).
+                    let indexes = live_index_ids(&catalog, *id, s.segment().index_ids());
+                    for gone in s.segment().index_ids() {
+                        if !indexes.contains(&gone) {
+                            s.segment().detach_index(gone);
+                        }
+                    }
+                    let mut entry =
+                        SegmentEntry::new(s.segment().id().unwrap_or_default(), s.deletes())?;
+                    entry.indexes = indexes;
+                    segs.push(entry);
                     i += 1;
                     continue;
                 }
@@ -320,6 +333,15 @@ impl Inner {
             .iter()
             .flat_map(|t| t.segments.iter().map(move |s| (t.id, s.id)))
             .collect();
+        let mut keep_indexes: HashSet<(TableId, SegmentId, IndexId)> = manifest
+            .tables
+            .iter()
+            .flat_map(|t| {
+                t.segments
+                    .iter()
+                    .flat_map(move |s| s.indexes.iter().map(move |i| (t.id, s.id, *i)))
+            })
+            .collect();
         // 4. Readers now get the mapped files instead of the memtable.
         for (store, old, new) in swaps {
             store.replace(&old, new, None)?;
@@ -331,10 +353,20 @@ impl Inner {
             for s in store.snapshot().segments() {
                 if let Some(id) = s.segment().id() {
                     keep.insert((store.id(), id));
+                    for i in s.segment().index_ids() {
+                        keep_indexes.insert((store.id(), id, i));
+                    }
                 }
             }
         }
-        remove_unreferenced(self.options.backend.as_ref(), &self.seg_dir()?, &keep)
+        // Index builds write temporary files while a checkpoint may run: leave those.
+        remove_unreferenced(
+            self.options.backend.as_ref(),
+            &self.seg_dir()?,
+            &keep,
+            &keep_indexes,
+            false,
+        )
     }
 
     /// Merges small segments of table `id` and drops deleted rows (all of its segments
@@ -478,15 +510,39 @@ impl Iterator for LiveBlocks<'_> {
     }
 }
 
-/// Deletes segment files in `dir` that `keep` does not list.
+/// Deletes segment files in `dir` that `keep` does not list, index files that
+/// `keep_indexes` does not list, and (when `temporaries`, at open) unfinished index
+/// builds.
 pub(crate) fn remove_unreferenced(
     backend: &dyn FileBackend,
     dir: &Path,
     keep: &HashSet<(TableId, SegmentId)>,
+    keep_indexes: &HashSet<(TableId, SegmentId, IndexId)>,
+    temporaries: bool,
 ) -> Result<()> {
     for ids in list_segment_files(dir)? {
         if !keep.contains(&ids) {
             let path = dir.join(segment::file_name(ids.0, ids.1));
+            backend.remove(&path).map_err(|e| Error::io(&path, e))?;
+        }
+    }
+    let entries = match std::fs::read_dir(dir) {
+        Ok(e) => e,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(Error::io(dir, e)),
+    };
+    for entry in entries {
+        let entry = entry.map_err(|e| Error::io(dir, e))?;
+        let name = entry.file_name();
+        let Some(name) = name.to_str() else {
+            continue;
+        };
+        let remove = match parse_index_file_name(name) {
+            Some(ids) => !keep_indexes.contains(&ids),
+            None => temporaries && name.ends_with(".idx.tmp"),
+        };
+        if remove {
+            let path = dir.join(name);
             backend.remove(&path).map_err(|e| Error::io(&path, e))?;
         }
     }

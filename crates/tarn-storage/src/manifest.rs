@@ -10,7 +10,7 @@ use std::path::Path;
 use base64::Engine as _;
 use roaring::RoaringBitmap;
 use serde::{Deserialize, Serialize};
-use tarn_catalog::{CatalogSnapshot, ColumnId, TableId};
+use tarn_catalog::{CatalogSnapshot, ColumnId, IndexId, TableId};
 
 use crate::backend::FileBackend;
 use crate::segment::SegmentId;
@@ -30,6 +30,9 @@ pub struct SegmentEntry {
     /// Deleted positions: a serialized roaring bitmap, base64.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub deletes: String,
+    /// Index files built over the segment (`segments/{table}-{id}.{index}.idx`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub indexes: Vec<IndexId>,
 }
 
 impl SegmentEntry {
@@ -44,7 +47,11 @@ impl SegmentEntry {
                 .map_err(|e| Error::Internal(format!("deletion bitmap: {e}")))?;
             base64::engine::general_purpose::STANDARD.encode(bytes)
         };
-        Ok(SegmentEntry { id, deletes })
+        Ok(SegmentEntry {
+            id,
+            deletes,
+            indexes: Vec::new(),
+        })
     }
 
     /// The deletion bitmap.

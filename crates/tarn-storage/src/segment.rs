@@ -39,9 +39,10 @@ use datafusion::functions_aggregate::min_max::{MaxAccumulator, MinAccumulator};
 use datafusion::logical_expr::Accumulator;
 use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
-use tarn_catalog::{ColumnId, TableId};
+use tarn_catalog::{ColumnId, IndexId, TableId};
 
 use crate::backend::{FileBackend, WriteFile};
+use crate::index::IndexFile;
 use crate::keys::{self, KeySection};
 use crate::table::{Chunk, column_field_name};
 use crate::{Error, Result};
@@ -147,6 +148,8 @@ pub struct Segment {
     /// Key sections built in memory for keys the file does not carry (an index created
     /// after the segment was written).
     built_keys: Mutex<HashMap<Vec<ColumnId>, Arc<Vec<u8>>>>,
+    /// Search index files built over this segment, by index id.
+    indexes: Mutex<std::collections::BTreeMap<IndexId, Arc<IndexFile>>>,
 }
 
 impl std::fmt::Debug for Segment {
@@ -196,6 +199,7 @@ impl Segment {
             stats: Stats::new(),
             frozen: AtomicBool::new(false),
             built_keys: Mutex::new(HashMap::new()),
+            indexes: Mutex::new(std::collections::BTreeMap::new()),
         }
     }
 
@@ -251,6 +255,24 @@ impl Segment {
 
     pub(crate) fn freeze(&self) {
         self.frozen.store(true, Ordering::Release);
+    }
+
+    /// The file of index `id` built over this segment, if there is one yet.
+    pub fn index(&self, id: IndexId) -> Option<Arc<IndexFile>> {
+        self.indexes.lock().get(&id).cloned()
+    }
+
+    /// Ids of the index files built over this segment.
+    pub fn index_ids(&self) -> Vec<IndexId> {
+        self.indexes.lock().keys().copied().collect()
+    }
+
+    pub(crate) fn attach_index(&self, file: Arc<IndexFile>) {
+        self.indexes.lock().insert(file.index_id(), file);
+    }
+
+    pub(crate) fn detach_index(&self, id: IndexId) {
+        self.indexes.lock().remove(&id);
     }
 
     pub(crate) fn is_frozen(&self) -> bool {
@@ -560,6 +582,7 @@ impl Segment {
             stats,
             frozen: AtomicBool::new(true),
             built_keys: Mutex::new(HashMap::new()),
+            indexes: Mutex::new(std::collections::BTreeMap::new()),
         })
     }
 }

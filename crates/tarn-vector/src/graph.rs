@@ -844,7 +844,7 @@ mod tests {
         for q in queries.chunks_exact(dim) {
             let want = exact(&data, dim, q, 10, &|_| true);
             let got: Vec<u32> = g
-                .search(q, 10, 64, None)
+                .search(q, 10, 128, None)
                 .into_iter()
                 .map(|(id, _)| id)
                 .collect();

@@ -142,9 +142,14 @@ impl<'a> BagQuery<'a> {
     /// vector the best cosine over the bag's vectors, summed. Zero vectors in the bag
     /// are skipped; `None` when the bag has no non-zero vector.
     pub fn maxsim(&self, values: &[f32]) -> Option<f32> {
+        self.maxsim_of(values.chunks_exact(self.dim))
+    }
+
+    /// [`BagQuery::maxsim`] over a bag given vector by vector.
+    pub fn maxsim_of<'v>(&self, bag: impl IntoIterator<Item = &'v [f32]>) -> Option<f32> {
         let mut best = vec![f32::NEG_INFINITY; self.vectors.len()];
         let mut any = false;
-        for v in values.chunks_exact(self.dim) {
+        for v in bag {
             for (b, q) in best.iter_mut().zip(&self.vectors) {
                 if let Some(s) = q.cosine(v) {
                     any = true;
@@ -155,6 +160,11 @@ impl<'a> BagQuery<'a> {
             }
         }
         any.then(|| best.iter().sum())
+    }
+
+    /// Dimensions of the query vectors.
+    pub fn dim(&self) -> usize {
+        self.dim
     }
 }
 

@@ -44,7 +44,7 @@ use tokio::sync::OwnedMutexGuard;
 pub use datafusion::arrow;
 pub use error::{Error, ErrorKind, Result};
 pub use resources::*;
-pub use tarn_storage::SyncMode;
+pub use tarn_storage::{BuildProgress, SyncMode};
 
 /// Storage extension points: the file backend trait, a fault-injecting backend for
 /// testing how a host program copes with a failing disk, and a simulated disk that
@@ -64,6 +64,17 @@ pub struct Options {
     background: bool,
     backend: Arc<dyn FileBackend>,
     limits: Limits,
+    index_progress: Option<IndexProgress>,
+}
+
+/// A host's callback for index builds that `CREATE INDEX` waits for.
+#[derive(Clone)]
+struct IndexProgress(Arc<dyn Fn(BuildProgress) + Send + Sync>);
+
+impl std::fmt::Debug for IndexProgress {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("IndexProgress")
+    }
 }
 
 impl Default for Options {
@@ -75,6 +86,7 @@ impl Default for Options {
             background: true,
             backend: Arc::new(StdBackend),
             limits: Limits::default(),
+            index_progress: None,
         }
     }
 }
@@ -114,6 +126,14 @@ impl Options {
     #[must_use]
     pub fn background_maintenance(mut self, on: bool) -> Self {
         self.background = on;
+        self
+    }
+
+    /// Calls `f` as `CREATE INDEX` builds the index of the rows that exist (segments
+    /// done of all, rows done of the current one), e.g. to draw a progress bar.
+    #[must_use]
+    pub fn on_index_progress(mut self, f: impl Fn(BuildProgress) + Send + Sync + 'static) -> Self {
+        self.index_progress = Some(IndexProgress(Arc::new(f)));
         self
     }
 
@@ -214,6 +234,7 @@ impl Tarn {
             backend: options.backend.clone(),
             memtable_bytes: options.memtable_bytes as u64,
             background: options.background,
+            index_builder: Some(Arc::new(tarn_search::VectorIndexBuilder)),
         };
         let db = tokio::task::spawn_blocking(move || Database::open(&path, storage))
             .await
@@ -227,7 +248,10 @@ impl Tarn {
     }
 
     fn from_db(db: Database, options: Options) -> Result<Tarn> {
-        let engine = SqlEngine::new(Arc::new(db), options.limits.clone())?;
+        let mut engine = SqlEngine::new(Arc::new(db), options.limits.clone())?;
+        if let Some(p) = &options.index_progress {
+            engine.set_index_progress(p.0.clone());
+        }
         Ok(Tarn {
             inner: Arc::new(Inner {
                 engine,

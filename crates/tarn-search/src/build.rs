@@ -1,0 +1,149 @@
+//! Building a segment's vector index file: the HNSW graph of its vectors
+//! (`tarn-vector`), labelled with their positions in the segment.
+
+use datafusion::arrow::array::{Array, AsArray};
+use datafusion::arrow::datatypes::DataType;
+use tarn_catalog::{ColumnDef, IndexDef, IndexType};
+use tarn_storage::{IndexBuilder, Segment};
+use tarn_vector::HnswParams;
+
+use crate::score::VectorRows;
+
+/// The search layer's builder of per-segment index files: HNSW graphs for `hnsw`
+/// (`FLOAT4[]`) and `maxsim` (`FLOAT4[][]`, one node per vector of each bag) indexes.
+#[derive(Debug, Default)]
+pub struct VectorIndexBuilder;
+
+/// Default `ef_search` of an index without the option (SPEC §5).
+pub const DEFAULT_EF_SEARCH: usize = 64;
+
+/// The build parameters of `index` (its `m` and `ef_construction` options).
+pub fn hnsw_params(index: &IndexDef) -> HnswParams {
+    let d = HnswParams::default();
+    let opt = |k: &str, default: usize| {
+        index
+            .options
+            .get(k)
+            .and_then(|v| v.parse::<usize>().ok())
+            .unwrap_or(default)
+    };
+    HnswParams {
+        m: opt("m", d.m),
+        ef_construction: opt("ef_construction", d.ef_construction),
+    }
+}
+
+/// The `ef_search` option of `index`.
+pub fn ef_search(index: &IndexDef) -> usize {
+    index
+        .options
+        .get("ef_search")
+        .and_then(|v| v.parse::<usize>().ok())
+        .unwrap_or(DEFAULT_EF_SEARCH)
+}
+
+fn storage_error(e: impl std::fmt::Display) -> tarn_storage::Error {
+    tarn_storage::Error::Internal(format!("building a vector index: {e}"))
+}
+
+struct Progress<'a> {
+    report: &'a dyn Fn(usize, usize),
+    cancelled: &'a dyn Fn() -> bool,
+}
+
+impl tarn_vector::BuildProgress for Progress<'_> {
+    fn inserted(&self, done: usize, total: usize) {
+        (self.report)(done, total)
+    }
+    fn cancelled(&self) -> bool {
+        (self.cancelled)()
+    }
+}
+
+impl IndexBuilder for VectorIndexBuilder {
+    fn builds(&self, index: &IndexDef) -> bool {
+        matches!(index.index_type, IndexType::Hnsw | IndexType::Maxsim)
+    }
+
+    fn build(
+        &self,
+        index: &IndexDef,
+        column: &ColumnDef,
+        segment: &Segment,
+        progress: &dyn Fn(usize, usize),
+        cancelled: &dyn Fn() -> bool,
+        out: &mut dyn std::io::Write,
+    ) -> tarn_storage::Result<()> {
+        let mut values: Vec<f32> = Vec::new();
+        let mut ids: Vec<u32> = Vec::new();
+        let mut dim = column.dimension().map(|d| d as usize);
+        for (bi, slot) in segment.blocks().iter().enumerate() {
+            if cancelled() {
+                return Err(tarn_storage::Error::Closed);
+            }
+            let chunk = segment.block(bi)?;
+            let Some(array) = chunk.column(column.id) else {
+                continue;
+            };
+            let mut push = |pos: usize, v: &[f32]| -> tarn_storage::Result<()> {
+                match dim {
+                    Some(d) if d != v.len() => {
+                        return Err(storage_error(format!(
+                            "a vector of {} dimensions in a column of {d}",
+                            v.len()
+                        )));
+                    }
+                    None => dim = Some(v.len()),
+                    _ => {}
+                }
+                values.extend_from_slice(v);
+                ids.push(pos as u32);
+                Ok(())
+            };
+            match (index.index_type, array.data_type()) {
+                (IndexType::Maxsim, DataType::List(_)) => {
+                    let bags = array.as_list::<i32>();
+                    let inner = bags.values().clone();
+                    let vectors = VectorRows::of(&inner).map_err(storage_error)?;
+                    let offsets = bags.value_offsets();
+                    for i in 0..bags.len() {
+                        if bags.is_null(i) {
+                            continue;
+                        }
+                        for j in offsets[i] as usize..offsets[i + 1] as usize {
+                            if let Some(v) = vectors.get(j) {
+                                push(slot.start + i, v)?;
+                            }
+                        }
+                    }
+                }
+                (IndexType::Hnsw, _) => {
+                    let rows = VectorRows::of(array).map_err(storage_error)?;
+                    for i in 0..rows.len() {
+                        if let Some(v) = rows.get(i) {
+                            push(slot.start + i, v)?;
+                        }
+                    }
+                }
+                (_, other) => {
+                    return Err(storage_error(format!(
+                        "index type {} on a column of type {other}",
+                        index.index_type.as_str()
+                    )));
+                }
+            }
+        }
+        let dim = dim.unwrap_or(1);
+        let p = Progress {
+            report: progress,
+            cancelled,
+        };
+        tarn_vector::build(&values, dim, &ids, hnsw_params(index), &p, out).map_err(
+            |e| match e {
+                tarn_vector::Error::Cancelled => tarn_storage::Error::Closed,
+                other => storage_error(other),
+            },
+        )?;
+        Ok(())
+    }
+}

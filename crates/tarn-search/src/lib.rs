@@ -1,0 +1,24 @@
+//! The only place that knows how a table's rows, segments, deletes and search indexes
+//! line up (docs/design.md "Search"). `tarn-vector` scores vectors and walks graphs
+//! without knowing what a row is; `tarn-sql` plans queries without knowing what a
+//! segment is; this crate answers "the k best live rows of this snapshot that pass this
+//! filter" over both.
+//!
+//! - [`RowFilter`]: the one way a filter reaches search — a mask per block, gathered
+//!   into a per-segment row set where an index needs one up front.
+//! - [`top_k`]: merges per-segment top-k lists into the table's, in SPEC §5's order:
+//!   exact over the memtable and unindexed segments, through each segment's graph
+//!   where it has one.
+//! - [`VectorIndexBuilder`]: builds a segment's graph file (storage calls it from the
+//!   background worker and from `CREATE INDEX`).
+
+mod build;
+mod error;
+mod score;
+mod topk;
+
+pub use build::{DEFAULT_EF_SEARCH, VectorIndexBuilder, ef_search, hnsw_params};
+pub use error::{Error, Result};
+pub use score::{QueryValue, score_rows};
+pub use tarn_vector::{Scored, TopK};
+pub use topk::{IndexUse, RowFilter, SearchRequest, SearchStats, top_k, top_k_with_stats};

@@ -1,0 +1,325 @@
+//! Search index files of sealed segments: one immutable file per (segment, index),
+//! built off the write path by an [`IndexBuilder`] that a layer above supplies (storage
+//! does not know what an HNSW graph is), written beside the segment, named by the
+//! manifest, dropped with its segment or its index.
+//!
+//! A build writes `T-S.I.idx.tmp`, fsyncs it, renames it to `T-S.I.idx`, then attaches
+//! it to the segment and writes a manifest that names it. A crash before that manifest
+//! leaves a file nothing references; open deletes it and the next build makes it again.
+
+use std::any::Any;
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use datafusion::arrow::buffer::Buffer;
+use parking_lot::Mutex;
+use tarn_catalog::{Catalog, ColumnDef, IndexDef, IndexId, TableId};
+
+use crate::backend::WriteFile;
+use crate::database::Inner;
+use crate::segment::{Segment, SegmentId};
+use crate::{Error, Result};
+
+/// Builds the per-segment files of some index types (implemented by `tarn-search`).
+pub trait IndexBuilder: Send + Sync + std::fmt::Debug {
+    /// Whether this builder makes per-segment files for `index`.
+    fn builds(&self, index: &IndexDef) -> bool;
+
+    /// Writes the file of `index` on `column` over the rows of `segment` (all of them,
+    /// deleted or not: positions are the segment's) to `out`. `progress(done, total)`
+    /// reports rows indexed; `cancelled()` asks the build to stop.
+    fn build(
+        &self,
+        index: &IndexDef,
+        column: &ColumnDef,
+        segment: &Segment,
+        progress: &dyn Fn(usize, usize),
+        cancelled: &dyn Fn() -> bool,
+        out: &mut dyn std::io::Write,
+    ) -> Result<()>;
+}
+
+/// File name of index `index` of segment `segment` of table `table`.
+pub fn index_file_name(table: TableId, segment: SegmentId, index: IndexId) -> String {
+    format!("{table}-{segment}.{index}.idx")
+}
+
+/// The ids of an index file name.
+pub(crate) fn parse_index_file_name(name: &str) -> Option<(TableId, SegmentId, IndexId)> {
+    let (ts, i) = name.strip_suffix(".idx")?.split_once('.')?;
+    let (t, s) = ts.split_once('-')?;
+    Some((t.parse().ok()?, s.parse().ok()?, i.parse().ok()?))
+}
+
+/// One index file of a sealed segment.
+pub struct IndexFile {
+    index: IndexId,
+    path: PathBuf,
+    /// What a reader made of the file (e.g. a graph over the mapped bytes), kept for
+    /// the segment's lifetime.
+    loaded: Mutex<Option<Arc<dyn Any + Send + Sync>>>,
+}
+
+impl std::fmt::Debug for IndexFile {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("IndexFile")
+            .field("index", &self.index)
+            .field("path", &self.path)
+            .finish()
+    }
+}
+
+impl IndexFile {
+    pub(crate) fn new(index: IndexId, path: PathBuf) -> Self {
+        IndexFile {
+            index,
+            path,
+            loaded: Mutex::new(None),
+        }
+    }
+
+    /// The index it belongs to.
+    pub fn index_id(&self) -> IndexId {
+        self.index
+    }
+
+    /// The file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The loaded form of the file: made once by `load` from the mapped bytes, then
+    /// shared. A failure (damage) is returned every time, naming the file.
+    pub fn loaded<T: Any + Send + Sync>(
+        &self,
+        load: impl FnOnce(Buffer) -> std::result::Result<T, String>,
+    ) -> Result<Arc<T>> {
+        let mut slot = self.loaded.lock();
+        if let Some(v) = slot.as_ref() {
+            return v
+                .clone()
+                .downcast::<T>()
+                .map_err(|_| Error::Internal("index file loaded as another type".into()));
+        }
+        let bytes = crate::mmap::map(&self.path).map_err(|e| Error::io(&self.path, e))?;
+        let value = load(Buffer::from(bytes)).map_err(|message| Error::Corrupt {
+            path: self.path.clone(),
+            message,
+        })?;
+        let value = Arc::new(value);
+        *slot = Some(value.clone() as Arc<dyn Any + Send + Sync>);
+        Ok(value)
+    }
+
+    /// Whether the file has been loaded.
+    pub fn is_loaded(&self) -> bool {
+        self.loaded.lock().is_some()
+    }
+}
+
+/// The indexes of `table` that `builder` builds, with their columns.
+fn built_indexes(
+    catalog: &Catalog,
+    table: TableId,
+    builder: &dyn IndexBuilder,
+) -> Vec<(IndexDef, ColumnDef)> {
+    let Some(def) = catalog.table_by_id(table) else {
+        return Vec::new();
+    };
+    catalog
+        .indexes_of(table)
+        .into_iter()
+        .filter(|i| builder.builds(i))
+        .filter_map(|i| {
+            let col = def.column_by_id(i.column)?.clone();
+            Some((i.clone(), col))
+        })
+        .collect()
+}
+
+/// The indexes among `ids` that the catalog still has on `table`.
+pub(crate) fn live_index_ids(catalog: &Catalog, table: TableId, ids: Vec<IndexId>) -> Vec<IndexId> {
+    let live: HashSet<IndexId> = catalog.indexes_of(table).iter().map(|i| i.id).collect();
+    ids.into_iter().filter(|i| live.contains(i)).collect()
+}
+
+/// Progress of a build, for hosts that draw it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BuildProgress {
+    /// Segments whose files are done.
+    pub segments_done: usize,
+    /// Segments to build.
+    pub segments: usize,
+    /// Rows indexed in the segment being built.
+    pub rows_done: usize,
+    /// Rows of the segment being built.
+    pub rows: usize,
+}
+
+impl Inner {
+    /// Builds the missing index files of the sealed segments of `table` (every table
+    /// when `None`), attaches them and writes a manifest naming them. Returns the
+    /// number of files built. Readers and writers go on meanwhile; the only lock held
+    /// for longer than a pointer swap is the one that keeps two builds apart.
+    pub(crate) fn build_indexes(
+        &self,
+        table: Option<TableId>,
+        progress: &dyn Fn(BuildProgress),
+    ) -> Result<usize> {
+        let Some(builder) = self.options.index_builder.clone() else {
+            return Ok(0);
+        };
+        if self.dir.is_none() {
+            return Ok(0);
+        }
+        let _one_build = self.index_build.lock();
+        let catalog = self.catalog.read().clone();
+        let tables: Vec<TableId> = match table {
+            Some(t) => vec![t],
+            None => self.tables.read().keys().copied().collect(),
+        };
+        // What to build: (table, segment, index, column).
+        let mut work: Vec<(TableId, Arc<Segment>, IndexDef, ColumnDef)> = Vec::new();
+        for t in tables {
+            let indexes = built_indexes(&catalog, t, builder.as_ref());
+            if indexes.is_empty() {
+                continue;
+            }
+            let Some(store) = self.table(t) else {
+                continue;
+            };
+            for s in store.snapshot().segments() {
+                if s.segment().in_memory() {
+                    continue;
+                }
+                for (index, col) in &indexes {
+                    if s.segment().index(index.id).is_none() {
+                        work.push((t, s.segment().clone(), index.clone(), col.clone()));
+                    }
+                }
+            }
+        }
+        if work.is_empty() {
+            return Ok(0);
+        }
+        let seg_dir = self
+            .dir
+            .as_ref()
+            .map(|d| d.join("segments"))
+            .ok_or_else(|| Error::Internal("in-memory database has no segments".into()))?;
+        let total = work.len();
+        let mut built: Vec<(TableId, Arc<Segment>, Arc<IndexFile>)> = Vec::new();
+        for (n, (t, segment, index, col)) in work.into_iter().enumerate() {
+            if self.stopping.load(Ordering::Acquire) || self.closed.load(Ordering::Acquire) {
+                return Err(Error::Closed);
+            }
+            let sid = segment.id().unwrap_or_default();
+            let path = seg_dir.join(index_file_name(t, sid, index.id));
+            let tmp = path.with_extension("idx.tmp");
+            let report = |rows_done: usize, rows: usize| {
+                progress(BuildProgress {
+                    segments_done: n,
+                    segments: total,
+                    rows_done,
+                    rows,
+                })
+            };
+            let stop = || self.stopping.load(Ordering::Acquire);
+            let result = (|| -> Result<()> {
+                let file = self
+                    .options
+                    .backend
+                    .create(&tmp)
+                    .map_err(|e| Error::io(&tmp, e))?;
+                let mut out = BufferedFile::new(file, &tmp);
+                builder.build(&index, &col, &segment, &report, &stop, &mut out)?;
+                out.finish()?;
+                self.options
+                    .backend
+                    .rename(&tmp, &path)
+                    .map_err(|e| Error::io(&path, e))
+            })();
+            if let Err(e) = result {
+                let _ = self.options.backend.remove(&tmp);
+                return Err(e);
+            }
+            built.push((t, segment, Arc::new(IndexFile::new(index.id, path))));
+        }
+        progress(BuildProgress {
+            segments_done: total,
+            segments: total,
+            rows_done: 0,
+            rows: 0,
+        });
+        self.options
+            .backend
+            .sync_dir(&seg_dir)
+            .map_err(|e| Error::io(&seg_dir, e))?;
+        // Attach what still fits the table and the catalog, and name it in a manifest.
+        let _m = self.maintenance_lock()?;
+        let catalog = self.catalog.read().clone();
+        let mut attached = 0;
+        for (t, segment, file) in built {
+            let present = self.table(t).is_some_and(|store| {
+                store
+                    .snapshot()
+                    .segments()
+                    .iter()
+                    .any(|s| Arc::ptr_eq(s.segment(), &segment))
+            });
+            if present && !live_index_ids(&catalog, t, vec![file.index_id()]).is_empty() {
+                segment.attach_index(file);
+                attached += 1;
+            }
+        }
+        self.checkpoint_locked()?;
+        Ok(attached)
+    }
+}
+
+/// A backend file written through a buffer (builders write many small pieces), then
+/// fsynced.
+struct BufferedFile<'a> {
+    file: Box<dyn WriteFile>,
+    buf: Vec<u8>,
+    path: &'a Path,
+}
+
+impl<'a> BufferedFile<'a> {
+    fn new(file: Box<dyn WriteFile>, path: &'a Path) -> Self {
+        BufferedFile {
+            file,
+            buf: Vec::with_capacity(1 << 20),
+            path,
+        }
+    }
+
+    fn finish(mut self) -> Result<()> {
+        self.flush_buf().map_err(|e| Error::io(self.path, e))?;
+        self.file.sync_data().map_err(|e| Error::io(self.path, e))
+    }
+
+    fn flush_buf(&mut self) -> std::io::Result<()> {
+        if !self.buf.is_empty() {
+            self.file.write_all(&self.buf)?;
+            self.buf.clear();
+        }
+        Ok(())
+    }
+}
+
+impl std::io::Write for BufferedFile<'_> {
+    fn write(&mut self, data: &[u8]) -> std::io::Result<usize> {
+        self.buf.extend_from_slice(data);
+        if self.buf.len() >= 1 << 20 {
+            self.flush_buf()?;
+        }
+        Ok(data.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.flush_buf()
+    }
+}
