@@ -200,7 +200,7 @@ fn search_plan(sort: &Sort) -> DfResult<Option<LogicalPlan>> {
     if col.relation.as_ref().is_some_and(|r| r != &scan.table_name) {
         return Ok(None);
     }
-    let Some(query) = similarity::planned_query(field, q) else {
+    let Some(query) = similarity::planned_query(field, q)? else {
         return Ok(None);
     };
     for f in &scan.filters {

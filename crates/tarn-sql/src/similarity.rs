@@ -396,30 +396,30 @@ impl ScalarUDFImpl for Similarity {
 }
 
 /// The query of `<#>` on the stored field `field` with the constant `q`, checked as
-/// the function would check it; `None` when it is NULL or fails a check (the function
-/// then reports the error when it runs).
-pub(crate) fn planned_query(field: &Field, q: &ScalarValue) -> Option<QueryValue> {
+/// the function checks it (so a query of the wrong dimension is a 400 even when no row
+/// would ever be scored); `None` when it is NULL or the field is not a vector column.
+pub(crate) fn planned_query(field: &Field, q: &ScalarValue) -> DfResult<Option<QueryValue>> {
     let kind = match kind(field.data_type()) {
         k @ (Kind::Vector | Kind::Bag) => k,
-        _ => return None,
+        _ => return Ok(None),
     };
     let stored = Described::of(field);
-    if stored.check_engine().is_err() {
-        return None;
-    }
+    stored.check_engine()?;
     let dim = stored.dim().or(match field.data_type() {
         DataType::FixedSizeList(_, d) if kind == Kind::Vector => Some(*d as usize),
         _ => None,
     });
-    let arr = q.to_array_of_size(1).ok()?;
-    let (values, count) = query_values(&arr, 0, kind, field.name(), dim).ok()??;
-    Some(match kind {
+    let arr = q.to_array_of_size(1)?;
+    let Some((values, count)) = query_values(&arr, 0, kind, field.name(), dim)? else {
+        return Ok(None);
+    };
+    Ok(Some(match kind {
         Kind::Vector => QueryValue::Vector(values),
         _ => {
             let dim = values.len() / count.max(1);
             QueryValue::Bag { values, dim }
         }
-    })
+    }))
 }
 
 /// The query value in row `i` of `q` as float32 values (and, for a bag, the number of

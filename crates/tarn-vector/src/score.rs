@@ -8,11 +8,14 @@
 
 use crate::kernels::{self, Kernel};
 
-/// `dot / (|q| |v|)` clamped to [-1, 1], given `|q|`; `None` for a zero vector.
+/// `dot / sqrt(|q|² |v|²)` clamped to [-1, 1]; `None` for a zero vector. One square
+/// root of the product (rather than a product of roots) keeps a vector's similarity
+/// with itself at exactly 1 far more often.
 #[inline]
-fn finish(dot: f32, q_norm: f32, v_norm_sq: f32, q: &[f32], v: &[f32]) -> Option<f32> {
-    if v_norm_sq.is_normal() && dot.is_finite() && q_norm.is_normal() {
-        let s = dot / (q_norm * v_norm_sq.sqrt());
+fn finish(dot: f32, q_norm_sq: f32, v_norm_sq: f32, q: &[f32], v: &[f32]) -> Option<f32> {
+    let denom = q_norm_sq * v_norm_sq;
+    if denom.is_normal() && dot.is_finite() {
+        let s = dot / denom.sqrt();
         if s.is_finite() {
             return Some(s.clamp(-1.0, 1.0));
         }
@@ -49,14 +52,14 @@ pub fn norm(v: &[f32]) -> f32 {
 /// Cosine similarity of `q` and `v` in [-1, 1]; `None` when either is a zero vector.
 pub fn cosine(q: &[f32], v: &[f32]) -> Option<f32> {
     let (dot, v_sq) = kernels::dot_norm(q, v);
-    finish(dot, norm(q), v_sq, q, v)
+    finish(dot, kernels::dot(q, q), v_sq, q, v)
 }
 
 /// A query vector prepared for scoring many stored vectors: its norm is computed once.
 #[derive(Debug, Clone)]
 pub struct Query<'a> {
     q: &'a [f32],
-    norm: f32,
+    norm_sq: f32,
     funcs: kernels::Functions,
 }
 
@@ -76,12 +79,8 @@ impl<'a> Query<'a> {
         if q.iter().all(|x| *x == 0.0) {
             return None;
         }
-        let (_, sq) = (funcs.dot_norm)(q, q);
-        Some(Query {
-            q,
-            norm: sq.sqrt(),
-            funcs,
-        })
+        let (_, norm_sq) = (funcs.dot_norm)(q, q);
+        Some(Query { q, norm_sq, funcs })
     }
 
     /// The vector.
@@ -93,7 +92,7 @@ impl<'a> Query<'a> {
     #[inline]
     pub fn cosine(&self, v: &[f32]) -> Option<f32> {
         let (dot, v_sq) = (self.funcs.dot_norm)(self.q, v);
-        finish(dot, self.norm, v_sq, self.q, v)
+        finish(dot, self.norm_sq, v_sq, self.q, v)
     }
 
     /// Cosine similarity of the query with each of the `values.len() / dim` vectors
