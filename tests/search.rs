@@ -761,3 +761,132 @@ async fn kill_9_during_index_builds() -> TestResult {
     }
     Ok(())
 }
+
+#[tokio::test]
+async fn checkpoints_during_a_build_never_lose_its_file() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let tarn = Tarn::open_with(dir.path(), manual()).await?;
+    let (s, secret) = fixture_with_key(&tarn).await?;
+    s.query(
+        "ws",
+        r#"CREATE TABLE "ws"."t" (id INT PRIMARY KEY, e FLOAT4[], cat INT) USING engine"#,
+        &[],
+    )
+    .await?;
+    s.query("ws", r#"CREATE TABLE "ws"."other" (id INT)"#, &[])
+        .await?;
+    insert_vectors(&s, &mut Rng(21), 0, 8000, 48).await?;
+    s.query("ws", r#"VACUUM "ws"."t""#, &[]).await?;
+    // The build runs while another table is vacuumed over and over (each VACUUM
+    // checkpoints and cleans up the segments directory).
+    let build = {
+        let s = s.clone();
+        tokio::spawn(async move {
+            s.query(
+                "ws",
+                r#"CREATE INDEX e_idx ON "ws"."t" USING engine_index (e)"#,
+                &[],
+            )
+            .await
+        })
+    };
+    let mut n = 0;
+    while !build.is_finished() {
+        s.query(
+            "ws",
+            &format!(r#"INSERT INTO "ws"."other" VALUES ({n})"#),
+            &[],
+        )
+        .await?;
+        s.query("ws", r#"VACUUM "ws"."other""#, &[]).await?;
+        n += 1;
+    }
+    build.await??;
+    assert_eq!(index_files(dir.path()).len(), 1);
+    tarn.close().await?;
+    drop(tarn);
+    let tarn = Tarn::open_with(dir.path(), manual()).await?;
+    let s = reconnect(&tarn, &secret).await?;
+    let plan = explain_analyze(
+        &s,
+        &format!(
+            r#"SELECT id FROM "ws"."t" ORDER BY e <#> {} DESC LIMIT 5"#,
+            literal(&vector(&mut Rng(1), 48))
+        ),
+    )
+    .await?;
+    assert!(plan.contains("graph_segments=1"), "{plan}");
+    Ok(())
+}
+
+#[tokio::test]
+async fn filters_see_only_live_rows_and_limits_are_clamped() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let tarn = Tarn::open_with(dir.path(), manual()).await?;
+    let s = fixture(&tarn).await?;
+    s.query(
+        "ws",
+        r#"CREATE TABLE "ws"."t" (id INT PRIMARY KEY, e FLOAT4[], cat INT) USING engine"#,
+        &[],
+    )
+    .await?;
+    let mut rng = Rng(8);
+    insert_vectors(&s, &mut rng, 0, 3000, 8).await?;
+    s.query(
+        "ws",
+        r#"CREATE INDEX ON "ws"."t" USING engine_index (e)"#,
+        &[],
+    )
+    .await?;
+    // cat = 0 in every tenth row; those rows are then updated: their old versions
+    // stay in the segment, deleted, and must not be divided by.
+    s.query("ws", r#"UPDATE "ws"."t" SET cat = 1 WHERE cat = 0"#, &[])
+        .await?;
+    let q = literal(&vector(&mut rng, 8));
+    for limit in ["5", "1000000000000", "9223372036854775807"] {
+        let sql = format!(
+            r#"SELECT id FROM "ws"."t" WHERE 10 / cat >= 1 ORDER BY e <#> {q} DESC LIMIT {limit}"#
+        );
+        let got = rows(&s, &sql, &[]).await?;
+        assert_eq!(got.len(), if limit == "5" { 5 } else { 3000 }, "{sql}");
+    }
+    let sql = format!(
+        r#"SELECT id FROM "ws"."t" ORDER BY e <#> {q} DESC LIMIT 5 OFFSET 9223372036854775000"#
+    );
+    assert!(rows(&s, &sql, &[]).await?.is_empty());
+    Ok(())
+}
+
+#[tokio::test]
+async fn similarity_needs_float4_vectors() -> TestResult {
+    let tarn = Tarn::in_memory().await?;
+    let s = fixture(&tarn).await?;
+    s.query(
+        "ws",
+        r#"CREATE TABLE "ws"."t" (id INT, a INT4[], e FLOAT4[]) USING engine"#,
+        &[],
+    )
+    .await?;
+    s.query(
+        "ws",
+        r#"INSERT INTO "ws"."t" VALUES (1, '{1,2}', '{1,2}')"#,
+        &[],
+    )
+    .await?;
+    let err = s
+        .query("ws", r#"SELECT a <#> ARRAY[1, 2] FROM "ws"."t""#, &[])
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::BadRequest, "{err}");
+    assert!(err.to_string().contains("cast it with ::float4[]"), "{err}");
+    assert_eq!(
+        rows(
+            &s,
+            r#"SELECT a::float4[] <#> ARRAY[1, 2] FROM "ws"."t""#,
+            &[]
+        )
+        .await?,
+        vec![vec![json!(1.0)]]
+    );
+    Ok(())
+}

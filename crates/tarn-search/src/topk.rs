@@ -22,8 +22,14 @@ use crate::score::{QueryValue, score_rows};
 /// A filter on a table's rows, evaluated a block at a time: the one way filters reach
 /// search, whether a segment is scanned exactly or searched through an index.
 pub trait RowFilter: Send + Sync {
-    /// Which rows of `chunk` pass (`true` = pass); `None` when all of them do.
-    fn block_mask(&self, chunk: &Chunk) -> Result<Option<BooleanBuffer>>;
+    /// Which rows of `chunk` pass (`true` = pass); `None` when all of them do. Only
+    /// the rows `live` marks (all when `None`) are evaluated: a deleted or superseded
+    /// row must not make the filter fail (say, divide by zero); the others are `false`.
+    fn block_mask(
+        &self,
+        chunk: &Chunk,
+        live: Option<&BooleanBuffer>,
+    ) -> Result<Option<BooleanBuffer>>;
 }
 
 /// Which index answers, and how wide its search is.
@@ -127,7 +133,7 @@ fn exact_segment(
         let live = s.block_mask(bi);
         // With `only`, the filter already went into it.
         let pass = match (req.filter, only) {
-            (Some(f), None) => f.block_mask(&chunk)?,
+            (Some(f), None) => f.block_mask(&chunk, live.as_ref())?,
             _ => None,
         };
         let keep = |i: usize| {
@@ -161,7 +167,7 @@ fn allowed_positions(
     let mut out = RoaringBitmap::new();
     for (bi, slot) in s.segment().blocks().iter().enumerate() {
         let chunk = s.segment().block(bi)?;
-        let mask = filter.block_mask(&chunk)?;
+        let mask = filter.block_mask(&chunk, s.block_mask(bi).as_ref())?;
         let base = slot.start as u32;
         match mask {
             None => {
@@ -188,15 +194,26 @@ fn graph_segment(
     if count == 0 {
         return Ok(());
     }
+    // At most `count` rows can come back, whatever LIMIT asked for.
     let want = (req.k as u64).min(count) as usize;
     if allowed.is_some()
-        && (count <= EXACT_SET_ROWS.max(8 * req.k as u64)
+        && (count <= EXACT_SET_ROWS.max(8 * want as u64)
             || (count as f64) <= EXACT_SET_SHARE * rows as f64)
     {
         stats.small_sets += 1;
         return exact_segment(s, req, allowed.as_ref(), best);
     }
-    let graph = file.loaded(|bytes| Graph::open(bytes).map_err(|e| e.to_string()))?;
+    let graph = file.loaded(|bytes| {
+        let g = Graph::open(bytes).map_err(|e| e.to_string())?;
+        // Every node must name a row of this segment (a checksummed file from
+        // elsewhere could name others, and silently shorten results).
+        if let Some(bad) = g.ids().iter().find(|&&p| p as u64 >= rows) {
+            return Err(format!(
+                "graph names position {bad} of a {rows}-row segment"
+            ));
+        }
+        Ok(g)
+    })?;
     let deletes = s.deletes();
     let allow = |pos: u32| match &allowed {
         Some(a) => a.contains(pos),
@@ -207,11 +224,12 @@ fn graph_segment(
     } else {
         None
     };
-    let mut ef = u.ef_search.max(req.k);
+    let nodes = graph.len().max(1);
+    let mut ef = u.ef_search.max(want).min(nodes);
     let candidates: BTreeSet<u32> = loop {
         let found: BTreeSet<u32> = match req.query {
             QueryValue::Vector(q) => graph
-                .search(q, req.k, ef, filter)
+                .search(q, want, ef, filter)
                 .into_iter()
                 .map(|(pos, _)| pos)
                 .collect(),
@@ -220,7 +238,9 @@ fn graph_segment(
             // need not be among any one vector's k nearest: take more, then rank
             // exactly).
             QueryValue::Bag { values, dim } => {
-                let per_vector = ef.max(MAXSIM_CANDIDATES_PER_K * req.k);
+                let per_vector = ef
+                    .max(MAXSIM_CANDIDATES_PER_K.saturating_mul(want))
+                    .min(nodes);
                 values
                     .chunks_exact((*dim).max(1))
                     .flat_map(|qv| graph.search(qv, per_vector, per_vector, filter))
@@ -228,10 +248,10 @@ fn graph_segment(
                     .collect()
             }
         };
-        if found.len() >= want || ef >= graph.len() {
+        if found.len() >= want || ef >= nodes {
             break found;
         }
-        ef = (ef * 2).min(graph.len().max(1));
+        ef = ef.saturating_mul(2).min(nodes);
     };
     if candidates.len() < want {
         // The graph cannot reach enough allowed rows (NULL or zero vectors are not in

@@ -231,20 +231,28 @@ impl SqlEngine {
     }
 
     /// Builds the index files the sealed segments of `tables` lack (after CREATE INDEX
-    /// committed), off the async threads.
+    /// committed), off the async threads. The statement has committed: a build that
+    /// fails is logged and left to the background worker (and to VACUUM), never
+    /// reported as the statement failing.
     async fn build_indexes(&self, tables: Vec<TableId>) -> Result<()> {
         for id in tables {
             let db = self.db.clone();
             let progress = self.index_progress.clone();
-            tokio::task::spawn_blocking(move || {
+            let built = tokio::task::spawn_blocking(move || {
                 db.build_indexes(id, &|p| {
                     if let Some(f) = &progress {
                         f(p)
                     }
                 })
             })
-            .await
-            .map_err(|e| Error::Internal(e.to_string()))??;
+            .await;
+            match built {
+                Ok(Ok(_)) => {}
+                Ok(Err(e)) => {
+                    tracing::warn!(table = id, error = %e, "index build after CREATE INDEX failed")
+                }
+                Err(e) => tracing::warn!(table = id, error = %e, "index build task failed"),
+            }
         }
         Ok(())
     }

@@ -355,9 +355,21 @@ struct BlockFilter<'a> {
 }
 
 impl RowFilter for BlockFilter<'_> {
-    fn block_mask(&self, chunk: &Chunk) -> tarn_search::Result<Option<BooleanBuffer>> {
+    fn block_mask(
+        &self,
+        chunk: &Chunk,
+        live: Option<&BooleanBuffer>,
+    ) -> tarn_search::Result<Option<BooleanBuffer>> {
         let run = || -> DfResult<Option<BooleanBuffer>> {
-            let batch = self.table.full_batch(chunk)?;
+            let all = self.table.full_batch(chunk)?;
+            // Only live rows are evaluated; the mask is scattered back to positions.
+            let batch = match live {
+                Some(m) => datafusion::arrow::compute::filter_record_batch(
+                    &all,
+                    &BooleanArray::new(m.clone(), None),
+                )?,
+                None => all.clone(),
+            };
             let out = self.expr.evaluate(&batch)?.into_array(batch.num_rows())?;
             let Some(b) = out.as_any().downcast_ref::<BooleanArray>() else {
                 return Err(DataFusionError::Plan(format!(
@@ -370,7 +382,14 @@ impl RowFilter for BlockFilter<'_> {
                 Some(n) => b.values() & n.inner(),
                 None => b.values().clone(),
             };
-            Ok(Some(mask))
+            let Some(live) = live else {
+                return Ok(Some(mask));
+            };
+            let mut full = vec![false; all.num_rows()];
+            for (dst, pass) in live.set_indices().zip(mask.iter()) {
+                full[dst] = pass;
+            }
+            Ok(Some(BooleanBuffer::from(full)))
         };
         run().map_err(|e| tarn_search::Error::Filter(Box::new(e)))
     }
@@ -458,7 +477,12 @@ impl ExecutionPlan for SearchExec {
         );
         // The metrics EXPLAIN ANALYZE reads are this node's.
         this.metrics = self.metrics.clone();
-        let stream = futures::stream::once(async move { this.run() });
+        // The search reads and scores blocks: off the async threads.
+        let stream = futures::stream::once(async move {
+            tokio::task::spawn_blocking(move || this.run())
+                .await
+                .map_err(|e| DataFusionError::ExecutionJoin(Box::new(e)))?
+        });
         Ok(Box::pin(RecordBatchStreamAdapter::new(
             self.schema.clone(),
             stream,

@@ -274,10 +274,22 @@ impl<'a> Described<'a> {
     }
 }
 
+/// Whether the innermost element type of `t` is float32 (or unknown).
+fn float32_items(t: &DataType) -> bool {
+    match t {
+        DataType::List(f) | DataType::LargeList(f) | DataType::FixedSizeList(f, _) => {
+            float32_items(f.data_type())
+        }
+        DataType::Float32 | DataType::Null => true,
+        _ => false,
+    }
+}
+
 /// The checks shared by planning and execution: the kinds of both sides fit.
 fn check_kinds(left: &Field, right: &Field) -> DfResult<Kind> {
     let stored = Described::of(left);
     stored.check_engine()?;
+
     let (lk, rk) = (kind(left.data_type()), kind(right.data_type()));
     match (lk, rk) {
         (Kind::Text, Kind::Text | Kind::Null) => {
@@ -338,6 +350,13 @@ impl ScalarUDFImpl for Similarity {
         let [left, right] = arg_types else {
             return Err(bad(format!("{FUNCTION} takes two arguments")));
         };
+        // The left side is what is searched: FLOAT4 vectors, not integer arrays that
+        // would be converted silently (the query side may be any numbers).
+        if matches!(kind(left), Kind::Vector | Kind::Bag) && !float32_items(left) {
+            return Err(bad(format!(
+                "<#> searches FLOAT4[] and FLOAT4[][] values, not {left}; cast it with ::float4[]"
+            )));
+        }
         // The stored side keeps its type (a FixedSizeList stays one, and a cast would
         // drop the field metadata the checks read); everything else becomes float32.
         let stored = |t: &DataType, want: DataType| match t {

@@ -102,6 +102,8 @@ pub(crate) struct Inner {
     pub maintenance: Mutex<()>,
     /// Keeps index builds apart (held for a whole build, unlike `maintenance`).
     pub index_build: Mutex<()>,
+    /// (table, segment, index) files whose build failed since open: not retried.
+    pub failed_builds: Mutex<HashSet<(TableId, crate::SegmentId, tarn_catalog::IndexId)>>,
     pub next_segment_id: AtomicU64,
     /// Estimated memtable bytes since the last checkpoint.
     pub mem_estimate: AtomicU64,
@@ -181,6 +183,7 @@ impl Inner {
             catalog_commit: Mutex::new(()),
             maintenance: Mutex::new(()),
             index_build: Mutex::new(()),
+            failed_builds: Mutex::new(HashSet::new()),
             next_segment_id: AtomicU64::new(1),
             mem_estimate: AtomicU64::new(0),
             catalog_bytes: AtomicU64::new(0),
@@ -311,14 +314,17 @@ impl Database {
                     referenced.insert((t.id, e.id));
                     for &index in &e.indexes {
                         let path = seg_dir.join(index_file_name(t.id, e.id, index));
-                        if let Err(err) = std::fs::metadata(&path) {
-                            return Err(Error::Corrupt {
-                                path: path.clone(),
-                                message: format!("named by the manifest but unreadable: {err}"),
-                            });
+                        // An index file is derived data: one that cannot be mapped is
+                        // built again rather than keeping the database shut.
+                        match IndexFile::open(index, path) {
+                            Ok(file) => {
+                                seg.attach_index(Arc::new(file));
+                                referenced_indexes.insert((t.id, e.id, index));
+                            }
+                            Err(err) => {
+                                tracing::warn!(error = %err, "index file unreadable; it will be rebuilt");
+                            }
                         }
-                        seg.attach_index(Arc::new(IndexFile::new(index, path)));
-                        referenced_indexes.insert((t.id, e.id, index));
                     }
                     segments.push(SegmentRef::new(Arc::new(seg), Arc::new(deletes)));
                 }
@@ -433,7 +439,11 @@ impl Database {
             self.inner.compact_table(id, true)?;
             self.inner.checkpoint_locked()?;
         }
-        self.inner.build_indexes(Some(id), &|_| {})?;
+        // The compaction is done and durable; a graph that fails to build is logged
+        // and searched exactly meanwhile.
+        if let Err(e) = self.inner.build_indexes(Some(id), &|_| {}) {
+            tracing::warn!(table = id, error = %e, "index build after VACUUM failed");
+        }
         Ok(())
     }
 

@@ -57,6 +57,9 @@ pub(crate) fn parse_index_file_name(name: &str) -> Option<(TableId, SegmentId, I
 pub struct IndexFile {
     index: IndexId,
     path: PathBuf,
+    /// The file, mapped when it is attached: a reader that holds the segment can
+    /// always load it, even after cleanup removed its name.
+    bytes: bytes::Bytes,
     /// What a reader made of the file (e.g. a graph over the mapped bytes), kept for
     /// the segment's lifetime.
     loaded: Mutex<Option<Arc<dyn Any + Send + Sync>>>,
@@ -72,12 +75,15 @@ impl std::fmt::Debug for IndexFile {
 }
 
 impl IndexFile {
-    pub(crate) fn new(index: IndexId, path: PathBuf) -> Self {
-        IndexFile {
+    /// Maps `path`, the file of index `index`.
+    pub(crate) fn open(index: IndexId, path: PathBuf) -> Result<Self> {
+        let bytes = crate::mmap::map(&path).map_err(|e| Error::io(&path, e))?;
+        Ok(IndexFile {
             index,
             path,
+            bytes,
             loaded: Mutex::new(None),
-        }
+        })
     }
 
     /// The index it belongs to.
@@ -103,8 +109,7 @@ impl IndexFile {
                 .downcast::<T>()
                 .map_err(|_| Error::Internal("index file loaded as another type".into()));
         }
-        let bytes = crate::mmap::map(&self.path).map_err(|e| Error::io(&self.path, e))?;
-        let value = load(Buffer::from(bytes)).map_err(|message| Error::Corrupt {
+        let value = load(Buffer::from(self.bytes.clone())).map_err(|message| Error::Corrupt {
             path: self.path.clone(),
             message,
         })?;
@@ -210,12 +215,16 @@ impl Inner {
             .map(|d| d.join("segments"))
             .ok_or_else(|| Error::Internal("in-memory database has no segments".into()))?;
         let total = work.len();
-        let mut built: Vec<(TableId, Arc<Segment>, Arc<IndexFile>)> = Vec::new();
+        let mut attached = 0;
+        let mut first_error = None;
         for (n, (t, segment, index, col)) in work.into_iter().enumerate() {
             if self.stopping.load(Ordering::Acquire) || self.closed.load(Ordering::Acquire) {
                 return Err(Error::Closed);
             }
             let sid = segment.id().unwrap_or_default();
+            if self.failed_builds.lock().contains(&(t, sid, index.id)) {
+                continue;
+            }
             let path = seg_dir.join(index_file_name(t, sid, index.id));
             let tmp = path.with_extension("idx.tmp");
             let report = |rows_done: usize, rows: usize| {
@@ -227,7 +236,10 @@ impl Inner {
                 })
             };
             let stop = || self.stopping.load(Ordering::Acquire);
-            let result = (|| -> Result<()> {
+            // Written under the temporary name, which checkpoints leave alone: a file
+            // gets its final name only when it is attached (below), so no cleanup can
+            // take a finished file that nothing references yet.
+            let written = (|| -> Result<()> {
                 let file = self
                     .options
                     .backend
@@ -235,17 +247,24 @@ impl Inner {
                     .map_err(|e| Error::io(&tmp, e))?;
                 let mut out = BufferedFile::new(file, &tmp);
                 builder.build(&index, &col, &segment, &report, &stop, &mut out)?;
-                out.finish()?;
-                self.options
-                    .backend
-                    .rename(&tmp, &path)
-                    .map_err(|e| Error::io(&path, e))
+                out.finish()
             })();
-            if let Err(e) = result {
-                let _ = self.options.backend.remove(&tmp);
-                return Err(e);
+            let result = written.and_then(|()| self.attach_built(t, &segment, &index, &tmp, &path));
+            match result {
+                Ok(true) => attached += 1,
+                Ok(false) => {}
+                Err(e) => {
+                    let _ = self.options.backend.remove(&tmp);
+                    if matches!(e, Error::Closed) {
+                        return Err(e);
+                    }
+                    // Not retried until the next open: a file that cannot be built must
+                    // not hold back every other index or the worker's other work.
+                    tracing::warn!(table = t, segment = sid, index = index.id, error = %e, "index build failed");
+                    self.failed_builds.lock().insert((t, sid, index.id));
+                    first_error.get_or_insert(e);
+                }
             }
-            built.push((t, segment, Arc::new(IndexFile::new(index.id, path))));
         }
         progress(BuildProgress {
             segments_done: total,
@@ -253,29 +272,48 @@ impl Inner {
             rows_done: 0,
             rows: 0,
         });
-        self.options
-            .backend
-            .sync_dir(&seg_dir)
-            .map_err(|e| Error::io(&seg_dir, e))?;
-        // Attach what still fits the table and the catalog, and name it in a manifest.
+        if attached > 0 {
+            let _m = self.maintenance_lock()?;
+            self.checkpoint_locked()?;
+        }
+        match first_error {
+            Some(e) if attached == 0 => Err(e),
+            _ => Ok(attached),
+        }
+    }
+
+    /// Gives a built file its final name and attaches it to `segment`, if the segment
+    /// is still part of the table and the index still exists (else the file goes).
+    /// Under the maintenance lock, so no checkpoint runs between the rename and the
+    /// attach. Returns whether it was attached.
+    fn attach_built(
+        &self,
+        table: TableId,
+        segment: &Arc<Segment>,
+        index: &IndexDef,
+        tmp: &Path,
+        path: &Path,
+    ) -> Result<bool> {
         let _m = self.maintenance_lock()?;
         let catalog = self.catalog.read().clone();
-        let mut attached = 0;
-        for (t, segment, file) in built {
-            let present = self.table(t).is_some_and(|store| {
-                store
-                    .snapshot()
-                    .segments()
-                    .iter()
-                    .any(|s| Arc::ptr_eq(s.segment(), &segment))
-            });
-            if present && !live_index_ids(&catalog, t, vec![file.index_id()]).is_empty() {
-                segment.attach_index(file);
-                attached += 1;
-            }
+        let present = self.table(table).is_some_and(|store| {
+            store
+                .snapshot()
+                .segments()
+                .iter()
+                .any(|s| Arc::ptr_eq(s.segment(), segment))
+        });
+        if !present || live_index_ids(&catalog, table, vec![index.id]).is_empty() {
+            let _ = self.options.backend.remove(tmp);
+            return Ok(false);
         }
-        self.checkpoint_locked()?;
-        Ok(attached)
+        let backend = &self.options.backend;
+        backend.rename(tmp, path).map_err(|e| Error::io(path, e))?;
+        if let Some(dir) = path.parent() {
+            backend.sync_dir(dir).map_err(|e| Error::io(dir, e))?;
+        }
+        segment.attach_index(Arc::new(IndexFile::open(index.id, path.to_path_buf())?));
+        Ok(true)
     }
 }
 

@@ -84,15 +84,18 @@ impl Inner {
                 }
                 w.wake = false;
             }
-            // Index files of segments sealed or compacted just now are built right
-            // after, outside the maintenance lock (a build takes long).
-            failures = match self
-                .maintain(false)
-                .and_then(|()| self.build_indexes(None, &|_| {}))
-            {
-                Ok(_) => 0,
+            failures = match self.maintain(false) {
+                Ok(()) => 0,
                 Err(_) => failures + 1,
             };
+            // Index files of segments sealed or compacted just now are built right
+            // after, outside the maintenance lock (a build takes long). A failed build
+            // is remembered and skipped; it does not slow the checkpoints down.
+            if failures == 0
+                && let Err(e) = self.build_indexes(None, &|_| {})
+            {
+                tracing::warn!(error = %e, "background index build failed");
+            }
         }
     }
 

@@ -705,7 +705,9 @@ impl Graph {
         };
         let funcs = kernels::functions();
         let dist = |node: u32| 1.0 - (funcs.dot)(&q, self.vector(node));
-        let ef = ef.max(k);
+        // Neither can exceed the graph: a huge LIMIT must not become a huge allocation.
+        let k = k.min(self.n);
+        let ef = ef.max(k).min(self.n);
 
         let mut ep = self.entry;
         let mut d_ep = dist(ep);
