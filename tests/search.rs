@@ -114,12 +114,7 @@ async fn top_k_equals_brute_force_across_segments_deletes_and_filters() -> TestR
     .await?;
     let s = fixture(&tarn).await?;
     let dim = 8;
-    s.query(
-        "ws",
-        r#"CREATE TABLE "ws"."t" (id INT PRIMARY KEY, e FLOAT4[], cat INT) USING engine"#,
-        &[],
-    )
-    .await?;
+    create_t(&s).await?;
     let mut rng = Rng(42);
     let mut model: BTreeMap<i64, Row> = BTreeMap::new();
     let mut seq = 0u64;
@@ -380,6 +375,17 @@ async fn explain_names_the_search_node() -> TestResult {
     Ok(())
 }
 
+/// Creates the table most tests search: `"ws"."t" (id, e FLOAT4[], cat)`.
+async fn create_t(s: &Session) -> tarn::Result<()> {
+    s.query(
+        "ws",
+        r#"CREATE TABLE "ws"."t" (id INT PRIMARY KEY, e FLOAT4[], cat INT) USING engine"#,
+        &[],
+    )
+    .await
+    .map(|_| ())
+}
+
 /// Options of the on-disk index tests: no background worker, so segments and builds
 /// happen exactly when the test says.
 fn manual() -> Options {
@@ -439,12 +445,7 @@ async fn hnsw_index_is_built_used_persisted_and_dropped() -> TestResult {
     let tarn = Tarn::open_with(dir.path(), manual()).await?;
     let (s, secret) = fixture_with_key(&tarn).await?;
     let dim = 16;
-    s.query(
-        "ws",
-        r#"CREATE TABLE "ws"."t" (id INT PRIMARY KEY, e FLOAT4[], cat INT) USING engine"#,
-        &[],
-    )
-    .await?;
+    create_t(&s).await?;
     let mut rng = Rng(7);
     insert_vectors(&s, &mut rng, 0, 4000, dim).await?;
     assert!(index_files(dir.path()).is_empty());
@@ -525,12 +526,7 @@ async fn filtered_top_k_never_under_returns_at_any_selectivity() -> TestResult {
     let tarn = Tarn::open_with(dir.path(), manual()).await?;
     let s = fixture(&tarn).await?;
     let dim = 8;
-    s.query(
-        "ws",
-        r#"CREATE TABLE "ws"."t" (id INT PRIMARY KEY, e FLOAT4[], cat INT) USING engine"#,
-        &[],
-    )
-    .await?;
+    create_t(&s).await?;
     let mut rng = Rng(11);
     insert_vectors(&s, &mut rng, 0, 5000, dim).await?;
     s.query(
@@ -690,12 +686,7 @@ async fn kill_9_during_index_builds() -> TestResult {
         let tarn = Tarn::open_with(&path, manual()).await?;
         let (s, secret) = fixture_with_key(&tarn).await?;
         std::fs::write(format!("{path}/key"), &secret)?;
-        s.query(
-            "ws",
-            r#"CREATE TABLE "ws"."t" (id INT PRIMARY KEY, e FLOAT4[], cat INT) USING engine"#,
-            &[],
-        )
-        .await?;
+        create_t(&s).await?;
         insert_vectors(&s, &mut Rng(3), 0, 6000, dim).await?;
         tarn.close().await?;
         secret
@@ -767,12 +758,7 @@ async fn checkpoints_during_a_build_never_lose_its_file() -> TestResult {
     let dir = tempfile::tempdir()?;
     let tarn = Tarn::open_with(dir.path(), manual()).await?;
     let (s, secret) = fixture_with_key(&tarn).await?;
-    s.query(
-        "ws",
-        r#"CREATE TABLE "ws"."t" (id INT PRIMARY KEY, e FLOAT4[], cat INT) USING engine"#,
-        &[],
-    )
-    .await?;
+    create_t(&s).await?;
     s.query("ws", r#"CREATE TABLE "ws"."other" (id INT)"#, &[])
         .await?;
     insert_vectors(&s, &mut Rng(21), 0, 8000, 48).await?;
@@ -824,12 +810,7 @@ async fn filters_see_only_live_rows_and_limits_are_clamped() -> TestResult {
     let dir = tempfile::tempdir()?;
     let tarn = Tarn::open_with(dir.path(), manual()).await?;
     let s = fixture(&tarn).await?;
-    s.query(
-        "ws",
-        r#"CREATE TABLE "ws"."t" (id INT PRIMARY KEY, e FLOAT4[], cat INT) USING engine"#,
-        &[],
-    )
-    .await?;
+    create_t(&s).await?;
     let mut rng = Rng(8);
     insert_vectors(&s, &mut rng, 0, 3000, 8).await?;
     s.query(

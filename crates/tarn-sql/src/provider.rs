@@ -755,15 +755,7 @@ impl TableProvider for EngineTable {
             None => (0..self.schema.fields().len()).collect(),
         };
         let schema = Arc::new(self.schema.project(&indices)?);
-        let projector = Arc::new(Projector {
-            def: self.def.clone(),
-            version: self.version.clone(),
-            columns: indices
-                .iter()
-                .map(|&i| (i < self.def.columns.len()).then_some(i))
-                .collect(),
-            schema: schema.clone(),
-        });
+        let projector = Arc::new(self.projector(&indices, schema.clone()));
         let chosen = match &self.rows {
             Some(ids) => Some(
                 self.version

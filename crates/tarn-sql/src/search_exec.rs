@@ -135,6 +135,22 @@ fn describe_index(
     }
 }
 
+/// The line EXPLAIN shows for the node, logical or physical.
+fn describe(
+    table: &str,
+    column: &str,
+    q: &QueryValue,
+    k: Option<usize>,
+    index: &Option<(tarn_catalog::IndexId, String, usize)>,
+) -> String {
+    format!(
+        "{table} {column} <#> {} k={} {}",
+        describe_query(q),
+        k.map_or("all".to_string(), |k| k.to_string()),
+        describe_index(index, k)
+    )
+}
+
 fn describe_query(q: &QueryValue) -> String {
     match q {
         QueryValue::Vector(v) => format!("vector({})", v.len()),
@@ -166,12 +182,14 @@ impl UserDefinedLogicalNodeCore for SearchNode {
     fn fmt_for_explain(&self, f: &mut fmt::Formatter) -> fmt::Result {
         write!(
             f,
-            "TarnSearch: {} {} <#> {} k={} {}",
-            self.table,
-            self.column,
-            describe_query(&self.query),
-            self.k.map_or("all".to_string(), |k| k.to_string()),
-            describe_index(&self.index, self.k)
+            "TarnSearch: {}",
+            describe(
+                &self.table.to_string(),
+                &self.column,
+                &self.query,
+                self.k,
+                &self.index
+            )
         )?;
         if !self.filters.is_empty() {
             let f_str: Vec<String> = self.filters.iter().map(|e| e.to_string()).collect();
@@ -243,23 +261,25 @@ impl ExtensionPlanner for SearchPlanner {
             DataFusionError::Plan(format!("column \"{}\" does not exist", node.column))
         })?;
         let schema: SchemaRef = Arc::new(node.schema.as_arrow().clone());
-        Ok(Some(Arc::new(SearchExec::new(
+        Ok(Some(Arc::new(SearchExec {
             table,
-            node.projection.clone(),
+            projection: node.projection.clone(),
+            properties: properties_for(&schema),
             schema,
             filter,
             column,
-            node.query.clone(),
-            node.k,
-            node.table.to_string(),
-            node.column.clone(),
-            node.index.clone(),
-        ))))
+            query: node.query.clone(),
+            k: node.k,
+            table_name: node.table.to_string(),
+            column_name: node.column.clone(),
+            index: node.index.clone(),
+            metrics: ExecutionPlanMetricsSet::new(),
+        })))
     }
 }
 
 /// The physical search: one partition, the ranked rows in one batch.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct SearchExec {
     table: Arc<EngineTable>,
     projection: Option<Vec<usize>>,
@@ -275,42 +295,17 @@ pub struct SearchExec {
     metrics: ExecutionPlanMetricsSet,
 }
 
-impl SearchExec {
-    #[allow(clippy::too_many_arguments)]
-    fn new(
-        table: Arc<EngineTable>,
-        projection: Option<Vec<usize>>,
-        schema: SchemaRef,
-        filter: Option<Arc<dyn PhysicalExpr>>,
-        column: tarn_catalog::ColumnId,
-        query: QueryValue,
-        k: Option<usize>,
-        table_name: String,
-        column_name: String,
-        index: Option<(tarn_catalog::IndexId, String, usize)>,
-    ) -> Self {
-        let properties = Arc::new(PlanProperties::new(
-            EquivalenceProperties::new(schema.clone()),
-            Partitioning::UnknownPartitioning(1),
-            EmissionType::Final,
-            Boundedness::Bounded,
-        ));
-        SearchExec {
-            table,
-            projection,
-            schema,
-            filter,
-            column,
-            query,
-            k,
-            table_name,
-            column_name,
-            index,
-            properties,
-            metrics: ExecutionPlanMetricsSet::new(),
-        }
-    }
+/// One partition, emitted whole when the search is done.
+fn properties_for(schema: &SchemaRef) -> Arc<PlanProperties> {
+    Arc::new(PlanProperties::new(
+        EquivalenceProperties::new(schema.clone()),
+        Partitioning::UnknownPartitioning(1),
+        EmissionType::Final,
+        Boundedness::Bounded,
+    ))
+}
 
+impl SearchExec {
     /// Runs the search: the ranked rows, projected.
     fn run(&self) -> DfResult<RecordBatch> {
         let filter = self.filter.as_ref().map(|f| BlockFilter {
@@ -399,12 +394,14 @@ impl DisplayAs for SearchExec {
     fn fmt_as(&self, _t: DisplayFormatType, f: &mut fmt::Formatter) -> fmt::Result {
         write!(
             f,
-            "SearchExec: {} {} <#> {} k={} {}",
-            self.table_name,
-            self.column_name,
-            describe_query(&self.query),
-            self.k.map_or("all".to_string(), |k| k.to_string()),
-            describe_index(&self.index, self.k)
+            "SearchExec: {}",
+            describe(
+                &self.table_name,
+                &self.column_name,
+                &self.query,
+                self.k,
+                &self.index
+            )
         )?;
         if let Some(p) = &self.filter {
             write!(f, " filter={p}")?;
@@ -463,20 +460,8 @@ impl ExecutionPlan for SearchExec {
                 "SearchExec has one partition, not {partition}"
             )));
         }
-        let mut this = SearchExec::new(
-            self.table.clone(),
-            self.projection.clone(),
-            self.schema.clone(),
-            self.filter.clone(),
-            self.column,
-            self.query.clone(),
-            self.k,
-            self.table_name.clone(),
-            self.column_name.clone(),
-            self.index.clone(),
-        );
-        // The metrics EXPLAIN ANALYZE reads are this node's.
-        this.metrics = self.metrics.clone();
+        // A clone shares the metrics EXPLAIN ANALYZE reads.
+        let this = self.clone();
         // The search reads and scores blocks: off the async threads.
         let stream = futures::stream::once(async move {
             tokio::task::spawn_blocking(move || this.run())

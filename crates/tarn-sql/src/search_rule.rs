@@ -86,6 +86,19 @@ fn substitute(e: Expr, map: &HashMap<Column, Expr>) -> DfResult<Expr> {
     .map(|t| t.data)
 }
 
+/// The sort key and the filters met so far, in terms of the node below `map`'s.
+fn substitute_all(
+    key: Expr,
+    filters: Vec<Expr>,
+    map: &HashMap<Column, Expr>,
+) -> DfResult<(Expr, Vec<Expr>)> {
+    let filters = filters
+        .into_iter()
+        .map(|f| substitute(f, map))
+        .collect::<DfResult<_>>()?;
+    Ok((substitute(key, map)?, filters))
+}
+
 /// Whether `e` can be evaluated block by block by the search node: no subqueries, no
 /// aggregates or windows, nothing volatile.
 fn evaluable(e: &Expr) -> bool {
@@ -139,11 +152,7 @@ fn search_plan(sort: &Sort) -> DfResult<Option<LogicalPlan>> {
                     .into_iter()
                     .zip(p.expr.iter().map(|e| e.clone().unalias()))
                     .collect();
-                key = substitute(key, &map)?;
-                filters = filters
-                    .into_iter()
-                    .map(|f| substitute(f, &map))
-                    .collect::<DfResult<_>>()?;
+                (key, filters) = substitute_all(key, filters, &map)?;
                 path.push(node);
                 node = p.input.as_ref();
             }
@@ -154,11 +163,7 @@ fn search_plan(sort: &Sort) -> DfResult<Option<LogicalPlan>> {
                     .into_iter()
                     .zip(a.input.schema().columns().into_iter().map(Expr::Column))
                     .collect();
-                key = substitute(key, &map)?;
-                filters = filters
-                    .into_iter()
-                    .map(|f| substitute(f, &map))
-                    .collect::<DfResult<_>>()?;
+                (key, filters) = substitute_all(key, filters, &map)?;
                 path.push(node);
                 node = a.input.as_ref();
             }

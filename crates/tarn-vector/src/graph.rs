@@ -219,11 +219,11 @@ pub fn build(
         crc: crc32fast::Hasher::new(),
         len: 0,
     };
-    write_f32s(&mut w, &unit)?;
-    write_u32s(&mut w, &node_ids)?;
-    write_u32s(&mut w, &layer0)?;
-    write_u32s(&mut w, &upper_at)?;
-    write_u32s(&mut w, &upper)?;
+    write_words(&mut w, &unit, f32::to_le_bytes)?;
+    write_words(&mut w, &node_ids, u32::to_le_bytes)?;
+    write_words(&mut w, &layer0, u32::to_le_bytes)?;
+    write_words(&mut w, &upper_at, u32::to_le_bytes)?;
+    write_words(&mut w, &upper, u32::to_le_bytes)?;
     let footer = Footer {
         dim: dim as u32,
         n: n as u32,
@@ -313,24 +313,13 @@ impl CrcWriter<'_> {
     }
 }
 
-fn write_u32s(w: &mut CrcWriter<'_>, v: &[u32]) -> Result<()> {
+/// Writes 4-byte words little-endian, through a buffer.
+fn write_words<T: Copy>(w: &mut CrcWriter<'_>, v: &[T], le: fn(T) -> [u8; 4]) -> Result<()> {
     let mut buf = Vec::with_capacity(64 * 1024);
     for chunk in v.chunks(16 * 1024) {
         buf.clear();
         for x in chunk {
-            buf.extend_from_slice(&x.to_le_bytes());
-        }
-        w.put(&buf)?;
-    }
-    Ok(())
-}
-
-fn write_f32s(w: &mut CrcWriter<'_>, v: &[f32]) -> Result<()> {
-    let mut buf = Vec::with_capacity(64 * 1024);
-    for chunk in v.chunks(16 * 1024) {
-        buf.clear();
-        for x in chunk {
-            buf.extend_from_slice(&x.to_le_bytes());
+            buf.extend_from_slice(&le(*x));
         }
         w.put(&buf)?;
     }
