@@ -871,3 +871,60 @@ async fn similarity_needs_float4_vectors() -> TestResult {
     );
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn searches_and_writes_progress_while_an_index_builds() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let tarn = Tarn::open_with(dir.path(), manual()).await?;
+    let s = fixture(&tarn).await?;
+    create_t(&s).await?;
+    let dim = 32;
+    let mut rng = Rng(31);
+    insert_vectors(&s, &mut rng, 0, 8_000, dim).await?;
+    s.query("ws", r#"VACUUM "ws"."t""#, &[]).await?;
+    let build = {
+        let s = s.clone();
+        tokio::spawn(async move {
+            s.query(
+                "ws",
+                r#"CREATE INDEX ON "ws"."t" USING engine_index (e)"#,
+                &[],
+            )
+            .await
+        })
+    };
+    let (mut searches, mut writes) = (0, 0);
+    let mut next = 1_000_000;
+    // At least one round, however fast the build: then as long as it runs.
+    while searches == 0 || !build.is_finished() {
+        let q1 = literal(&vector(&mut rng, dim));
+        let q2 = literal(&vector(&mut rng, dim));
+        let a = format!(r#"SELECT id FROM "ws"."t" ORDER BY e <#> {q1} DESC LIMIT 10"#);
+        let b =
+            format!(r#"SELECT id FROM "ws"."t" WHERE cat = 3 ORDER BY e <#> {q2} DESC LIMIT 10"#);
+        let w = format!(r#"INSERT INTO "ws"."t" VALUES ({next}, {q1}, 3)"#);
+        let (ra, rb, rw) =
+            tokio::join!(rows(&s, &a, &[]), rows(&s, &b, &[]), s.query("ws", &w, &[]));
+        assert_eq!(ra?.len(), 10);
+        assert_eq!(rb?.len(), 10);
+        rw?;
+        searches += 2;
+        writes += 1;
+        next += 1;
+    }
+    build.await??;
+    // Both kinds of statement went on while the graph was being built.
+    assert!(
+        searches >= 2 && writes >= 1,
+        "{searches} searches, {writes} writes"
+    );
+    // And every row written meanwhile is found.
+    let got = rows(
+        &s,
+        r#"SELECT count(*) FROM "ws"."t" WHERE id >= 1000000"#,
+        &[],
+    )
+    .await?;
+    assert_eq!(got, vec![vec![json!(writes)]]);
+    Ok(())
+}
