@@ -226,7 +226,7 @@ impl SqlEngine {
         let out = self.with_timeout(Box::pin(txn.run(stmt))).await?;
         let builds = std::mem::take(&mut txn.build_indexes);
         txn.commit().await?;
-        self.build_indexes(builds).await?;
+        self.build_indexes(builds).await;
         Ok(out)
     }
 
@@ -234,7 +234,7 @@ impl SqlEngine {
     /// committed), off the async threads. The statement has committed: a build that
     /// fails is logged and left to the background worker (and to VACUUM), never
     /// reported as the statement failing.
-    async fn build_indexes(&self, tables: Vec<TableId>) -> Result<()> {
+    async fn build_indexes(&self, tables: Vec<TableId>) {
         for id in tables {
             let db = self.db.clone();
             let progress = self.index_progress.clone();
@@ -254,7 +254,6 @@ impl SqlEngine {
                 Err(e) => tracing::warn!(table = id, error = %e, "index build task failed"),
             }
         }
-        Ok(())
     }
 
     /// Calls `f` with the progress of index builds that statements wait for (CREATE
@@ -352,7 +351,7 @@ impl SqlEngine {
         self.with_timeout(Box::pin(fut)).await?;
         let builds = std::mem::take(&mut txn.build_indexes);
         txn.commit().await?;
-        self.build_indexes(builds).await?;
+        self.build_indexes(builds).await;
         Ok(totals)
     }
 

@@ -424,12 +424,24 @@ pub(crate) fn planned_query(field: &Field, q: &ScalarValue) -> DfResult<Option<Q
     };
     let stored = Described::of(field);
     stored.check_engine()?;
-    let dim = stored.dim().or(match field.data_type() {
+    checked_query(&stored, field.data_type(), kind, &q.to_array_of_size(1)?, 0)
+}
+
+/// The query in row `i` of `q` for the stored column `col` (of Arrow type `stored`),
+/// checked against the column's dimension (its metadata, or a `FLOAT4[n]` type);
+/// `None` for a NULL query.
+fn checked_query(
+    col: &Described<'_>,
+    stored: &DataType,
+    kind: Kind,
+    q: &ArrayRef,
+    i: usize,
+) -> DfResult<Option<QueryValue>> {
+    let dim = col.dim().or(match stored {
         DataType::FixedSizeList(_, d) if kind == Kind::Vector => Some(*d as usize),
         _ => None,
     });
-    let arr = q.to_array_of_size(1)?;
-    let Some((values, count)) = query_values(&arr, 0, kind, field.name(), dim)? else {
+    let Some((values, count)) = query_values(q, i, kind, &col.name, dim)? else {
         return Ok(None);
     };
     Ok(Some(match kind {
@@ -549,25 +561,8 @@ fn score_column(
     col: &Described<'_>,
 ) -> DfResult<Float32Array> {
     let n = stored.len();
-    let stored_dim = || -> Option<usize> {
-        if let Some(d) = col.dim() {
-            return Some(d);
-        }
-        match stored.data_type() {
-            DataType::FixedSizeList(_, d) if kind == Kind::Vector => Some(*d as usize),
-            _ => None,
-        }
-    };
-    let dim = stored_dim();
-    let Some((values, count)) = query_values(q, qi, kind, &col.name, dim)? else {
+    let Some(query) = checked_query(col, stored.data_type(), kind, q, qi)? else {
         return Ok(Float32Array::new_null(n));
-    };
-    let query = match kind {
-        Kind::Vector => QueryValue::Vector(values),
-        _ => {
-            let dim = values.len() / count.max(1);
-            QueryValue::Bag { values, dim }
-        }
     };
     let mut scores: Vec<Option<f32>> = Vec::with_capacity(n);
     score_rows(stored, &query, |_| true, |_, s| scores.push(s)).map_err(search_error)?;

@@ -523,12 +523,6 @@ pub(crate) fn remove_unreferenced(
     keep_indexes: &HashSet<(TableId, SegmentId, IndexId)>,
     temporaries: bool,
 ) -> Result<()> {
-    for ids in list_segment_files(dir)? {
-        if !keep.contains(&ids) {
-            let path = dir.join(segment::file_name(ids.0, ids.1));
-            backend.remove(&path).map_err(|e| Error::io(&path, e))?;
-        }
-    }
     let entries = match std::fs::read_dir(dir) {
         Ok(e) => e,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
@@ -540,9 +534,12 @@ pub(crate) fn remove_unreferenced(
         let Some(name) = name.to_str() else {
             continue;
         };
-        let remove = match parse_index_file_name(name) {
-            Some(ids) => !keep_indexes.contains(&ids),
-            None => temporaries && name.ends_with(".idx.tmp"),
+        let remove = if let Some(ids) = segment::parse_file_name(name) {
+            !keep.contains(&ids)
+        } else if let Some(ids) = parse_index_file_name(name) {
+            !keep_indexes.contains(&ids)
+        } else {
+            temporaries && name.ends_with(".idx.tmp")
         };
         if remove {
             let path = dir.join(name);
