@@ -486,6 +486,34 @@ async fn hnsw_index_is_built_used_persisted_and_dropped() -> TestResult {
     assert!(plan.contains("index=e_idx ef_search=64"), "{plan}");
     assert!(plan.contains("graph_segments=1"), "{plan}");
 
+    // SET engine.ef_search: this session's later queries (and its clones'), not others'.
+    let other = reconnect(&tarn, &secret).await?;
+    s.query("ws", "SET engine.ef_search = 200", &[]).await?;
+    let q = vector(&mut rng, dim);
+    let plan = explain_analyze(&s.clone(), &sql(&q, "", 10)).await?;
+    assert!(plan.contains("index=e_idx ef_search=200"), "{plan}");
+    let plan = explain_analyze(&other, &sql(&q, "", 10)).await?;
+    assert!(plan.contains("index=e_idx ef_search=64"), "{plan}");
+    assert_eq!(
+        rows(&s, "SHOW engine.ef_search", &[]).await?,
+        vec![vec![json!("200")]]
+    );
+    let err = s
+        .query_batch("ws", "SET engine.ef_search = 5", &[vec![]])
+        .await
+        .unwrap_err();
+    assert_eq!(err.status(), 400, "{}", err.message());
+    // A width below k still returns k rows (the search widens until it has them).
+    s.query("ws", "SET engine.ef_search TO 1", &[]).await?;
+    assert_eq!(ids(&rows(&s, &sql(&q, "", 10), &[]).await?).len(), 10);
+    s.query("ws", "RESET engine.ef_search", &[]).await?;
+    let plan = explain_analyze(&s, &sql(&q, "", 10)).await?;
+    assert!(plan.contains("index=e_idx ef_search=64"), "{plan}");
+    assert_eq!(
+        rows(&s, "SHOW engine.ef_search", &[]).await?,
+        vec![vec![json!("default")]]
+    );
+
     // Reopen: the graph is read back, not rebuilt.
     tarn.close().await?;
     drop(tarn);

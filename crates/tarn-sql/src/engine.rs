@@ -30,6 +30,8 @@ use crate::error::{Error, Result, bad};
 use crate::names::OutputNames;
 use crate::params::{bind, needs_binding};
 use crate::provider::{CURRENT_SCHEMA, ReadView, STATEMENT_VIEW, ViewCatalogList};
+use crate::settings::{self, Settings};
+use parking_lot::Mutex;
 
 /// Name of the DataFusion catalog Tarn registers the organization under.
 pub(crate) const CATALOG_NAME: &str = "tarn";
@@ -207,9 +209,13 @@ impl SqlEngine {
         ws: &str,
         sql: &str,
         params: &[Json],
+        settings: &Mutex<Settings>,
     ) -> Result<StatementResult> {
         let stmt = self.parse_one(sql)?;
         self.check_params(params)?;
+        if settings::is_session_command(&stmt) {
+            return settings::run(&stmt, &mut settings.lock());
+        }
         let mut stmt = stmt;
         if needs_binding(sql) {
             bind(&mut stmt, params)?;
@@ -221,6 +227,7 @@ impl SqlEngine {
             return self.vacuum(org, ws, v).await;
         }
         let mut txn = Txn::new(self, org, ws);
+        txn.settings = settings.lock().clone();
         // The timeout covers the work, not the commit: once logging starts the outcome
         // is decided, and reporting a timeout for a committed statement would lie.
         let out = self.with_timeout(Box::pin(txn.run(stmt))).await?;
@@ -319,10 +326,16 @@ impl SqlEngine {
         ws: &str,
         sql: &str,
         params_batch: &[Vec<Json>],
+        settings: &Mutex<Settings>,
     ) -> Result<BatchTotals> {
         let stmt = self.parse_one(sql)?;
         if matches!(stmt, Statement::Vacuum(_)) {
             return bad("VACUUM cannot run inside a transaction block");
+        }
+        if settings::is_session_command(&stmt) {
+            return bad(
+                "SET, RESET and SHOW are session commands: run them with query, not in a batch",
+            );
         }
         if params_batch.len() > self.limits.max_batch {
             return bad(format!(
@@ -333,6 +346,7 @@ impl SqlEngine {
         }
         let mut totals = BatchTotals::default();
         let mut txn = Txn::new(self, org, ws);
+        txn.settings = settings.lock().clone();
         let fut = async {
             for (i, params) in params_batch.iter().enumerate() {
                 let step = async {
@@ -504,6 +518,8 @@ pub(crate) struct Txn<'e> {
     /// Tables whose new search indexes are built once the transaction commits (CREATE
     /// INDEX returns when the rows that exist are indexed).
     pub build_indexes: Vec<TableId>,
+    /// The session's settings as the statement started (`SET engine.ef_search`).
+    pub settings: Settings,
 }
 
 impl<'e> Txn<'e> {
@@ -519,6 +535,7 @@ impl<'e> Txn<'e> {
             ddl_guard: None,
             now: chrono::Utc::now(),
             build_indexes: Vec::new(),
+            settings: Settings::default(),
         }
     }
 
@@ -635,6 +652,7 @@ impl<'e> Txn<'e> {
             pending,
             overrides,
             now: self.now,
+            ef_search: self.settings.ef_search,
         }
     }
 

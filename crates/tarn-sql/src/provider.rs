@@ -54,6 +54,8 @@ pub(crate) struct ReadView {
     pub overrides: HashMap<(String, String), Arc<dyn TableProvider>>,
     /// The statement's instant (see `clock.rs`).
     pub now: chrono::DateTime<chrono::Utc>,
+    /// The session's `engine.ef_search`, if it set one.
+    pub ef_search: Option<usize>,
 }
 
 impl fmt::Debug for ReadView {
@@ -90,7 +92,8 @@ impl ReadView {
                         .into_iter()
                         .cloned()
                         .collect(),
-                ),
+                )
+                .with_ef_search(self.ef_search),
         ))
     }
 }
@@ -220,6 +223,8 @@ pub struct EngineTable {
     rows: Option<Vec<u64>>,
     /// The table's `engine_index` indexes (for the search node).
     indexes: Vec<tarn_catalog::IndexDef>,
+    /// The session's HNSW search width, overriding each index's own.
+    ef_search: Option<usize>,
 }
 
 impl fmt::Debug for EngineTable {
@@ -579,6 +584,7 @@ impl EngineTable {
             keys: Vec::new(),
             rows: None,
             indexes: Vec::new(),
+            ef_search: None,
         }
     }
 
@@ -594,6 +600,19 @@ impl EngineTable {
     pub fn with_indexes(mut self, indexes: Vec<tarn_catalog::IndexDef>) -> Self {
         self.indexes = indexes;
         self
+    }
+
+    /// Searches with HNSW search width `ef` instead of each index's own (the
+    /// session's `SET engine.ef_search`).
+    pub fn with_ef_search(mut self, ef: Option<usize>) -> Self {
+        self.ef_search = ef;
+        self
+    }
+
+    /// The search width for `index`: the session's, or the index's own.
+    pub(crate) fn ef_search(&self, index: &tarn_catalog::IndexDef) -> usize {
+        self.ef_search
+            .unwrap_or_else(|| tarn_search::ef_search(index))
     }
 
     /// The vector index (`hnsw` or `maxsim`) on column `name`, if any.

@@ -235,7 +235,7 @@ fn search_plan(sort: &Sort) -> DfResult<Option<LogicalPlan>> {
             k: sort.fetch,
             index: table
                 .vector_index(&col.name)
-                .map(|i| (i.id, i.name.clone(), tarn_search::ef_search(i))),
+                .map(|i| (i.id, i.name.clone(), table.ef_search(i))),
         }),
     });
     // Rebuild the kept nodes over the search node, bottom up.

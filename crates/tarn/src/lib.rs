@@ -432,6 +432,7 @@ impl Tarn {
             user_id: key.user_id.clone(),
             key_id: key.id.clone(),
             org: None,
+            settings: Arc::default(),
         })
     }
 
@@ -470,12 +471,18 @@ impl Tarn {
 
 /// What a host program does on behalf of one API key (and, with [`Session::with_org`],
 /// one organization).
+///
+/// A session is what a PostgreSQL connection is to its settings: `SET
+/// engine.ef_search = n` applies to the later statements of this session, of its
+/// clones and of the sessions [`Session::with_org`] makes from it (they share one set
+/// of settings), until `RESET`. Another [`Tarn::connect`] starts from the defaults.
 #[derive(Debug, Clone)]
 pub struct Session {
     tarn: Tarn,
     user_id: String,
     key_id: String,
     org: Option<String>,
+    settings: Arc<parking_lot::Mutex<tarn_sql::Settings>>,
 }
 
 fn org_not_found(id: &str) -> Error {
@@ -836,7 +843,7 @@ impl Session {
             .tarn
             .inner
             .engine
-            .execute(&org, ws, sql, params)
+            .execute(&org, ws, sql, params, &self.settings)
             .await?)
     }
 
@@ -918,7 +925,7 @@ impl Session {
             .tarn
             .inner
             .engine
-            .execute_batch(&org, ws, sql, params_batch)
+            .execute_batch(&org, ws, sql, params_batch, &self.settings)
             .await?;
         Ok(BatchResult {
             statements: totals.statements,
