@@ -956,3 +956,125 @@ async fn searches_and_writes_progress_while_an_index_builds() -> TestResult {
     assert_eq!(got, vec![vec![json!(writes)]]);
     Ok(())
 }
+
+/// The search fast path (plain top-k statements, answered without the planner) gives
+/// exactly what the planned search node gives: the same rows, order, scores, names and
+/// types, with ties, NULL and zero vectors, deletes, OFFSET, an index and the session's
+/// `ef_search`. `WHERE true` sends the same statement through the planner.
+#[tokio::test]
+async fn fast_search_equals_the_planned_search() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let tarn = Tarn::open_with(dir.path(), manual()).await?;
+    let s = fixture(&tarn).await?;
+    s.query(
+        "ws",
+        r#"CREATE TABLE "ws"."t" (id INT, e FLOAT4[4], label TEXT) USING engine"#,
+        &[],
+    )
+    .await?;
+    let mut rng = Rng(5);
+    let mut values = Vec::new();
+    for i in 0..1200 {
+        let e = match i % 50 {
+            0 => "NULL".to_string(),
+            1 => "'{0,0,0,0}'".to_string(),
+            // Duplicates: ties broken by row id.
+            2 | 3 => "'{1,2,3,4}'".to_string(),
+            _ => literal(&vector(&mut rng, 4)),
+        };
+        values.push(format!("({i}, {e}, 'l{i}')"));
+    }
+    s.query(
+        "ws",
+        &format!(r#"INSERT INTO "ws"."t" VALUES {}"#, values.join(",")),
+        &[],
+    )
+    .await?;
+    s.query("ws", r#"DELETE FROM "ws"."t" WHERE id % 7 = 0"#, &[])
+        .await?;
+    let q = literal(&vector(&mut rng, 4));
+    let forms = [
+        format!(r#"SELECT id, e <#> {q} AS s FROM "ws"."t" ORDER BY s DESC LIMIT 10"#),
+        format!(r#"SELECT * FROM "ws"."t" ORDER BY e <#> {q} DESC LIMIT 5 OFFSET 3"#),
+        format!(
+            r#"SELECT label, e <#> {q} FROM "ws"."t" x ORDER BY x.e <#> {q} DESC NULLS LAST LIMIT 8"#
+        ),
+        r#"SELECT id, e <#> '{1,2,3,4}' AS s FROM "ws"."t" ORDER BY s DESC LIMIT 4"#.into(),
+        r#"SELECT id FROM "ws"."t" ORDER BY e <#> $1::float4[] DESC LIMIT 6"#.into(),
+        r#"SELECT id, label FROM "ws"."t" ORDER BY e <#> $1 DESC LIMIT 2000 OFFSET 1100"#.into(),
+        format!(r#"SELECT id FROM "ws"."t" ORDER BY e <#> {q} DESC LIMIT 0"#),
+    ];
+    let param = json!([0.5, -1.0, 2.0, 0.25]);
+    let compare = |sql: String| {
+        let s = s.clone();
+        let param = param.clone();
+        async move {
+            let params: Vec<Value> = if sql.contains("$1") {
+                vec![param]
+            } else {
+                vec![]
+            };
+            let fast = s.query("ws", &sql, &params).await?;
+            let planned_sql = sql.replace(
+                r#"FROM "ws"."t" x ORDER"#,
+                r#"FROM "ws"."t" x WHERE true ORDER"#,
+            );
+            let planned_sql = planned_sql.replace(
+                r#"FROM "ws"."t" ORDER"#,
+                r#"FROM "ws"."t" WHERE true ORDER"#,
+            );
+            assert_ne!(planned_sql, sql);
+            let planned = s.query("ws", &planned_sql, &params).await?;
+            assert_eq!(fast.columns, planned.columns, "{sql}");
+            assert_eq!(fast.rows, planned.rows, "{sql}");
+            Ok::<usize, tarn::Error>(fast.row_count as usize)
+        }
+    };
+    for sql in &forms {
+        compare(sql.clone()).await?;
+    }
+    // Through the graph: a sealed, indexed segment, and a narrow session width.
+    s.query(
+        "ws",
+        r#"CREATE INDEX e_idx ON "ws"."t" USING engine_index (e DESC)"#,
+        &[],
+    )
+    .await?;
+    s.query("ws", r#"VACUUM "ws"."t""#, &[]).await?;
+    let plan = explain_analyze(&s, &forms[0]).await?;
+    assert!(plan.contains("graph_segments=1"), "{plan}");
+    for ef in ["DEFAULT", "3"] {
+        s.query("ws", &format!("SET engine.ef_search = {ef}"), &[])
+            .await?;
+        for sql in &forms {
+            compare(sql.clone()).await?;
+        }
+    }
+    // Rows found at once after a write, gone at once after a delete.
+    s.query(
+        "ws",
+        r#"INSERT INTO "ws"."t" VALUES (5000, '{0.5,-1,2,0.25}', 'new')"#,
+        &[],
+    )
+    .await?;
+    let top = r#"SELECT id, e <#> $1 AS s FROM "ws"."t" ORDER BY s DESC LIMIT 1"#;
+    assert_eq!(
+        rows(&s, top, std::slice::from_ref(&param)).await?,
+        vec![vec![json!(5000), json!(1.0)]]
+    );
+    s.query("ws", r#"DELETE FROM "ws"."t" WHERE id = 5000"#, &[])
+        .await?;
+    assert_ne!(
+        ids(&rows(&s, top, std::slice::from_ref(&param)).await?),
+        vec![5000]
+    );
+    // Errors are the planner's: the wrong dimension is 400.
+    let err = s.query("ws", top, &[json!([1, 2])]).await.unwrap_err();
+    assert_eq!(err.status(), 400);
+    assert!(
+        err.message().contains("expected 4 dimensions, not 2"),
+        "{}",
+        err.message()
+    );
+    Ok(())
+}

@@ -223,11 +223,18 @@ impl SqlEngine {
         if let Some(out) = self.try_key_lookup(org, &stmt).await? {
             return Ok(out);
         }
+        let session = settings.lock().clone();
+        if let Some(out) = self
+            .with_timeout(self.try_fast_search(org, &stmt, &session))
+            .await?
+        {
+            return Ok(out);
+        }
         if let Statement::Vacuum(v) = &stmt {
             return self.vacuum(org, ws, v).await;
         }
         let mut txn = Txn::new(self, org, ws);
-        txn.settings = settings.lock().clone();
+        txn.settings = session;
         // The timeout covers the work, not the commit: once logging starts the outcome
         // is decided, and reporting a timeout for a committed statement would lie.
         let out = self.with_timeout(Box::pin(txn.run(stmt))).await?;

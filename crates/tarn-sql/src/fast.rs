@@ -148,6 +148,70 @@ pub(crate) fn column_resolver<'a>(
     }
 }
 
+/// The SELECT of `q` when it reads one table and nothing else: no CTEs, set operations,
+/// DISTINCT, joins, grouping, windows or dialect extras (ORDER BY and LIMIT are the
+/// caller's to check). Returns the select, the table's name and its alias.
+pub(crate) fn single_table_select(
+    q: &ast::Query,
+) -> Option<(&ast::Select, &ast::ObjectName, Option<&ast::TableAlias>)> {
+    if q.with.is_some()
+        || q.fetch.is_some()
+        || !q.locks.is_empty()
+        || q.for_clause.is_some()
+        || q.settings.is_some()
+        || q.format_clause.is_some()
+        || !q.pipe_operators.is_empty()
+    {
+        return None;
+    }
+    let SetExpr::Select(sel) = q.body.as_ref() else {
+        return None;
+    };
+    let plain_group_by =
+        matches!(&sel.group_by, GroupByExpr::Expressions(e, m) if e.is_empty() && m.is_empty());
+    if sel.distinct.is_some()
+        || sel.top.is_some()
+        || sel.into.is_some()
+        || sel.from.len() != 1
+        || !sel.from[0].joins.is_empty()
+        || !sel.lateral_views.is_empty()
+        || sel.prewhere.is_some()
+        || !plain_group_by
+        || !sel.cluster_by.is_empty()
+        || !sel.distribute_by.is_empty()
+        || !sel.sort_by.is_empty()
+        || sel.having.is_some()
+        || !sel.named_window.is_empty()
+        || sel.qualify.is_some()
+        || !sel.connect_by.is_empty()
+        || sel.value_table_mode.is_some()
+    {
+        return None;
+    }
+    let TableFactor::Table {
+        name,
+        alias,
+        args: None,
+        with_hints,
+        version: None,
+        partitions,
+        json_path: None,
+        sample: None,
+        index_hints,
+        ..
+    } = &sel.from[0].relation
+    else {
+        return None;
+    };
+    if !with_hints.is_empty() || !partitions.is_empty() || !index_hints.is_empty() {
+        return None;
+    }
+    if alias.as_ref().is_some_and(|a| !a.columns.is_empty()) {
+        return None;
+    }
+    Some((sel, name, alias.as_ref()))
+}
+
 impl SqlEngine {
     /// Answers `stmt` through a key index if it is a key lookup (see the module docs).
     pub(crate) async fn try_key_lookup(
@@ -158,66 +222,15 @@ impl SqlEngine {
         let Statement::Query(q) = stmt else {
             return Ok(None);
         };
-        if q.with.is_some()
-            || q.order_by.is_some()
-            || q.limit_clause.is_some()
-            || q.fetch.is_some()
-            || !q.locks.is_empty()
-            || q.for_clause.is_some()
-            || q.settings.is_some()
-            || q.format_clause.is_some()
-            || !q.pipe_operators.is_empty()
-        {
+        if q.order_by.is_some() || q.limit_clause.is_some() {
             return Ok(None);
         }
-        let SetExpr::Select(sel) = q.body.as_ref() else {
+        let Some((sel, name, alias)) = single_table_select(q) else {
             return Ok(None);
         };
-        let plain_group_by =
-            matches!(&sel.group_by, GroupByExpr::Expressions(e, m) if e.is_empty() && m.is_empty());
-        if sel.distinct.is_some()
-            || sel.top.is_some()
-            || sel.into.is_some()
-            || sel.from.len() != 1
-            || !sel.from[0].joins.is_empty()
-            || !sel.lateral_views.is_empty()
-            || sel.prewhere.is_some()
-            || !plain_group_by
-            || !sel.cluster_by.is_empty()
-            || !sel.distribute_by.is_empty()
-            || !sel.sort_by.is_empty()
-            || sel.having.is_some()
-            || !sel.named_window.is_empty()
-            || sel.qualify.is_some()
-            || !sel.connect_by.is_empty()
-            || sel.value_table_mode.is_some()
-        {
-            return Ok(None);
-        }
         let Some(selection) = &sel.selection else {
             return Ok(None);
         };
-        let TableFactor::Table {
-            name,
-            alias,
-            args: None,
-            with_hints,
-            version: None,
-            partitions,
-            json_path: None,
-            sample: None,
-            index_hints,
-            ..
-        } = &sel.from[0].relation
-        else {
-            return Ok(None);
-        };
-        if !with_hints.is_empty() || !partitions.is_empty() || !index_hints.is_empty() {
-            return Ok(None);
-        }
-        if alias.as_ref().is_some_and(|a| !a.columns.is_empty()) {
-            return Ok(None);
-        }
         let Ok(parts) = name_parts(name) else {
             return Ok(None);
         };
@@ -228,7 +241,7 @@ impl SqlEngine {
         let Some(def) = catalog.table(org, ws, table) else {
             return Ok(None);
         };
-        let qualifier = alias.as_ref().map_or(table.clone(), |a| normalize(&a.name));
+        let qualifier = alias.map_or(table.clone(), |a| normalize(&a.name));
         let column = column_resolver(def, &qualifier);
         // Output columns and names.
         let mut outputs: Vec<(usize, String)> = Vec::new();

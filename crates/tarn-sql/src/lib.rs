@@ -19,6 +19,7 @@ mod encode;
 mod engine;
 mod error;
 mod fast;
+mod fast_search;
 mod functions;
 mod index_ddl;
 mod jsonb;

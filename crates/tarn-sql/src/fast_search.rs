@@ -1,0 +1,396 @@
+//! The search fast path: `SELECT cols, e <#> q [AS s] FROM "ws"."t" ORDER BY s DESC
+//! LIMIT k [OFFSET n]` answered straight from `tarn-search`, without DataFusion's
+//! planner. A vector search at default width takes a few hundred microseconds; the
+//! planner's floor (about 200 µs a statement, more for a query vector of hundreds of
+//! literals) would otherwise double it.
+//!
+//! Only statements whose answer is certain to equal the planned search node's take this
+//! path: one engine table, no WHERE, plain column projections and `<#>` scores of a
+//! FLOAT4 vector column with a constant query, one descending sort key that is such a
+//! score (or its alias), and a literal LIMIT. The query is checked by the same function
+//! the planner uses; when that check fails the statement goes through the planner, which
+//! reports the error. Everything else returns `None` and goes through the planner too.
+
+use std::sync::Arc;
+
+use datafusion::arrow::array::{ArrayRef, Float32Array};
+use datafusion::arrow::datatypes::{DataType, Field, Schema};
+use datafusion::arrow::record_batch::{RecordBatch, RecordBatchOptions};
+use datafusion::common::ScalarValue;
+use datafusion::sql::sqlparser::ast::{
+    self, BinaryOperator, Expr, LimitClause, OrderByKind, SelectItem, Statement, Value,
+};
+use tarn_catalog::{IndexType, TableDef};
+use tarn_search::{IndexUse, QueryValue, SearchRequest};
+
+use crate::Result;
+use crate::engine::{SqlEngine, StatementResult, name_parts, normalize};
+use crate::fast::{column_resolver, signed_value, single_table_select};
+use crate::names::expr_name;
+use crate::provider::{key_rows, table_schema};
+use crate::settings::Settings;
+use crate::similarity::{OPERATOR, planned_query, search_error};
+use crate::types::column_field;
+
+/// Rows a fast search may return; larger LIMITs go through the planner (which bounds
+/// them by the rows that exist).
+const MAX_FAST_K: u64 = 10_000;
+
+/// One output column: a stored column, or the score.
+enum Output {
+    Column(usize),
+    Score,
+}
+
+/// `col <#> q` of this table: the column's index in `def.columns` and the query.
+struct Score<'a> {
+    column: usize,
+    query: &'a Expr,
+}
+
+impl PartialEq for Score<'_> {
+    fn eq(&self, other: &Self) -> bool {
+        self.column == other.column && self.query == other.query
+    }
+}
+
+fn score_of<'a>(e: &'a Expr, column: &dyn Fn(&Expr) -> Option<usize>) -> Option<Score<'a>> {
+    match e {
+        Expr::Nested(inner) => score_of(inner, column),
+        Expr::BinaryOp {
+            left,
+            op: BinaryOperator::Custom(op),
+            right,
+        } if op == OPERATOR => Some(Score {
+            column: column(left)?,
+            query: right,
+        }),
+        _ => None,
+    }
+}
+
+/// A literal count (LIMIT or OFFSET).
+fn count(e: &Expr) -> Option<u64> {
+    match signed_value(e)? {
+        (false, Value::Number(n, _)) => n.parse().ok(),
+        _ => None,
+    }
+}
+
+/// The query vector as the planner reads it: PostgreSQL array text (`'{…}'`, typed or
+/// not) or `ARRAY[numbers]` (what a JSON-array parameter binds to), optionally cast to
+/// `float4[]`/`real[]`. Numbers are read as float64 and rounded to float32, as the
+/// planner's cast does.
+fn query_literal(e: &Expr) -> Option<ScalarValue> {
+    let items: Vec<f64> = match e {
+        Expr::Nested(inner) => return query_literal(inner),
+        Expr::Cast {
+            expr,
+            data_type: ast::DataType::Array(ast::ArrayElemTypeDef::SquareBracket(inner, None)),
+            format: None,
+            ..
+        } if matches!(inner.as_ref(), ast::DataType::Float4 | ast::DataType::Real) => {
+            return query_literal(expr);
+        }
+        Expr::Value(v) => match &v.value {
+            Value::SingleQuotedString(text) => {
+                use crate::params::{ArrayText, parse_array_text};
+                let ArrayText::List(items) = parse_array_text(text).ok()? else {
+                    return None;
+                };
+                items
+                    .iter()
+                    .map(|i| match i {
+                        ArrayText::Item(Some(s)) => s.trim().parse::<f64>().ok(),
+                        _ => None,
+                    })
+                    .collect::<Option<_>>()?
+            }
+            _ => return None,
+        },
+        Expr::Array(a) => a
+            .elem
+            .iter()
+            .map(|e| match signed_value(e)? {
+                (neg, Value::Number(n, _)) => {
+                    let x: f64 = n.parse().ok()?;
+                    Some(if neg { -x } else { x })
+                }
+                _ => None,
+            })
+            .collect::<Option<_>>()?,
+        _ => return None,
+    };
+    Some(ScalarValue::List(ScalarValue::new_list_nullable(
+        &items
+            .into_iter()
+            .map(|x| ScalarValue::Float32(Some(x as f32)))
+            .collect::<Vec<_>>(),
+        &DataType::Float32,
+    )))
+}
+
+/// The top-k of a fast search, before projection.
+struct Plan<'a> {
+    def: &'a TableDef,
+    outputs: Vec<(Output, String)>,
+    score: Score<'a>,
+    limit: u64,
+    offset: u64,
+}
+
+/// The shape of a fast search (see the module docs), or `None`.
+fn plan<'a>(q: &'a ast::Query, def: &'a TableDef, qualifier: &str) -> Option<Plan<'a>> {
+    let (sel, _, _) = single_table_select(q)?;
+    if sel.selection.is_some() {
+        return None;
+    }
+    let column = column_resolver(def, qualifier);
+    let mut outputs: Vec<(Output, String)> = Vec::new();
+    let mut scores: Vec<(Score<'a>, Option<String>)> = Vec::new();
+    for item in &sel.projection {
+        match item {
+            SelectItem::Wildcard(opts)
+                if opts.opt_exclude.is_none()
+                    && opts.opt_except.is_none()
+                    && opts.opt_replace.is_none()
+                    && opts.opt_rename.is_none()
+                    && opts.opt_ilike.is_none() =>
+            {
+                outputs.extend(
+                    def.columns
+                        .iter()
+                        .enumerate()
+                        .map(|(i, c)| (Output::Column(i), c.name.clone())),
+                );
+            }
+            SelectItem::UnnamedExpr(e) => match (column(e), score_of(e, &column)) {
+                (Some(i), _) => outputs.push((Output::Column(i), def.columns[i].name.clone())),
+                (None, Some(s)) => {
+                    outputs.push((Output::Score, expr_name(e)));
+                    scores.push((s, None));
+                }
+                _ => return None,
+            },
+            SelectItem::ExprWithAlias { expr, alias } => {
+                match (column(expr), score_of(expr, &column)) {
+                    (Some(i), _) => outputs.push((Output::Column(i), normalize(alias))),
+                    (None, Some(s)) => {
+                        outputs.push((Output::Score, normalize(alias)));
+                        scores.push((s, Some(normalize(alias))));
+                    }
+                    _ => return None,
+                }
+            }
+            _ => return None,
+        }
+    }
+    // One sort key, descending, NULLs last (or unsaid: SPEC §5 makes it last).
+    let order = q.order_by.as_ref()?;
+    if order.interpolate.is_some() {
+        return None;
+    }
+    let OrderByKind::Expressions(keys) = &order.kind else {
+        return None;
+    };
+    let [key] = keys.as_slice() else {
+        return None;
+    };
+    if key.options.asc != Some(false)
+        || key.options.nulls_first == Some(true)
+        || key.with_fill.is_some()
+    {
+        return None;
+    }
+    let score = match &key.expr {
+        // An output alias (not also a column's name, which would be ambiguous).
+        Expr::Identifier(id) if column(&key.expr).is_none() => {
+            let name = normalize(id);
+            let (s, _) = scores
+                .iter()
+                .find(|(_, a)| a.as_deref() == Some(name.as_str()))?;
+            Score {
+                column: s.column,
+                query: s.query,
+            }
+        }
+        e => score_of(e, &column)?,
+    };
+    // Every score in the SELECT list must be the sorted one (its values are the
+    // search's scores).
+    if scores.iter().any(|(s, _)| *s != score) {
+        return None;
+    }
+    let (limit, offset) = match q.limit_clause.as_ref()? {
+        LimitClause::LimitOffset {
+            limit: Some(limit),
+            offset,
+            limit_by,
+        } if limit_by.is_empty() => (
+            count(limit)?,
+            match offset {
+                Some(o) => count(&o.value)?,
+                None => 0,
+            },
+        ),
+        _ => return None,
+    };
+    if limit.checked_add(offset)? > MAX_FAST_K || outputs.is_empty() {
+        return None;
+    }
+    Some(Plan {
+        def,
+        outputs,
+        score,
+        limit,
+        offset,
+    })
+}
+
+impl SqlEngine {
+    /// Answers `stmt` through `tarn-search` if it is a plain top-k search (see the
+    /// module docs).
+    pub(crate) async fn try_fast_search(
+        &self,
+        org: &str,
+        stmt: &Statement,
+        settings: &Settings,
+    ) -> Result<Option<StatementResult>> {
+        let Statement::Query(q) = stmt else {
+            return Ok(None);
+        };
+        if q.order_by.is_none() || q.limit_clause.is_none() {
+            return Ok(None);
+        }
+        let Some((_, name, alias)) = single_table_select(q) else {
+            return Ok(None);
+        };
+        let Ok(parts) = name_parts(name) else {
+            return Ok(None);
+        };
+        let [ws, table] = parts.as_slice() else {
+            return Ok(None);
+        };
+        let catalog = self.db().catalog();
+        let Some(def) = catalog.table(org, ws, table) else {
+            return Ok(None);
+        };
+        if !def.engine {
+            return Ok(None);
+        }
+        let qualifier = alias.map_or(table.clone(), |a| normalize(&a.name));
+        let Some(plan) = plan(q, def, &qualifier) else {
+            return Ok(None);
+        };
+        let col = &def.columns[plan.score.column];
+        let schema = table_schema(def, false);
+        let field = schema.field(plan.score.column);
+        if !matches!(
+            field.data_type(),
+            DataType::List(_) | DataType::FixedSizeList(..)
+        ) {
+            return Ok(None);
+        }
+        let Some(literal) = query_literal(plan.score.query) else {
+            return Ok(None);
+        };
+        // A query the planner would refuse (wrong dimension, …) is its to report.
+        let Ok(Some(query @ QueryValue::Vector(_))) = planned_query(field, &literal) else {
+            return Ok(None);
+        };
+        let Some(store) = self.db().table(def.id) else {
+            return Ok(None);
+        };
+        let version = store.snapshot();
+        let index = catalog.indexes_of(def.id).into_iter().find(|i| {
+            i.column == col.id && matches!(i.index_type, IndexType::Hnsw | IndexType::Maxsim)
+        });
+        let index = index.map(|i| IndexUse {
+            id: i.id,
+            ef_search: settings
+                .ef_search
+                .unwrap_or_else(|| tarn_search::ef_search(i)),
+        });
+        let (column, k, searched) = (col.id, (plan.limit + plan.offset) as usize, version.clone());
+        // Off the async threads, as the planned search node runs.
+        let ranked = tokio::task::spawn_blocking(move || {
+            let req = SearchRequest {
+                column,
+                query: &query,
+                k,
+                filter: None,
+                index,
+            };
+            tarn_search::top_k(&searched, &req).map_err(search_error)
+        })
+        .await
+        .map_err(|e| crate::Error::Internal(format!("search task failed: {e}")))??;
+        let ranked = &ranked[(plan.offset as usize).min(ranked.len())..];
+        let ids: Vec<u64> = ranked.iter().map(|s| s.id).collect();
+
+        // The stored columns, in ranked order; then the score column where it goes.
+        let stored: Vec<usize> = plan
+            .outputs
+            .iter()
+            .filter_map(|(o, _)| match o {
+                Output::Column(i) => Some(*i),
+                Output::Score => None,
+            })
+            .collect();
+        let fields: Vec<Field> = plan
+            .outputs
+            .iter()
+            .map(|(o, name)| match o {
+                Output::Column(i) => {
+                    let c = &plan.def.columns[*i];
+                    column_field(name, &c.ty, c.nullable)
+                }
+                Output::Score => Field::new(name, DataType::Float32, true),
+            })
+            .collect();
+        let out_schema = Arc::new(Schema::new(fields));
+        let stored_schema = Arc::new(Schema::new(
+            out_schema
+                .fields()
+                .iter()
+                .zip(&plan.outputs)
+                .filter(|(_, (o, _))| matches!(o, Output::Column(_)))
+                .map(|(f, _)| f.as_ref().clone())
+                .collect::<Vec<_>>(),
+        ));
+        let parts = key_rows(
+            plan.def,
+            &version,
+            &ids,
+            stored.iter().map(|&i| Some(i)).collect(),
+            stored_schema.clone(),
+        )?;
+        let stored_batch = datafusion::arrow::compute::concat_batches(&stored_schema, &parts)?;
+        let scores: ArrayRef = Arc::new(Float32Array::from(
+            ranked.iter().map(|s| s.score).collect::<Vec<_>>(),
+        ));
+        let mut next = 0;
+        let columns: Vec<ArrayRef> = plan
+            .outputs
+            .iter()
+            .map(|(o, _)| match o {
+                Output::Column(_) => {
+                    next += 1;
+                    stored_batch.column(next - 1).clone()
+                }
+                Output::Score => scores.clone(),
+            })
+            .collect();
+        let batch = RecordBatch::try_new_with_options(
+            out_schema.clone(),
+            columns,
+            &RecordBatchOptions::new().with_row_count(Some(ids.len())),
+        )?;
+        Ok(Some(StatementResult {
+            columns: plan.outputs.into_iter().map(|(_, n)| n).collect(),
+            schema: out_schema,
+            batches: Some(vec![batch]),
+            rows_affected: 0,
+        }))
+    }
+}
