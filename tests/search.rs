@@ -1003,6 +1003,9 @@ async fn fast_search_equals_the_planned_search() -> TestResult {
         r#"SELECT id FROM "ws"."t" ORDER BY e <#> $1::float4[] DESC LIMIT 6"#.into(),
         r#"SELECT id, label FROM "ws"."t" ORDER BY e <#> $1 DESC LIMIT 2000 OFFSET 1100"#.into(),
         format!(r#"SELECT id FROM "ws"."t" ORDER BY e <#> {q} DESC LIMIT 0"#),
+        format!(r#"SELECT ID, e, e <#> {q} AS Score FROM "ws"."t" ORDER BY Score DESC LIMIT 3"#),
+        r#"SELECT id FROM "ws"."t" ORDER BY e <#> ARRAY[9007199254740993, 1, 2, 3] DESC LIMIT 3"#
+            .into(),
     ];
     let param = json!([0.5, -1.0, 2.0, 0.25]);
     let compare = |sql: String| {
@@ -1027,6 +1030,10 @@ async fn fast_search_equals_the_planned_search() -> TestResult {
             let planned = s.query("ws", &planned_sql, &params).await?;
             assert_eq!(fast.columns, planned.columns, "{sql}");
             assert_eq!(fast.rows, planned.rows, "{sql}");
+            // The same Arrow schema (types, nullability, vector metadata).
+            let fast_arrow = s.query_arrow("ws", &sql, &params).await?;
+            let planned_arrow = s.query_arrow("ws", &planned_sql, &params).await?;
+            assert_eq!(fast_arrow.schema, planned_arrow.schema, "{sql}");
             Ok::<usize, tarn::Error>(fast.row_count as usize)
         }
     };
@@ -1068,7 +1075,23 @@ async fn fast_search_equals_the_planned_search() -> TestResult {
         ids(&rows(&s, top, std::slice::from_ref(&param)).await?),
         vec![5000]
     );
-    // Errors are the planner's: the wrong dimension is 400.
+    // Errors are the planner's: names it refuses, arrays that are not FLOAT4 vectors
+    // (even on an empty table), the wrong dimension.
+    s.query(
+        "ws",
+        r#"CREATE TABLE "ws"."ints" (id INT, a INT4[]) USING engine"#,
+        &[],
+    )
+    .await?;
+    for sql in [
+        r#"SELECT id, id FROM "ws"."t" ORDER BY e <#> '{1,0,0,0}' DESC LIMIT 3"#,
+        r#"SELECT id, e <#> '{1,0,0,0}' AS id FROM "ws"."t" ORDER BY e <#> '{1,0,0,0}' DESC LIMIT 3"#,
+        r#"SELECT id FROM "ws"."ints" ORDER BY a <#> ARRAY[1,2] DESC LIMIT 5"#,
+    ] {
+        let err = s.query("ws", sql, &[]).await.unwrap_err();
+        assert_eq!(err.status(), 400, "{sql}: {}", err.message());
+    }
+    // The wrong dimension is 400.
     let err = s.query("ws", top, &[json!([1, 2])]).await.unwrap_err();
     assert_eq!(err.status(), 400);
     assert!(

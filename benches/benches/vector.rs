@@ -123,10 +123,7 @@ fn sql(c: &mut Criterion) {
         .expect("runtime");
     let dir = tempfile::tempdir().expect("tempdir");
     let (base, queries) = data();
-    let queries: Vec<Value> = queries
-        .chunks_exact(DIM)
-        .map(|q| json!(q))
-        .collect();
+    let queries: Vec<Value> = queries.chunks_exact(DIM).map(|q| json!(q)).collect();
     let s = rt.block_on(async {
         let tarn = Tarn::open_with(dir.path(), Options::new().sync(SyncMode::Process))
             .await
@@ -149,7 +146,9 @@ fn sql(c: &mut Criterion) {
                 .await
                 .expect("insert");
         }
-        s.query("ws", r#"VACUUM "ws"."t""#, &[]).await.expect("vacuum");
+        s.query("ws", r#"VACUUM "ws"."t""#, &[])
+            .await
+            .expect("vacuum");
         s.query(
             "ws",
             r#"CREATE INDEX e_idx ON "ws"."t" USING engine_index (e DESC)"#,

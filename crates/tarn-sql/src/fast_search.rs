@@ -20,7 +20,7 @@ use datafusion::common::ScalarValue;
 use datafusion::sql::sqlparser::ast::{
     self, BinaryOperator, Expr, LimitClause, OrderByKind, SelectItem, Statement, Value,
 };
-use tarn_catalog::{IndexType, TableDef};
+use tarn_catalog::{IndexType, SqlType, TableDef};
 use tarn_search::{IndexUse, QueryValue, SearchRequest};
 
 use crate::Result;
@@ -30,7 +30,6 @@ use crate::names::expr_name;
 use crate::provider::{key_rows, table_schema};
 use crate::settings::Settings;
 use crate::similarity::{OPERATOR, planned_query, search_error};
-use crate::types::column_field;
 
 /// Rows a fast search may return; larger LIMITs go through the planner (which bounds
 /// them by the rows that exist).
@@ -101,7 +100,11 @@ fn query_literal(e: &Expr) -> Option<ScalarValue> {
                 items
                     .iter()
                     .map(|i| match i {
-                        ArrayText::Item(Some(s)) => s.trim().parse::<f64>().ok(),
+                        ArrayText::Item(Some(s)) => s
+                            .trim()
+                            .parse::<f64>()
+                            .ok()
+                            .filter(|x| x.abs() <= (1u64 << 53) as f64),
                         _ => None,
                     })
                     .collect::<Option<_>>()?
@@ -114,6 +117,11 @@ fn query_literal(e: &Expr) -> Option<ScalarValue> {
             .map(|e| match signed_value(e)? {
                 (neg, Value::Number(n, _)) => {
                     let x: f64 = n.parse().ok()?;
+                    // The planner casts an integer straight to float32; through float64
+                    // an integer beyond 2^53 would round twice.
+                    if x.abs() > (1u64 << 53) as f64 {
+                        return None;
+                    }
                     Some(if neg { -x } else { x })
                 }
                 _ => None,
@@ -165,7 +173,7 @@ fn plan<'a>(q: &'a ast::Query, def: &'a TableDef, qualifier: &str) -> Option<Pla
                 );
             }
             SelectItem::UnnamedExpr(e) => match (column(e), score_of(e, &column)) {
-                (Some(i), _) => outputs.push((Output::Column(i), def.columns[i].name.clone())),
+                (Some(i), _) => outputs.push((Output::Column(i), expr_name(e))),
                 (None, Some(s)) => {
                     outputs.push((Output::Score, expr_name(e)));
                     scores.push((s, None));
@@ -174,9 +182,9 @@ fn plan<'a>(q: &'a ast::Query, def: &'a TableDef, qualifier: &str) -> Option<Pla
             },
             SelectItem::ExprWithAlias { expr, alias } => {
                 match (column(expr), score_of(expr, &column)) {
-                    (Some(i), _) => outputs.push((Output::Column(i), normalize(alias))),
+                    (Some(i), _) => outputs.push((Output::Column(i), alias.value.clone())),
                     (None, Some(s)) => {
-                        outputs.push((Output::Score, normalize(alias)));
+                        outputs.push((Output::Score, alias.value.clone()));
                         scores.push((s, Some(normalize(alias))));
                     }
                     _ => return None,
@@ -184,6 +192,24 @@ fn plan<'a>(q: &'a ast::Query, def: &'a TableDef, qualifier: &str) -> Option<Pla
             }
             _ => return None,
         }
+    }
+    // Names the planner would refuse (the same name twice, or a score named like one
+    // of the table's columns: "ambiguous") are its to report.
+    let mut names: Vec<String> = outputs.iter().map(|(_, n)| n.to_lowercase()).collect();
+    let scored_names: Vec<&String> = outputs
+        .iter()
+        .filter(|(o, _)| matches!(o, Output::Score))
+        .map(|(_, n)| n)
+        .collect();
+    if scored_names
+        .iter()
+        .any(|n| def.columns.iter().any(|c| c.name.eq_ignore_ascii_case(n)))
+    {
+        return None;
+    }
+    names.sort();
+    if names.windows(2).any(|w| w[0] == w[1]) {
+        return None;
     }
     // One sort key, descending, NULLs last (or unsaid: SPEC §5 makes it last).
     let order = q.order_by.as_ref()?;
@@ -341,10 +367,7 @@ impl SqlEngine {
             .outputs
             .iter()
             .map(|(o, name)| match o {
-                Output::Column(i) => {
-                    let c = &plan.def.columns[*i];
-                    column_field(name, &c.ty, c.nullable)
-                }
+                Output::Column(i) => schema.field(*i).clone().with_name(name),
                 Output::Score => Field::new(name, DataType::Float32, true),
             })
             .collect();

@@ -48,10 +48,16 @@ pub(crate) fn run(stmt: &Statement, settings: &mut Settings) -> Result<Statement
             variable,
             values,
         }) => {
-            if matches!(scope, Some(ContextModifier::Local)) {
-                return bad(
-                    "SET LOCAL has no effect: each statement is its own transaction; use SET",
-                );
+            match scope {
+                None | Some(ContextModifier::Session) => {}
+                Some(ContextModifier::Local) => {
+                    return bad(
+                        "SET LOCAL has no effect: each statement is its own transaction; use SET",
+                    );
+                }
+                Some(ContextModifier::Global) => {
+                    return bad("SET GLOBAL is not supported: settings belong to the session");
+                }
             }
             let name = parameter_of(variable)?;
             let [value] = values.as_slice() else {

@@ -274,6 +274,17 @@ impl<'a> Described<'a> {
     }
 }
 
+/// The searched side of `<#>` holds FLOAT4 vectors, not integer arrays that would be
+/// converted silently (the query side may be any numbers).
+fn check_float32_stored(t: &DataType) -> DfResult<()> {
+    if matches!(kind(t), Kind::Vector | Kind::Bag) && !float32_items(t) {
+        return Err(bad(format!(
+            "<#> searches FLOAT4[] and FLOAT4[][] values, not {t}; cast it with ::float4[]"
+        )));
+    }
+    Ok(())
+}
+
 /// Whether the innermost element type of `t` is float32 (or unknown).
 fn float32_items(t: &DataType) -> bool {
     match t {
@@ -350,13 +361,7 @@ impl ScalarUDFImpl for Similarity {
         let [left, right] = arg_types else {
             return Err(bad(format!("{FUNCTION} takes two arguments")));
         };
-        // The left side is what is searched: FLOAT4 vectors, not integer arrays that
-        // would be converted silently (the query side may be any numbers).
-        if matches!(kind(left), Kind::Vector | Kind::Bag) && !float32_items(left) {
-            return Err(bad(format!(
-                "<#> searches FLOAT4[] and FLOAT4[][] values, not {left}; cast it with ::float4[]"
-            )));
-        }
+        check_float32_stored(left)?;
         // The stored side keeps its type (a FixedSizeList stays one, and a cast would
         // drop the field metadata the checks read); everything else becomes float32.
         let stored = |t: &DataType, want: DataType| match t {
@@ -424,6 +429,7 @@ pub(crate) fn planned_query(field: &Field, q: &ScalarValue) -> DfResult<Option<Q
     };
     let stored = Described::of(field);
     stored.check_engine()?;
+    check_float32_stored(field.data_type())?;
     checked_query(&stored, field.data_type(), kind, &q.to_array_of_size(1)?, 0)
 }
 
