@@ -309,14 +309,12 @@ impl SqlEngine {
             return Ok(None);
         };
         let col = &def.columns[plan.score.column];
-        let schema = table_schema(def, false);
-        let field = schema.field(plan.score.column);
-        if !matches!(
-            field.data_type(),
-            DataType::List(_) | DataType::FixedSizeList(..)
-        ) {
+        // FLOAT4 vectors only: other arrays get the planner's error (with its hint).
+        if !matches!(col.ty, SqlType::Vector { .. }) {
             return Ok(None);
         }
+        let schema = table_schema(def, false);
+        let field = schema.field(plan.score.column);
         let Some(literal) = query_literal(plan.score.query) else {
             return Ok(None);
         };
