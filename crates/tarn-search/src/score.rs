@@ -131,29 +131,26 @@ fn mismatch(have: usize, want: usize) -> Error {
     Error::BadRequest(format!("expected {have} dimensions, not {want}"))
 }
 
-/// Scores the rows of `stored` (a vector or bag column) against `query`, calling
-/// `emit(row, score)` for each row `keep` accepts, in row order. A NULL row, a zero
-/// vector or a zero query scores `None`.
+/// Scores the rows `rows` (positions in `stored`, a vector or bag column) against
+/// `query`, calling `emit(row, score)` for each, in the order given. A NULL row, a zero
+/// vector or a zero query scores `None`. Only the rows named are visited, so rescoring
+/// a graph's k candidates costs k scores, not a pass over the block.
 pub fn score_rows(
     stored: &ArrayRef,
     query: &QueryValue,
-    keep: impl Fn(usize) -> bool,
+    rows: impl IntoIterator<Item = usize>,
     mut emit: impl FnMut(usize, Option<f32>),
 ) -> Result<()> {
-    let n = stored.len();
     if stored.data_type() == &DataType::Null {
-        (0..n).filter(|i| keep(*i)).for_each(|i| emit(i, None));
+        rows.into_iter().for_each(|i| emit(i, None));
         return Ok(());
     }
     match query {
         QueryValue::Vector(q) => {
-            let rows = VectorRows::of(stored)?;
+            let vectors = VectorRows::of(stored)?;
             let query = Query::new(q);
-            for i in 0..rows.len() {
-                if !keep(i) {
-                    continue;
-                }
-                match (rows.get(i), &query) {
+            for i in rows {
+                match (vectors.get(i), &query) {
                     (Some(v), _) if v.len() != q.len() => return Err(mismatch(v.len(), q.len())),
                     (Some(v), Some(q)) => emit(i, q.cosine(v)),
                     _ => emit(i, None),
@@ -173,10 +170,7 @@ pub fn score_rows(
             let inner: ArrayRef = bags.values().clone();
             let vectors = VectorRows::of(&inner)?;
             let offsets = bags.value_offsets();
-            for i in 0..n {
-                if !keep(i) {
-                    continue;
-                }
+            for i in rows {
                 if bags.is_null(i) {
                     emit(i, None);
                     continue;

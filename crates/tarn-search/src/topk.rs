@@ -136,20 +136,26 @@ fn exact_segment(
             (Some(f), None) => f.block_mask(&chunk, live.as_ref())?,
             _ => None,
         };
-        let keep = |i: usize| {
-            live.as_ref().is_none_or(|m| m.value(i))
-                && pass.as_ref().is_none_or(|m| m.value(i))
-                && only.is_none_or(|o| o.contains(lo + i as u32))
+        let keep = |i: &usize| {
+            live.as_ref().is_none_or(|m| m.value(*i)) && pass.as_ref().is_none_or(|m| m.value(*i))
+        };
+        // With `only` (a graph's candidates, or a small allowed set) just its rows are
+        // visited; otherwise every row of the block.
+        let rows: Vec<usize> = match only {
+            Some(o) => o
+                .range(lo..hi)
+                .map(|p| (p - lo) as usize)
+                .filter(keep)
+                .collect(),
+            None => (0..chunk.num_rows()).filter(keep).collect(),
         };
         let ids = chunk.row_ids();
         match chunk.column(req.column) {
-            Some(stored) => score_rows(stored, req.query, keep, |i, score| {
+            Some(stored) => score_rows(stored, req.query, rows, |i, score| {
                 best.push(ids.value(i), score)
             })?,
             // A column added after this block was written: NULL in every row.
-            None => (0..chunk.num_rows())
-                .filter(|i| keep(*i))
-                .for_each(|i| best.push(ids.value(i), None)),
+            None => rows.into_iter().for_each(|i| best.push(ids.value(i), None)),
         }
     }
     Ok(())

@@ -571,7 +571,7 @@ fn score_column(
         return Ok(Float32Array::new_null(n));
     };
     let mut scores: Vec<Option<f32>> = Vec::with_capacity(n);
-    score_rows(stored, &query, |_| true, |_, s| scores.push(s)).map_err(search_error)?;
+    score_rows(stored, &query, 0..n, |_, s| scores.push(s)).map_err(search_error)?;
     Ok(Float32Array::from(scores))
 }
 
