@@ -47,6 +47,21 @@ pub fn bind(stmt: &mut Statement, params: &[Json]) -> Result<()> {
 
 fn rewrite(expr: &Expr, params: &[Json]) -> Result<Option<Expr>> {
     match expr {
+        // Expressions are visited children first: the query side of `<#>` is bound by
+        // now. A vector of hundreds of literals would cost the planner milliseconds
+        // (one expression per element, coerced and folded one by one); as one array
+        // text literal it is read once, by the similarity planner.
+        Expr::BinaryOp {
+            left,
+            op: ast::BinaryOperator::Custom(op),
+            right,
+        } if op == crate::similarity::OPERATOR => {
+            Ok(compact_query(right).map(|r| Expr::BinaryOp {
+                left: left.clone(),
+                op: ast::BinaryOperator::Custom(op.clone()),
+                right: Box::new(r),
+            }))
+        }
         Expr::Value(v) => match &v.value {
             Value::Placeholder(p) => {
                 let n: usize = p
@@ -85,6 +100,94 @@ fn rewrite(expr: &Expr, params: &[Json]) -> Result<Option<Expr>> {
         }
         _ => Ok(None),
     }
+}
+
+/// `ARRAY[numbers]::float4[]` (what a JSON array parameter or array text binds to) as
+/// `'{numbers}'::float4[]`; a bare `ARRAY[numbers]` as the same. `None` for anything
+/// else (left as it is).
+fn compact_query(e: &Expr) -> Option<Expr> {
+    let float4 = |dt: &ast::DataType| {
+        matches!(innermost(dt), ast::DataType::Float4 | ast::DataType::Real)
+            && matches!(dt, ast::DataType::Array(_))
+    };
+    match e {
+        Expr::Nested(inner) => compact_query(inner),
+        Expr::Cast {
+            kind,
+            expr,
+            data_type,
+            array: false,
+            format: None,
+        } if float4(data_type) => {
+            let Expr::Array(a) = expr.as_ref() else {
+                return None;
+            };
+            Some(Expr::Cast {
+                kind: kind.clone(),
+                expr: Box::new(lit(Value::SingleQuotedString(array_text(a)?))),
+                data_type: data_type.clone(),
+                array: false,
+                format: None,
+            })
+        }
+        Expr::Array(a) => {
+            let mut data_type = ast::DataType::Float4;
+            let mut inner = a;
+            loop {
+                data_type = ast::DataType::Array(ArrayElemTypeDef::SquareBracket(
+                    Box::new(data_type),
+                    None,
+                ));
+                match inner.elem.first() {
+                    Some(Expr::Array(next)) => inner = next,
+                    _ => break,
+                }
+            }
+            Some(Expr::Cast {
+                kind: ast::CastKind::DoubleColon,
+                expr: Box::new(lit(Value::SingleQuotedString(array_text(a)?))),
+                data_type,
+                array: false,
+                format: None,
+            })
+        }
+        _ => None,
+    }
+}
+
+/// PostgreSQL array text of an array of number literals (NULLs, nested arrays), the
+/// numbers as written; `None` if anything else is in it.
+fn array_text(a: &ast::Array) -> Option<String> {
+    let mut out = String::from("{");
+    for (i, e) in a.elem.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        match e {
+            Expr::Array(inner) => out.push_str(&array_text(inner)?),
+            Expr::Value(v) => match &v.value {
+                Value::Number(n, _) => out.push_str(n),
+                Value::Null => out.push_str("NULL"),
+                _ => return None,
+            },
+            Expr::UnaryOp {
+                op: ast::UnaryOperator::Minus,
+                expr,
+            } => match expr.as_ref() {
+                Expr::Value(v) => match &v.value {
+                    Value::Number(n, _) if !n.starts_with('-') => {
+                        out.push('-');
+                        out.push_str(n);
+                    }
+                    _ => return None,
+                },
+                _ => return None,
+            },
+            _ => return None,
+        }
+    }
+    out.push('}');
+    Some(out)
 }
 
 fn innermost(dt: &ast::DataType) -> &ast::DataType {

@@ -90,6 +90,16 @@ impl ExprPlanner for SimilarityPlanner {
                 {
                     right = Expr::Literal(array_text_literal(text, k == Kind::Bag)?, None);
                 }
+                // Array text cast to FLOAT4[] or FLOAT4[][] (how a bound query vector
+                // arrives, see `params.rs`): read once into the literal the cast would
+                // give, whatever the left side is (its checks then report on it).
+                if let Expr::Cast(cast) = &right
+                    && let Expr::Literal(ScalarValue::Utf8(Some(text)), _) = cast.expr.as_ref()
+                    && float32_items(cast.field.data_type())
+                    && let k @ (Kind::Vector | Kind::Bag) = kind(cast.field.data_type())
+                {
+                    right = Expr::Literal(array_text_literal(text, k == Kind::Bag)?, None);
+                }
                 Ok(PlannerResult::Planned(Expr::ScalarFunction(
                     ScalarFunction::new_udf(udf(), vec![expr.left, right]),
                 )))
