@@ -22,6 +22,7 @@ use datafusion::sql::sqlparser::ast::{
 };
 use tarn_catalog::{IndexType, SqlType, TableDef};
 use tarn_search::{IndexUse, QueryValue, SearchRequest};
+use tarn_storage::TableVersion;
 
 use crate::Result;
 use crate::engine::{SqlEngine, StatementResult, name_parts, normalize};
@@ -34,6 +35,29 @@ use crate::similarity::{OPERATOR, planned_query, search_error};
 /// Rows a fast search may return; larger LIMITs go through the planner (which bounds
 /// them by the rows that exist).
 const MAX_FAST_K: u64 = 10_000;
+
+/// Searches that read at most this many vector values run on the calling (async)
+/// thread: about a millisecond of work, what DataFusion's own operators do between
+/// awaits. A hop to the blocking pool and back costs two thread wake-ups, which on a
+/// small virtual machine can be several times the search itself.
+const INLINE_VALUES: usize = 4 << 20;
+
+/// Vector values a top-k over `version` reads, roughly: every live row of segments
+/// searched exactly, and for a graph `ef · 2m` neighbours (m = 16).
+fn search_cost(version: &TableVersion, index: Option<IndexUse>, dim: usize) -> usize {
+    version
+        .segments()
+        .iter()
+        .map(|s| {
+            let graph =
+                index.filter(|u| !s.segment().in_memory() && s.segment().index(u.id).is_some());
+            match graph {
+                Some(u) => u.ef_search.saturating_mul(32),
+                None => s.live_count(),
+            }
+        })
+        .fold(0usize, |a, rows| a.saturating_add(rows.saturating_mul(dim)))
+}
 
 /// One output column: a stored column, or the score.
 enum Output {
@@ -335,9 +359,14 @@ impl SqlEngine {
                 .ef_search
                 .unwrap_or_else(|| tarn_search::ef_search(i)),
         });
-        let (column, k, searched) = (col.id, (plan.limit + plan.offset) as usize, version.clone());
-        // Off the async threads, as the planned search node runs.
-        let ranked = tokio::task::spawn_blocking(move || {
+        let k = (plan.limit + plan.offset) as usize;
+        let dim = match &query {
+            QueryValue::Vector(q) => q.len(),
+            QueryValue::Bag { dim, .. } => *dim,
+        };
+        let inline = search_cost(&version, index, dim) <= INLINE_VALUES;
+        let (column, searched) = (col.id, version.clone());
+        let search = move || {
             let req = SearchRequest {
                 column,
                 query: &query,
@@ -346,9 +375,15 @@ impl SqlEngine {
                 index,
             };
             tarn_search::top_k(&searched, &req).map_err(search_error)
-        })
-        .await
-        .map_err(|e| crate::Error::Internal(format!("search task failed: {e}")))??;
+        };
+        let ranked = if inline {
+            search()?
+        } else {
+            // Off the async threads, as the planned search node runs.
+            tokio::task::spawn_blocking(search)
+                .await
+                .map_err(|e| crate::Error::Internal(format!("search task failed: {e}")))??
+        };
         let ranked = &ranked[(plan.offset as usize).min(ranked.len())..];
         let ids: Vec<u64> = ranked.iter().map(|s| s.id).collect();
 
