@@ -1057,6 +1057,19 @@ async fn fast_search_equals_the_planned_search() -> TestResult {
             compare(sql.clone()).await?;
         }
     }
+    // A parameter as array text, or with integers, reads as the planner reads it; a
+    // missing one is the planner's 400.
+    let by_param = r#"SELECT id, e <#> $1 AS s FROM "ws"."t" ORDER BY s DESC LIMIT 5"#;
+    let planned = r#"SELECT id, e <#> $1 AS s FROM "ws"."t" WHERE true ORDER BY s DESC LIMIT 5"#;
+    for p in [json!("{0.5,-1,2,0.25}"), json!([1, -2, 3, 4])] {
+        assert_eq!(
+            rows(&s, by_param, std::slice::from_ref(&p)).await?,
+            rows(&s, planned, std::slice::from_ref(&p)).await?
+        );
+    }
+    let err = s.query("ws", by_param, &[]).await.unwrap_err();
+    assert_eq!(err.status(), 400, "{}", err.message());
+
     // Rows found at once after a write, gone at once after a delete.
     s.query(
         "ws",

@@ -216,18 +216,18 @@ impl SqlEngine {
         if settings::is_session_command(&stmt) {
             return settings::run(&stmt, &mut settings.lock());
         }
+        let session = settings.lock().clone();
+        if let Some(out) = self
+            .with_timeout(self.try_fast_search(org, &stmt, params, &session))
+            .await?
+        {
+            return Ok(out);
+        }
         let mut stmt = stmt;
         if needs_binding(sql) {
             bind(&mut stmt, params)?;
         }
         if let Some(out) = self.try_key_lookup(org, &stmt).await? {
-            return Ok(out);
-        }
-        let session = settings.lock().clone();
-        if let Some(out) = self
-            .with_timeout(self.try_fast_search(org, &stmt, &session))
-            .await?
-        {
             return Ok(out);
         }
         if let Statement::Vacuum(v) = &stmt {

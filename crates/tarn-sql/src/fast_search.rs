@@ -7,7 +7,8 @@
 //! Only statements whose answer is certain to equal the planned search node's take this
 //! path: one engine table, no WHERE, plain column projections and `<#>` scores of a
 //! FLOAT4 vector column with a constant query, one descending sort key that is such a
-//! score (or its alias), and a literal LIMIT. The query is checked by the same function
+//! score (or its alias), and a literal LIMIT. It runs before parameters are bound: the
+//! query may be `$n` (a JSON array or array text), read straight from the parameter. The query is checked by the same function
 //! the planner uses; when that check fails the statement goes through the planner, which
 //! reports the error. Everything else returns `None` and goes through the planner too.
 
@@ -20,6 +21,7 @@ use datafusion::common::ScalarValue;
 use datafusion::sql::sqlparser::ast::{
     self, BinaryOperator, Expr, LimitClause, OrderByKind, SelectItem, Statement, Value,
 };
+use serde_json::Value as Json;
 use tarn_catalog::{IndexType, SqlType, TableDef};
 use tarn_search::{IndexUse, QueryValue, SearchRequest};
 use tarn_storage::TableVersion;
@@ -104,35 +106,35 @@ fn count(e: &Expr) -> Option<u64> {
 /// not) or `ARRAY[numbers]` (what a JSON-array parameter binds to), optionally cast to
 /// `float4[]`/`real[]`. Numbers are read as float64 and rounded to float32, as the
 /// planner's cast does.
-fn query_literal(e: &Expr) -> Option<ScalarValue> {
+fn query_literal(e: &Expr, params: &[Json]) -> Option<ScalarValue> {
     let items: Vec<f64> = match e {
-        Expr::Nested(inner) => return query_literal(inner),
+        Expr::Nested(inner) => return query_literal(inner, params),
         Expr::Cast {
             expr,
             data_type: ast::DataType::Array(ast::ArrayElemTypeDef::SquareBracket(inner, None)),
             format: None,
             ..
         } if matches!(inner.as_ref(), ast::DataType::Float4 | ast::DataType::Real) => {
-            return query_literal(expr);
+            return query_literal(expr, params);
+        }
+        // `$n`: the parameter itself, not the expression binding would make of it (a
+        // vector of hundreds of numbers costs far more to bind than to search).
+        Expr::Value(v) if matches!(v.value, Value::Placeholder(_)) => {
+            let Value::Placeholder(p) = &v.value else {
+                return None;
+            };
+            let n: usize = p.strip_prefix('$')?.parse().ok()?;
+            match params.get(n.checked_sub(1)?)? {
+                Json::Array(items) => items
+                    .iter()
+                    .map(|v| v.as_f64().filter(|x| x.abs() <= (1u64 << 53) as f64))
+                    .collect::<Option<_>>()?,
+                Json::String(text) => array_text_numbers(text)?,
+                _ => return None,
+            }
         }
         Expr::Value(v) => match &v.value {
-            Value::SingleQuotedString(text) => {
-                use crate::params::{ArrayText, parse_array_text};
-                let ArrayText::List(items) = parse_array_text(text).ok()? else {
-                    return None;
-                };
-                items
-                    .iter()
-                    .map(|i| match i {
-                        ArrayText::Item(Some(s)) => s
-                            .trim()
-                            .parse::<f64>()
-                            .ok()
-                            .filter(|x| x.abs() <= (1u64 << 53) as f64),
-                        _ => None,
-                    })
-                    .collect::<Option<_>>()?
-            }
+            Value::SingleQuotedString(text) => array_text_numbers(text)?,
             _ => return None,
         },
         Expr::Array(a) => a
@@ -160,6 +162,26 @@ fn query_literal(e: &Expr) -> Option<ScalarValue> {
             .collect::<Vec<_>>(),
         &DataType::Float32,
     )))
+}
+
+/// The numbers of one-dimensional PostgreSQL array text; `None` for anything else
+/// (NULL elements, nesting, integers beyond 2^53: the planner reports or reads those).
+fn array_text_numbers(text: &str) -> Option<Vec<f64>> {
+    use crate::params::{ArrayText, parse_array_text};
+    let ArrayText::List(items) = parse_array_text(text).ok()? else {
+        return None;
+    };
+    items
+        .iter()
+        .map(|i| match i {
+            ArrayText::Item(Some(s)) => s
+                .trim()
+                .parse::<f64>()
+                .ok()
+                .filter(|x| x.abs() <= (1u64 << 53) as f64),
+            _ => None,
+        })
+        .collect()
 }
 
 /// The top-k of a fast search, before projection.
@@ -304,6 +326,7 @@ impl SqlEngine {
         &self,
         org: &str,
         stmt: &Statement,
+        params: &[Json],
         settings: &Settings,
     ) -> Result<Option<StatementResult>> {
         let Statement::Query(q) = stmt else {
@@ -339,7 +362,7 @@ impl SqlEngine {
         }
         let schema = table_schema(def, false);
         let field = schema.field(plan.score.column);
-        let Some(literal) = query_literal(plan.score.query) else {
+        let Some(literal) = query_literal(plan.score.query, params) else {
             return Ok(None);
         };
         // A query the planner would refuse (wrong dimension, …) is its to report.
