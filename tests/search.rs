@@ -483,7 +483,7 @@ async fn hnsw_index_is_built_used_persisted_and_dropped() -> TestResult {
     let recall = hits as f64 / total as f64;
     assert!(recall >= 0.95, "recall@10 {recall}");
     let plan = explain_analyze(&s, &sql(&vector(&mut rng, dim), "", 10)).await?;
-    assert!(plan.contains("index=e_idx ef_search=64"), "{plan}");
+    assert!(plan.contains("index=e_idx ef_search=128"), "{plan}");
     assert!(plan.contains("graph_segments=1"), "{plan}");
 
     // SET engine.ef_search: this session's later queries (and its clones'), not others'.
@@ -493,7 +493,7 @@ async fn hnsw_index_is_built_used_persisted_and_dropped() -> TestResult {
     let plan = explain_analyze(&s.clone(), &sql(&q, "", 10)).await?;
     assert!(plan.contains("index=e_idx ef_search=200"), "{plan}");
     let plan = explain_analyze(&other, &sql(&q, "", 10)).await?;
-    assert!(plan.contains("index=e_idx ef_search=64"), "{plan}");
+    assert!(plan.contains("index=e_idx ef_search=128"), "{plan}");
     assert_eq!(
         rows(&s, "SHOW engine.ef_search", &[]).await?,
         vec![vec![json!("200")]]
@@ -508,7 +508,7 @@ async fn hnsw_index_is_built_used_persisted_and_dropped() -> TestResult {
     assert_eq!(ids(&rows(&s, &sql(&q, "", 10), &[]).await?).len(), 10);
     s.query("ws", "RESET engine.ef_search", &[]).await?;
     let plan = explain_analyze(&s, &sql(&q, "", 10)).await?;
-    assert!(plan.contains("index=e_idx ef_search=64"), "{plan}");
+    assert!(plan.contains("index=e_idx ef_search=128"), "{plan}");
     assert_eq!(
         rows(&s, "SHOW engine.ef_search", &[]).await?,
         vec![vec![json!("default")]]

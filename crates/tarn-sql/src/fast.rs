@@ -132,6 +132,16 @@ pub(crate) fn key_predicate(
     Some((spec.columns, arrays))
 }
 
+/// Whether `*` carries none of the dialect extras (EXCLUDE, EXCEPT, REPLACE, RENAME,
+/// ILIKE): every column of the table, in order.
+pub(crate) fn plain_wildcard(opts: &ast::WildcardAdditionalOptions) -> bool {
+    opts.opt_exclude.is_none()
+        && opts.opt_except.is_none()
+        && opts.opt_replace.is_none()
+        && opts.opt_rename.is_none()
+        && opts.opt_ilike.is_none()
+}
+
 /// A column reference resolver for table `def` reached as `qualifier`.
 pub(crate) fn column_resolver<'a>(
     def: &'a TableDef,
@@ -247,13 +257,7 @@ impl SqlEngine {
         let mut outputs: Vec<(usize, String)> = Vec::new();
         for item in &sel.projection {
             match item {
-                SelectItem::Wildcard(opts)
-                    if opts.opt_exclude.is_none()
-                        && opts.opt_except.is_none()
-                        && opts.opt_replace.is_none()
-                        && opts.opt_rename.is_none()
-                        && opts.opt_ilike.is_none() =>
-                {
+                SelectItem::Wildcard(opts) if plain_wildcard(opts) => {
                     outputs.extend(
                         def.columns
                             .iter()

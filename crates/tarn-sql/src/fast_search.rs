@@ -28,7 +28,7 @@ use tarn_storage::TableVersion;
 
 use crate::Result;
 use crate::engine::{SqlEngine, StatementResult, name_parts, normalize};
-use crate::fast::{column_resolver, signed_value, single_table_select};
+use crate::fast::{column_resolver, plain_wildcard, signed_value, single_table_select};
 use crate::names::expr_name;
 use crate::provider::{key_rows, table_schema};
 use crate::settings::Settings;
@@ -204,13 +204,7 @@ fn plan<'a>(q: &'a ast::Query, def: &'a TableDef, qualifier: &str) -> Option<Pla
     let mut scores: Vec<(Score<'a>, Option<String>)> = Vec::new();
     for item in &sel.projection {
         match item {
-            SelectItem::Wildcard(opts)
-                if opts.opt_exclude.is_none()
-                    && opts.opt_except.is_none()
-                    && opts.opt_replace.is_none()
-                    && opts.opt_rename.is_none()
-                    && opts.opt_ilike.is_none() =>
-            {
+            SelectItem::Wildcard(opts) if plain_wildcard(opts) => {
                 outputs.extend(
                     def.columns
                         .iter()

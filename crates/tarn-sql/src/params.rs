@@ -165,25 +165,16 @@ fn array_text(a: &ast::Array) -> Option<String> {
         }
         match e {
             Expr::Array(inner) => out.push_str(&array_text(inner)?),
-            Expr::Value(v) => match &v.value {
-                Value::Number(n, _) => out.push_str(n),
-                Value::Null => out.push_str("NULL"),
-                _ => return None,
-            },
-            Expr::UnaryOp {
-                op: ast::UnaryOperator::Minus,
-                expr,
-            } => match expr.as_ref() {
-                Expr::Value(v) => match &v.value {
-                    Value::Number(n, _) if !n.starts_with('-') => {
+            e => match crate::fast::signed_value(e)? {
+                (negative, Value::Number(n, _)) if !n.starts_with('-') => {
+                    if negative {
                         out.push('-');
-                        out.push_str(n);
                     }
-                    _ => return None,
-                },
+                    out.push_str(n);
+                }
+                (false, Value::Null) => out.push_str("NULL"),
                 _ => return None,
             },
-            _ => return None,
         }
     }
     out.push('}');
