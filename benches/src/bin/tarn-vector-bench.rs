@@ -4,7 +4,7 @@
 //!
 //! ```text
 //! tarn-vector-bench --data DIR --work WORKDIR [--efs 16,32,64,128,256] [--threads 1,2]
-//!                   [--m 16] [--ef-construction 200] [--phase graph|table]
+//!                   [--m 16] [--ef-construction 200] [--phase graph|table|sql]
 //! ```
 //!
 //! - `graph`: one HNSW graph over all vectors, built and searched through `tarn-vector`
@@ -16,7 +16,10 @@
 //!   LIMIT 10`), through `tarn-search` directly on the same files, filtered at every
 //!   threshold of `meta.json`, and exactly (after `DROP INDEX`).
 //!
-//! Without `--phase` both run, each in a child process of this binary so that each
+//! - `sql`: the SQL searches alone, on the database a `table` run left in `WORKDIR`
+//!   (its index built again first, since `table` ends by dropping it).
+//!
+//! Without `--phase` `graph` and `table` run, each in a child process of this binary so that each
 //! phase's peak memory (VmHWM) is its own.
 //!
 //! `DIR` holds `meta.json` (`n`, `dim`, `nq`, `thresholds`), `base.f32` (n × dim),
@@ -520,6 +523,7 @@ fn phase_table(args: &Args, data: &Data) -> Res<Value> {
         }
         let peak = peak_rss_mb();
         tarn.close().await?;
+        std::fs::write(args.work.join("secret"), &secret)?;
         Ok::<_, BoxError>((
             json!({"load_s": load_s, "build_s": build_s, "segments": segments,
                    "peak_rss_mb": peak, "runs": runs, "filtered": filtered}),
@@ -554,6 +558,46 @@ fn phase_table(args: &Args, data: &Data) -> Res<Value> {
     })?;
     Ok(json!({"sql": sql, "search": search,
               "exact": {"gbps_search": gbps_search, "gbps_sql": gbps_sql}}))
+}
+
+/// SQL searches only, on the database a `table` phase left in `WORKDIR/db` (nothing is
+/// loaded or built: for profiling the statement path alone).
+fn phase_sql(args: &Args, data: &Data) -> Res<Value> {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    let params = query_params(data);
+    let secret = std::fs::read_to_string(args.work.join("secret"))?;
+    rt.block_on(async {
+        let tarn = Tarn::open_with(args.work.join("db"), Options::new()).await?;
+        let s = reconnect(&tarn, &secret).await?;
+        // The table phase ends by dropping the index (for its exact figure).
+        let start = Instant::now();
+        s.query(
+            "ws",
+            &format!(
+                r#"CREATE INDEX IF NOT EXISTS e_idx ON "ws"."t" USING engine_index (e DESC) WITH (m = {}, ef_construction = {})"#,
+                args.params.m, args.params.ef_construction
+            ),
+            &[],
+        )
+        .await?;
+        eprintln!("sql: index ready in {:.1} s", start.elapsed().as_secs_f64());
+        let mut runs = Vec::new();
+        for &ef in &args.efs {
+            s.query("ws", &format!("SET engine.ef_search = {ef}"), &[])
+                .await?;
+            for &threads in &args.threads {
+                let (found, qps, _) = measure_sql(&s, TOP, &params, threads).await?;
+                let r = data.recall(&found);
+                eprintln!("sql: ef {ef} threads {threads}: recall {r:.4}, {qps:.0} q/s");
+                runs.push(run_json(ef, threads, r, qps));
+            }
+        }
+        tarn.close().await?;
+        Ok(json!({"sql": {"runs": runs}}))
+    })
 }
 
 /// `cat < t`, evaluated a block at a time.
@@ -719,6 +763,7 @@ fn main() -> ExitCode {
         match args.phase.as_deref() {
             Some("graph") => merge(&mut out, phase_graph(&args, &data)?),
             Some("table") => merge(&mut out, phase_table(&args, &data)?),
+            Some("sql") => merge(&mut out, phase_sql(&args, &data)?),
             Some(other) => return Err(format!("unknown phase {other}").into()),
             None => {
                 merge(&mut out, child("graph")?);
