@@ -317,6 +317,15 @@ fn read_bandwidth() -> f64 {
 const CREATE: &str = r#"CREATE TABLE "ws"."t" (id INT8, e FLOAT4[DIM], cat INT4) USING engine"#;
 const TOP: &str = r#"SELECT id FROM "ws"."t" ORDER BY e <#> $1::float4[] DESC LIMIT 10"#;
 
+/// The index both phases build (`IF NOT EXISTS`: the `sql` phase finds it gone or
+/// there).
+fn create_index(p: HnswParams) -> String {
+    format!(
+        r#"CREATE INDEX IF NOT EXISTS e_idx ON "ws"."t" USING engine_index (e DESC) WITH (m = {}, ef_construction = {})"#,
+        p.m, p.ef_construction
+    )
+}
+
 fn ids_of(batches: &[RecordBatch]) -> Vec<i64> {
     batches
         .iter()
@@ -428,6 +437,22 @@ async fn measure_sql(
     ))
 }
 
+/// The top-10 through SQL at every ef (`SET engine.ef_search`) and thread count.
+async fn sql_runs(s: &Session, args: &Args, data: &Data, params: &[Value]) -> Res<Vec<Value>> {
+    let mut runs = Vec::new();
+    for &ef in &args.efs {
+        s.query("ws", &format!("SET engine.ef_search = {ef}"), &[])
+            .await?;
+        for &threads in &args.threads {
+            let (found, qps, _) = measure_sql(s, TOP, params, threads).await?;
+            let r = data.recall(&found);
+            eprintln!("sql: ef {ef} threads {threads}: recall {r:.4}, {qps:.0} q/s");
+            runs.push(run_json(ef, threads, r, qps));
+        }
+    }
+    Ok(runs)
+}
+
 fn percentile(v: &[f64], p: f64) -> f64 {
     let mut v = v.to_vec();
     v.sort_by(f64::total_cmp);
@@ -462,15 +487,7 @@ fn phase_table(args: &Args, data: &Data) -> Res<Value> {
         let load_s = start.elapsed().as_secs_f64();
         eprintln!("table: loaded and compacted in {load_s:.1} s; indexing");
         let start = Instant::now();
-        s.query(
-            "ws",
-            &format!(
-                r#"CREATE INDEX e_idx ON "ws"."t" USING engine_index (e DESC) WITH (m = {}, ef_construction = {})"#,
-                args.params.m, args.params.ef_construction
-            ),
-            &[],
-        )
-        .await?;
+        s.query("ws", &create_index(args.params), &[]).await?;
         let build_s = start.elapsed().as_secs_f64();
         eprintln!("table: CREATE INDEX took {build_s:.1} s");
         let explain = s
@@ -486,17 +503,7 @@ fn phase_table(args: &Args, data: &Data) -> Res<Value> {
             .nth(1)
             .and_then(|r| r.split(|c: char| !c.is_ascii_digit()).next())
             .and_then(|d| d.parse::<usize>().ok());
-        let mut runs = Vec::new();
-        for &ef in &args.efs {
-            s.query("ws", &format!("SET engine.ef_search = {ef}"), &[])
-                .await?;
-            for &threads in &args.threads {
-                let (found, qps, _) = measure_sql(&s, TOP, &params, threads).await?;
-                let r = data.recall(&found);
-                eprintln!("sql: ef {ef} threads {threads}: recall {r:.4}, {qps:.0} q/s");
-                runs.push(run_json(ef, threads, r, qps));
-            }
-        }
+        let runs = sql_runs(&s, args, data, &params).await?;
         s.query("ws", "RESET engine.ef_search", &[]).await?;
         let mut filtered = Vec::new();
         for (j, t) in data.thresholds.iter().enumerate() {
@@ -574,27 +581,9 @@ fn phase_sql(args: &Args, data: &Data) -> Res<Value> {
         let s = reconnect(&tarn, &secret).await?;
         // The table phase ends by dropping the index (for its exact figure).
         let start = Instant::now();
-        s.query(
-            "ws",
-            &format!(
-                r#"CREATE INDEX IF NOT EXISTS e_idx ON "ws"."t" USING engine_index (e DESC) WITH (m = {}, ef_construction = {})"#,
-                args.params.m, args.params.ef_construction
-            ),
-            &[],
-        )
-        .await?;
+        s.query("ws", &create_index(args.params), &[]).await?;
         eprintln!("sql: index ready in {:.1} s", start.elapsed().as_secs_f64());
-        let mut runs = Vec::new();
-        for &ef in &args.efs {
-            s.query("ws", &format!("SET engine.ef_search = {ef}"), &[])
-                .await?;
-            for &threads in &args.threads {
-                let (found, qps, _) = measure_sql(&s, TOP, &params, threads).await?;
-                let r = data.recall(&found);
-                eprintln!("sql: ef {ef} threads {threads}: recall {r:.4}, {qps:.0} q/s");
-                runs.push(run_json(ef, threads, r, qps));
-            }
-        }
+        let runs = sql_runs(&s, args, data, &params).await?;
         tarn.close().await?;
         Ok(json!({"sql": {"runs": runs}}))
     })

@@ -20,6 +20,12 @@ pub struct VectorIndexBuilder;
 /// `benches/compare/vectors.py`), and the default must reach 0.95.
 pub const DEFAULT_EF_SEARCH: usize = 128;
 
+/// Whether `index` is a vector index (`hnsw` or `maxsim`): its files are the graphs
+/// this crate builds and searches.
+pub fn is_vector_index(index: &IndexDef) -> bool {
+    matches!(index.index_type, IndexType::Hnsw | IndexType::Maxsim)
+}
+
 /// The build parameters of `index` (its `m` and `ef_construction` options).
 pub fn hnsw_params(index: &IndexDef) -> HnswParams {
     let d = HnswParams::default();
@@ -36,13 +42,16 @@ pub fn hnsw_params(index: &IndexDef) -> HnswParams {
     }
 }
 
-/// The `ef_search` option of `index`.
-pub fn ef_search(index: &IndexDef) -> usize {
-    index
-        .options
-        .get("ef_search")
-        .and_then(|v| v.parse::<usize>().ok())
-        .unwrap_or(DEFAULT_EF_SEARCH)
+/// The search width for `index`: the session's (`SET engine.ef_search`) when it set
+/// one, else the index's `ef_search` option, else [`DEFAULT_EF_SEARCH`].
+pub fn ef_search(index: &IndexDef, session: Option<usize>) -> usize {
+    session.unwrap_or_else(|| {
+        index
+            .options
+            .get("ef_search")
+            .and_then(|v| v.parse::<usize>().ok())
+            .unwrap_or(DEFAULT_EF_SEARCH)
+    })
 }
 
 fn storage_error(e: impl std::fmt::Display) -> tarn_storage::Error {
@@ -65,7 +74,7 @@ impl tarn_vector::BuildProgress for Progress<'_> {
 
 impl IndexBuilder for VectorIndexBuilder {
     fn builds(&self, index: &IndexDef) -> bool {
-        matches!(index.index_type, IndexType::Hnsw | IndexType::Maxsim)
+        is_vector_index(index)
     }
 
     fn build(

@@ -17,7 +17,7 @@ mod error;
 mod score;
 mod topk;
 
-pub use build::{DEFAULT_EF_SEARCH, VectorIndexBuilder, ef_search, hnsw_params};
+pub use build::{DEFAULT_EF_SEARCH, VectorIndexBuilder, ef_search, hnsw_params, is_vector_index};
 pub use error::{Error, Result};
 pub use score::{QueryValue, score_rows};
 pub use tarn_vector::{Scored, TopK};

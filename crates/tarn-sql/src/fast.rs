@@ -222,6 +222,22 @@ pub(crate) fn single_table_select(
     Some((sel, name, alias.as_ref()))
 }
 
+/// The table `name` (`"ws"."t"`) of organization `org` in `catalog`, and the name its
+/// columns are qualified by in the statement (the alias, else the table's name).
+pub(crate) fn target<'c>(
+    catalog: &'c Catalog,
+    org: &str,
+    name: &ast::ObjectName,
+    alias: Option<&ast::TableAlias>,
+) -> Option<(&'c TableDef, String)> {
+    let parts = name_parts(name).ok()?;
+    let [ws, table] = parts.as_slice() else {
+        return None;
+    };
+    let def = catalog.table(org, ws, table)?;
+    Some((def, alias.map_or(table.clone(), |a| normalize(&a.name))))
+}
+
 impl SqlEngine {
     /// Answers `stmt` through a key index if it is a key lookup (see the module docs).
     pub(crate) async fn try_key_lookup(
@@ -241,17 +257,10 @@ impl SqlEngine {
         let Some(selection) = &sel.selection else {
             return Ok(None);
         };
-        let Ok(parts) = name_parts(name) else {
-            return Ok(None);
-        };
-        let [ws, table] = parts.as_slice() else {
-            return Ok(None);
-        };
         let catalog = self.db().catalog();
-        let Some(def) = catalog.table(org, ws, table) else {
+        let Some((def, qualifier)) = target(&catalog, org, name, alias) else {
             return Ok(None);
         };
-        let qualifier = alias.map_or(table.clone(), |a| normalize(&a.name));
         let column = column_resolver(def, &qualifier);
         // Output columns and names.
         let mut outputs: Vec<(usize, String)> = Vec::new();

@@ -22,13 +22,13 @@ use datafusion::sql::sqlparser::ast::{
     self, BinaryOperator, Expr, LimitClause, OrderByKind, SelectItem, Statement, Value,
 };
 use serde_json::Value as Json;
-use tarn_catalog::{IndexType, SqlType, TableDef};
+use tarn_catalog::{SqlType, TableDef};
 use tarn_search::{IndexUse, QueryValue, SearchRequest};
 use tarn_storage::TableVersion;
 
 use crate::Result;
-use crate::engine::{SqlEngine, StatementResult, name_parts, normalize};
-use crate::fast::{column_resolver, plain_wildcard, signed_value, single_table_select};
+use crate::engine::{SqlEngine, StatementResult, normalize};
+use crate::fast::{column_resolver, plain_wildcard, signed_value, single_table_select, target};
 use crate::names::expr_name;
 use crate::provider::{key_rows, table_schema};
 use crate::settings::Settings;
@@ -193,9 +193,14 @@ struct Plan<'a> {
     offset: u64,
 }
 
-/// The shape of a fast search (see the module docs), or `None`.
-fn plan<'a>(q: &'a ast::Query, def: &'a TableDef, qualifier: &str) -> Option<Plan<'a>> {
-    let (sel, _, _) = single_table_select(q)?;
+/// The shape of a fast search (see the module docs) of `q`, whose SELECT `sel` reads
+/// `def` (as [`single_table_select`] found), or `None`.
+fn plan<'a>(
+    q: &'a ast::Query,
+    sel: &'a ast::Select,
+    def: &'a TableDef,
+    qualifier: &str,
+) -> Option<Plan<'a>> {
     if sel.selection.is_some() {
         return None;
     }
@@ -329,24 +334,17 @@ impl SqlEngine {
         if q.order_by.is_none() || q.limit_clause.is_none() {
             return Ok(None);
         }
-        let Some((_, name, alias)) = single_table_select(q) else {
-            return Ok(None);
-        };
-        let Ok(parts) = name_parts(name) else {
-            return Ok(None);
-        };
-        let [ws, table] = parts.as_slice() else {
+        let Some((sel, name, alias)) = single_table_select(q) else {
             return Ok(None);
         };
         let catalog = self.db().catalog();
-        let Some(def) = catalog.table(org, ws, table) else {
+        let Some((def, qualifier)) = target(&catalog, org, name, alias) else {
             return Ok(None);
         };
         if !def.engine {
             return Ok(None);
         }
-        let qualifier = alias.map_or(table.clone(), |a| normalize(&a.name));
-        let Some(plan) = plan(q, def, &qualifier) else {
+        let Some(plan) = plan(q, sel, def, &qualifier) else {
             return Ok(None);
         };
         let col = &def.columns[plan.score.column];
@@ -367,15 +365,14 @@ impl SqlEngine {
             return Ok(None);
         };
         let version = store.snapshot();
-        let index = catalog.indexes_of(def.id).into_iter().find(|i| {
-            i.column == col.id && matches!(i.index_type, IndexType::Hnsw | IndexType::Maxsim)
-        });
-        let index = index.map(|i| IndexUse {
-            id: i.id,
-            ef_search: settings
-                .ef_search
-                .unwrap_or_else(|| tarn_search::ef_search(i)),
-        });
+        let index = catalog
+            .indexes_of(def.id)
+            .into_iter()
+            .find(|i| i.column == col.id && tarn_search::is_vector_index(i))
+            .map(|i| IndexUse {
+                id: i.id,
+                ef_search: tarn_search::ef_search(i, settings.ef_search),
+            });
         let k = (plan.limit + plan.offset) as usize;
         let dim = match &query {
             QueryValue::Vector(q) => q.len(),

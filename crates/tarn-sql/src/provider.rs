@@ -611,20 +611,15 @@ impl EngineTable {
 
     /// The search width for `index`: the session's, or the index's own.
     pub(crate) fn ef_search(&self, index: &tarn_catalog::IndexDef) -> usize {
-        self.ef_search
-            .unwrap_or_else(|| tarn_search::ef_search(index))
+        tarn_search::ef_search(index, self.ef_search)
     }
 
     /// The vector index (`hnsw` or `maxsim`) on column `name`, if any.
     pub(crate) fn vector_index(&self, name: &str) -> Option<&tarn_catalog::IndexDef> {
         let id = self.def.column(name)?.id;
-        self.indexes.iter().find(|i| {
-            i.column == id
-                && matches!(
-                    i.index_type,
-                    tarn_catalog::IndexType::Hnsw | tarn_catalog::IndexType::Maxsim
-                )
-        })
+        self.indexes
+            .iter()
+            .find(|i| i.column == id && tarn_search::is_vector_index(i))
     }
 
     /// Restricts the scan to `row_ids` (in the snapshot), for reads of rows already found
