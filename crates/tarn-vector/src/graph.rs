@@ -42,6 +42,10 @@ const FOOTER_BYTES: usize = 64;
 /// hnsw_rs keeps at most 16 layers.
 const MAX_LAYERS: usize = 16;
 const NONE: u32 = u32::MAX;
+/// Cache lines of each neighbour's vector prefetched during a walk (the hardware
+/// prefetcher follows on from there). Measured on 100k × 384: 0 lines 2,460–2,960 q/s
+/// at ef 64, 4 lines 2,900–3,060, the whole vector (24) no better.
+const PREFETCH_LINES: usize = 4;
 
 /// Build parameters (SPEC §5 index options `m`, `ef_construction`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -155,7 +159,6 @@ pub fn build(
     }))
     .map_err(|_| Error::Internal("hnsw_rs panicked while building a graph".into()))??;
     let Links { levels, lists } = flat;
-    let mut layer0 = vec![0u32; n * (1 + m0)];
     let mut entry = NONE;
     let mut max_level = 0u8;
     for (node, &level) in levels.iter().enumerate() {
@@ -164,18 +167,14 @@ pub fn build(
             max_level = level;
         }
     }
-    // Keep, per layer, the nearest neighbours that live on that layer.
-    let mut uppers: Vec<Vec<Vec<u32>>> = vec![Vec::new(); n];
-    for (node, layers) in lists.into_iter().enumerate() {
+    // Per layer, the neighbours hnsw_rs linked that live on that layer, then chosen
+    // again from the links in both directions (see `diversify`).
+    let mut layers: Vec<Vec<Vec<u32>>> = vec![vec![Vec::new(); n]; max_level as usize + 1];
+    for (node, node_lists) in lists.into_iter().enumerate() {
         let level = levels[node] as usize;
-        uppers[node].resize(level, Vec::new());
-        for (layer, list) in layers.into_iter().enumerate().take(level + 1) {
-            let cap = if layer == 0 { m0 } else { params.m };
-            let mut nbrs: Vec<u32> = Vec::with_capacity(cap);
+        for (layer, list) in node_lists.into_iter().enumerate().take(level + 1) {
+            let nbrs = &mut layers[layer][node];
             for id in list {
-                if nbrs.len() == cap {
-                    break;
-                }
                 if id < n
                     && id != node
                     && levels[id] as usize >= layer
@@ -184,14 +183,17 @@ pub fn build(
                     nbrs.push(id as u32);
                 }
             }
-            if layer == 0 {
-                let slot = &mut layer0[node * (1 + m0)..(node + 1) * (1 + m0)];
-                slot[0] = nbrs.len() as u32;
-                slot[1..1 + nbrs.len()].copy_from_slice(&nbrs);
-            } else {
-                uppers[node][layer - 1] = nbrs;
-            }
         }
+    }
+    for (layer, lists) in layers.iter_mut().enumerate() {
+        let cap = if layer == 0 { m0 } else { params.m };
+        *lists = diversify(&unit, dim, lists, cap);
+    }
+    let mut layer0 = vec![0u32; n * (1 + m0)];
+    for (node, nbrs) in layers[0].iter().enumerate() {
+        let slot = &mut layer0[node * (1 + m0)..(node + 1) * (1 + m0)];
+        slot[0] = nbrs.len() as u32;
+        slot[1..1 + nbrs.len()].copy_from_slice(nbrs);
     }
 
     let mut upper_at = vec![NONE; n];
@@ -203,8 +205,8 @@ pub fn build(
         }
         upper_at[node] = upper.len() as u32;
         upper.push(level as u32);
-        for l in 0..level {
-            let nbrs = uppers[node].get(l).map(Vec::as_slice).unwrap_or(&[]);
+        for lists in &layers[1..=level] {
+            let nbrs = &lists[node];
             upper.push(nbrs.len() as u32);
             upper.extend_from_slice(nbrs);
             upper.extend(std::iter::repeat_n(0, params.m - nbrs.len()));
@@ -297,6 +299,79 @@ fn hnsw_links(
         return Err(Error::Internal("hnsw_rs lost a node".into()));
     }
     Ok(Links { levels, lists })
+}
+
+/// Chooses every node's neighbours on one layer again, from the nodes it links to and
+/// the nodes that link to it, with HNSW's neighbour-selection heuristic: walking the
+/// candidates nearest first, one is kept only when it is nearer the node than to every
+/// neighbour kept before it, so the list points in different directions instead of
+/// into one cluster. Any room left is then filled with the nearest candidates passed
+/// over (hnswlib's `keepPrunedConnections`), since a full list costs little at search
+/// time and gives a walk more ways on.
+///
+/// Why: hnsw_rs picks a new node's own links this way, but when a back-link overflows
+/// a full list it drops the farthest link instead of choosing again (hnswlib chooses
+/// again), so the lists of clustered data fill with near duplicates and lose the long
+/// links between clusters that a search needs to cross them. Measured on 100k × 384
+/// clustered vectors (M 16, ef_construction 200), recall@10 at ef_search 64: 0.906 as
+/// hnsw_rs left the graph, 0.937 chosen again without filling, 0.960 with (hnswlib
+/// 0.963).
+fn diversify(unit: &[f32], dim: usize, lists: &[Vec<u32>], cap: usize) -> Vec<Vec<u32>> {
+    let n = lists.len();
+    let mut reverse: Vec<Vec<u32>> = vec![Vec::new(); n];
+    for (node, list) in lists.iter().enumerate() {
+        for &nb in list {
+            reverse[nb as usize].push(node as u32);
+        }
+    }
+    let vector = |i: u32| &unit[i as usize * dim..(i as usize + 1) * dim];
+    let choose = |node: usize| -> Vec<u32> {
+        let own = vector(node as u32);
+        let mut cands: Vec<(f32, u32)> = lists[node]
+            .iter()
+            .chain(&reverse[node])
+            .map(|&c| (kernels::dot(own, vector(c)), c))
+            .collect();
+        cands.sort_unstable_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+        cands.dedup_by_key(|c| c.1);
+        let mut kept: Vec<u32> = Vec::with_capacity(cap);
+        let mut passed: Vec<u32> = Vec::new();
+        for &(sim, c) in &cands {
+            if kept.len() == cap {
+                break;
+            }
+            let cv = vector(c);
+            if kept.iter().all(|&s| kernels::dot(cv, vector(s)) <= sim) {
+                kept.push(c);
+            } else {
+                passed.push(c);
+            }
+        }
+        let room = cap - kept.len();
+        kept.extend(passed.into_iter().take(room));
+        kept
+    };
+    let threads = std::thread::available_parallelism()
+        .map_or(1, |t| t.get())
+        .min(n.max(1));
+    let chunk = n.div_ceil(threads.max(1)).max(1);
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..n)
+            .step_by(chunk)
+            .map(|start| {
+                let choose = &choose;
+                scope.spawn(move || {
+                    (start..(start + chunk).min(n))
+                        .map(choose)
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().expect("diversify worker panicked"))
+            .collect()
+    })
 }
 
 struct CrcWriter<'a> {
@@ -740,10 +815,17 @@ impl Graph {
             if d > bound && results.len() >= ef {
                 break;
             }
+            // Unvisited neighbours first, their vectors prefetched, then scored.
+            let mut fresh = [0u32; 2 * HnswParams::MAX_M];
+            let mut count = 0;
             for &nb in self.neighbours(node, 0) {
-                if !visited.insert(nb) {
-                    continue;
+                if visited.insert(nb) {
+                    kernels::prefetch(self.vector(nb), PREFETCH_LINES);
+                    fresh[count] = nb;
+                    count += 1;
                 }
+            }
+            for &nb in &fresh[..count] {
                 let d = dist(nb);
                 if results.len() < ef || d < bound {
                     candidates.push(Reverse(Near(d, nb)));
@@ -844,6 +926,48 @@ mod tests {
         }
         let recall = hits as f64 / 500.0;
         assert!(recall >= 0.95, "recall {recall}");
+    }
+
+    #[test]
+    fn links_are_chosen_again_without_self_or_duplicates() {
+        let (n, dim) = (3000, 32);
+        let data = clustered(n, dim, 11);
+        let params = HnswParams::default();
+        let g = built(&data, dim, params);
+        let mut links = 0;
+        for node in 0..n as u32 {
+            for layer in 0..=g.level(node) {
+                let list = g.neighbours(node, layer);
+                let mut sorted = list.to_vec();
+                sorted.sort_unstable();
+                sorted.dedup();
+                assert_eq!(sorted.len(), list.len(), "node {node} layer {layer}");
+                assert!(!list.contains(&node), "node {node} links to itself");
+            }
+            assert!(!g.neighbours(node, 0).is_empty(), "node {node} lost its links");
+            links += g.neighbours(node, 0).len();
+        }
+        assert!(2 * links >= n * params.m, "{links} links over {n} nodes");
+        // Neighbours come back nearest-first-then-diverse, never farther than needed:
+        // the nearest other node is always linked (it passes the heuristic first).
+        for node in (0..n as u32).step_by(97) {
+            let v = g.vector(node);
+            let nearest = (0..n as u32)
+                .filter(|&o| o != node)
+                .max_by(|&a, &b| {
+                    kernels::dot(v, g.vector(a)).total_cmp(&kernels::dot(v, g.vector(b)))
+                })
+                .unwrap();
+            let linked = g.neighbours(node, 0);
+            let best_linked = linked
+                .iter()
+                .map(|&o| kernels::dot(v, g.vector(o)))
+                .fold(f32::MIN, f32::max);
+            assert!(
+                best_linked >= kernels::dot(v, g.vector(nearest)) - 1e-3,
+                "node {node}: nearest {nearest} not linked nor matched"
+            );
+        }
     }
 
     #[test]
