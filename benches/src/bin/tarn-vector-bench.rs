@@ -16,7 +16,7 @@
 //!   LIMIT 10`), through `tarn-search` directly on the same files, filtered at every
 //!   threshold of `meta.json`, and exactly (after `DROP INDEX`).
 //!
-//! - `sql`: the SQL searches alone, on the database a `table` run left in `WORKDIR`
+//! - `sql`: the SQL searches alone (top-10 and filtered), on the database a `table` run left in `WORKDIR`
 //!   (its index built again first, since `table` ends by dropping it).
 //!
 //! Without `--phase` `graph` and `table` run, each in a child process of this binary so that each
@@ -453,6 +453,39 @@ async fn sql_runs(s: &Session, args: &Args, data: &Data, params: &[Value]) -> Re
     Ok(runs)
 }
 
+/// `WHERE cat < t` searches through SQL at every threshold of the data (default
+/// `ef_search`, one thread).
+async fn sql_filtered(s: &Session, data: &Data, params: &[Value]) -> Res<Vec<Value>> {
+    let mut filtered = Vec::new();
+    for (j, t) in data.thresholds.iter().enumerate() {
+        let sql = format!(
+            r#"SELECT id FROM "ws"."t" WHERE cat < {t} ORDER BY e <#> $1::float4[] DESC LIMIT 10"#
+        );
+        let (found, qps, lat) = measure_sql(s, &sql, params, 1).await?;
+        let r = recall(&found, &data.gt_cat[j], K);
+        let short = found
+            .iter()
+            .enumerate()
+            .filter(|(i, f)| {
+                let want = data.gt_cat[j][i * K..(i + 1) * K]
+                    .iter()
+                    .filter(|&&v| v >= 0);
+                f.len() < want.count()
+            })
+            .count();
+        eprintln!(
+            "sql: cat < {t}: recall {r:.4}, p50 {:.2} ms, {qps:.0} q/s, {short} short",
+            percentile(&lat, 0.5)
+        );
+        filtered.push(
+            json!({"threshold": t, "recall": r, "qps": qps, "short_results": short,
+            "p50_ms": percentile(&lat, 0.5), "p99_ms": percentile(&lat, 0.99),
+            "mean_ms": mean(&lat)}),
+        );
+    }
+    Ok(filtered)
+}
+
 fn percentile(v: &[f64], p: f64) -> f64 {
     let mut v = v.to_vec();
     v.sort_by(f64::total_cmp);
@@ -505,29 +538,7 @@ fn phase_table(args: &Args, data: &Data) -> Res<Value> {
             .and_then(|d| d.parse::<usize>().ok());
         let runs = sql_runs(&s, args, data, &params).await?;
         s.query("ws", "RESET engine.ef_search", &[]).await?;
-        let mut filtered = Vec::new();
-        for (j, t) in data.thresholds.iter().enumerate() {
-            let sql = format!(
-                r#"SELECT id FROM "ws"."t" WHERE cat < {t} ORDER BY e <#> $1::float4[] DESC LIMIT 10"#
-            );
-            let (found, qps, lat) = measure_sql(&s, &sql, &params, 1).await?;
-            let r = recall(&found, &data.gt_cat[j], K);
-            let short = found
-                .iter()
-                .enumerate()
-                .filter(|(i, f)| {
-                    let want = data.gt_cat[j][i * K..(i + 1) * K].iter().filter(|&&v| v >= 0);
-                    f.len() < want.count()
-                })
-                .count();
-            eprintln!(
-                "sql: cat < {t}: recall {r:.4}, p50 {:.2} ms, {qps:.0} q/s, {short} short",
-                percentile(&lat, 0.5)
-            );
-            filtered.push(json!({"threshold": t, "recall": r, "qps": qps, "short_results": short,
-                "p50_ms": percentile(&lat, 0.5), "p99_ms": percentile(&lat, 0.99),
-                "mean_ms": mean(&lat)}));
-        }
+        let filtered = sql_filtered(&s, data, &params).await?;
         let peak = peak_rss_mb();
         tarn.close().await?;
         std::fs::write(args.work.join("secret"), &secret)?;
@@ -584,8 +595,10 @@ fn phase_sql(args: &Args, data: &Data) -> Res<Value> {
         s.query("ws", &create_index(args.params), &[]).await?;
         eprintln!("sql: index ready in {:.1} s", start.elapsed().as_secs_f64());
         let runs = sql_runs(&s, args, data, &params).await?;
+        s.query("ws", "RESET engine.ef_search", &[]).await?;
+        let filtered = sql_filtered(&s, data, &params).await?;
         tarn.close().await?;
-        Ok(json!({"sql": {"runs": runs}}))
+        Ok(json!({"sql": {"runs": runs, "filtered": filtered}}))
     })
 }
 

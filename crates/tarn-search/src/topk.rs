@@ -16,7 +16,7 @@ use tarn_catalog::{ColumnId, IndexId};
 use tarn_storage::{Chunk, IndexFile, SegmentRef, TableVersion};
 use tarn_vector::{Graph, Scored, TopK};
 
-use crate::Result;
+use crate::{Error, Result};
 use crate::score::{QueryValue, score_rows};
 
 /// A filter on a table's rows, evaluated a block at a time: the one way filters reach
@@ -179,7 +179,15 @@ fn allowed_positions(
             None => {
                 out.insert_range(base..base + slot.rows as u32);
             }
-            Some(m) => out.extend(m.set_indices().map(|i| base + i as u32)),
+            // Whole blocks as one range; otherwise appended in order (a push onto the
+            // last container, where `insert` would search for it every time).
+            Some(m) if m.count_set_bits() == slot.rows => {
+                out.insert_range(base..base + slot.rows as u32);
+            }
+            Some(m) => {
+                out.append(m.set_indices().map(|i| base + i as u32))
+                    .map_err(|e| Error::Internal(format!("row set out of order: {e}")))?;
+            }
         }
     }
     out -= s.deletes();

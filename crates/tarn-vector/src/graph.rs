@@ -944,7 +944,10 @@ mod tests {
                 assert_eq!(sorted.len(), list.len(), "node {node} layer {layer}");
                 assert!(!list.contains(&node), "node {node} links to itself");
             }
-            assert!(!g.neighbours(node, 0).is_empty(), "node {node} lost its links");
+            assert!(
+                !g.neighbours(node, 0).is_empty(),
+                "node {node} lost its links"
+            );
             links += g.neighbours(node, 0).len();
         }
         assert!(2 * links >= n * params.m, "{links} links over {n} nodes");
