@@ -16,8 +16,8 @@ use tarn_catalog::{ColumnId, IndexId};
 use tarn_storage::{Chunk, IndexFile, SegmentRef, TableVersion};
 use tarn_vector::{Graph, Scored, TopK};
 
-use crate::{Error, Result};
 use crate::score::{QueryValue, score_rows};
+use crate::{Error, Result};
 
 /// A filter on a table's rows, evaluated a block at a time: the one way filters reach
 /// search, whether a segment is scanned exactly or searched through an index.
@@ -25,6 +25,7 @@ pub trait RowFilter: Send + Sync {
     /// Which rows of `chunk` pass (`true` = pass); `None` when all of them do. Only
     /// the rows `live` marks (all when `None`) are evaluated: a deleted or superseded
     /// row must not make the filter fail (say, divide by zero); the others are `false`.
+    /// A mask has one value per row of `chunk`; any other length is an error.
     fn block_mask(
         &self,
         chunk: &Chunk,
@@ -136,6 +137,15 @@ fn exact_segment(
             (Some(f), None) => f.block_mask(&chunk, live.as_ref())?,
             _ => None,
         };
+        if let Some(m) = &pass
+            && m.len() != chunk.num_rows()
+        {
+            return Err(Error::Internal(format!(
+                "a filter gave {} values for a block of {} rows",
+                m.len(),
+                chunk.num_rows()
+            )));
+        }
         let keep = |i: &usize| {
             live.as_ref().is_none_or(|m| m.value(*i)) && pass.as_ref().is_none_or(|m| m.value(*i))
         };
@@ -178,6 +188,13 @@ fn allowed_positions(
         match mask {
             None => {
                 out.insert_range(base..base + slot.rows as u32);
+            }
+            Some(m) if m.len() != slot.rows => {
+                return Err(Error::Internal(format!(
+                    "a filter gave {} values for a block of {} rows",
+                    m.len(),
+                    slot.rows
+                )));
             }
             // Whole blocks as one range; otherwise appended in order (a push onto the
             // last container, where `insert` would search for it every time).

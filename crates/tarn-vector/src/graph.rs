@@ -152,13 +152,13 @@ pub fn build(
     }
     let n = node_ids.len();
     let m0 = 2 * params.m;
-    // hnsw_rs asserts on states Tarn should never produce; a bug there must fail this
-    // build, not the process that runs it.
-    let flat = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        hnsw_links(&unit, dim, n, params, progress)
+    // hnsw_rs asserts on states Tarn should never produce; a bug there (or in choosing
+    // the links again) must fail this build, not the process that runs it.
+    let (levels, layers) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let links = hnsw_links(&unit, dim, n, params, progress)?;
+        chosen_layers(&unit, dim, links, params, progress)
     }))
-    .map_err(|_| Error::Internal("hnsw_rs panicked while building a graph".into()))??;
-    let Links { levels, lists } = flat;
+    .map_err(|_| Error::Internal("panicked while building a graph".into()))??;
     let mut entry = NONE;
     let mut max_level = 0u8;
     for (node, &level) in levels.iter().enumerate() {
@@ -167,30 +167,8 @@ pub fn build(
             max_level = level;
         }
     }
-    // Per layer, the neighbours hnsw_rs linked that live on that layer, then chosen
-    // again from the links in both directions (see `diversify`).
-    let mut layers: Vec<Vec<Vec<u32>>> = vec![vec![Vec::new(); n]; max_level as usize + 1];
-    for (node, node_lists) in lists.into_iter().enumerate() {
-        let level = levels[node] as usize;
-        for (layer, list) in node_lists.into_iter().enumerate().take(level + 1) {
-            let nbrs = &mut layers[layer][node];
-            for id in list {
-                if id < n
-                    && id != node
-                    && levels[id] as usize >= layer
-                    && !nbrs.contains(&(id as u32))
-                {
-                    nbrs.push(id as u32);
-                }
-            }
-        }
-    }
-    for (layer, lists) in layers.iter_mut().enumerate() {
-        let cap = if layer == 0 { m0 } else { params.m };
-        *lists = diversify(&unit, dim, lists, cap);
-    }
     let mut layer0 = vec![0u32; n * (1 + m0)];
-    for (node, nbrs) in layers[0].iter().enumerate() {
+    for (node, nbrs) in layers[0].lists.iter().enumerate() {
         let slot = &mut layer0[node * (1 + m0)..(node + 1) * (1 + m0)];
         slot[0] = nbrs.len() as u32;
         slot[1..1 + nbrs.len()].copy_from_slice(nbrs);
@@ -198,6 +176,8 @@ pub fn build(
 
     let mut upper_at = vec![NONE; n];
     let mut upper: Vec<u32> = Vec::new();
+    // Each upper layer lists its nodes in ascending order: one cursor per layer.
+    let mut cursor = vec![0usize; layers.len()];
     for node in 0..n {
         let level = levels[node] as usize;
         if level == 0 {
@@ -205,8 +185,16 @@ pub fn build(
         }
         upper_at[node] = upper.len() as u32;
         upper.push(level as u32);
-        for lists in &layers[1..=level] {
-            let nbrs = &lists[node];
+        for layer in 1..=level {
+            let l = &layers[layer];
+            let i = cursor[layer];
+            if l.nodes.get(i) != Some(&(node as u32)) {
+                return Err(Error::Internal(format!(
+                    "node {node} missing on layer {layer}"
+                )));
+            }
+            cursor[layer] += 1;
+            let nbrs = &l.lists[i];
             upper.push(nbrs.len() as u32);
             upper.extend_from_slice(nbrs);
             upper.extend(std::iter::repeat_n(0, params.m - nbrs.len()));
@@ -301,13 +289,83 @@ fn hnsw_links(
     Ok(Links { levels, lists })
 }
 
+/// One layer's neighbour lists: node `nodes[i]` (ascending) links to `lists[i]`. Only
+/// the nodes that live on the layer are in it (about `n / m^L` on layer `L`).
+#[derive(Debug, Default)]
+struct Layer {
+    nodes: Vec<u32>,
+    lists: Vec<Vec<u32>>,
+}
+
+impl Layer {
+    /// Where `node` is in `nodes`.
+    fn local(&self, node: u32, n: usize) -> Option<usize> {
+        layer_local(&self.nodes, node, n)
+    }
+}
+
+/// Where `node` is in a layer's `nodes` (ascending) of a graph of `n` nodes.
+fn layer_local(nodes: &[u32], node: u32, n: usize) -> Option<usize> {
+    if nodes.len() == n {
+        // Every node (layer 0): node numbers are positions.
+        Some(node as usize).filter(|&i| i < n)
+    } else {
+        nodes.binary_search(&node).ok()
+    }
+}
+
+/// Per layer, the links hnsw_rs made that stay on that layer, then chosen again (see
+/// [`diversify`]).
+fn chosen_layers(
+    unit: &[f32],
+    dim: usize,
+    links: Links,
+    params: HnswParams,
+    progress: &dyn BuildProgress,
+) -> Result<(Vec<u8>, Vec<Layer>)> {
+    let Links { levels, lists } = links;
+    let n = levels.len();
+    let max_level = levels.iter().copied().max().unwrap_or(0) as usize;
+    let mut layers: Vec<Layer> = (0..=max_level).map(|_| Layer::default()).collect();
+    for (node, node_lists) in lists.into_iter().enumerate() {
+        let level = levels[node] as usize;
+        let mut node_lists = node_lists.into_iter();
+        for (layer, at) in layers.iter_mut().enumerate().take(level + 1) {
+            let mut nbrs: Vec<u32> = Vec::new();
+            for id in node_lists.next().unwrap_or_default() {
+                if id < n
+                    && id != node
+                    && levels[id] as usize >= layer
+                    && !nbrs.contains(&(id as u32))
+                {
+                    nbrs.push(id as u32);
+                }
+            }
+            at.nodes.push(node as u32);
+            at.lists.push(nbrs);
+        }
+    }
+    for (layer, at) in layers.iter_mut().enumerate() {
+        if progress.cancelled() {
+            return Err(Error::Cancelled);
+        }
+        let cap = if layer == 0 { 2 * params.m } else { params.m };
+        at.lists = diversify(unit, dim, at, n, cap);
+        adopt_orphans(at, n, cap);
+    }
+    Ok((levels, layers))
+}
+
+/// Two unit vectors this similar are the same point for [`diversify`].
+const SAME_POINT: f32 = 1.0 - 1e-6;
+
 /// Chooses every node's neighbours on one layer again, from the nodes it links to and
 /// the nodes that link to it, with HNSW's neighbour-selection heuristic: walking the
 /// candidates nearest first, one is kept only when it is nearer the node than to every
-/// neighbour kept before it, so the list points in different directions instead of
-/// into one cluster. Any room left is then filled with the nearest candidates passed
-/// over (hnswlib's `keepPrunedConnections`), since a full list costs little at search
-/// time and gives a walk more ways on.
+/// neighbour kept before it (and is not the same point as one), so the list points in
+/// different directions instead of into one cluster. Any room left is then filled with
+/// the nearest candidates passed over (hnswlib's `keepPrunedConnections`), since a full
+/// list costs little at search time and gives a walk more ways on.
 ///
 /// Why: hnsw_rs picks a new node's own links this way, but when a back-link overflows
 /// a full list it drops the farthest link instead of choosing again (hnswlib chooses
@@ -316,20 +374,22 @@ fn hnsw_links(
 /// clustered vectors (M 16, ef_construction 200), recall@10 at ef_search 64: 0.906 as
 /// hnsw_rs left the graph, 0.937 chosen again without filling, 0.960 with (hnswlib
 /// 0.963).
-fn diversify(unit: &[f32], dim: usize, lists: &[Vec<u32>], cap: usize) -> Vec<Vec<u32>> {
-    let n = lists.len();
-    let mut reverse: Vec<Vec<u32>> = vec![Vec::new(); n];
-    for (node, list) in lists.iter().enumerate() {
+fn diversify(unit: &[f32], dim: usize, layer: &Layer, n: usize, cap: usize) -> Vec<Vec<u32>> {
+    let len = layer.nodes.len();
+    let mut reverse: Vec<Vec<u32>> = vec![Vec::new(); len];
+    for (i, list) in layer.lists.iter().enumerate() {
         for &nb in list {
-            reverse[nb as usize].push(node as u32);
+            if let Some(j) = layer.local(nb, n) {
+                reverse[j].push(layer.nodes[i]);
+            }
         }
     }
     let vector = |i: u32| &unit[i as usize * dim..(i as usize + 1) * dim];
-    let choose = |node: usize| -> Vec<u32> {
-        let own = vector(node as u32);
-        let mut cands: Vec<(f32, u32)> = lists[node]
+    let choose = |i: usize| -> Vec<u32> {
+        let own = vector(layer.nodes[i]);
+        let mut cands: Vec<(f32, u32)> = layer.lists[i]
             .iter()
-            .chain(&reverse[node])
+            .chain(&reverse[i])
             .map(|&c| (kernels::dot(own, vector(c)), c))
             .collect();
         cands.sort_unstable_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
@@ -341,7 +401,10 @@ fn diversify(unit: &[f32], dim: usize, lists: &[Vec<u32>], cap: usize) -> Vec<Ve
                 break;
             }
             let cv = vector(c);
-            if kept.iter().all(|&s| kernels::dot(cv, vector(s)) <= sim) {
+            if kept.iter().all(|&s| {
+                let d = kernels::dot(cv, vector(s));
+                d <= sim && d < SAME_POINT
+            }) {
                 kept.push(c);
             } else {
                 passed.push(c);
@@ -351,27 +414,75 @@ fn diversify(unit: &[f32], dim: usize, lists: &[Vec<u32>], cap: usize) -> Vec<Ve
         kept.extend(passed.into_iter().take(room));
         kept
     };
-    let threads = std::thread::available_parallelism()
-        .map_or(1, |t| t.get())
-        .min(n.max(1));
-    let chunk = n.div_ceil(threads.max(1)).max(1);
+    // Split over the cores; where no thread can be started, the rest is done here.
+    let threads = std::thread::available_parallelism().map_or(1, |t| t.get());
+    let chunk = len.div_ceil(threads).max(1);
     std::thread::scope(|scope| {
-        let handles: Vec<_> = (0..n)
+        let parts: Vec<_> = (0..len)
             .step_by(chunk)
             .map(|start| {
+                let range = start..(start + chunk).min(len);
                 let choose = &choose;
-                scope.spawn(move || {
-                    (start..(start + chunk).min(n))
-                        .map(choose)
-                        .collect::<Vec<_>>()
-                })
+                std::thread::Builder::new()
+                    .spawn_scoped(scope, {
+                        let range = range.clone();
+                        move || range.map(choose).collect::<Vec<_>>()
+                    })
+                    .map_err(|_| range)
             })
             .collect();
-        handles
+        parts
             .into_iter()
-            .flat_map(|h| h.join().expect("diversify worker panicked"))
+            .flat_map(|part| match part {
+                Ok(handle) => match handle.join() {
+                    Ok(lists) => lists,
+                    Err(panic) => std::panic::resume_unwind(panic),
+                },
+                Err(range) => range.map(choose).collect(),
+            })
             .collect()
     })
+}
+
+/// Gives every node that no list links to (choosing each list on its own can leave
+/// some) a link from its nearest neighbour, in place of that list's last entry when it
+/// is full and the entry is linked from elsewhere too: a node nobody links to can
+/// only be found by starting on it.
+fn adopt_orphans(layer: &mut Layer, n: usize, cap: usize) {
+    let len = layer.nodes.len();
+    let mut incoming = vec![0u32; len];
+    for list in &layer.lists {
+        for &nb in list {
+            if let Some(j) = layer.local(nb, n) {
+                incoming[j] += 1;
+            }
+        }
+    }
+    let Layer { nodes, lists } = layer;
+    for i in 0..len {
+        if incoming[i] > 0 || len == 1 {
+            continue;
+        }
+        let node = nodes[i];
+        let Some(to) = lists[i].first().and_then(|&t| layer_local(nodes, t, n)) else {
+            continue;
+        };
+        let list = &mut lists[to];
+        if list.len() < cap {
+            list.push(node);
+        } else {
+            // The last entry that others link to as well (the list's weakest choice).
+            let spare = list
+                .iter()
+                .rposition(|&x| layer_local(nodes, x, n).is_some_and(|j| incoming[j] > 1));
+            let Some(at) = spare else { continue };
+            if let Some(j) = layer_local(nodes, list[at], n) {
+                incoming[j] -= 1;
+            }
+            list[at] = node;
+        }
+        incoming[i] += 1;
+    }
 }
 
 struct CrcWriter<'a> {
@@ -815,8 +926,10 @@ impl Graph {
             if d > bound && results.len() >= ef {
                 break;
             }
-            // Unvisited neighbours first, their vectors prefetched, then scored.
+            // Unvisited neighbours first, their vectors prefetched, then scored. (`open`
+            // refuses m above MAX_M and lists longer than 2m.)
             let mut fresh = [0u32; 2 * HnswParams::MAX_M];
+            debug_assert!(2 * self.m <= fresh.len());
             let mut count = 0;
             for &nb in self.neighbours(node, 0) {
                 if visited.insert(nb) {
@@ -951,26 +1064,57 @@ mod tests {
             links += g.neighbours(node, 0).len();
         }
         assert!(2 * links >= n * params.m, "{links} links over {n} nodes");
-        // Neighbours come back nearest-first-then-diverse, never farther than needed:
-        // the nearest other node is always linked (it passes the heuristic first).
-        for node in (0..n as u32).step_by(97) {
+        // Each list starts with its nearest candidate (the heuristic keeps it first).
+        for node in 0..n as u32 {
             let v = g.vector(node);
-            let nearest = (0..n as u32)
-                .filter(|&o| o != node)
-                .max_by(|&a, &b| {
-                    kernels::dot(v, g.vector(a)).total_cmp(&kernels::dot(v, g.vector(b)))
-                })
-                .unwrap();
-            let linked = g.neighbours(node, 0);
-            let best_linked = linked
+            let sims: Vec<f32> = g
+                .neighbours(node, 0)
                 .iter()
                 .map(|&o| kernels::dot(v, g.vector(o)))
-                .fold(f32::MIN, f32::max);
-            assert!(
-                best_linked >= kernels::dot(v, g.vector(nearest)) - 1e-3,
-                "node {node}: nearest {nearest} not linked nor matched"
-            );
+                .collect();
+            assert!(sims.iter().all(|&x| x <= sims[0]), "node {node}: {sims:?}");
         }
+        // Every node can be reached from the entry point.
+        let mut seen = vec![false; n];
+        let mut stack = vec![g.entry];
+        seen[g.entry as usize] = true;
+        while let Some(x) = stack.pop() {
+            for layer in 0..=g.level(x) {
+                for &nb in g.neighbours(x, layer) {
+                    if !std::mem::replace(&mut seen[nb as usize], true) {
+                        stack.push(nb);
+                    }
+                }
+            }
+        }
+        let lost = seen.iter().filter(|s| !**s).count();
+        assert_eq!(lost, 0, "{lost} of {n} nodes unreachable");
+    }
+
+    #[test]
+    fn many_copies_of_one_vector_keep_a_way_out() {
+        // 100 copies of one vector among 900 others: the copies are kept apart by
+        // the heuristic (one per list before the fill), so the group keeps links out
+        // and a walk that enters it can leave it.
+        let (n, dim) = (1000, 16);
+        let mut data = clustered(n, dim, 5);
+        let copy = data[..dim].to_vec();
+        for i in 0..100 {
+            data[i * dim..(i + 1) * dim].copy_from_slice(&copy);
+        }
+        let g = built(&data, dim, HnswParams::default());
+        let exits = (0..100u32)
+            .filter(|&node| g.neighbours(node, 0).iter().any(|&o| o >= 100))
+            .count();
+        assert!(exits > 0, "no copy links out of the group");
+        // A search at the copies that may not return them finds the others.
+        let others = |id: u32| id >= 100;
+        let found = g.search(&copy, 10, 64, Some(&others));
+        assert_eq!(found.len(), 10, "{found:?}");
+        // And a search from a far point still finds the copies.
+        let found = g.search(&copy, 10, 64, None);
+        assert_eq!(found.len(), 10);
+        assert!(found.iter().all(|&(id, _)| id < 100), "{found:?}");
     }
 
     #[test]
