@@ -16,8 +16,8 @@
 //!   LIMIT 10`), through `tarn-search` directly on the same files, filtered at every
 //!   threshold of `meta.json`, and exactly (after `DROP INDEX`).
 //!
-//! - `sql`: the SQL searches alone (top-10 and filtered), on the database a `table` run left in `WORKDIR`
-//!   (its index built again first, since `table` ends by dropping it).
+//! - `sql`: the SQL searches alone (top-10 and filtered), on the database a `table` run
+//!   left in `WORKDIR` (its index built again first, since `table` ends by dropping it).
 //!
 //! Without `--phase` `graph` and `table` run, each in a child process of this binary so that each
 //! phase's peak memory (VmHWM) is its own.
@@ -437,7 +437,8 @@ async fn measure_sql(
     ))
 }
 
-/// The top-10 through SQL at every ef (`SET engine.ef_search`) and thread count.
+/// The top-10 through SQL at every ef (`SET engine.ef_search`, reset after) and thread
+/// count.
 async fn sql_runs(s: &Session, args: &Args, data: &Data, params: &[Value]) -> Res<Vec<Value>> {
     let mut runs = Vec::new();
     for &ef in &args.efs {
@@ -450,6 +451,7 @@ async fn sql_runs(s: &Session, args: &Args, data: &Data, params: &[Value]) -> Re
             runs.push(run_json(ef, threads, r, qps));
         }
     }
+    s.query("ws", "RESET engine.ef_search", &[]).await?;
     Ok(runs)
 }
 
@@ -537,7 +539,6 @@ fn phase_table(args: &Args, data: &Data) -> Res<Value> {
             .and_then(|r| r.split(|c: char| !c.is_ascii_digit()).next())
             .and_then(|d| d.parse::<usize>().ok());
         let runs = sql_runs(&s, args, data, &params).await?;
-        s.query("ws", "RESET engine.ef_search", &[]).await?;
         let filtered = sql_filtered(&s, data, &params).await?;
         let peak = peak_rss_mb();
         tarn.close().await?;
@@ -595,7 +596,6 @@ fn phase_sql(args: &Args, data: &Data) -> Res<Value> {
         s.query("ws", &create_index(args.params), &[]).await?;
         eprintln!("sql: index ready in {:.1} s", start.elapsed().as_secs_f64());
         let runs = sql_runs(&s, args, data, &params).await?;
-        s.query("ws", "RESET engine.ef_search", &[]).await?;
         let filtered = sql_filtered(&s, data, &params).await?;
         tarn.close().await?;
         Ok(json!({"sql": {"runs": runs, "filtered": filtered}}))

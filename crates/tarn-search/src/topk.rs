@@ -134,18 +134,9 @@ fn exact_segment(
         let live = s.block_mask(bi);
         // With `only`, the filter already went into it.
         let pass = match (req.filter, only) {
-            (Some(f), None) => f.block_mask(&chunk, live.as_ref())?,
+            (Some(f), None) => checked_mask(f, &chunk, live.as_ref())?,
             _ => None,
         };
-        if let Some(m) = &pass
-            && m.len() != chunk.num_rows()
-        {
-            return Err(Error::Internal(format!(
-                "a filter gave {} values for a block of {} rows",
-                m.len(),
-                chunk.num_rows()
-            )));
-        }
         let keep = |i: &usize| {
             live.as_ref().is_none_or(|m| m.value(*i)) && pass.as_ref().is_none_or(|m| m.value(*i))
         };
@@ -171,6 +162,26 @@ fn exact_segment(
     Ok(())
 }
 
+/// `filter`'s mask of `chunk` (see [`RowFilter::block_mask`]), refused unless it has
+/// one value per row.
+fn checked_mask(
+    filter: &dyn RowFilter,
+    chunk: &Chunk,
+    live: Option<&BooleanBuffer>,
+) -> Result<Option<BooleanBuffer>> {
+    let mask = filter.block_mask(chunk, live)?;
+    if let Some(m) = &mask
+        && m.len() != chunk.num_rows()
+    {
+        return Err(Error::Internal(format!(
+            "a filter gave {} values for a block of {} rows",
+            m.len(),
+            chunk.num_rows()
+        )));
+    }
+    Ok(mask)
+}
+
 /// The positions of `s` that are live and pass the filter; `None` when there is no
 /// filter (then only the deletion bitmap counts).
 fn allowed_positions(
@@ -183,27 +194,18 @@ fn allowed_positions(
     let mut out = RoaringBitmap::new();
     for (bi, slot) in s.segment().blocks().iter().enumerate() {
         let chunk = s.segment().block(bi)?;
-        let mask = filter.block_mask(&chunk, s.block_mask(bi).as_ref())?;
+        let mask = checked_mask(filter, &chunk, s.block_mask(bi).as_ref())?;
         let base = slot.start as u32;
         match mask {
-            None => {
-                out.insert_range(base..base + slot.rows as u32);
-            }
-            Some(m) if m.len() != slot.rows => {
-                return Err(Error::Internal(format!(
-                    "a filter gave {} values for a block of {} rows",
-                    m.len(),
-                    slot.rows
-                )));
-            }
-            // Whole blocks as one range; otherwise appended in order (a push onto the
-            // last container, where `insert` would search for it every time).
-            Some(m) if m.count_set_bits() == slot.rows => {
-                out.insert_range(base..base + slot.rows as u32);
-            }
-            Some(m) => {
+            // Rows appended in order: a push onto the last container, where `insert`
+            // would search for it every time.
+            Some(m) if m.count_set_bits() < slot.rows => {
                 out.append(m.set_indices().map(|i| base + i as u32))
                     .map_err(|e| Error::Internal(format!("row set out of order: {e}")))?;
+            }
+            // Every row passes: the block as one range.
+            _ => {
+                out.insert_range(base..base + slot.rows as u32);
             }
         }
     }

@@ -127,7 +127,7 @@ fn query_literal(e: &Expr, params: &[Json]) -> Option<ScalarValue> {
             match params.get(n.checked_sub(1)?)? {
                 Json::Array(items) => items
                     .iter()
-                    .map(|v| v.as_f64().filter(|x| x.abs() <= (1u64 << 53) as f64))
+                    .map(|v| v.as_f64().and_then(exact_f64))
                     .collect::<Option<_>>()?,
                 Json::String(text) => array_text_numbers(text)?,
                 _ => return None,
@@ -142,12 +142,7 @@ fn query_literal(e: &Expr, params: &[Json]) -> Option<ScalarValue> {
             .iter()
             .map(|e| match signed_value(e)? {
                 (neg, Value::Number(n, _)) => {
-                    let x: f64 = n.parse().ok()?;
-                    // The planner casts an integer straight to float32; through float64
-                    // an integer beyond 2^53 would round twice.
-                    if x.abs() > (1u64 << 53) as f64 {
-                        return None;
-                    }
+                    let x = exact_f64(n.parse().ok()?)?;
                     Some(if neg { -x } else { x })
                 }
                 _ => None,
@@ -164,6 +159,13 @@ fn query_literal(e: &Expr, params: &[Json]) -> Option<ScalarValue> {
     )))
 }
 
+/// `x` when float64 holds it exactly as an integer would be: the planner casts an
+/// integer straight to float32, and through float64 one beyond 2^53 would round twice
+/// (such queries go through the planner).
+fn exact_f64(x: f64) -> Option<f64> {
+    (x.abs() <= (1u64 << 53) as f64).then_some(x)
+}
+
 /// The numbers of one-dimensional PostgreSQL array text; `None` for anything else
 /// (NULL elements, nesting, integers beyond 2^53: the planner reports or reads those).
 fn array_text_numbers(text: &str) -> Option<Vec<f64>> {
@@ -174,11 +176,7 @@ fn array_text_numbers(text: &str) -> Option<Vec<f64>> {
     items
         .iter()
         .map(|i| match i {
-            ArrayText::Item(Some(s)) => s
-                .trim()
-                .parse::<f64>()
-                .ok()
-                .filter(|x| x.abs() <= (1u64 << 53) as f64),
+            ArrayText::Item(Some(s)) => s.trim().parse::<f64>().ok().and_then(exact_f64),
             _ => None,
         })
         .collect()
@@ -374,11 +372,7 @@ impl SqlEngine {
                 ef_search: tarn_search::ef_search(i, settings.ef_search),
             });
         let k = (plan.limit + plan.offset) as usize;
-        let dim = match &query {
-            QueryValue::Vector(q) => q.len(),
-            QueryValue::Bag { dim, .. } => *dim,
-        };
-        let inline = search_cost(&version, index, dim) <= INLINE_VALUES;
+        let inline = search_cost(&version, index, query.dim()) <= INLINE_VALUES;
         let (column, searched) = (col.id, version.clone());
         let search = move || {
             let req = SearchRequest {

@@ -297,13 +297,6 @@ struct Layer {
     lists: Vec<Vec<u32>>,
 }
 
-impl Layer {
-    /// Where `node` is in `nodes`.
-    fn local(&self, node: u32, n: usize) -> Option<usize> {
-        layer_local(&self.nodes, node, n)
-    }
-}
-
 /// Where `node` is in a layer's `nodes` (ascending) of a graph of `n` nodes.
 fn layer_local(nodes: &[u32], node: u32, n: usize) -> Option<usize> {
     if nodes.len() == n {
@@ -379,7 +372,7 @@ fn diversify(unit: &[f32], dim: usize, layer: &Layer, n: usize, cap: usize) -> V
     let mut reverse: Vec<Vec<u32>> = vec![Vec::new(); len];
     for (i, list) in layer.lists.iter().enumerate() {
         for &nb in list {
-            if let Some(j) = layer.local(nb, n) {
+            if let Some(j) = layer_local(&layer.nodes, nb, n) {
                 reverse[j].push(layer.nodes[i]);
             }
         }
@@ -453,7 +446,7 @@ fn adopt_orphans(layer: &mut Layer, n: usize, cap: usize) {
     let mut incoming = vec![0u32; len];
     for list in &layer.lists {
         for &nb in list {
-            if let Some(j) = layer.local(nb, n) {
+            if let Some(j) = layer_local(&layer.nodes, nb, n) {
                 incoming[j] += 1;
             }
         }
@@ -922,23 +915,20 @@ impl Graph {
         } else {
             f32::INFINITY
         };
+        let mut fresh: Vec<u32> = Vec::with_capacity(2 * self.m);
         while let Some(Reverse(Near(d, node))) = candidates.pop() {
             if d > bound && results.len() >= ef {
                 break;
             }
-            // Unvisited neighbours first, their vectors prefetched, then scored. (`open`
-            // refuses m above MAX_M and lists longer than 2m.)
-            let mut fresh = [0u32; 2 * HnswParams::MAX_M];
-            debug_assert!(2 * self.m <= fresh.len());
-            let mut count = 0;
+            // Unvisited neighbours first, their vectors prefetched, then scored.
+            fresh.clear();
             for &nb in self.neighbours(node, 0) {
                 if visited.insert(nb) {
                     kernels::prefetch(self.vector(nb), PREFETCH_LINES);
-                    fresh[count] = nb;
-                    count += 1;
+                    fresh.push(nb);
                 }
             }
-            for &nb in &fresh[..count] {
+            for &nb in &fresh {
                 let d = dist(nb);
                 if results.len() < ef || d < bound {
                     candidates.push(Reverse(Near(d, nb)));
