@@ -16,7 +16,7 @@ pub enum Error {
     /// The build was cancelled through its progress hook.
     #[error("graph build cancelled")]
     Cancelled,
-    /// A bug (in Tarn or in hnsw_rs).
+    /// A bug in Tarn.
     #[error("internal error: {0}")]
     Internal(String),
 }

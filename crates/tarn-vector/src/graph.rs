@@ -1,13 +1,10 @@
-//! HNSW graphs: built with `hnsw_rs`, then flattened into one immutable, checksummed
-//! file that Tarn maps and searches itself.
+//! HNSW graphs: built by Tarn (see `builder.rs`) into one immutable, checksummed file
+//! that Tarn maps and searches in place.
 //!
-//! Why not search with `hnsw_rs` directly: its points are `Arc`s with a lock per
-//! neighbour list and a heap copy of every vector, its filtered search filters the top
-//! `k` *after* the search (so a filter can make it return fewer than `k` rows), and its
-//! dump format has no checksum and no version of ours. The flattened graph keeps every
-//! neighbour list in one array with a fixed stride (as hnswlib does), vectors
-//! normalized back to back, and searches with a reusable visited set and a filter that
-//! is applied while walking, never after.
+//! The file keeps every neighbour list in one array with a fixed stride (as hnswlib
+//! does) and the vectors normalized back to back; a search uses a reusable visited
+//! set and a filter that is applied while walking, never after (a filter applied to
+//! the top `k` afterwards can return fewer than `k` rows).
 //!
 //! File layout (little-endian; the footer is last so the file is written in one pass
 //! and the body starts page-aligned in the mapping):
@@ -26,10 +23,9 @@ use std::collections::BinaryHeap;
 use std::io::Write;
 
 use arrow_buffer::{Buffer, ScalarBuffer};
-use hnsw_rs::anndists::dist::Distance;
-use hnsw_rs::hnsw::Hnsw;
 use parking_lot::Mutex;
 
+use crate::builder::{self, Linked};
 use crate::error::{Error, Result};
 use crate::kernels;
 use crate::score::normalized;
@@ -39,13 +35,16 @@ pub const GRAPH_FORMAT_VERSION: u32 = 1;
 
 const MAGIC: &[u8; 8] = b"TARNHNSW";
 const FOOTER_BYTES: usize = 64;
-/// hnsw_rs keeps at most 16 layers.
-const MAX_LAYERS: usize = 16;
-const NONE: u32 = u32::MAX;
+/// Layers a graph may have (at m 2 a node reaches layer 16 with probability 2^-16;
+/// levels are capped there).
+pub(crate) const MAX_LAYERS: usize = 16;
+pub(crate) const NONE: u32 = u32::MAX;
+/// Seed of the level draw: a build's levels are the same every time.
+const LEVEL_SEED: u64 = 0x7461_726E_6873_776E;
 /// Cache lines of each neighbour's vector prefetched during a walk (the hardware
 /// prefetcher follows on from there). Measured on 100k × 384: 0 lines 2,460–2,960 q/s
 /// at ef 64, 4 lines 2,900–3,060, the whole vector (24) no better.
-const PREFETCH_LINES: usize = 4;
+pub(crate) const PREFETCH_LINES: usize = 4;
 
 /// Build parameters (SPEC §5 index options `m`, `ef_construction`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -66,8 +65,8 @@ impl Default for HnswParams {
 }
 
 impl HnswParams {
-    /// Largest `m` accepted (hnsw_rs keeps at most 256 neighbours a layer, 2·m on
-    /// layer 0).
+    /// Largest `m` accepted (layer-0 lists of 2·m = 256 neighbours are far past where
+    /// recall stops improving, and bound the file's stride).
     pub const MAX_M: usize = 128;
 
     fn check(&self) -> Result<()> {
@@ -88,17 +87,6 @@ impl HnswParams {
     }
 }
 
-/// Cosine distance of unit vectors for hnsw_rs: `1 - a·b`, never negative (hnsw_rs
-/// asserts that).
-#[derive(Debug, Clone, Copy, Default)]
-struct UnitCosine;
-
-impl Distance<f32> for UnitCosine {
-    fn eval(&self, a: &[f32], b: &[f32]) -> f32 {
-        (1.0 - kernels::dot(a, b)).max(0.0)
-    }
-}
-
 /// What [`build`] reports while it works.
 pub trait BuildProgress {
     /// `done` of `total` vectors are in the graph.
@@ -112,9 +100,6 @@ pub trait BuildProgress {
 impl BuildProgress for () {
     fn inserted(&self, _: usize, _: usize) {}
 }
-
-/// Vectors inserted per progress report and cancellation check.
-const BUILD_STEP: usize = 4096;
 
 /// Builds the graph of the `ids.len()` vectors stored back to back in `vectors` (each
 /// `dim` long) and writes its file to `out`. Zero vectors have no direction and are
@@ -151,58 +136,18 @@ pub fn build(
         }
     }
     let n = node_ids.len();
-    let m0 = 2 * params.m;
-    // hnsw_rs asserts on states Tarn should never produce; a bug there (or in choosing
-    // the links again) must fail this build, not the process that runs it.
-    let (levels, layers) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        let links = hnsw_links(&unit, dim, n, params, progress)?;
-        chosen_layers(&unit, dim, links, params, progress)
+    // A bug in the builder must fail this build, not the process that runs it.
+    let linked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        builder::link(&unit, dim, params, LEVEL_SEED, progress)
     }))
     .map_err(|_| Error::Internal("panicked while building a graph".into()))??;
-    let mut entry = NONE;
-    let mut max_level = 0u8;
-    for (node, &level) in levels.iter().enumerate() {
-        if entry == NONE || level > max_level {
-            entry = node as u32;
-            max_level = level;
-        }
-    }
-    let mut layer0 = vec![0u32; n * (1 + m0)];
-    for (node, nbrs) in layers[0].lists.iter().enumerate() {
-        let slot = &mut layer0[node * (1 + m0)..(node + 1) * (1 + m0)];
-        slot[0] = nbrs.len() as u32;
-        slot[1..1 + nbrs.len()].copy_from_slice(nbrs);
-    }
-
-    let mut upper_at = vec![NONE; n];
-    let mut upper: Vec<u32> = Vec::new();
-    // Each upper layer lists its nodes in ascending order: one cursor per layer.
-    let mut cursor = vec![0usize; layers.len()];
-    for node in 0..n {
-        let level = levels[node] as usize;
-        if level == 0 {
-            continue;
-        }
-        upper_at[node] = upper.len() as u32;
-        upper.push(level as u32);
-        for layer in 1..=level {
-            let l = &layers[layer];
-            let i = cursor[layer];
-            if l.nodes.get(i) != Some(&(node as u32)) {
-                return Err(Error::Internal(format!(
-                    "node {node} missing on layer {layer}"
-                )));
-            }
-            cursor[layer] += 1;
-            let nbrs = &l.lists[i];
-            upper.push(nbrs.len() as u32);
-            upper.extend_from_slice(nbrs);
-            upper.extend(std::iter::repeat_n(0, params.m - nbrs.len()));
-        }
-        if upper.len() >= NONE as usize {
-            return Err(Error::InvalidParameter("graph too large".into()));
-        }
-    }
+    let Linked {
+        entry,
+        max_level,
+        layer0,
+        upper_at,
+        upper,
+    } = linked;
 
     let mut w = CrcWriter {
         out,
@@ -227,255 +172,6 @@ pub fn build(
     };
     w.out.write_all(&footer.encode()).map_err(Error::Io)?;
     Ok(n)
-}
-
-/// Levels and neighbour lists (nearest first, by node number) of an hnsw_rs graph.
-struct Links {
-    levels: Vec<u8>,
-    lists: Vec<Vec<Vec<usize>>>,
-}
-
-/// Builds the graph of the `n` unit vectors in `unit` with hnsw_rs and reads its links
-/// back out.
-fn hnsw_links(
-    unit: &[f32],
-    dim: usize,
-    n: usize,
-    params: HnswParams,
-    progress: &dyn BuildProgress,
-) -> Result<Links> {
-    let mut levels = vec![0u8; n];
-    let mut lists: Vec<Vec<Vec<usize>>> = vec![Vec::new(); n];
-    if n == 0 {
-        progress.inserted(0, 0);
-        return Ok(Links { levels, lists });
-    }
-    let graph =
-        Hnsw::<f32, UnitCosine>::new(params.m, n, MAX_LAYERS, params.ef_construction, UnitCosine);
-    for start in (0..n).step_by(BUILD_STEP) {
-        if progress.cancelled() {
-            return Err(Error::Cancelled);
-        }
-        let end = (start + BUILD_STEP).min(n);
-        let batch: Vec<(&[f32], usize)> = (start..end)
-            .map(|i| (&unit[i * dim..(i + 1) * dim], i))
-            .collect();
-        graph.parallel_insert_slice(&batch);
-        progress.inserted(end, n);
-    }
-    let mut seen = vec![false; n];
-    for point in graph.get_point_indexation() {
-        let node = point.get_origin_id();
-        if node >= n || seen[node] {
-            return Err(Error::Internal(format!(
-                "hnsw_rs returned node {node} twice or out of range"
-            )));
-        }
-        seen[node] = true;
-        levels[node] = point.get_point_id().0;
-        lists[node] = point
-            .get_neighborhood_id()
-            .into_iter()
-            .take(levels[node] as usize + 1)
-            .map(|mut l| {
-                l.sort_by(|a, b| a.distance.total_cmp(&b.distance));
-                l.into_iter().map(|nb| nb.d_id).collect()
-            })
-            .collect();
-    }
-    if seen.iter().any(|s| !s) {
-        return Err(Error::Internal("hnsw_rs lost a node".into()));
-    }
-    Ok(Links { levels, lists })
-}
-
-/// One layer's neighbour lists: node `nodes[i]` (ascending) links to `lists[i]`. Only
-/// the nodes that live on the layer are in it (about `n / m^L` on layer `L`).
-#[derive(Debug, Default)]
-struct Layer {
-    nodes: Vec<u32>,
-    lists: Vec<Vec<u32>>,
-}
-
-/// Where `node` is in a layer's `nodes` (ascending) of a graph of `n` nodes.
-fn layer_local(nodes: &[u32], node: u32, n: usize) -> Option<usize> {
-    if nodes.len() == n {
-        // Every node (layer 0): node numbers are positions.
-        Some(node as usize).filter(|&i| i < n)
-    } else {
-        nodes.binary_search(&node).ok()
-    }
-}
-
-/// Per layer, the links hnsw_rs made that stay on that layer, then chosen again (see
-/// [`diversify`]).
-fn chosen_layers(
-    unit: &[f32],
-    dim: usize,
-    links: Links,
-    params: HnswParams,
-    progress: &dyn BuildProgress,
-) -> Result<(Vec<u8>, Vec<Layer>)> {
-    let Links { levels, lists } = links;
-    let n = levels.len();
-    let max_level = levels.iter().copied().max().unwrap_or(0) as usize;
-    let mut layers: Vec<Layer> = (0..=max_level).map(|_| Layer::default()).collect();
-    for (node, node_lists) in lists.into_iter().enumerate() {
-        let level = levels[node] as usize;
-        let mut node_lists = node_lists.into_iter();
-        for (layer, at) in layers.iter_mut().enumerate().take(level + 1) {
-            let mut nbrs: Vec<u32> = Vec::new();
-            for id in node_lists.next().unwrap_or_default() {
-                if id < n
-                    && id != node
-                    && levels[id] as usize >= layer
-                    && !nbrs.contains(&(id as u32))
-                {
-                    nbrs.push(id as u32);
-                }
-            }
-            at.nodes.push(node as u32);
-            at.lists.push(nbrs);
-        }
-    }
-    for (layer, at) in layers.iter_mut().enumerate() {
-        if progress.cancelled() {
-            return Err(Error::Cancelled);
-        }
-        let cap = if layer == 0 { 2 * params.m } else { params.m };
-        at.lists = diversify(unit, dim, at, n, cap);
-        adopt_orphans(at, n, cap);
-    }
-    Ok((levels, layers))
-}
-
-/// Two unit vectors this similar are the same point for [`diversify`].
-const SAME_POINT: f32 = 1.0 - 1e-6;
-
-/// Chooses every node's neighbours on one layer again, from the nodes it links to and
-/// the nodes that link to it, with HNSW's neighbour-selection heuristic: walking the
-/// candidates nearest first, one is kept only when it is nearer the node than to every
-/// neighbour kept before it (and is not the same point as one), so the list points in
-/// different directions instead of into one cluster. Any room left is then filled with
-/// the nearest candidates passed over (hnswlib's `keepPrunedConnections`), since a full
-/// list costs little at search time and gives a walk more ways on.
-///
-/// Why: hnsw_rs picks a new node's own links this way, but when a back-link overflows
-/// a full list it drops the farthest link instead of choosing again (hnswlib chooses
-/// again), so the lists of clustered data fill with near duplicates and lose the long
-/// links between clusters that a search needs to cross them. Measured on 100k × 384
-/// clustered vectors (M 16, ef_construction 200), recall@10 at ef_search 64: 0.906 as
-/// hnsw_rs left the graph, 0.937 chosen again without filling, 0.960 with (hnswlib
-/// 0.963).
-fn diversify(unit: &[f32], dim: usize, layer: &Layer, n: usize, cap: usize) -> Vec<Vec<u32>> {
-    let len = layer.nodes.len();
-    let mut reverse: Vec<Vec<u32>> = vec![Vec::new(); len];
-    for (i, list) in layer.lists.iter().enumerate() {
-        for &nb in list {
-            if let Some(j) = layer_local(&layer.nodes, nb, n) {
-                reverse[j].push(layer.nodes[i]);
-            }
-        }
-    }
-    let vector = |i: u32| &unit[i as usize * dim..(i as usize + 1) * dim];
-    let choose = |i: usize| -> Vec<u32> {
-        let own = vector(layer.nodes[i]);
-        let mut cands: Vec<(f32, u32)> = layer.lists[i]
-            .iter()
-            .chain(&reverse[i])
-            .map(|&c| (kernels::dot(own, vector(c)), c))
-            .collect();
-        cands.sort_unstable_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
-        cands.dedup_by_key(|c| c.1);
-        let mut kept: Vec<u32> = Vec::with_capacity(cap);
-        let mut passed: Vec<u32> = Vec::new();
-        for &(sim, c) in &cands {
-            if kept.len() == cap {
-                break;
-            }
-            let cv = vector(c);
-            if kept.iter().all(|&s| {
-                let d = kernels::dot(cv, vector(s));
-                d <= sim && d < SAME_POINT
-            }) {
-                kept.push(c);
-            } else {
-                passed.push(c);
-            }
-        }
-        let room = cap - kept.len();
-        kept.extend(passed.into_iter().take(room));
-        kept
-    };
-    // Split over the cores; where no thread can be started, the rest is done here.
-    let threads = std::thread::available_parallelism().map_or(1, |t| t.get());
-    let chunk = len.div_ceil(threads).max(1);
-    std::thread::scope(|scope| {
-        let parts: Vec<_> = (0..len)
-            .step_by(chunk)
-            .map(|start| {
-                let range = start..(start + chunk).min(len);
-                let choose = &choose;
-                std::thread::Builder::new()
-                    .spawn_scoped(scope, {
-                        let range = range.clone();
-                        move || range.map(choose).collect::<Vec<_>>()
-                    })
-                    .map_err(|_| range)
-            })
-            .collect();
-        parts
-            .into_iter()
-            .flat_map(|part| match part {
-                Ok(handle) => match handle.join() {
-                    Ok(lists) => lists,
-                    Err(panic) => std::panic::resume_unwind(panic),
-                },
-                Err(range) => range.map(choose).collect(),
-            })
-            .collect()
-    })
-}
-
-/// Gives every node that no list links to (choosing each list on its own can leave
-/// some) a link from its nearest neighbour, in place of that list's last entry when it
-/// is full and the entry is linked from elsewhere too: a node nobody links to can
-/// only be found by starting on it.
-fn adopt_orphans(layer: &mut Layer, n: usize, cap: usize) {
-    let len = layer.nodes.len();
-    let mut incoming = vec![0u32; len];
-    for list in &layer.lists {
-        for &nb in list {
-            if let Some(j) = layer_local(&layer.nodes, nb, n) {
-                incoming[j] += 1;
-            }
-        }
-    }
-    let Layer { nodes, lists } = layer;
-    for i in 0..len {
-        if incoming[i] > 0 || len == 1 {
-            continue;
-        }
-        let node = nodes[i];
-        let Some(to) = lists[i].first().and_then(|&t| layer_local(nodes, t, n)) else {
-            continue;
-        };
-        let list = &mut lists[to];
-        if list.len() < cap {
-            list.push(node);
-        } else {
-            // The last entry that others link to as well (the list's weakest choice).
-            let spare = list
-                .iter()
-                .rposition(|&x| layer_local(nodes, x, n).is_some_and(|j| incoming[j] > 1));
-            let Some(at) = spare else { continue };
-            if let Some(j) = layer_local(nodes, list[at], n) {
-                incoming[j] -= 1;
-            }
-            list[at] = node;
-        }
-        incoming[i] += 1;
-    }
 }
 
 struct CrcWriter<'a> {
@@ -576,20 +272,20 @@ impl Footer {
 /// A reusable "visited" mark per node: a node is visited when its mark equals the
 /// current epoch, so clearing is a counter increment.
 #[derive(Debug)]
-struct Visited {
+pub(crate) struct Visited {
     marks: Vec<u32>,
     epoch: u32,
 }
 
 impl Visited {
-    fn new(n: usize) -> Self {
+    pub(crate) fn new(n: usize) -> Self {
         Visited {
             marks: vec![0; n],
             epoch: 0,
         }
     }
 
-    fn start(&mut self) {
+    pub(crate) fn start(&mut self) {
         self.epoch = self.epoch.wrapping_add(1);
         if self.epoch == 0 {
             self.marks.fill(0);
@@ -599,7 +295,7 @@ impl Visited {
 
     /// Marks `node`; `true` when it was not marked yet.
     #[inline]
-    fn insert(&mut self, node: u32) -> bool {
+    pub(crate) fn insert(&mut self, node: u32) -> bool {
         let m = &mut self.marks[node as usize];
         if *m == self.epoch {
             false
@@ -612,7 +308,7 @@ impl Visited {
 
 /// `(distance, node)` ordered by distance, then node.
 #[derive(Debug, Clone, Copy, PartialEq)]
-struct Near(f32, u32);
+pub(crate) struct Near(pub(crate) f32, pub(crate) u32);
 impl Eq for Near {}
 impl PartialOrd for Near {
     fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
@@ -1032,7 +728,7 @@ mod tests {
     }
 
     #[test]
-    fn links_are_chosen_again_without_self_or_duplicates() {
+    fn links_have_no_self_or_duplicates_and_reach_every_node() {
         let (n, dim) = (3000, 32);
         let data = clustered(n, dim, 11);
         let params = HnswParams::default();
@@ -1054,38 +750,97 @@ mod tests {
             links += g.neighbours(node, 0).len();
         }
         assert!(2 * links >= n * params.m, "{links} links over {n} nodes");
-        // Each list starts with its nearest candidate (the heuristic keeps it first).
-        for node in 0..n as u32 {
-            let v = g.vector(node);
-            let sims: Vec<f32> = g
-                .neighbours(node, 0)
-                .iter()
-                .map(|&o| kernels::dot(v, g.vector(o)))
-                .collect();
-            assert!(sims.iter().all(|&x| x <= sims[0]), "node {node}: {sims:?}");
+        assert_eq!(unreachable(&g), 0);
+        assert!(g.max_level > 0, "3000 nodes at m 16 have upper layers");
+    }
+
+    /// Nodes a walk on layer 0 (where every search ends) cannot reach from the entry
+    /// point.
+    fn unreachable(g: &Graph) -> usize {
+        if g.is_empty() {
+            return 0;
         }
-        // Every node can be reached from the entry point.
-        let mut seen = vec![false; n];
+        let mut seen = vec![false; g.len()];
         let mut stack = vec![g.entry];
         seen[g.entry as usize] = true;
         while let Some(x) = stack.pop() {
-            for layer in 0..=g.level(x) {
-                for &nb in g.neighbours(x, layer) {
-                    if !std::mem::replace(&mut seen[nb as usize], true) {
-                        stack.push(nb);
-                    }
+            for &nb in g.neighbours(x, 0) {
+                if !std::mem::replace(&mut seen[nb as usize], true) {
+                    stack.push(nb);
                 }
             }
         }
-        let lost = seen.iter().filter(|s| !**s).count();
-        assert_eq!(lost, 0, "{lost} of {n} nodes unreachable");
+        seen.iter().filter(|s| !**s).count()
+    }
+
+    #[test]
+    fn identical_vectors_stay_reachable_and_searchable() {
+        let (n, dim) = (1000, 8);
+        let data: Vec<f32> = (0..n * dim).map(|i| (i % dim) as f32 + 1.0).collect();
+        let g = built(&data, dim, HnswParams::default());
+        assert_eq!(unreachable(&g), 0);
+        let q = &data[..dim];
+        assert_eq!(g.search(q, 10, 64, None).len(), 10);
+        let sevenths = |id: u32| id.is_multiple_of(7);
+        let got = g.search(q, 10, 64, Some(&sevenths));
+        assert_eq!(got.len(), 10);
+        assert!(got.iter().all(|(id, s)| sevenths(*id) && *s > 0.999));
+    }
+
+    #[test]
+    fn small_and_extreme_parameters_build_whole_graphs() {
+        for n in [1, 2, 3] {
+            let data = clustered(n, 4, 8);
+            let g = built(&data, 4, HnswParams::default());
+            assert_eq!(g.search(&data[..4], 5, 10, None).len(), n);
+        }
+        let data = clustered(400, 16, 9);
+        for (m, ef_construction) in [(2, 1), (2, 64), (128, 200), (16, 1)] {
+            let g = built(&data, 16, HnswParams { m, ef_construction });
+            assert_eq!(unreachable(&g), 0, "m {m} ef {ef_construction}");
+            for node in 0..400 {
+                assert!(!g.neighbours(node, 0).is_empty(), "m {m}: node {node}");
+            }
+            let q = &data[16..32];
+            let want = exact(&data, 16, q, 10, &|_| true);
+            let got = g.search(q, 10, 400, None);
+            assert_eq!(got.len(), 10);
+            // ef_search = n walks the whole (connected) graph: exact.
+            assert!(got.iter().all(|(id, _)| want.contains(id)), "m {m}");
+        }
+    }
+
+    #[test]
+    fn progress_rises_to_the_total_over_several_batches() {
+        struct Seen(Mutex<Vec<(usize, usize)>>);
+        impl BuildProgress for Seen {
+            fn inserted(&self, done: usize, total: usize) {
+                self.0.lock().push((done, total));
+            }
+        }
+        let (n, dim) = (9000, 8);
+        let data = clustered(n, dim, 4);
+        let ids: Vec<u32> = (0..n as u32).collect();
+        let seen = Seen(Mutex::new(Vec::new()));
+        let params = HnswParams {
+            m: 8,
+            ef_construction: 32,
+        };
+        let mut bytes = Vec::new();
+        build(&data, dim, &ids, params, &seen, &mut bytes).expect("build");
+        let seen = seen.0.into_inner();
+        assert!(seen.len() >= 3, "{seen:?}");
+        assert!(seen.windows(2).all(|w| w[0].0 < w[1].0), "{seen:?}");
+        assert_eq!(seen.last(), Some(&(n, n)));
+        let g = Graph::open(Buffer::from_vec(bytes)).expect("open");
+        assert_eq!(unreachable(&g), 0);
     }
 
     #[test]
     fn many_copies_of_one_vector_keep_a_way_out() {
-        // 100 copies of one vector among 900 others: the copies are kept apart by
-        // the heuristic (one per list before the fill), so the group keeps links out
-        // and a walk that enters it can leave it.
+        // 100 copies of one vector among 900 others: a list chosen with the heuristic
+        // keeps at most two copies of its own point (one of any other), so the group
+        // keeps links out and a walk that enters it can leave it.
         let (n, dim) = (1000, 16);
         let mut data = clustered(n, dim, 5);
         let copy = data[..dim].to_vec();
@@ -1097,11 +852,14 @@ mod tests {
             .filter(|&node| g.neighbours(node, 0).iter().any(|&o| o >= 100))
             .count();
         assert!(exits > 0, "no copy links out of the group");
-        // (A walk at the copies with a filter that refuses them can still come back
-        // short: the nodes around the copies were given mostly copies as candidates by
-        // hnsw_rs. tarn-search widens the walk and then scans exactly, so a table's
-        // search never is; a builder of Tarn's own should make the walk itself whole.)
-        // A search from a far point finds the copies.
+        // A walk that starts at the copies and may return none of them gets out.
+        let others = |id: u32| id >= 100;
+        let out = g.search(&copy, 10, 64, Some(&others));
+        assert_eq!(out.len(), 10, "{out:?}");
+        let want = exact(&data, dim, &copy, 10, &others);
+        let hits = out.iter().filter(|(id, _)| want.contains(id)).count();
+        assert!(hits >= 9, "{hits} of 10 nearest non-copies: {out:?}");
+        // A search for the copies' point finds copies only.
         let found = g.search(&copy, 10, 64, None);
         assert_eq!(found.len(), 10);
         assert!(found.iter().all(|&(id, _)| id < 100), "{found:?}");
@@ -1226,6 +984,23 @@ mod tests {
         let mut out = Vec::new();
         assert!(matches!(
             build(&data, 4, &ids, HnswParams::default(), &Stop, &mut out),
+            Err(Error::Cancelled)
+        ));
+        // Cancelled between batches, after some progress.
+        struct After(std::sync::atomic::AtomicBool);
+        impl BuildProgress for After {
+            fn inserted(&self, _: usize, _: usize) {
+                self.0.store(true, std::sync::atomic::Ordering::Relaxed);
+            }
+            fn cancelled(&self) -> bool {
+                self.0.load(std::sync::atomic::Ordering::Relaxed)
+            }
+        }
+        let data = clustered(5000, 4, 2);
+        let ids: Vec<u32> = (0..5000).collect();
+        let stop = After(std::sync::atomic::AtomicBool::new(false));
+        assert!(matches!(
+            build(&data, 4, &ids, HnswParams::default(), &stop, &mut out),
             Err(Error::Cancelled)
         ));
     }

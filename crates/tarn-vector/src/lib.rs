@@ -6,9 +6,10 @@
 //! - [`score`]: cosine similarity and MaxSim (SPEC §5), NULL for zero vectors.
 //! - [`TopK`]: the k best in SPEC §5's order (score descending, NULL last, id
 //!   ascending).
-//! - [`graph`]: HNSW graphs built with `hnsw_rs`, flattened into a checksummed file
-//!   that is searched in place (mapped), with filters applied during the walk.
+//! - [`graph`]: HNSW graphs, built by Tarn straight into a checksummed file that is
+//!   searched in place (mapped), with filters applied during the walk.
 
+mod builder;
 pub mod error;
 pub mod graph;
 pub mod kernels;
