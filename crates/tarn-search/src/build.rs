@@ -15,9 +15,9 @@ use crate::score::VectorRows;
 pub struct VectorIndexBuilder;
 
 /// Default `ef_search` of an index without the option (SPEC §5). 128, not hnswlib's
-/// customary 64: on clustered 100k × 384 data one graph reaches recall@10 0.96 at 64
-/// and 0.99 at 128 (see `benches/compare/vectors.py`), and the default must reach 0.95
-/// with room to spare as segments grow (a 1M-row graph wants 256).
+/// customary 64: on clustered data one graph reaches recall@10 0.96 at 64 and 0.995 or
+/// more at 128, at 100k × 384 and at 1M × 128 alike (see `benches/compare/vectors.py`),
+/// and the default must reach 0.95 with room to spare on data harder than that.
 pub const DEFAULT_EF_SEARCH: usize = 128;
 
 /// Whether `index` is a vector index (`hnsw` or `maxsim`): its files are the graphs

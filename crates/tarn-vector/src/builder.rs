@@ -1,7 +1,7 @@
 //! Tarn's HNSW construction (Malkov & Yashunin, and hnswlib's choices where the paper
 //! leaves room), writing straight into the layout of the graph file.
 //!
-//! Why not `hnsw_rs` (Tarn built with it until graph format 1's first releases): when
+//! Why not `hnsw_rs` (which built Tarn's first graphs, in the same file format): when
 //! a back-link overflows a full list, hnsw_rs drops the farthest link instead of
 //! choosing the list again, so on clustered data the lists fill with near duplicates
 //! and lose the long links a search needs to cross between clusters. Choosing its
