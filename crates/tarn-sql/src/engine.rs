@@ -135,7 +135,16 @@ pub struct SqlEngine {
     limits: Limits,
     /// Told how index builds that statements wait for progress.
     index_progress: Option<Arc<dyn Fn(tarn_storage::BuildProgress) + Send + Sync>>,
+    /// Statements parsed recently, by SQL text: a host that runs one statement again
+    /// and again with new parameters (the usual way to search) parses it once.
+    parsed: Mutex<HashMap<Box<str>, Arc<Statement>>>,
 }
+
+/// SQL texts longer than this are parsed every time (a long text is rarely repeated,
+/// and the cache must stay small).
+const CACHED_SQL_BYTES: usize = 4096;
+/// Statements the parse cache holds; it starts over when full.
+const CACHED_STATEMENTS: usize = 256;
 
 impl std::fmt::Debug for SqlEngine {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -178,6 +187,7 @@ impl SqlEngine {
             locks: Arc::new(Locks::default()),
             limits,
             index_progress: None,
+            parsed: Mutex::new(HashMap::new()),
         })
     }
 
@@ -211,7 +221,7 @@ impl SqlEngine {
         params: &[Json],
         settings: &Mutex<Settings>,
     ) -> Result<StatementResult> {
-        let stmt = self.parse_one(sql)?;
+        let stmt = self.parse_cached(sql)?;
         self.check_params(params)?;
         if settings::is_session_command(&stmt) {
             return settings::run(&stmt, &mut settings.lock());
@@ -223,7 +233,7 @@ impl SqlEngine {
         {
             return Ok(out);
         }
-        let mut stmt = stmt;
+        let mut stmt = Arc::unwrap_or_clone(stmt);
         if needs_binding(sql) {
             bind(&mut stmt, params)?;
         }
@@ -425,6 +435,24 @@ impl SqlEngine {
             ));
         }
         Ok(())
+    }
+
+    /// [`SqlEngine::parse_one`], through the cache of recently parsed statements.
+    fn parse_cached(&self, sql: &str) -> Result<Arc<Statement>> {
+        if sql.len() > CACHED_SQL_BYTES {
+            return Ok(Arc::new(self.parse_one(sql)?));
+        }
+        if let Some(stmt) = self.parsed.lock().get(sql) {
+            return Ok(stmt.clone());
+        }
+        // Errors are not kept: a failing text is reported afresh each time.
+        let stmt = Arc::new(self.parse_one(sql)?);
+        let mut parsed = self.parsed.lock();
+        if parsed.len() >= CACHED_STATEMENTS {
+            parsed.clear();
+        }
+        parsed.insert(sql.into(), stmt.clone());
+        Ok(stmt)
     }
 
     /// Parses exactly one statement (a trailing `;` is fine).

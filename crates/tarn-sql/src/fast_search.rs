@@ -14,7 +14,8 @@
 
 use std::sync::Arc;
 
-use datafusion::arrow::array::{ArrayRef, Float32Array};
+use datafusion::arrow::array::{ArrayRef, Float32Array, ListArray};
+use datafusion::arrow::buffer::OffsetBuffer;
 use datafusion::arrow::datatypes::{DataType, Field, Schema};
 use datafusion::arrow::record_batch::{RecordBatch, RecordBatchOptions};
 use datafusion::common::ScalarValue;
@@ -150,13 +151,15 @@ fn query_literal(e: &Expr, params: &[Json]) -> Option<ScalarValue> {
             .collect::<Option<_>>()?,
         _ => return None,
     };
-    Some(ScalarValue::List(ScalarValue::new_list_nullable(
-        &items
-            .into_iter()
-            .map(|x| ScalarValue::Float32(Some(x as f32)))
-            .collect::<Vec<_>>(),
-        &DataType::Float32,
-    )))
+    // Built as one array (what `ScalarValue::new_list` would make, without a
+    // `ScalarValue` per element).
+    let values = Float32Array::from_iter_values(items.into_iter().map(|x| x as f32));
+    Some(ScalarValue::List(Arc::new(ListArray::new(
+        Arc::new(Field::new_list_field(DataType::Float32, true)),
+        OffsetBuffer::from_lengths([values.len()]),
+        Arc::new(values),
+        None,
+    ))))
 }
 
 /// `x` when float64 holds it exactly as an integer would be: the planner casts an

@@ -195,19 +195,34 @@ pub const MAX_JSON_DEPTH: usize = 128;
 
 /// Fails when a parameter nests deeper than [`MAX_JSON_DEPTH`].
 pub fn check_json_depth(params: &[Json]) -> Result<()> {
-    let mut stack: Vec<(&Json, usize)> = params.iter().map(|p| (p, 1)).collect();
+    // Only containers are followed: a vector parameter of hundreds of numbers is one
+    // step, not hundreds.
+    let container = |v: &Json| matches!(v, Json::Array(_) | Json::Object(_));
+    let mut stack: Vec<(&Json, usize)> = params
+        .iter()
+        .filter(|p| container(p))
+        .map(|p| (p, 1))
+        .collect();
     while let Some((v, depth)) = stack.pop() {
-        let children: Box<dyn Iterator<Item = &Json>> = match v {
-            Json::Array(items) => Box::new(items.iter()),
-            Json::Object(map) => Box::new(map.values()),
-            _ => continue,
-        };
         if depth > MAX_JSON_DEPTH {
             return Err(crate::Error::BadRequest(format!(
                 "a parameter nests arrays or objects more than {MAX_JSON_DEPTH} levels deep"
             )));
         }
-        stack.extend(children.map(|c| (c, depth + 1)));
+        match v {
+            Json::Array(items) => stack.extend(
+                items
+                    .iter()
+                    .filter(|c| container(c))
+                    .map(|c| (c, depth + 1)),
+            ),
+            Json::Object(map) => stack.extend(
+                map.values()
+                    .filter(|c| container(c))
+                    .map(|c| (c, depth + 1)),
+            ),
+            _ => {}
+        }
     }
     Ok(())
 }
@@ -387,6 +402,30 @@ fn array_text_to_expr(a: &ArrayText, numeric: bool, text: &str) -> Result<Expr> 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `depth` arrays (or objects) nested around a number.
+    fn nested(depth: usize, object: bool) -> Json {
+        (0..depth).fold(Json::from(1), |inner, _| {
+            if object {
+                serde_json::json!({ "k": inner })
+            } else {
+                Json::Array(vec![Json::from(0), inner])
+            }
+        })
+    }
+
+    #[test]
+    fn json_depth_is_bounded_for_arrays_and_objects() {
+        for object in [false, true] {
+            assert!(check_json_depth(&[nested(MAX_JSON_DEPTH, object)]).is_ok());
+            let deep = [Json::from(1), nested(MAX_JSON_DEPTH + 1, object)];
+            let err = check_json_depth(&deep).unwrap_err().to_string();
+            assert!(err.contains("levels deep"), "{err}");
+        }
+        // Width is not depth: a long vector is one level.
+        let wide = Json::Array((0..100_000).map(Json::from).collect());
+        assert!(check_json_depth(&[wide, Json::Null, Json::from("x")]).is_ok());
+    }
 
     #[test]
     fn array_text() -> Result<()> {

@@ -344,6 +344,11 @@ impl Segment {
         if row_id < slot.first_row_id {
             return Ok(None);
         }
+        // Row ids ascend within a block; when they leave no gap (as appends make them)
+        // the position is arithmetic, with no block to read and search.
+        if slot.last_row_id - slot.first_row_id + 1 == slot.rows as u64 {
+            return Ok(Some(slot.start + (row_id - slot.first_row_id) as usize));
+        }
         let chunk = self.block(bi)?;
         Ok(chunk
             .row_ids()

@@ -140,15 +140,16 @@ pub fn functions() -> Functions {
 /// (each neighbour's vector sits somewhere random in memory; waiting for them one at a
 /// time is most of a walk's cost). A no-op where there is no stable prefetch intrinsic.
 #[inline]
-pub fn prefetch(v: &[f32], lines: usize) {
+pub fn prefetch<T>(v: &[T], lines: usize) {
     #[cfg(target_arch = "x86_64")]
     {
         use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
-        // 16 f32 per 64-byte line.
-        for chunk in v.chunks(16).take(lines) {
-            // SAFETY: prefetching never faults and `chunk` points into a live slice; SSE
-            // is part of the x86-64 baseline.
-            unsafe { _mm_prefetch::<_MM_HINT_T0>(chunk.as_ptr().cast()) };
+        let bytes = std::mem::size_of_val(v);
+        let start = v.as_ptr().cast::<i8>();
+        for line in 0..lines.min(bytes.div_ceil(64)) {
+            // SAFETY: prefetching never faults, and the address lies inside `v`; SSE is
+            // part of the x86-64 baseline.
+            unsafe { _mm_prefetch::<_MM_HINT_T0>(start.wrapping_add(line * 64)) };
         }
     }
     #[cfg(not(target_arch = "x86_64"))]
