@@ -957,6 +957,59 @@ async fn searches_and_writes_progress_while_an_index_builds() -> TestResult {
     Ok(())
 }
 
+/// A parameterized statement run again (the engine keeps it parsed) takes each run's
+/// parameters, through the planner and the search fast path alike; errors are reported
+/// each time, never remembered, and leave the statement working.
+#[tokio::test]
+async fn a_statement_run_again_takes_its_new_parameters() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let tarn = Tarn::open_with(dir.path(), manual()).await?;
+    let s = fixture(&tarn).await?;
+    s.query(
+        "ws",
+        r#"CREATE TABLE "ws"."t" (id INT, e FLOAT4[2]) USING engine"#,
+        &[],
+    )
+    .await?;
+    s.query(
+        "ws",
+        r#"INSERT INTO "ws"."t" VALUES (1, '{1,0}'), (2, '{0,1}'), (3, '{-1,0}')"#,
+        &[],
+    )
+    .await?;
+    let planned = r#"SELECT id FROM "ws"."t" WHERE id >= $1 ORDER BY id"#;
+    let search = r#"SELECT id FROM "ws"."t" ORDER BY e <#> $1 DESC LIMIT 1"#;
+    let broken = r#"SELECT id FROM "ws"."t" WHERE id >= $1 ORDER BY"#;
+    for _ in 0..2 {
+        assert_eq!(
+            rows(&s, planned, &[json!(2)]).await?,
+            vec![vec![json!(2)], vec![json!(3)]]
+        );
+        assert_eq!(rows(&s, planned, &[json!(3)]).await?, vec![vec![json!(3)]]);
+        assert_eq!(
+            rows(&s, search, &[json!([0, 1])]).await?,
+            vec![vec![json!(2)]]
+        );
+        assert_eq!(
+            rows(&s, search, &[json!([-1, 0])]).await?,
+            vec![vec![json!(3)]]
+        );
+        let err = s
+            .query("ws", search, &[json!([1, 2, 3])])
+            .await
+            .unwrap_err();
+        assert_eq!(err.status(), 400, "{}", err.message());
+        assert!(
+            err.message().contains("expected 2 dimensions"),
+            "{}",
+            err.message()
+        );
+        let err = s.query("ws", broken, &[json!(1)]).await.unwrap_err();
+        assert_eq!(err.status(), 400, "{}", err.message());
+    }
+    Ok(())
+}
+
 /// The search fast path (plain top-k statements, answered without the planner) gives
 /// exactly what the planned search node gives: the same rows, order, scores, names and
 /// types, with ties, NULL and zero vectors, deletes, OFFSET, an index and the session's

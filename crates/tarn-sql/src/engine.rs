@@ -135,16 +135,16 @@ pub struct SqlEngine {
     limits: Limits,
     /// Told how index builds that statements wait for progress.
     index_progress: Option<Arc<dyn Fn(tarn_storage::BuildProgress) + Send + Sync>>,
-    /// Statements parsed recently, by SQL text: a host that runs one statement again
-    /// and again with new parameters (the usual way to search) parses it once.
-    parsed: Mutex<HashMap<Box<str>, Arc<Statement>>>,
+    /// Parameterized queries parsed recently, by organization and SQL text: a host
+    /// that runs one search again and again with new parameters parses it once.
+    parsed: Mutex<HashMap<String, Arc<Statement>>>,
 }
 
-/// SQL texts longer than this are parsed every time (a long text is rarely repeated,
-/// and the cache must stay small).
-const CACHED_SQL_BYTES: usize = 4096;
+/// Longest SQL text the parse cache keeps (a search statement is a line or two; longer
+/// texts are rarely repeated, and the cache's memory must stay small).
+const CACHED_SQL_BYTES: usize = 1024;
 /// Statements the parse cache holds; it starts over when full.
-const CACHED_STATEMENTS: usize = 256;
+const CACHED_STATEMENTS: usize = 128;
 
 impl std::fmt::Debug for SqlEngine {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -221,7 +221,7 @@ impl SqlEngine {
         params: &[Json],
         settings: &Mutex<Settings>,
     ) -> Result<StatementResult> {
-        let stmt = self.parse_cached(sql)?;
+        let stmt = self.parse_cached(org, sql)?;
         self.check_params(params)?;
         if settings::is_session_command(&stmt) {
             return settings::run(&stmt, &mut settings.lock());
@@ -437,21 +437,27 @@ impl SqlEngine {
         Ok(())
     }
 
-    /// [`SqlEngine::parse_one`], through the cache of recently parsed statements.
-    fn parse_cached(&self, sql: &str) -> Result<Arc<Statement>> {
-        if sql.len() > CACHED_SQL_BYTES {
+    /// [`SqlEngine::parse_one`], through the cache of recently parsed statements. Only
+    /// parameterized queries are kept (DDL, writes and literal-only texts are rarely run
+    /// twice as they are, and would push out the searches the cache is for), per
+    /// organization (so that no timing tells one organization what another ran).
+    fn parse_cached(&self, org: &str, sql: &str) -> Result<Arc<Statement>> {
+        if sql.len() > CACHED_SQL_BYTES || !sql.contains('$') {
             return Ok(Arc::new(self.parse_one(sql)?));
         }
-        if let Some(stmt) = self.parsed.lock().get(sql) {
+        let key = format!("{org}\n{sql}");
+        if let Some(stmt) = self.parsed.lock().get(&key) {
             return Ok(stmt.clone());
         }
         // Errors are not kept: a failing text is reported afresh each time.
         let stmt = Arc::new(self.parse_one(sql)?);
-        let mut parsed = self.parsed.lock();
-        if parsed.len() >= CACHED_STATEMENTS {
-            parsed.clear();
+        if matches!(*stmt, Statement::Query(_)) {
+            let mut parsed = self.parsed.lock();
+            if parsed.len() >= CACHED_STATEMENTS {
+                parsed.clear();
+            }
+            parsed.insert(key, stmt.clone());
         }
-        parsed.insert(sql.into(), stmt.clone());
         Ok(stmt)
     }
 

@@ -839,6 +839,10 @@ pub(crate) mod tests {
             db.checkpoint()?;
         }
         assert_eq!(store(&db)?.snapshot().segments().len(), 6);
+        // Appended blocks have no gaps in their row ids: positions are arithmetic.
+        let dense = store(&db)?.snapshot();
+        assert!(dense.contains(0)? && dense.contains(4000)? && dense.contains(5999)?);
+        assert!(!dense.contains(6000)?);
         let ids: Vec<u64> = (0..6000).filter(|i| i % 2 == 0).collect();
         db.commit(vec![Op::Delete {
             table: 1,
@@ -849,6 +853,15 @@ pub(crate) mod tests {
         let snap = store(&db)?.snapshot();
         assert_eq!(snap.segments().len(), 1);
         assert!(snap.segments()[0].deletes().is_empty());
+        // The compacted blocks have a gap at every even id: positions are searched.
+        assert!(snap.contains(4001)? && snap.contains(5999)?);
+        assert!(!snap.contains(4000)? && !snap.contains(0)? && !snap.contains(6000)?);
+        let found: usize = snap
+            .rows(&[3999, 4000, 4001, 4002])?
+            .iter()
+            .map(|(_, positions)| positions.len())
+            .sum();
+        assert_eq!(found, 2);
         assert!(snap.size_bytes() < before);
         assert_eq!(seg_files(dir.path()), 1);
         let expected: Vec<i64> = (0..6000).filter(|v| v % 2 == 1).collect();

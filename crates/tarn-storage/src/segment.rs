@@ -345,7 +345,8 @@ impl Segment {
             return Ok(None);
         }
         // Row ids ascend within a block; when they leave no gap (as appends make them)
-        // the position is arithmetic, with no block to read and search.
+        // the position is arithmetic, with no block to read and search (so the block's
+        // checksum is checked when a row of it is read, not here).
         if slot.last_row_id - slot.first_row_id + 1 == slot.rows as u64 {
             return Ok(Some(slot.start + (row_id - slot.first_row_id) as usize));
         }
