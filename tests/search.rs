@@ -1059,6 +1059,13 @@ async fn fast_search_equals_the_planned_search() -> TestResult {
         format!(r#"SELECT ID, e, e <#> {q} AS Score FROM "ws"."t" ORDER BY Score DESC LIMIT 3"#),
         r#"SELECT id FROM "ws"."t" ORDER BY e <#> ARRAY[9007199254740993, 1, 2, 3] DESC LIMIT 3"#
             .into(),
+        // Filtered: conjunctions of integer comparisons are answered without the
+        // planner too.
+        format!(r#"SELECT id, e <#> {q} AS s FROM "ws"."t" WHERE id < 600 ORDER BY s DESC LIMIT 10"#),
+        r#"SELECT id FROM "ws"."t" WHERE id >= 100 AND (id <> 150 AND id <= 1100) ORDER BY e <#> $1 DESC LIMIT 7"#.into(),
+        format!(r#"SELECT id FROM "ws"."t" WHERE id = -5 ORDER BY e <#> {q} DESC LIMIT 3"#),
+        format!(r#"SELECT id, label FROM "ws"."t" WHERE id > 1190 ORDER BY e <#> {q} DESC LIMIT 20"#),
+        format!(r#"SELECT x.id FROM "ws"."t" x WHERE x.id < 300 AND id = 2 ORDER BY x.e <#> {q} DESC LIMIT 5"#),
     ];
     let param = json!([0.5, -1.0, 2.0, 0.25]);
     let compare = |sql: String| {
@@ -1071,7 +1078,8 @@ async fn fast_search_equals_the_planned_search() -> TestResult {
                 vec![]
             };
             let fast = s.query("ws", &sql, &params).await?;
-            let planned_sql = sql.replace(
+            let planned_sql = sql.replace(" WHERE ", " WHERE true AND ");
+            let planned_sql = planned_sql.replace(
                 r#"FROM "ws"."t" x ORDER"#,
                 r#"FROM "ws"."t" x WHERE true ORDER"#,
             );

@@ -5,17 +5,21 @@
 //! literals) would otherwise double it.
 //!
 //! Only statements whose answer is certain to equal the planned search node's take this
-//! path: one engine table, no WHERE, plain column projections and `<#>` scores of a
-//! FLOAT4 vector column with a constant query, one descending sort key that is such a
-//! score (or its alias), and a literal LIMIT. It runs before parameters are bound: the
-//! query may be `$n` (a JSON array or array text), read straight from the parameter. The query is checked by the same function
-//! the planner uses; when that check fails the statement goes through the planner, which
-//! reports the error. Everything else returns `None` and goes through the planner too.
+//! path: one engine table; no WHERE, or a conjunction of `integer column op integer`
+//! (evaluated block by block as the search's row filter); plain column projections and
+//! `<#>` scores of a FLOAT4 vector column with a constant query; one descending sort key
+//! that is such a score (or its alias); a literal LIMIT. It runs before parameters are
+//! bound: the query may be `$n` (a JSON array or array text), read straight from the
+//! parameter. The query is checked by the same function the planner uses; when that
+//! check fails the statement goes through the planner, which reports the error.
+//! Everything else returns `None` and goes through the planner too.
 
 use std::sync::Arc;
 
-use datafusion::arrow::array::{ArrayRef, Float32Array, ListArray};
+use datafusion::arrow::array::{Array, ArrayRef, Float32Array, Int64Array, ListArray};
+use datafusion::arrow::buffer::BooleanBuffer;
 use datafusion::arrow::buffer::OffsetBuffer;
+use datafusion::arrow::compute::{cast, kernels::cmp};
 use datafusion::arrow::datatypes::{DataType, Field, Schema};
 use datafusion::arrow::record_batch::{RecordBatch, RecordBatchOptions};
 use datafusion::common::ScalarValue;
@@ -31,7 +35,7 @@ use crate::Result;
 use crate::engine::{SqlEngine, StatementResult, normalize};
 use crate::fast::{column_resolver, plain_wildcard, signed_value, single_table_select, target};
 use crate::names::expr_name;
-use crate::provider::{key_rows, table_schema};
+use crate::provider::{key_rows, missing_array, table_schema};
 use crate::settings::Settings;
 use crate::similarity::{OPERATOR, planned_query, search_error};
 
@@ -185,6 +189,135 @@ fn array_text_numbers(text: &str) -> Option<Vec<f64>> {
         .collect()
 }
 
+/// A comparison of the fast path's WHERE: `integer column op integer`.
+struct Cond {
+    /// Index in `def.columns`.
+    column: usize,
+    op: BinaryOperator,
+    value: i64,
+}
+
+/// The WHERE `e` as a conjunction of [`Cond`]s, or `None` for anything else (which the
+/// planner answers): `AND` of `col op n` where `col` is an INT2/INT4/INT8 column, `op`
+/// one of `= <> < <= > >=` and `n` an integer literal or a `$n` JSON integer within the
+/// column type's range (so that no cast or overflow rule of the planner's can differ).
+fn conditions(
+    e: &Expr,
+    column: &dyn Fn(&Expr) -> Option<usize>,
+    def: &TableDef,
+    params: &[Json],
+    out: &mut Vec<Cond>,
+) -> Option<()> {
+    match e {
+        Expr::Nested(inner) => conditions(inner, column, def, params, out),
+        Expr::BinaryOp {
+            left,
+            op: BinaryOperator::And,
+            right,
+        } => {
+            conditions(left, column, def, params, out)?;
+            conditions(right, column, def, params, out)
+        }
+        Expr::BinaryOp { left, op, right } => {
+            if !matches!(
+                op,
+                BinaryOperator::Eq
+                    | BinaryOperator::NotEq
+                    | BinaryOperator::Lt
+                    | BinaryOperator::LtEq
+                    | BinaryOperator::Gt
+                    | BinaryOperator::GtEq
+            ) {
+                return None;
+            }
+            let c = column(left)?;
+            let range = match def.columns[c].ty {
+                SqlType::Int2 => i16::MIN as i64..=i16::MAX as i64,
+                SqlType::Int4 => i32::MIN as i64..=i32::MAX as i64,
+                SqlType::Int8 => i64::MIN..=i64::MAX,
+                _ => return None,
+            };
+            let value = integer(right, params)?;
+            range.contains(&value).then(|| {
+                out.push(Cond {
+                    column: c,
+                    op: op.clone(),
+                    value,
+                })
+            })
+        }
+        _ => None,
+    }
+}
+
+/// An integer literal (no fraction or exponent), or a `$n` parameter holding a JSON
+/// integer.
+fn integer(e: &Expr, params: &[Json]) -> Option<i64> {
+    if let Expr::Value(v) = e
+        && let Value::Placeholder(p) = &v.value
+    {
+        let n: usize = p.strip_prefix('$')?.parse().ok()?;
+        return params.get(n.checked_sub(1)?)?.as_i64();
+    }
+    match signed_value(e)? {
+        (neg, Value::Number(n, _)) => {
+            let x: i64 = n.parse().ok()?;
+            if neg { x.checked_neg() } else { Some(x) }
+        }
+        _ => None,
+    }
+}
+
+/// The fast path's WHERE, evaluated a block at a time as the planned filter would:
+/// a NULL (or a column added after the block was written and read as its default)
+/// compares as the planner reads it, and NULL never passes.
+struct Conds<'a> {
+    def: &'a TableDef,
+    schema: &'a Schema,
+    conds: Vec<Cond>,
+}
+
+impl tarn_search::RowFilter for Conds<'_> {
+    fn block_mask(
+        &self,
+        chunk: &tarn_storage::Chunk,
+        live: Option<&BooleanBuffer>,
+    ) -> tarn_search::Result<Option<BooleanBuffer>> {
+        let n = chunk.num_rows();
+        let internal = |e: &dyn std::fmt::Display| tarn_search::Error::Internal(e.to_string());
+        // Arrow's comparison kernels, a condition at a time; NULL never passes.
+        let mut pass: Option<BooleanBuffer> = live.cloned();
+        for c in &self.conds {
+            let col = &self.def.columns[c.column];
+            let array = match chunk.column(col.id) {
+                Some(a) => a.clone(),
+                None => missing_array(col, self.schema.field(c.column).data_type(), n)
+                    .map_err(|e| internal(&e))?,
+            };
+            let array = cast(&array, &DataType::Int64).map_err(|e| internal(&e))?;
+            let value = Int64Array::new_scalar(c.value);
+            let cmp = match c.op {
+                BinaryOperator::Eq => cmp::eq(&array, &value),
+                BinaryOperator::NotEq => cmp::neq(&array, &value),
+                BinaryOperator::Lt => cmp::lt(&array, &value),
+                BinaryOperator::LtEq => cmp::lt_eq(&array, &value),
+                BinaryOperator::Gt => cmp::gt(&array, &value),
+                _ => cmp::gt_eq(&array, &value),
+            }
+            .map_err(|e| internal(&e))?;
+            let bits = match cmp.nulls() {
+                Some(valid) => cmp.values() & valid.inner(),
+                None => cmp.values().clone(),
+            };
+            pass = Some(match pass {
+                Some(p) => &p & &bits,
+                None => bits,
+            });
+        }
+        Ok(pass)
+    }
+}
+
 /// The top-k of a fast search, before projection.
 struct Plan<'a> {
     def: &'a TableDef,
@@ -202,9 +335,6 @@ fn plan<'a>(
     def: &'a TableDef,
     qualifier: &str,
 ) -> Option<Plan<'a>> {
-    if sel.selection.is_some() {
-        return None;
-    }
     let column = column_resolver(def, qualifier);
     let mut outputs: Vec<(Output, String)> = Vec::new();
     let mut scores: Vec<(Score<'a>, Option<String>)> = Vec::new();
@@ -348,6 +478,19 @@ impl SqlEngine {
         let Some(plan) = plan(q, sel, def, &qualifier) else {
             return Ok(None);
         };
+        let mut conds = Vec::new();
+        if let Some(w) = &sel.selection
+            && conditions(
+                w,
+                &column_resolver(def, &qualifier),
+                def,
+                params,
+                &mut conds,
+            )
+            .is_none()
+        {
+            return Ok(None);
+        }
         let col = &def.columns[plan.score.column];
         // FLOAT4 vectors only: other arrays get the planner's error (with its hint).
         if !matches!(col.ty, SqlType::Vector { .. }) {
@@ -375,14 +518,31 @@ impl SqlEngine {
                 ef_search: tarn_search::ef_search(i, settings.ef_search),
             });
         let k = (plan.limit + plan.offset) as usize;
-        let inline = search_cost(&version, index, query.dim()) <= INLINE_VALUES;
+        // A filter reads its columns' values of every live row (and may leave more rows
+        // to score exactly than the estimate counts: it is a bound for small tables).
+        let filtered = if conds.is_empty() {
+            0
+        } else {
+            usize::try_from(version.row_count())
+                .unwrap_or(usize::MAX)
+                .saturating_mul(conds.len())
+        };
+        let inline =
+            search_cost(&version, index, query.dim()).saturating_add(filtered) <= INLINE_VALUES;
         let (column, searched) = (col.id, version.clone());
+        let (filter_def, filter_schema) = (def.clone(), schema.clone());
         let search = move || {
+            let filter = Conds {
+                def: &filter_def,
+                schema: &filter_schema,
+                conds,
+            };
             let req = SearchRequest {
                 column,
                 query: &query,
                 k,
-                filter: None,
+                filter: (!filter.conds.is_empty())
+                    .then_some(&filter as &dyn tarn_search::RowFilter),
                 index,
             };
             tarn_search::top_k(&searched, &req).map_err(search_error)
@@ -459,5 +619,92 @@ impl SqlEngine {
             batches: Some(vec![batch]),
             rows_affected: 0,
         }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::dialect::EngineDialect;
+    use datafusion::sql::sqlparser::parser::Parser;
+    use tarn_catalog::ColumnDef;
+
+    fn def() -> TableDef {
+        let col = |id, name: &str, ty| ColumnDef {
+            id,
+            name: name.into(),
+            ty,
+            nullable: true,
+            default: None,
+            primary_key: false,
+            unique: false,
+            missing: None,
+            vector_dim: None,
+        };
+        TableDef {
+            id: 1,
+            org_id: "o".into(),
+            workspace_id: "ws".into(),
+            name: "t".into(),
+            engine: true,
+            columns: vec![
+                col(1, "a", SqlType::Int2),
+                col(2, "b", SqlType::Int8),
+                col(3, "t", SqlType::Text),
+            ],
+            next_column_id: 4,
+            unique_constraints: Vec::new(),
+            created_at: String::new(),
+        }
+    }
+
+    /// Which WHEREs the fast path reads itself (the rest go to the planner).
+    #[test]
+    fn only_integer_comparisons_in_range_are_read() {
+        let def = def();
+        let column = column_resolver(&def, "t");
+        let params = [Json::from(7), Json::from(1.5), Json::from("3")];
+        let read = |w: &str| {
+            let sql = format!("SELECT 1 WHERE {w}");
+            let stmt = Parser::parse_sql(&EngineDialect::default(), &sql)
+                .unwrap()
+                .remove(0);
+            let Statement::Query(q) = stmt else { panic!() };
+            let ast::SetExpr::Select(sel) = q.body.as_ref() else {
+                panic!()
+            };
+            let mut out = Vec::new();
+            conditions(
+                sel.selection.as_ref().unwrap(),
+                &column,
+                &def,
+                &params,
+                &mut out,
+            )
+            .map(|_| out.iter().map(|c| (c.column, c.value)).collect::<Vec<_>>())
+        };
+        assert_eq!(read("a < 10"), Some(vec![(0, 10)]));
+        assert_eq!(
+            read("(a >= -32768 AND b <> $1) AND b = -9223372036854775807"),
+            Some(vec![(0, -32768), (1, 7), (1, -9223372036854775807)])
+        );
+        for refused in [
+            "a < 32768",
+            "a < 1.5",
+            "a < $2",
+            "a < $3",
+            "a < $4",
+            "10 > a",
+            "a < 1 OR b < 2",
+            "NOT a < 1",
+            "t = 'x'",
+            "a IS NULL",
+            "a < NULL",
+            "a + 1 < 2",
+            "b < 9223372036854775808",
+            "true",
+        ] {
+            assert_eq!(read(refused), None, "{refused}");
+        }
     }
 }

@@ -731,7 +731,7 @@ impl EngineTable {
     }
 }
 
-fn missing_array(col: &ColumnDef, ty: &DataType, n: usize) -> DfResult<ArrayRef> {
+pub(crate) fn missing_array(col: &ColumnDef, ty: &DataType, n: usize) -> DfResult<ArrayRef> {
     match &col.missing {
         None => Ok(new_null_array(ty, n)),
         Some(v) => json_to_array(v, col, n).map_err(|e| DataFusionError::External(Box::new(e))),
