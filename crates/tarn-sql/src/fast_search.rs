@@ -20,7 +20,7 @@ use datafusion::arrow::array::{Array, ArrayRef, Float32Array, Int64Array, ListAr
 use datafusion::arrow::buffer::BooleanBuffer;
 use datafusion::arrow::buffer::OffsetBuffer;
 use datafusion::arrow::compute::{cast, kernels::cmp};
-use datafusion::arrow::datatypes::{DataType, Field, Schema};
+use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use datafusion::arrow::record_batch::{RecordBatch, RecordBatchOptions};
 use datafusion::common::ScalarValue;
 use datafusion::sql::sqlparser::ast::{
@@ -271,13 +271,13 @@ fn integer(e: &Expr, params: &[Json]) -> Option<i64> {
 /// The fast path's WHERE, evaluated a block at a time as the planned filter would:
 /// a NULL (or a column added after the block was written and read as its default)
 /// compares as the planner reads it, and NULL never passes.
-struct Conds<'a> {
-    def: &'a TableDef,
-    schema: &'a Schema,
+struct Conds {
+    def: TableDef,
+    schema: SchemaRef,
     conds: Vec<Cond>,
 }
 
-impl tarn_search::RowFilter for Conds<'_> {
+impl tarn_search::RowFilter for Conds {
     fn block_mask(
         &self,
         chunk: &tarn_storage::Chunk,
@@ -520,29 +520,31 @@ impl SqlEngine {
         let k = (plan.limit + plan.offset) as usize;
         // A filter reads its columns' values of every live row (and may leave more rows
         // to score exactly than the estimate counts: it is a bound for small tables).
-        let filtered = if conds.is_empty() {
-            0
+        // A filter reads every stored block (checksumming and decoding it the first
+        // time, vectors included) and can widen a graph walk far past `ef`: filtered
+        // searches run inline only over tables small enough to scan whole.
+        let inline = if conds.is_empty() {
+            search_cost(&version, index, query.dim()) <= INLINE_VALUES
         } else {
-            usize::try_from(version.row_count())
-                .unwrap_or(usize::MAX)
-                .saturating_mul(conds.len())
+            let stored: usize = version
+                .segments()
+                .iter()
+                .map(|s| s.segment().num_rows())
+                .sum();
+            stored.saturating_mul(query.dim() + conds.len()) <= INLINE_VALUES
         };
-        let inline =
-            search_cost(&version, index, query.dim()).saturating_add(filtered) <= INLINE_VALUES;
         let (column, searched) = (col.id, version.clone());
-        let (filter_def, filter_schema) = (def.clone(), schema.clone());
+        let filter = (!conds.is_empty()).then(|| Conds {
+            def: def.clone(),
+            schema: schema.clone(),
+            conds,
+        });
         let search = move || {
-            let filter = Conds {
-                def: &filter_def,
-                schema: &filter_schema,
-                conds,
-            };
             let req = SearchRequest {
                 column,
                 query: &query,
                 k,
-                filter: (!filter.conds.is_empty())
-                    .then_some(&filter as &dyn tarn_search::RowFilter),
+                filter: filter.as_ref().map(|f| f as &dyn tarn_search::RowFilter),
                 index,
             };
             tarn_search::top_k(&searched, &req).map_err(search_error)
