@@ -145,6 +145,22 @@ pub struct ColumnDef {
 }
 
 impl ColumnDef {
+    /// A nullable column without default or constraint (what an uploaded file's columns
+    /// and an added column start as).
+    pub fn plain(id: ColumnId, name: impl Into<String>, ty: SqlType) -> ColumnDef {
+        ColumnDef {
+            id,
+            name: name.into(),
+            ty,
+            nullable: true,
+            default: None,
+            primary_key: false,
+            unique: false,
+            missing: None,
+            vector_dim: None,
+        }
+    }
+
     /// The dimension vectors of this column must have, if it is known yet.
     pub fn dimension(&self) -> Option<u32> {
         match self.ty {
@@ -911,17 +927,7 @@ mod tests {
     }
 
     fn table_with_columns(id: TableId, name: &str) -> TableDef {
-        let col = |id: ColumnId, name: &str| ColumnDef {
-            id,
-            name: name.into(),
-            ty: SqlType::Text,
-            nullable: true,
-            default: None,
-            primary_key: false,
-            unique: false,
-            missing: None,
-            vector_dim: None,
-        };
+        let col = |id: ColumnId, name: &str| ColumnDef::plain(id, name, SqlType::Text);
         TableDef {
             columns: vec![col(1, "a"), col(2, "b")],
             next_column_id: 3,

@@ -102,17 +102,8 @@ impl Txn<'_> {
                     return bad(format!("column \"{col_name}\" specified more than once"));
                 }
                 let ty = sql_type_of(field)?;
-                def.columns.push(ColumnDef {
-                    id: def.next_column_id,
-                    name: col_name.clone(),
-                    ty,
-                    nullable: true,
-                    default: None,
-                    primary_key: false,
-                    unique: false,
-                    missing: None,
-                    vector_dim: None,
-                });
+                def.columns
+                    .push(ColumnDef::plain(def.next_column_id, col_name.clone(), ty));
                 def.next_column_id += 1;
             }
             rows = Some(batches);

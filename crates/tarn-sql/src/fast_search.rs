@@ -632,17 +632,7 @@ mod tests {
     use tarn_catalog::ColumnDef;
 
     fn def() -> TableDef {
-        let col = |id, name: &str, ty| ColumnDef {
-            id,
-            name: name.into(),
-            ty,
-            nullable: true,
-            default: None,
-            primary_key: false,
-            unique: false,
-            missing: None,
-            vector_dim: None,
-        };
+        let col = |id, name: &str, ty| ColumnDef::plain(id, name, ty);
         TableDef {
             id: 1,
             org_id: "o".into(),
