@@ -214,6 +214,47 @@ fn peak_rss_mb() -> f64 {
         .map_or(0.0, |kb| kb / 1024.0)
 }
 
+/// Passes over a query set, repeated until [`MIN_RUN`] has passed: the fastest of the
+/// first [`BEST_OF`] and the throughput over all of them.
+struct Passes {
+    nq: usize,
+    start: Instant,
+    best: f64,
+    count: usize,
+}
+
+impl Passes {
+    fn new(nq: usize) -> Self {
+        Passes {
+            nq,
+            start: Instant::now(),
+            best: f64::MAX,
+            count: 0,
+        }
+    }
+
+    /// Whether another pass is due.
+    fn more(&self) -> bool {
+        self.count == 0 || self.start.elapsed() < MIN_RUN
+    }
+
+    /// One pass that began at `began` is over.
+    fn done(&mut self, began: Instant) {
+        if self.count < BEST_OF {
+            self.best = self.best.min(began.elapsed().as_secs_f64());
+        }
+        self.count += 1;
+    }
+
+    /// (queries per second of the best pass, over all passes).
+    fn rates(&self) -> (f64, f64) {
+        (
+            self.nq as f64 / self.best,
+            (self.nq * self.count) as f64 / self.start.elapsed().as_secs_f64(),
+        )
+    }
+}
+
 /// Runs `search(i)` for every query, split across `threads` threads, repeating the set
 /// until [`MIN_RUN`] has passed: (ids of the first pass, queries per second of the
 /// fastest of the first [`BEST_OF`] passes, queries per second over all passes). The
@@ -226,11 +267,9 @@ fn measure(
     search: &(dyn Fn(usize) -> Vec<i64> + Sync),
 ) -> (Vec<Vec<i64>>, f64, f64) {
     let mut first: Vec<Vec<i64>> = Vec::new();
-    let (mut best, mut passes) = (f64::MAX, 0);
-    let mut done = 0usize;
-    let start = Instant::now();
-    while first.is_empty() || start.elapsed() < MIN_RUN {
-        let pass = Instant::now();
+    let mut passes = Passes::new(nq);
+    while passes.more() {
+        let began = Instant::now();
         let parts: Vec<Vec<Vec<i64>>> = std::thread::scope(|s| {
             let handles: Vec<_> = (0..threads)
                 .map(|t| s.spawn(move || (t..nq).step_by(threads).map(search).collect::<Vec<_>>()))
@@ -240,10 +279,7 @@ fn measure(
                 .map(|h| h.join().expect("a search thread panicked"))
                 .collect()
         });
-        if passes < BEST_OF {
-            best = best.min(pass.elapsed().as_secs_f64());
-        }
-        passes += 1;
+        passes.done(began);
         if first.is_empty() {
             // Back to query order: thread t answered queries t, t + threads, …
             first = vec![Vec::new(); nq];
@@ -253,13 +289,9 @@ fn measure(
                 }
             }
         }
-        done += nq;
     }
-    (
-        first,
-        nq as f64 / best,
-        done as f64 / start.elapsed().as_secs_f64(),
-    )
+    let (best, mean) = passes.rates();
+    (first, best, mean)
 }
 
 /// One run: `qps` is the fastest pass's, `mean_qps` the throughput over all passes.
@@ -270,7 +302,6 @@ fn run_json(ef: usize, threads: usize, recall: f64, (qps, mean): (f64, f64)) -> 
 /// One graph over everything, through `tarn-vector`.
 fn phase_graph(args: &Args, data: &Data) -> Res<Value> {
     let base = read_f32(&data.dir.join("base.f32"))?;
-    let ids: Vec<u32> = (0..data.n as u32).collect();
     let start = Instant::now();
     let (graph, build_s) = match &args.graph_file {
         Some(path) if path.exists() => {
@@ -288,6 +319,7 @@ fn phase_graph(args: &Args, data: &Data) -> Res<Value> {
         }
         _ => {
             eprintln!("graph: building over {} × {}", data.n, data.dim);
+            let ids: Vec<u32> = (0..data.n as u32).collect();
             let mut file = Vec::new();
             tarn_vector::build(&base, data.dim, &ids, args.params, &(), &mut file)?;
             let build_s = start.elapsed().as_secs_f64();
@@ -444,11 +476,9 @@ async fn measure_sql(
     let params: Arc<Vec<Value>> = Arc::new(params.to_vec());
     let mut first: Vec<Vec<i64>> = Vec::new();
     let mut latencies = vec![0.0; nq];
-    let (mut best, mut passes) = (f64::MAX, 0);
-    let mut done = 0usize;
-    let start = Instant::now();
-    while first.is_empty() || start.elapsed() < MIN_RUN {
-        let pass_start = Instant::now();
+    let mut passes = Passes::new(nq);
+    while passes.more() {
+        let began = Instant::now();
         let mut tasks = Vec::new();
         for t in 0..threads {
             let (s, sql, params) = (s.clone(), sql.to_string(), params.clone());
@@ -473,21 +503,13 @@ async fn measure_sql(
                 }
             }
         }
-        if passes < BEST_OF {
-            best = best.min(pass_start.elapsed().as_secs_f64());
-        }
-        passes += 1;
+        passes.done(began);
         if first.is_empty() {
             first = pass;
         }
-        done += nq;
     }
-    Ok((
-        first,
-        nq as f64 / best,
-        done as f64 / start.elapsed().as_secs_f64(),
-        latencies,
-    ))
+    let (best, mean) = passes.rates();
+    Ok((first, best, mean, latencies))
 }
 
 /// The top-10 through SQL at every ef (`SET engine.ef_search`, reset after) and thread

@@ -17,8 +17,7 @@
 use std::sync::Arc;
 
 use datafusion::arrow::array::{Array, ArrayRef, Float32Array, Int64Array, ListArray};
-use datafusion::arrow::buffer::BooleanBuffer;
-use datafusion::arrow::buffer::OffsetBuffer;
+use datafusion::arrow::buffer::{BooleanBuffer, OffsetBuffer};
 use datafusion::arrow::compute::{cast, kernels::cmp};
 use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use datafusion::arrow::record_batch::{RecordBatch, RecordBatchOptions};
@@ -99,6 +98,18 @@ fn score_of<'a>(e: &'a Expr, column: &dyn Fn(&Expr) -> Option<usize>) -> Option<
     }
 }
 
+/// The value bound to `e` when it is a `$n` parameter.
+fn param<'a>(e: &Expr, params: &'a [Json]) -> Option<&'a Json> {
+    let Expr::Value(v) = e else {
+        return None;
+    };
+    let Value::Placeholder(p) = &v.value else {
+        return None;
+    };
+    let n: usize = p.strip_prefix('$')?.parse().ok()?;
+    params.get(n.checked_sub(1)?)
+}
+
 /// A literal count (LIMIT or OFFSET).
 fn count(e: &Expr) -> Option<u64> {
     match signed_value(e)? {
@@ -124,20 +135,14 @@ fn query_literal(e: &Expr, params: &[Json]) -> Option<ScalarValue> {
         }
         // `$n`: the parameter itself, not the expression binding would make of it (a
         // vector of hundreds of numbers costs far more to bind than to search).
-        Expr::Value(v) if matches!(v.value, Value::Placeholder(_)) => {
-            let Value::Placeholder(p) = &v.value else {
-                return None;
-            };
-            let n: usize = p.strip_prefix('$')?.parse().ok()?;
-            match params.get(n.checked_sub(1)?)? {
-                Json::Array(items) => items
-                    .iter()
-                    .map(|v| v.as_f64().and_then(exact_f64))
-                    .collect::<Option<_>>()?,
-                Json::String(text) => array_text_numbers(text)?,
-                _ => return None,
-            }
-        }
+        Expr::Value(v) if matches!(v.value, Value::Placeholder(_)) => match param(e, params)? {
+            Json::Array(items) => items
+                .iter()
+                .map(|v| v.as_f64().and_then(exact_f64))
+                .collect::<Option<_>>()?,
+            Json::String(text) => array_text_numbers(text)?,
+            _ => return None,
+        },
         Expr::Value(v) => match &v.value {
             Value::SingleQuotedString(text) => array_text_numbers(text)?,
             _ => return None,
@@ -254,10 +259,9 @@ fn conditions(
 /// integer.
 fn integer(e: &Expr, params: &[Json]) -> Option<i64> {
     if let Expr::Value(v) = e
-        && let Value::Placeholder(p) = &v.value
+        && matches!(v.value, Value::Placeholder(_))
     {
-        let n: usize = p.strip_prefix('$')?.parse().ok()?;
-        return params.get(n.checked_sub(1)?)?.as_i64();
+        return param(e, params)?.as_i64();
     }
     match signed_value(e)? {
         (neg, Value::Number(n, _)) => {
@@ -323,6 +327,8 @@ struct Plan<'a> {
     def: &'a TableDef,
     outputs: Vec<(Output, String)>,
     score: Score<'a>,
+    /// The WHERE, if any.
+    conds: Vec<Cond>,
     limit: u64,
     offset: u64,
 }
@@ -334,8 +340,13 @@ fn plan<'a>(
     sel: &'a ast::Select,
     def: &'a TableDef,
     qualifier: &str,
+    params: &[Json],
 ) -> Option<Plan<'a>> {
     let column = column_resolver(def, qualifier);
+    let mut conds = Vec::new();
+    if let Some(w) = &sel.selection {
+        conditions(w, &column, def, params, &mut conds)?;
+    }
     let mut outputs: Vec<(Output, String)> = Vec::new();
     let mut scores: Vec<(Score<'a>, Option<String>)> = Vec::new();
     for item in &sel.projection {
@@ -444,6 +455,7 @@ fn plan<'a>(
         def,
         outputs,
         score,
+        conds,
         limit,
         offset,
     })
@@ -475,22 +487,9 @@ impl SqlEngine {
         if !def.engine {
             return Ok(None);
         }
-        let Some(plan) = plan(q, sel, def, &qualifier) else {
+        let Some(mut plan) = plan(q, sel, def, &qualifier, params) else {
             return Ok(None);
         };
-        let mut conds = Vec::new();
-        if let Some(w) = &sel.selection
-            && conditions(
-                w,
-                &column_resolver(def, &qualifier),
-                def,
-                params,
-                &mut conds,
-            )
-            .is_none()
-        {
-            return Ok(None);
-        }
         let col = &def.columns[plan.score.column];
         // FLOAT4 vectors only: other arrays get the planner's error (with its hint).
         if !matches!(col.ty, SqlType::Vector { .. }) {
@@ -518,12 +517,10 @@ impl SqlEngine {
                 ef_search: tarn_search::ef_search(i, settings.ef_search),
             });
         let k = (plan.limit + plan.offset) as usize;
-        // A filter reads its columns' values of every live row (and may leave more rows
-        // to score exactly than the estimate counts: it is a bound for small tables).
         // A filter reads every stored block (checksumming and decoding it the first
         // time, vectors included) and can widen a graph walk far past `ef`: filtered
         // searches run inline only over tables small enough to scan whole.
-        let inline = if conds.is_empty() {
+        let inline = if plan.conds.is_empty() {
             search_cost(&version, index, query.dim()) <= INLINE_VALUES
         } else {
             let stored: usize = version
@@ -531,13 +528,13 @@ impl SqlEngine {
                 .iter()
                 .map(|s| s.segment().num_rows())
                 .sum();
-            stored.saturating_mul(query.dim() + conds.len()) <= INLINE_VALUES
+            stored.saturating_mul(query.dim() + plan.conds.len()) <= INLINE_VALUES
         };
         let (column, searched) = (col.id, version.clone());
-        let filter = (!conds.is_empty()).then(|| Conds {
+        let filter = (!plan.conds.is_empty()).then(|| Conds {
             def: def.clone(),
             schema: schema.clone(),
-            conds,
+            conds: std::mem::take(&mut plan.conds),
         });
         let search = move || {
             let req = SearchRequest {
