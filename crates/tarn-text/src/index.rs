@@ -1,0 +1,494 @@
+//! A text index over a numbered list of texts (a table segment's rows, though this crate
+//! does not know it): one tantivy index, built in memory and kept as one checksummed
+//! file with each text's length in tokens, so that the statistics of any subset of the
+//! texts (the live rows) are exact.
+//!
+//! File layout (little-endian):
+//! ```text
+//! "TARNTXT1" | version u32 | tokenizer u8 | texts u32 | documents u32 | tokens u64
+//! | length u32 × texts (u32::MAX: NULL)
+//! | files u32 | (name_len u16, name, len u64, bytes) × files    (tantivy's files)
+//! | crc32 of everything before u32
+//! ```
+
+use std::path::{Path, PathBuf};
+
+use tantivy::directory::Directory;
+use tantivy::directory::RamDirectory;
+use tantivy::index::SegmentId;
+use tantivy::query::{EnableScoring, PhraseQuery, Query};
+use tantivy::schema::{FAST, Field, IndexRecordOption, Schema, TextFieldIndexing, TextOptions};
+use tantivy::store::Compressor;
+use tantivy::{
+    DocSet, Index, IndexReader, IndexSettings, IndexWriter, ReloadPolicy, SegmentReader,
+    TERMINATED, TantivyDocument,
+};
+
+use crate::analyzer::Tokenizer;
+use crate::query::Occur;
+use crate::score::{Provider, Stats, Weights, term};
+use crate::{Error, Result};
+
+const MAGIC: &[u8; 8] = b"TARNTXT1";
+const VERSION: u32 = 1;
+/// Length of a NULL text.
+const NULL: u32 = u32::MAX;
+/// Name of the analyzer registered on every index this crate makes.
+const ANALYZER: &str = "tarn";
+/// The indexed text field (the first field of the schema).
+pub(crate) const TEXT_FIELD: Field = Field::from_field_id(0);
+/// Each document's number in the list (a fast field): documents keep it through merges.
+const POS_FIELD: &str = "pos";
+/// Writer memory: a segment's texts usually fit in one tantivy segment; larger ones
+/// are merged into one after the commit.
+const WRITER_MEMORY: usize = 256 << 20;
+
+fn schema(tokenizer: Tokenizer) -> Schema {
+    let record = if tokenizer.has_positions() {
+        IndexRecordOption::WithFreqsAndPositions
+    } else {
+        IndexRecordOption::WithFreqs
+    };
+    let mut b = Schema::builder();
+    let text = b.add_text_field(
+        "text",
+        TextOptions::default().set_indexing_options(
+            TextFieldIndexing::default()
+                .set_tokenizer(ANALYZER)
+                .set_index_option(record)
+                .set_fieldnorms(true),
+        ),
+    );
+    debug_assert_eq!(text, TEXT_FIELD);
+    b.add_u64_field(POS_FIELD, FAST);
+    b.build()
+}
+
+fn settings() -> IndexSettings {
+    IndexSettings {
+        docstore_compression: Compressor::None,
+        docstore_compress_dedicated_thread: false,
+        ..IndexSettings::default()
+    }
+}
+
+/// Builds the index file of `texts` (in order; `None` is NULL) analyzed by `tokenizer`
+/// into `out`. `progress(done, total)` reports texts indexed; `cancelled()` stops the
+/// build with [`Error::Cancelled`].
+pub fn build<'a>(
+    texts: impl ExactSizeIterator<Item = Option<&'a str>>,
+    tokenizer: Tokenizer,
+    progress: &dyn Fn(usize, usize),
+    cancelled: &dyn Fn() -> bool,
+    out: &mut dyn std::io::Write,
+) -> Result<()> {
+    let total = texts.len();
+    let dir = RamDirectory::create();
+    let index = Index::create(dir.clone(), schema(tokenizer), settings())?;
+    index.tokenizers().register(ANALYZER, tokenizer.analyzer());
+    let pos_field = index.schema().get_field(POS_FIELD)?;
+    let mut writer: IndexWriter = index.writer_with_num_threads(1, WRITER_MEMORY)?;
+    let mut lengths: Vec<u32> = Vec::with_capacity(total);
+    let mut analyzer = tokenizer.analyzer();
+    let (mut docs, mut tokens) = (0u32, 0u64);
+    for (i, text) in texts.enumerate() {
+        if i % 1024 == 0 {
+            if cancelled() {
+                return Err(Error::Cancelled);
+            }
+            progress(i, total);
+        }
+        let mut doc = TantivyDocument::new();
+        doc.add_u64(pos_field, i as u64);
+        match text {
+            Some(t) => {
+                let mut n = 0u32;
+                crate::analyzer::for_each_token(&mut analyzer, t, |_, _| n += 1);
+                lengths.push(n.min(NULL - 1));
+                docs += 1;
+                tokens += u64::from(n);
+                doc.add_text(TEXT_FIELD, t);
+            }
+            None => lengths.push(NULL),
+        }
+        writer.add_document(doc)?;
+    }
+    writer.commit()?;
+    let ids: Vec<SegmentId> = index.searchable_segment_ids()?;
+    if ids.len() > 1 {
+        writer.merge(&ids).wait()?;
+    }
+    writer.garbage_collect_files().wait()?;
+    writer.wait_merging_threads()?;
+    progress(total, total);
+
+    let mut names: Vec<PathBuf> = index.directory().list_managed_files().into_iter().collect();
+    names.push(PathBuf::from("meta.json"));
+    names.sort();
+    names.dedup();
+    let mut files: Vec<(PathBuf, Vec<u8>)> = Vec::new();
+    for name in names {
+        if dir.exists(&name).unwrap_or(false) {
+            let bytes = dir
+                .atomic_read(&name)
+                .map_err(tantivy::TantivyError::from)?;
+            files.push((name, bytes));
+        }
+    }
+
+    let mut buf: Vec<u8> = Vec::new();
+    buf.extend_from_slice(MAGIC);
+    buf.extend_from_slice(&VERSION.to_le_bytes());
+    buf.push(tokenizer.code());
+    buf.extend_from_slice(&(total as u32).to_le_bytes());
+    buf.extend_from_slice(&docs.to_le_bytes());
+    buf.extend_from_slice(&tokens.to_le_bytes());
+    for l in &lengths {
+        buf.extend_from_slice(&l.to_le_bytes());
+    }
+    buf.extend_from_slice(&(files.len() as u32).to_le_bytes());
+    for (name, bytes) in &files {
+        let name = name.to_string_lossy();
+        buf.extend_from_slice(&(name.len() as u16).to_le_bytes());
+        buf.extend_from_slice(name.as_bytes());
+        buf.extend_from_slice(&(bytes.len() as u64).to_le_bytes());
+        buf.extend_from_slice(bytes);
+    }
+    let crc = crc32fast::hash(&buf);
+    buf.extend_from_slice(&crc.to_le_bytes());
+    out.write_all(&buf)
+        .map_err(|e| Error::Io(format!("writing a text index: {e}")))?;
+    Ok(())
+}
+
+/// A reader of the file's fields, failing on truncation.
+struct Cursor<'a> {
+    bytes: &'a [u8],
+    at: usize,
+}
+
+impl<'a> Cursor<'a> {
+    fn take(&mut self, n: usize) -> Result<&'a [u8]> {
+        let end = self
+            .at
+            .checked_add(n)
+            .filter(|&e| e <= self.bytes.len())
+            .ok_or_else(|| Error::Corrupt("text index file is truncated".into()))?;
+        let s = &self.bytes[self.at..end];
+        self.at = end;
+        Ok(s)
+    }
+    fn u8(&mut self) -> Result<u8> {
+        Ok(self.take(1)?[0])
+    }
+    fn u16(&mut self) -> Result<u16> {
+        Ok(u16::from_le_bytes(
+            self.take(2)?.try_into().unwrap_or_default(),
+        ))
+    }
+    fn u32(&mut self) -> Result<u32> {
+        Ok(u32::from_le_bytes(
+            self.take(4)?.try_into().unwrap_or_default(),
+        ))
+    }
+    fn u64(&mut self) -> Result<u64> {
+        Ok(u64::from_le_bytes(
+            self.take(8)?.try_into().unwrap_or_default(),
+        ))
+    }
+}
+
+/// An open text index.
+pub struct TextIndex {
+    tokenizer: Tokenizer,
+    /// Each text's length in tokens (`NULL` for NULL).
+    lengths: Vec<u32>,
+    docs: u64,
+    tokens: u64,
+    /// tantivy document → text number, when they differ.
+    doc_to_pos: Option<Vec<u32>>,
+    /// Keeps the index open.
+    _reader: IndexReader,
+    searcher: tantivy::Searcher,
+}
+
+impl std::fmt::Debug for TextIndex {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TextIndex")
+            .field("tokenizer", &self.tokenizer)
+            .field("texts", &self.lengths.len())
+            .field("docs", &self.docs)
+            .finish()
+    }
+}
+
+fn corrupt(msg: impl std::fmt::Display) -> Error {
+    Error::Corrupt(format!("text index file: {msg}"))
+}
+
+impl TextIndex {
+    /// Opens an index file (its bytes; they are checked and copied).
+    pub fn open(bytes: &[u8]) -> Result<TextIndex> {
+        if bytes.len() < MAGIC.len() + 4 {
+            return Err(corrupt("too short"));
+        }
+        let (body, crc) = bytes.split_at(bytes.len() - 4);
+        let crc = u32::from_le_bytes(crc.try_into().unwrap_or_default());
+        if crc32fast::hash(body) != crc {
+            return Err(corrupt("checksum mismatch"));
+        }
+        let mut c = Cursor { bytes: body, at: 0 };
+        if c.take(8)? != MAGIC {
+            return Err(corrupt("not a text index"));
+        }
+        let version = c.u32()?;
+        if version != VERSION {
+            return Err(corrupt(format!("unknown version {version}")));
+        }
+        let tokenizer =
+            Tokenizer::from_code(c.u8()?).ok_or_else(|| corrupt("unknown tokenizer"))?;
+        let texts = c.u32()? as usize;
+        let docs = u64::from(c.u32()?);
+        let tokens = c.u64()?;
+        let raw = c.take(texts.checked_mul(4).ok_or_else(|| corrupt("size"))?)?;
+        let lengths: Vec<u32> = raw
+            .chunks_exact(4)
+            .map(|b| u32::from_le_bytes(b.try_into().unwrap_or_default()))
+            .collect();
+        let (mut d, mut t) = (0u64, 0u64);
+        for &l in &lengths {
+            if l != NULL {
+                d += 1;
+                t += u64::from(l);
+            }
+        }
+        if (d, t) != (docs, tokens) {
+            return Err(corrupt("lengths do not add up"));
+        }
+        let dir = RamDirectory::create();
+        let files = c.u32()?;
+        for _ in 0..files {
+            let n = c.u16()? as usize;
+            let name = std::str::from_utf8(c.take(n)?).map_err(corrupt)?;
+            let len = usize::try_from(c.u64()?).map_err(corrupt)?;
+            let data = c.take(len)?;
+            if name.is_empty() || name.contains('/') || name.contains("..") {
+                return Err(corrupt("bad file name"));
+            }
+            dir.atomic_write(Path::new(name), data).map_err(corrupt)?;
+        }
+        if c.at != body.len() {
+            return Err(corrupt("trailing bytes"));
+        }
+        let index = Index::open(dir).map_err(corrupt)?;
+        index.tokenizers().register(ANALYZER, tokenizer.analyzer());
+        if index.schema() != schema(tokenizer) {
+            return Err(corrupt("unexpected schema"));
+        }
+        let reader = index
+            .reader_builder()
+            .reload_policy(ReloadPolicy::Manual)
+            .try_into()
+            .map_err(corrupt)?;
+        let searcher = reader.searcher();
+        let segs = searcher.segment_readers();
+        let max_doc: u32 = segs.iter().map(|s| s.max_doc()).sum();
+        if segs.len() > 1 || max_doc as usize != texts {
+            return Err(corrupt(format!(
+                "{} segments of {max_doc} documents for {texts} texts",
+                segs.len()
+            )));
+        }
+        let mut doc_to_pos = None;
+        if let Some(seg) = segs.first() {
+            let column = seg.fast_fields().u64(POS_FIELD).map_err(corrupt)?;
+            let mut map = Vec::with_capacity(texts);
+            let mut seen = vec![false; texts];
+            for doc in 0..seg.max_doc() {
+                let pos = column
+                    .first(doc)
+                    .filter(|&p| (p as usize) < texts)
+                    .ok_or_else(|| corrupt("document without a position"))?;
+                if std::mem::replace(&mut seen[pos as usize], true) {
+                    return Err(corrupt("two documents at one position"));
+                }
+                map.push(pos as u32);
+            }
+            if map.iter().enumerate().any(|(d, &p)| d as u32 != p) {
+                doc_to_pos = Some(map);
+            }
+        }
+        Ok(TextIndex {
+            tokenizer,
+            lengths,
+            docs,
+            tokens,
+            doc_to_pos,
+            _reader: reader,
+            searcher,
+        })
+    }
+
+    /// The tokenizer the texts were analyzed with.
+    pub fn tokenizer(&self) -> Tokenizer {
+        self.tokenizer
+    }
+
+    /// Number of texts (NULL included).
+    pub fn len(&self) -> usize {
+        self.lengths.len()
+    }
+
+    /// Whether there are no texts.
+    pub fn is_empty(&self) -> bool {
+        self.lengths.is_empty()
+    }
+
+    fn segment(&self) -> Option<&SegmentReader> {
+        self.searcher.segment_readers().first()
+    }
+
+    fn pos(&self, doc: u32) -> u32 {
+        match &self.doc_to_pos {
+            Some(m) => m[doc as usize],
+            None => doc,
+        }
+    }
+
+    /// The statistics of `query`'s terms over the texts other than `deleted` (text
+    /// numbers, ascending, each at most once; `is_deleted` answers the same set).
+    pub fn stats(
+        &self,
+        query: &crate::TextQuery,
+        deleted: &mut dyn Iterator<Item = u32>,
+        is_deleted: &dyn Fn(u32) -> bool,
+    ) -> Result<Stats> {
+        let mut s = Stats::new(query);
+        s.docs = self.docs;
+        s.tokens = self.tokens;
+        let mut any_deleted = false;
+        for p in deleted {
+            any_deleted = true;
+            match self.lengths.get(p as usize) {
+                Some(&l) if l != NULL => {
+                    s.docs -= 1;
+                    s.tokens -= u64::from(l);
+                }
+                _ => {}
+            }
+        }
+        let Some(seg) = self.segment() else {
+            return Ok(s);
+        };
+        let inverted = seg.inverted_index(TEXT_FIELD)?;
+        for (i, t) in query.terms.iter().enumerate() {
+            let t = term(t);
+            s.doc_freq[i] = if any_deleted {
+                let mut n = 0u64;
+                if let Some(mut postings) = inverted.read_postings(&t, IndexRecordOption::Basic)? {
+                    let mut doc = postings.doc();
+                    while doc != TERMINATED {
+                        if !is_deleted(self.pos(doc)) {
+                            n += 1;
+                        }
+                        doc = postings.advance();
+                    }
+                }
+                n
+            } else {
+                u64::from(inverted.doc_freq(&t)?)
+            };
+        }
+        Ok(s)
+    }
+
+    /// Calls `emit(text number, score)` for every text that matches the query of
+    /// `weights` and that `allow` lets through, in no particular order. Scores are
+    /// those [`Weights::score`] gives the same text analyzed on the spot.
+    pub fn search(
+        &self,
+        weights: &Weights,
+        allow: &dyn Fn(u32) -> bool,
+        emit: &mut dyn FnMut(u32, f32),
+    ) -> Result<()> {
+        let query = weights.query();
+        if query.matches_nothing() || weights.stats().docs == 0 {
+            return Ok(());
+        }
+        let Some(seg) = self.segment() else {
+            return Ok(());
+        };
+        let n = seg.max_doc() as usize;
+        let inverted = seg.inverted_index(TEXT_FIELD)?;
+        let norms = seg.get_fieldnorms_reader(TEXT_FIELD)?;
+        let provider = Provider::new(query, weights.stats());
+        let scoring = EnableScoring::enabled_from_statistics_provider(&provider, &self.searcher);
+        let mut score = vec![0.0f32; n];
+        // Required clauses matched; u32::MAX once excluded.
+        let mut hits = vec![0u32; n];
+        let mut seen = vec![false; n];
+        let mut touched: Vec<u32> = Vec::new();
+        for (i, c) in query.clauses.iter().enumerate() {
+            let mut visit = |doc: u32, s: Option<f32>| {
+                let h = &mut hits[doc as usize];
+                if c.occur == Occur::MustNot {
+                    *h = u32::MAX;
+                    return;
+                }
+                if !std::mem::replace(&mut seen[doc as usize], true) {
+                    touched.push(doc);
+                }
+                if let Some(s) = s {
+                    score[doc as usize] += s;
+                }
+                if c.occur == Occur::Must && *h != u32::MAX {
+                    *h += 1;
+                }
+            };
+            if c.is_phrase() {
+                let terms = c
+                    .terms
+                    .iter()
+                    .map(|(o, t)| (*o, term(&query.terms[*t])))
+                    .collect();
+                let phrase = PhraseQuery::new_with_offset(terms);
+                let weight = phrase.weight(scoring)?;
+                let mut scorer = weight.scorer(seg, 1.0)?;
+                let mut doc = scorer.doc();
+                while doc != TERMINATED {
+                    let s = (c.occur != Occur::MustNot).then(|| scorer.score());
+                    visit(doc, s);
+                    doc = scorer.advance();
+                }
+            } else {
+                let t = term(&query.terms[c.terms[0].1]);
+                let Some(mut postings) =
+                    inverted.read_postings(&t, IndexRecordOption::WithFreqs)?
+                else {
+                    continue;
+                };
+                let mut doc = postings.doc();
+                while doc != TERMINATED {
+                    use tantivy::postings::Postings;
+                    let s = (c.occur != Occur::MustNot).then(|| {
+                        weights.clause_score(i, norms.fieldnorm_id(doc), postings.term_freq())
+                    });
+                    visit(doc, s);
+                    doc = postings.advance();
+                }
+            }
+        }
+        let required = weights.required() as u32;
+        for doc in touched {
+            let h = hits[doc as usize];
+            if h == u32::MAX || h < required {
+                continue;
+            }
+            let pos = self.pos(doc);
+            if allow(pos) {
+                emit(pos, score[doc as usize]);
+            }
+        }
+        Ok(())
+    }
+}

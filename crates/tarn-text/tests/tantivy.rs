@@ -1,0 +1,289 @@
+//! Scores against tantivy's own: a plain tantivy index of the live texts, queried
+//! through tantivy's query parser, must score every text as Tarn does — through its
+//! per-part indexes with shared statistics, and analyzing texts on the spot — however
+//! the texts are split, and after deletes.
+
+use std::collections::HashMap;
+
+use tantivy::collector::TopDocs;
+use tantivy::query::{BooleanQuery, Occur, Query, QueryParser, TermQuery};
+use tantivy::schema::{FAST, IndexRecordOption, Schema, TextFieldIndexing, TextOptions};
+use tantivy::{Index, TantivyDocument, Term};
+use tarn_text::{Matcher, Stats, TextIndex, TextQuery, Tokenizer, Weights};
+
+fn cisi() -> Vec<String> {
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../data/cisi/corpus.jsonl"
+    ))
+    .expect("corpus");
+    text.lines()
+        .map(|l| {
+            let v: serde_json::Value = serde_json::from_str(l).expect("json");
+            v["text"].as_str().expect("text").to_string()
+        })
+        .collect()
+}
+
+/// tantivy's scores of `query` over `texts` (by number; `None` texts are left out).
+fn tantivy_scores(texts: &[Option<&str>], tok: Tokenizer, query: &str) -> HashMap<u64, f32> {
+    let mut b = Schema::builder();
+    let record = if tok.has_positions() {
+        IndexRecordOption::WithFreqsAndPositions
+    } else {
+        IndexRecordOption::WithFreqs
+    };
+    let field = b.add_text_field(
+        "text",
+        TextOptions::default().set_indexing_options(
+            TextFieldIndexing::default()
+                .set_tokenizer("t")
+                .set_index_option(record),
+        ),
+    );
+    let id = b.add_u64_field("id", FAST);
+    let index = Index::create_in_ram(b.build());
+    index.tokenizers().register("t", tok.analyzer());
+    let mut w: tantivy::IndexWriter = index.writer_with_num_threads(1, 50_000_000).expect("w");
+    for (i, t) in texts.iter().enumerate() {
+        if let Some(t) = t {
+            let mut d = TantivyDocument::new();
+            d.add_text(field, t);
+            d.add_u64(id, i as u64);
+            w.add_document(d).expect("add");
+        }
+    }
+    w.commit().expect("commit");
+    let searcher = index.reader().expect("reader").searcher();
+    let q: Box<dyn Query> = if tok.has_positions() {
+        let parser = QueryParser::for_index(&index, vec![field]);
+        parser.parse_query(query).expect("tantivy parses it")
+    } else {
+        // tantivy's parser makes phrases of a word's trigrams, which have no
+        // positions: the reference is the trigrams as optional terms.
+        let mut a = tok.analyzer();
+        let mut s = a.token_stream(query);
+        let mut clauses: Vec<(Occur, Box<dyn Query>)> = Vec::new();
+        while s.advance() {
+            let t = Term::from_field_text(field, &s.token().text);
+            if !clauses
+                .iter()
+                .any(|(_, q)| format!("{q:?}").contains(&format!("{t:?}")))
+            {
+                clauses.push((
+                    Occur::Should,
+                    Box::new(TermQuery::new(t, IndexRecordOption::WithFreqs)),
+                ));
+            }
+        }
+        Box::new(BooleanQuery::new(clauses))
+    };
+    let top = searcher
+        .search(&q, &TopDocs::with_limit(100_000).order_by_score())
+        .expect("search");
+    let mut out = HashMap::new();
+    for (score, addr) in top {
+        let seg = searcher.segment_reader(addr.segment_ord);
+        let col = seg.fast_fields().u64("id").expect("id");
+        out.insert(col.first(addr.doc_id).expect("id"), score);
+    }
+    out
+}
+
+/// Tarn's scores of `query` over `texts` with `deleted` removed: the texts are split
+/// at `cuts` into parts; even parts are indexed, odd parts analyzed on the spot.
+fn tarn_scores(
+    texts: &[Option<&str>],
+    deleted: &[bool],
+    tok: Tokenizer,
+    query: &str,
+    cuts: &[usize],
+) -> HashMap<u64, f32> {
+    let q = TextQuery::parse(query, tok);
+    let mut bounds = vec![0];
+    bounds.extend_from_slice(cuts);
+    bounds.push(texts.len());
+    let mut stats = Stats::new(&q);
+    enum Part {
+        Indexed(TextIndex, usize),
+        Loose(Vec<(usize, tarn_text::DocMatch)>),
+    }
+    let mut parts = Vec::new();
+    for (n, w) in bounds.windows(2).enumerate() {
+        let (lo, hi) = (w[0], w[1]);
+        if n % 2 == 0 {
+            let mut file = Vec::new();
+            tarn_text::build(
+                texts[lo..hi].iter().copied(),
+                tok,
+                &|_, _| {},
+                &|| false,
+                &mut file,
+            )
+            .expect("build");
+            let idx = TextIndex::open(&file).expect("open");
+            let dels: Vec<u32> = (lo..hi)
+                .filter(|&i| deleted[i])
+                .map(|i| (i - lo) as u32)
+                .collect();
+            let s = idx
+                .stats(&q, &mut dels.iter().copied(), &|p| deleted[lo + p as usize])
+                .expect("stats");
+            stats.add(&s);
+            parts.push(Part::Indexed(idx, lo));
+        } else {
+            let mut m = Matcher::new(&q, tok);
+            let mut rows = Vec::new();
+            for i in lo..hi {
+                if !deleted[i] {
+                    rows.push((i, m.analyze(texts[i], &mut stats)));
+                }
+            }
+            parts.push(Part::Loose(rows));
+        }
+    }
+    let weights = Weights::new(&q, stats).expect("weights");
+    let mut out = HashMap::new();
+    for p in &parts {
+        match p {
+            Part::Indexed(idx, lo) => idx
+                .search(&weights, &|p| !deleted[lo + p as usize], &mut |p, s| {
+                    assert!(out.insert((lo + p as usize) as u64, s).is_none());
+                })
+                .expect("search"),
+            Part::Loose(rows) => {
+                for (i, m) in rows {
+                    let s = weights.score(m);
+                    if s > 0.0 {
+                        out.insert(*i as u64, s);
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+fn assert_same(want: &HashMap<u64, f32>, got: &HashMap<u64, f32>, what: &str) {
+    let mut missing: Vec<_> = want.keys().filter(|k| !got.contains_key(k)).collect();
+    missing.sort();
+    let mut extra: Vec<_> = got.keys().filter(|k| !want.contains_key(k)).collect();
+    extra.sort();
+    assert!(
+        missing.is_empty() && extra.is_empty(),
+        "{what}: missing {missing:?}, extra {extra:?}"
+    );
+    for (k, w) in want {
+        let g = got[k];
+        // The same terms summed in another order differ in the last bits at most.
+        assert!(
+            (w - g).abs() <= 1e-5 * w.abs().max(1.0),
+            "{what}: text {k}: tantivy {w}, tarn {g}"
+        );
+    }
+}
+
+const QUERIES: &[&str] = &[
+    "information retrieval",
+    "library",
+    "\"information retrieval\" systems",
+    "+computer indexing",
+    "indexing -computer",
+    "+\"information science\" +research -library",
+    "the of and",
+    "automatic classification of documents",
+    "nonexistentword",
+    "retrieval retrieval",
+    "+retrieval retrieval \"retrieval\"",
+    "Information-Retrieval \"of the\" Systems",
+];
+
+#[test]
+fn scores_equal_tantivys_across_parts_and_deletes() {
+    let corpus = cisi();
+    let texts: Vec<Option<&str>> = corpus.iter().map(|s| Some(s.as_str())).collect();
+    let none = vec![false; texts.len()];
+    // Every 7th text deleted, and a few NULLs.
+    let deleted: Vec<bool> = (0..texts.len()).map(|i| i % 7 == 3).collect();
+    let mut with_nulls = texts.clone();
+    for i in (0..with_nulls.len()).step_by(97) {
+        with_nulls[i] = None;
+    }
+    for tok in [Tokenizer::EnStem, Tokenizer::Default, Tokenizer::Whitespace] {
+        for q in QUERIES {
+            let want = tantivy_scores(&texts, tok, q);
+            if *q != "nonexistentword" {
+                assert!(!want.is_empty(), "{q} matches nothing");
+            }
+            for cuts in [&[][..], &[500], &[300, 700, 1000]] {
+                let got = tarn_scores(&texts, &none, tok, q, cuts);
+                assert_same(&want, &got, &format!("{tok:?} {q} {cuts:?}"));
+            }
+            let live: Vec<Option<&str>> = with_nulls
+                .iter()
+                .zip(&deleted)
+                .map(|(t, d)| if *d { None } else { *t })
+                .collect();
+            let want = tantivy_scores(&live, tok, q);
+            for cuts in [&[][..], &[700], &[100, 900, 1200]] {
+                let got = tarn_scores(&with_nulls, &deleted, tok, q, cuts);
+                assert_same(&want, &got, &format!("{tok:?} {q} {cuts:?} deleted"));
+            }
+        }
+    }
+}
+
+#[test]
+fn a_text_scores_the_same_bits_indexed_or_loose() {
+    let corpus = cisi();
+    let texts: Vec<Option<&str>> = corpus.iter().map(|s| Some(s.as_str())).collect();
+    let none = vec![false; texts.len()];
+    for q in QUERIES {
+        let a = tarn_scores(&texts, &none, Tokenizer::EnStem, q, &[]);
+        let b = tarn_scores(&texts, &none, Tokenizer::EnStem, q, &[0]);
+        let c = tarn_scores(&texts, &none, Tokenizer::EnStem, q, &[400, 800, 1100]);
+        assert_eq!(a, b, "{q}");
+        assert_eq!(a, c, "{q}");
+    }
+}
+
+#[test]
+fn raw_and_ngram_tokenizers() {
+    let texts = [
+        Some("New York"),
+        Some("new york"),
+        Some("York"),
+        None,
+        Some("Yorkshire pudding"),
+    ];
+    let none = vec![false; texts.len()];
+    let got = tarn_scores(&texts, &none, Tokenizer::Raw, "\"New York\"", &[2]);
+    assert_eq!(got.keys().copied().collect::<Vec<_>>(), vec![0]);
+    let want = tantivy_scores(&texts, Tokenizer::Ngram, "york");
+    let got = tarn_scores(&texts, &none, Tokenizer::Ngram, "york", &[1]);
+    assert_same(&want, &got, "ngram");
+    assert!(got.contains_key(&4), "trigrams match inside words");
+}
+
+#[test]
+fn damaged_files_are_errors() {
+    let texts = [Some("a b c"), None, Some("b c d")];
+    let mut file = Vec::new();
+    tarn_text::build(
+        texts.iter().copied(),
+        Tokenizer::Default,
+        &|_, _| {},
+        &|| false,
+        &mut file,
+    )
+    .expect("build");
+    assert!(TextIndex::open(&file).is_ok());
+    for i in (0..file.len()).step_by(file.len() / 200 + 1) {
+        let mut bad = file.clone();
+        bad[i] ^= 0x41;
+        assert!(TextIndex::open(&bad).is_err(), "flip at {i}");
+    }
+    for n in [0, 4, 12, file.len() / 2, file.len() - 1] {
+        assert!(TextIndex::open(&file[..n]).is_err(), "cut at {n}");
+    }
+}
