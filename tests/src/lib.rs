@@ -83,3 +83,67 @@ pub fn slt_text(v: &serde_json::Value) -> String {
         other => other.to_string(),
     }
 }
+
+/// BM25 scores as tantivy itself gives them: one tantivy index of `texts` (id, text),
+/// analyzed by tantivy's own tokenizer `tokenizer` (`en_stem`, `default`, `whitespace`
+/// or `raw`), queried through tantivy's query parser. Texts that match nothing are
+/// absent.
+pub fn tantivy_scores(
+    texts: &[(i64, &str)],
+    tokenizer: &str,
+    query: &str,
+) -> std::collections::HashMap<i64, f32> {
+    use tantivy::schema::{FAST, IndexRecordOption, Schema, TextFieldIndexing, TextOptions};
+    let mut b = Schema::builder();
+    let field = b.add_text_field(
+        "text",
+        TextOptions::default().set_indexing_options(
+            TextFieldIndexing::default()
+                .set_tokenizer(tokenizer)
+                .set_index_option(IndexRecordOption::WithFreqsAndPositions),
+        ),
+    );
+    let id = b.add_i64_field("id", FAST);
+    let index = tantivy::Index::create_in_ram(b.build());
+    let mut w: tantivy::IndexWriter = index
+        .writer_with_num_threads(1, 50_000_000)
+        .expect("tantivy writer");
+    for (i, t) in texts {
+        let mut d = tantivy::TantivyDocument::new();
+        d.add_text(field, t);
+        d.add_i64(id, *i);
+        w.add_document(d).expect("tantivy add");
+    }
+    w.commit().expect("tantivy commit");
+    let searcher = index.reader().expect("tantivy reader").searcher();
+    let parser = tantivy::query::QueryParser::for_index(&index, vec![field]);
+    let q = parser.parse_query(query).expect("tantivy parses the query");
+    let top = searcher
+        .search(
+            &q,
+            &tantivy::collector::TopDocs::with_limit(texts.len().max(1)).order_by_score(),
+        )
+        .expect("tantivy search");
+    let mut out = std::collections::HashMap::new();
+    for (score, addr) in top {
+        let seg = searcher.segment_reader(addr.segment_ord);
+        let col = seg.fast_fields().i64("id").expect("id column");
+        out.insert(col.first(addr.doc_id).expect("id"), score);
+    }
+    out
+}
+
+/// The texts of the CISI collection shipped in `data/cisi` (1460 abstracts).
+pub fn cisi_texts() -> Vec<String> {
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../data/cisi/corpus.jsonl"
+    ))
+    .expect("data/cisi/corpus.jsonl");
+    text.lines()
+        .map(|l| {
+            let v: serde_json::Value = serde_json::from_str(l).expect("corpus line");
+            v["text"].as_str().unwrap_or_default().to_string()
+        })
+        .collect()
+}

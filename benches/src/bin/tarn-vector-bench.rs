@@ -716,7 +716,7 @@ fn direct(args: &Args, data: &Data, dir: &Path) -> Res<(Value, Vec<(f64, f64, f6
         StorageOptions {
             sync: SyncMode::Process,
             background: false,
-            index_builder: Some(Arc::new(tarn_search::VectorIndexBuilder)),
+            index_builder: Some(Arc::new(tarn_search::SearchIndexBuilder)),
             ..StorageOptions::default()
         },
     )?;

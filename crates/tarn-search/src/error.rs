@@ -13,6 +13,9 @@ pub enum Error {
     /// A vector index failed.
     #[error(transparent)]
     Vector(#[from] tarn_vector::Error),
+    /// A text index failed (damage is a storage error naming the file).
+    #[error(transparent)]
+    Text(#[from] tarn_text::Error),
     /// Evaluating a filter failed (the caller's error, passed through).
     #[error("{0}")]
     Filter(Box<dyn std::error::Error + Send + Sync>),

@@ -9,16 +9,21 @@
 //! - [`top_k`]: merges per-segment top-k lists into the table's, in SPEC §5's order:
 //!   exact over the memtable and unindexed segments, through each segment's graph
 //!   where it has one.
-//! - [`VectorIndexBuilder`]: builds a segment's graph file (storage calls it from the
-//!   background worker and from `CREATE INDEX`).
+//! - [`TextSearch`]: text `<#>` (BM25) with the statistics of the snapshot's live rows,
+//!   through each segment's text index, or analyzing unindexed rows on the spot.
+//! - [`SearchIndexBuilder`]: builds a segment's graph or text index file (storage
+//!   calls it from the background worker and from `CREATE INDEX`).
 
 mod build;
 mod error;
 mod score;
+mod text;
 mod topk;
 
-pub use build::{DEFAULT_EF_SEARCH, VectorIndexBuilder, ef_search, hnsw_params, is_vector_index};
+pub use build::{DEFAULT_EF_SEARCH, SearchIndexBuilder, ef_search, hnsw_params, is_vector_index};
 pub use error::{Error, Result};
 pub use score::{QueryValue, score_rows};
+pub use tarn_text::{TextQuery, Tokenizer};
 pub use tarn_vector::{Scored, TopK};
+pub use text::{TextSearch, is_text_index, tokenizer};
 pub use topk::{IndexUse, RowFilter, SearchRequest, SearchStats, top_k, top_k_with_stats};

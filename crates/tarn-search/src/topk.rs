@@ -164,7 +164,7 @@ fn exact_segment(
 
 /// `filter`'s mask of `chunk` (see [`RowFilter::block_mask`]), refused unless it has
 /// one value per row.
-fn checked_mask(
+pub(crate) fn checked_mask(
     filter: &dyn RowFilter,
     chunk: &Chunk,
     live: Option<&BooleanBuffer>,
@@ -184,7 +184,7 @@ fn checked_mask(
 
 /// The positions of `s` that are live and pass the filter; `None` when there is no
 /// filter (then only the deletion bitmap counts).
-fn allowed_positions(
+pub(crate) fn allowed_positions(
     s: &SegmentRef,
     filter: Option<&dyn RowFilter>,
 ) -> Result<Option<RoaringBitmap>> {

@@ -227,11 +227,6 @@ impl Txn<'_> {
         };
         check_column_type(index_type, &given, &col)?;
         check_options(index_type, &options)?;
-        if index_type == IndexType::Bm25 {
-            // BM25 arrives with its own issue; refusing it now keeps the catalog free of
-            // indexes nothing maintains.
-            return bad(format!("index type \"{given}\" is not supported yet"));
-        }
 
         let name = self.index_name(&ci.name, &def, &col)?;
         if self

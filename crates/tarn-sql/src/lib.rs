@@ -32,6 +32,7 @@ mod search_exec;
 mod search_rule;
 mod settings;
 mod similarity;
+mod text_search;
 mod types;
 mod values;
 

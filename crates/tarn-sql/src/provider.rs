@@ -242,7 +242,7 @@ pub fn table_schema(def: &TableDef, with_rowid: bool) -> SchemaRef {
         .iter()
         .map(|c| {
             let f = column_field(&c.name, &c.ty, c.nullable);
-            let meta = crate::similarity::vector_metadata(def, c);
+            let meta = crate::similarity::column_metadata(def, c);
             if meta.is_empty() {
                 f
             } else {

@@ -41,6 +41,16 @@ use tarn_storage::Chunk;
 
 use crate::provider::EngineTable;
 use crate::similarity::search_error;
+use crate::text_search::TextBinding;
+
+/// What the node ranks by.
+#[derive(Clone, Debug)]
+pub enum NodeQuery {
+    /// A vector or bag `<#>` query value.
+    Vector(QueryValue),
+    /// A text `<#>` (BM25), bound to the statement's snapshot.
+    Text(Arc<TextBinding>),
+}
 
 /// The logical search node: reads table `table` like a `TableScan` with `projection`,
 /// but yields only the `k` best rows for `column <#> query` among those passing
@@ -59,8 +69,8 @@ pub struct SearchNode {
     pub filters: Vec<Expr>,
     /// The scored column.
     pub column: String,
-    /// The query value.
-    pub query: QueryValue,
+    /// The query.
+    pub query: NodeQuery,
     /// Rows wanted (`None`: all of them, ranked).
     pub k: Option<usize>,
     /// The column's index, if any: (id, name, ef_search).
@@ -97,10 +107,15 @@ impl SearchNode {
 
     fn query_bits(&self) -> Vec<u32> {
         match &self.query {
-            QueryValue::Vector(v) => v.iter().map(|x| x.to_bits()).collect(),
-            QueryValue::Bag { values, dim } => std::iter::once(*dim as u32)
+            NodeQuery::Vector(QueryValue::Vector(v)) => v.iter().map(|x| x.to_bits()).collect(),
+            NodeQuery::Vector(QueryValue::Bag { values, dim }) => std::iter::once(*dim as u32)
                 .chain(values.iter().map(|x| x.to_bits()))
                 .collect(),
+            // A binding is one statement's: the same binding is the same query.
+            NodeQuery::Text(b) => {
+                let p = Arc::as_ptr(b) as *const () as usize as u64;
+                vec![u32::MAX, (p >> 32) as u32, p as u32]
+            }
         }
     }
 }
@@ -125,10 +140,14 @@ impl PartialOrd for SearchNode {
 
 /// How EXPLAIN names the index path: `index=<name> ef_search=<n>`, or exact.
 fn describe_index(
+    q: &NodeQuery,
     index: &Option<(tarn_catalog::IndexId, String, usize)>,
     k: Option<usize>,
 ) -> String {
     match (index, k) {
+        (Some((_, name, _)), _) if matches!(q, NodeQuery::Text(_)) => {
+            format!("index={name} (bm25)")
+        }
         (Some((_, name, ef)), Some(k)) => format!("index={name} ef_search={}", (*ef).max(k)),
         (Some((_, name, _)), None) => format!("index={name} unused without LIMIT (exact)"),
         (None, _) => "index=none (exact)".into(),
@@ -139,7 +158,7 @@ fn describe_index(
 fn describe(
     table: &str,
     column: &str,
-    q: &QueryValue,
+    q: &NodeQuery,
     k: Option<usize>,
     index: &Option<(tarn_catalog::IndexId, String, usize)>,
 ) -> String {
@@ -147,16 +166,17 @@ fn describe(
         "{table} {column} <#> {} k={} {}",
         describe_query(q),
         k.map_or("all".to_string(), |k| k.to_string()),
-        describe_index(index, k)
+        describe_index(q, index, k)
     )
 }
 
-fn describe_query(q: &QueryValue) -> String {
+fn describe_query(q: &NodeQuery) -> String {
     match q {
-        QueryValue::Vector(v) => format!("vector({})", v.len()),
-        QueryValue::Bag { values, dim } => {
+        NodeQuery::Vector(QueryValue::Vector(v)) => format!("vector({})", v.len()),
+        NodeQuery::Vector(QueryValue::Bag { values, dim }) => {
             format!("bag({}×{dim})", values.len() / (*dim).max(1))
         }
+        NodeQuery::Text(b) => b.describe_query(),
     }
 }
 
@@ -286,7 +306,7 @@ pub struct SearchExec {
     schema: SchemaRef,
     filter: Option<Arc<dyn PhysicalExpr>>,
     column: tarn_catalog::ColumnId,
-    query: QueryValue,
+    query: NodeQuery,
     k: Option<usize>,
     table_name: String,
     column_name: String,
@@ -312,28 +332,39 @@ impl SearchExec {
             table: &self.table,
             expr: f.clone(),
         });
-        let req = SearchRequest {
-            column: self.column,
-            query: &self.query,
-            k: self.k.unwrap_or(usize::MAX),
-            filter: filter.as_ref().map(|f| f as &dyn RowFilter),
-            index: self.index.as_ref().map(|(id, _, ef)| IndexUse {
-                id: *id,
-                ef_search: *ef,
-            }),
+        let k = self.k.unwrap_or(usize::MAX);
+        let filter = filter.as_ref().map(|f| f as &dyn RowFilter);
+        let ranked = match &self.query {
+            NodeQuery::Vector(query) => {
+                let req = SearchRequest {
+                    column: self.column,
+                    query,
+                    k,
+                    filter,
+                    index: self.index.as_ref().map(|(id, _, ef)| IndexUse {
+                        id: *id,
+                        ef_search: *ef,
+                    }),
+                };
+                let (ranked, stats) = tarn_search::top_k_with_stats(self.table.version(), &req)
+                    .map_err(search_error)?;
+                for (name, n) in [
+                    ("graph_segments", stats.graph_segments),
+                    ("exact_segments", stats.exact_segments),
+                    ("small_filtered_sets", stats.small_sets),
+                    ("graph_fallbacks", stats.fallbacks),
+                ] {
+                    MetricBuilder::new(&self.metrics)
+                        .global_counter(name)
+                        .add(n);
+                }
+                ranked
+            }
+            NodeQuery::Text(b) => match b.prepared()? {
+                Some(search) => search.top_k(&b.version, k, filter).map_err(search_error)?,
+                None => Vec::new(),
+            },
         };
-        let (ranked, stats) =
-            tarn_search::top_k_with_stats(self.table.version(), &req).map_err(search_error)?;
-        for (name, n) in [
-            ("graph_segments", stats.graph_segments),
-            ("exact_segments", stats.exact_segments),
-            ("small_filtered_sets", stats.small_sets),
-            ("graph_fallbacks", stats.fallbacks),
-        ] {
-            MetricBuilder::new(&self.metrics)
-                .global_counter(name)
-                .add(n);
-        }
         let ids: Vec<u64> = ranked.iter().map(|s| s.id).collect();
         let batches = self
             .table

@@ -1,5 +1,6 @@
 //! The top-k rule: `ORDER BY <#> … DESC [LIMIT k]` over one engine table becomes a
-//! search node that ranks the rows itself (SPEC §5: `DESC NULLS LAST`, then row id).
+//! search node that ranks the rows itself (SPEC §5: `DESC NULLS LAST`, then row id),
+//! for vectors, bags and text (BM25, bound to the statement's snapshot by the planner).
 //!
 //! Before (after DataFusion's own rules; the limit pushed into the sort):
 //!
@@ -38,8 +39,8 @@ use datafusion::optimizer::optimizer::ApplyOrder;
 use datafusion::optimizer::{OptimizerConfig, OptimizerRule};
 
 use crate::provider::EngineTable;
-use crate::search_exec::SearchNode;
-use crate::similarity;
+use crate::search_exec::{NodeQuery, SearchNode};
+use crate::{similarity, text_search};
 
 /// Replaces `Sort(<#> DESC)` over a filtered scan with a [`SearchNode`].
 #[derive(Debug, Default)]
@@ -195,18 +196,41 @@ fn search_plan(sort: &Sort) -> DfResult<Option<LogicalPlan>> {
     if f.func.name() != similarity::FUNCTION {
         return Ok(None);
     }
-    let [Expr::Column(col), Expr::Literal(q, _)] = f.args.as_slice() else {
+    let schema = table.table_schema();
+    let Some(Expr::Column(col)) = f.args.first() else {
         return Ok(None);
     };
-    let schema = table.table_schema();
     let Ok(field) = schema.field_with_name(&col.name) else {
         return Ok(None);
     };
     if col.relation.as_ref().is_some_and(|r| r != &scan.table_name) {
         return Ok(None);
     }
-    let Some(query) = similarity::planned_query(field, q)? else {
-        return Ok(None);
+    let (query, index) = match text_search::binding_of(&Expr::ScalarFunction(f.clone())) {
+        // Text: bound to this table's snapshot at planning; a NULL query ranks
+        // nothing (DataFusion's sort of NULL scores does).
+        Some(b) => {
+            if b.table != table.def().id
+                || b.query.is_none()
+                || table.column_id(&col.name) != Some(b.column)
+            {
+                return Ok(None);
+            }
+            let index = Some((b.index.id, b.index.name.clone(), 0));
+            (NodeQuery::Text(b), index)
+        }
+        None => {
+            let [_, Expr::Literal(q, _)] = f.args.as_slice() else {
+                return Ok(None);
+            };
+            let Some(query) = similarity::planned_query(field, q)? else {
+                return Ok(None);
+            };
+            let index = table
+                .vector_index(&col.name)
+                .map(|i| (i.id, i.name.clone(), table.ef_search(i)));
+            (NodeQuery::Vector(query), index)
+        }
     };
     for f in &scan.filters {
         if !filters.contains(f) {
@@ -233,9 +257,7 @@ fn search_plan(sort: &Sort) -> DfResult<Option<LogicalPlan>> {
             column: col.name.clone(),
             query,
             k: sort.fetch,
-            index: table
-                .vector_index(&col.name)
-                .map(|i| (i.id, i.name.clone(), table.ef_search(i))),
+            index,
         }),
     });
     // Rebuild the kept nodes over the search node, bottom up.

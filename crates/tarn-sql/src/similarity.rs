@@ -5,7 +5,7 @@
 //! query bag). The top-k rule (`search_rule.rs`) recognizes the same call.
 //!
 //! A table's columns carry what the checks need in their field metadata (see
-//! [`vector_metadata`]): the table's name, whether it is `USING engine`, and the
+//! [`column_metadata`]): the table's name, whether it is `USING engine`, and the
 //! vector dimension once known. So `<#>` on a plain table, a query vector of the wrong
 //! dimension, or a vector compared with a bag is a 400 naming the column, whether the
 //! query value is a literal, a cast of array text or a parameter.
@@ -42,13 +42,22 @@ const META_TABLE: &str = "tarn.table";
 const META_ENGINE: &str = "tarn.engine";
 /// Field metadata: the column's vector dimension, once fixed.
 const META_DIM: &str = "tarn.dim";
+/// Field metadata of text columns: the table's id (text `<#>` binds to its snapshot).
+pub(crate) const META_TABLE_ID: &str = "tarn.table_id";
+/// Field metadata of text columns: the column's id.
+pub(crate) const META_COLUMN_ID: &str = "tarn.column_id";
 
 /// Metadata for the field of column `col` of table `def` (empty for columns other than
-/// vectors and bags).
-pub fn vector_metadata(def: &TableDef, col: &ColumnDef) -> HashMap<String, String> {
+/// vectors, bags and text).
+pub fn column_metadata(def: &TableDef, col: &ColumnDef) -> HashMap<String, String> {
     let mut m = HashMap::new();
-    if !matches!(col.ty, SqlType::Vector { .. } | SqlType::MultiVector) {
+    let text = matches!(col.ty, SqlType::Text | SqlType::Varchar(_));
+    if !text && !matches!(col.ty, SqlType::Vector { .. } | SqlType::MultiVector) {
         return m;
+    }
+    if text {
+        m.insert(META_TABLE_ID.into(), def.id.to_string());
+        m.insert(META_COLUMN_ID.into(), col.id.to_string());
     }
     m.insert(
         META_TABLE.into(),
@@ -99,6 +108,13 @@ impl ExprPlanner for SimilarityPlanner {
                     && let k @ (Kind::Vector | Kind::Bag) = kind(cast.field.data_type())
                 {
                     right = Expr::Literal(array_text_literal(text, k == Kind::Bag)?, None);
+                }
+                // Text: BM25 bound to the statement's snapshot of the column's table.
+                if let Ok(ty) = expr.left.get_type(schema)
+                    && kind(&ty) == Kind::Text
+                    && let Some(bound) = crate::text_search::plan(&expr.left, &right, schema)?
+                {
+                    return Ok(PlannerResult::Planned(bound));
                 }
                 Ok(PlannerResult::Planned(Expr::ScalarFunction(
                     ScalarFunction::new_udf(udf(), vec![expr.left, right]),

@@ -234,7 +234,7 @@ impl Tarn {
             backend: options.backend.clone(),
             memtable_bytes: options.memtable_bytes as u64,
             background: options.background,
-            index_builder: Some(Arc::new(tarn_search::VectorIndexBuilder)),
+            index_builder: Some(Arc::new(tarn_search::SearchIndexBuilder)),
         };
         let db = tokio::task::spawn_blocking(move || Database::open(&path, storage))
             .await

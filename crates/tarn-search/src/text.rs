@@ -1,0 +1,269 @@
+//! Text `<#>` over a table snapshot: BM25 with the statistics of the snapshot's live
+//! rows (SPEC §5), through each sealed segment's text index where it has one, and by
+//! analyzing the text on the spot in the memtable and in segments whose index is not
+//! built yet. A row scores the same bits on every path, so its score depends neither
+//! on how rows are split into segments nor on how much is indexed yet.
+
+use datafusion::arrow::array::{Array, ArrayRef, AsArray};
+use datafusion::arrow::datatypes::DataType;
+use tarn_catalog::{ColumnId, IndexDef, IndexId, IndexType};
+use tarn_storage::{SegmentRef, TableVersion};
+use tarn_text::{Matcher, Stats, TextIndex, TextQuery, Tokenizer, Weights};
+use tarn_vector::{Scored, TopK};
+
+use crate::topk::{RowFilter, checked_mask};
+use crate::{Error, Result};
+
+/// Whether `index` is a text (`bm25`) index.
+pub fn is_text_index(index: &IndexDef) -> bool {
+    index.index_type == IndexType::Bm25
+}
+
+/// The tokenizer of a `bm25` index (its `tokenizer` option; `en_stem` by default).
+pub fn tokenizer(index: &IndexDef) -> Tokenizer {
+    index
+        .options
+        .get("tokenizer")
+        .and_then(|t| Tokenizer::from_name(t))
+        .unwrap_or_default()
+}
+
+/// The text of row `i` of a text array (`None` for NULL or a non-text array).
+pub(crate) fn text_at(a: &ArrayRef, i: usize) -> Option<&str> {
+    if a.is_null(i) {
+        return None;
+    }
+    match a.data_type() {
+        DataType::Utf8 => Some(a.as_string::<i32>().value(i)),
+        DataType::LargeUtf8 => Some(a.as_string::<i64>().value(i)),
+        DataType::Utf8View => Some(a.as_string_view().value(i)),
+        _ => None,
+    }
+}
+
+fn check_text(a: &ArrayRef) -> Result<()> {
+    match a.data_type() {
+        DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => Ok(()),
+        other => Err(Error::Internal(format!(
+            "a text index over a column of type {other}"
+        ))),
+    }
+}
+
+/// A text query prepared against one table snapshot: the BM25 weights its live rows
+/// give. Score rows of the same snapshot with it.
+#[derive(Debug)]
+pub struct TextSearch {
+    column: ColumnId,
+    index: IndexId,
+    tokenizer: Tokenizer,
+    weights: Weights,
+}
+
+/// The text index file of segment `s`, opened (once per segment).
+fn segment_index(s: &SegmentRef, index: IndexId) -> Result<Option<std::sync::Arc<TextIndex>>> {
+    if s.segment().in_memory() {
+        return Ok(None);
+    }
+    let Some(file) = s.segment().index(index) else {
+        return Ok(None);
+    };
+    let rows = s.segment().num_rows();
+    let idx = file.loaded(|bytes| {
+        let idx = TextIndex::open(bytes.as_slice()).map_err(|e| e.to_string())?;
+        if idx.len() != rows {
+            return Err(format!(
+                "text index of {} rows for a {rows}-row segment",
+                idx.len()
+            ));
+        }
+        Ok(idx)
+    })?;
+    Ok(Some(idx))
+}
+
+impl TextSearch {
+    /// Parses `query` with the tokenizer of `index` (a `bm25` index on `column`) and
+    /// gathers its statistics over the live rows of `version`.
+    pub fn prepare(
+        version: &TableVersion,
+        column: ColumnId,
+        index: &IndexDef,
+        query: &str,
+    ) -> Result<TextSearch> {
+        let tokenizer = tokenizer(index);
+        let q = TextQuery::parse(query, tokenizer);
+        let mut stats = Stats::new(&q);
+        if !q.matches_nothing() {
+            for s in version.segments() {
+                match segment_index(s, index.id)? {
+                    Some(idx) => {
+                        let deletes = s.deletes();
+                        let part = idx.stats(&q, &mut deletes.iter(), &|p| deletes.contains(p))?;
+                        stats.add(&part);
+                    }
+                    None => {
+                        let mut m = Matcher::new(&q, tokenizer);
+                        for_each_loose(s, column, None, |_, text| {
+                            m.analyze(text, &mut stats);
+                        })?;
+                    }
+                }
+            }
+        }
+        let weights = Weights::new(&q, stats)?;
+        Ok(TextSearch {
+            column,
+            index: index.id,
+            tokenizer,
+            weights,
+        })
+    }
+
+    /// The weights (query and statistics).
+    pub fn weights(&self) -> &Weights {
+        &self.weights
+    }
+
+    /// A matcher for scoring texts one by one with [`TextSearch::score`].
+    pub fn matcher(&self) -> Matcher<'_> {
+        Matcher::new(self.weights.query(), self.tokenizer)
+    }
+
+    /// The score of one text of the snapshot: NULL for NULL, 0 when it matches nothing.
+    pub fn score(&self, matcher: &mut Matcher<'_>, text: Option<&str>) -> Option<f32> {
+        text?;
+        let mut scratch = Stats::new(self.weights.query());
+        let m = matcher.analyze(text, &mut scratch);
+        Some(self.weights.score(&m))
+    }
+
+    /// The `min(k, matching rows)` best live rows of `version` (the snapshot it was
+    /// prepared on) passing `filter`, in SPEC §5's order: rows matching the query by
+    /// score, then rows with text that match nothing (score 0) and rows whose text is
+    /// NULL (score NULL), each by row id.
+    pub fn top_k(
+        &self,
+        version: &TableVersion,
+        k: usize,
+        filter: Option<&dyn RowFilter>,
+    ) -> Result<Vec<Scored>> {
+        let mut best = TopK::new(k);
+        let mut matched = 0usize;
+        let nothing = self.weights.query().matches_nothing() || self.weights.stats().docs == 0;
+        // Matching rows.
+        if !nothing {
+            for s in version.segments() {
+                match segment_index(s, self.index)? {
+                    Some(idx) => {
+                        let allowed = crate::topk::allowed_positions(s, filter)?;
+                        let deletes = s.deletes();
+                        let mut hits: Vec<(u32, f32)> = Vec::new();
+                        idx.search(
+                            &self.weights,
+                            &|p| match &allowed {
+                                Some(a) => a.contains(p),
+                                None => !deletes.contains(p),
+                            },
+                            &mut |p, score| hits.push((p, score)),
+                        )?;
+                        hits.sort_unstable_by_key(|h| h.0);
+                        let ids = row_ids(s, hits.iter().map(|h| h.0))?;
+                        for (id, (_, score)) in ids.into_iter().zip(hits) {
+                            matched += 1;
+                            best.push(id, Some(score));
+                        }
+                    }
+                    None => {
+                        let mut m = self.matcher();
+                        let mut scratch = Stats::new(self.weights.query());
+                        for_each_loose(s, self.column, filter, |id, text| {
+                            let dm = m.analyze(text, &mut scratch);
+                            let score = self.weights.score(&dm);
+                            if score > 0.0 {
+                                matched += 1;
+                                best.push(id, Some(score));
+                            }
+                        })?;
+                    }
+                }
+            }
+        }
+        if matched >= k {
+            return Ok(best.into_sorted());
+        }
+        // Too few matches: the rest of the result is rows scoring 0, then NULL. One
+        // exact pass over every row ranks them all (a row analyzed on the spot scores
+        // the same bits as through its index).
+        let mut best = TopK::new(k);
+        let mut m = self.matcher();
+        let mut scratch = Stats::new(self.weights.query());
+        for s in version.segments() {
+            for_each_loose(s, self.column, filter, |id, text| {
+                let score = match text {
+                    None => None,
+                    Some(_) if nothing => Some(0.0),
+                    Some(_) => Some(self.weights.score(&m.analyze(text, &mut scratch))),
+                };
+                best.push(id, score);
+            })?;
+        }
+        Ok(best.into_sorted())
+    }
+}
+
+/// The row ids at `positions` (ascending) of segment `s`.
+fn row_ids(s: &SegmentRef, positions: impl Iterator<Item = u32>) -> Result<Vec<u64>> {
+    let blocks = s.segment().blocks();
+    let mut out = Vec::new();
+    let mut cur: Option<(usize, std::sync::Arc<tarn_storage::Chunk>)> = None;
+    for p in positions {
+        let p = p as usize;
+        let bi = blocks.partition_point(|b| b.start + b.rows <= p);
+        if bi >= blocks.len() {
+            return Err(Error::Internal(format!(
+                "position {p} past the segment's end"
+            )));
+        }
+        if cur.as_ref().is_none_or(|(b, _)| *b != bi) {
+            cur = Some((bi, s.segment().block(bi)?));
+        }
+        if let Some((_, chunk)) = &cur {
+            out.push(chunk.row_ids().value(p - blocks[bi].start));
+        }
+    }
+    Ok(out)
+}
+
+/// Calls `each(row id, text)` for every live row of `s` that passes `filter`.
+fn for_each_loose(
+    s: &SegmentRef,
+    column: ColumnId,
+    filter: Option<&dyn RowFilter>,
+    mut each: impl FnMut(u64, Option<&str>),
+) -> Result<()> {
+    for bi in 0..s.segment().blocks().len() {
+        let chunk = s.segment().block(bi)?;
+        let live = s.block_mask(bi);
+        let pass = match filter {
+            Some(f) => checked_mask(f, &chunk, live.as_ref())?,
+            None => None,
+        };
+        let ids = chunk.row_ids();
+        let array = chunk.column(column);
+        if let Some(a) = array {
+            check_text(a)?;
+        }
+        for i in 0..chunk.num_rows() {
+            if live.as_ref().is_some_and(|m| !m.value(i))
+                || pass.as_ref().is_some_and(|m| !m.value(i))
+            {
+                continue;
+            }
+            // A column added after this block was written: NULL in every row.
+            let text = array.and_then(|a| text_at(a, i));
+            each(ids.value(i), text);
+        }
+    }
+    Ok(())
+}

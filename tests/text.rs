@@ -1,0 +1,509 @@
+//! Text `<#>` (BM25) through the public API (SPEC §5): scores equal tantivy's own over
+//! the table's live rows — in the memtable, through segment indexes, after deletes,
+//! updates, VACUUM and reopen — as a plain expression and as a ranked top-k; rows are
+//! searchable when their statement returns; bad requests are 400s; hostile query text
+//! never fails; EXPLAIN names the index.
+
+use std::collections::{BTreeMap, HashMap};
+
+use serde_json::{Value, json};
+use tarn::{ErrorKind, Options, Session, SyncMode, Tarn};
+use tarn_tests::{cisi_texts, fixture, fixture_with_key, reconnect, tantivy_scores};
+
+type TestResult = Result<(), Box<dyn std::error::Error>>;
+
+async fn rows(s: &Session, sql: &str, params: &[Value]) -> Result<Vec<Vec<Value>>, tarn::Error> {
+    Ok(s.query("ws", sql, params).await?.rows.unwrap_or_default())
+}
+
+fn manual() -> Options {
+    Options::new()
+        .sync(SyncMode::Process)
+        .memtable_bytes(1 << 20)
+        .background_maintenance(false)
+}
+
+fn quote(t: &str) -> String {
+    format!("'{}'", t.replace('\'', "''"))
+}
+
+async fn create(s: &Session, tokenizer: &str) -> TestResult {
+    s.query(
+        "ws",
+        r#"CREATE TABLE "ws"."t" (id INT PRIMARY KEY, body TEXT, cat INT) USING engine"#,
+        &[],
+    )
+    .await?;
+    s.query(
+        "ws",
+        &format!(
+            r#"CREATE INDEX t_body ON "ws"."t" USING engine_index (body) WITH (index_type = 'bm25', tokenizer = '{tokenizer}')"#
+        ),
+        &[],
+    )
+    .await?;
+    Ok(())
+}
+
+async fn insert(
+    s: &Session,
+    model: &mut BTreeMap<i64, String>,
+    docs: &[(i64, String)],
+) -> TestResult {
+    for chunk in docs.chunks(100) {
+        let values: Vec<String> = chunk
+            .iter()
+            .map(|(i, t)| format!("({i}, {}, {})", quote(t), i % 10))
+            .collect();
+        s.query(
+            "ws",
+            &format!(r#"INSERT INTO "ws"."t" VALUES {}"#, values.join(",")),
+            &[],
+        )
+        .await?;
+        for (i, t) in chunk {
+            model.insert(*i, t.clone());
+        }
+    }
+    Ok(())
+}
+
+fn close(a: f64, b: f64) -> bool {
+    (a - b).abs() <= 1e-5 * a.abs().max(1.0)
+}
+
+const QUERIES: &[&str] = &[
+    "information retrieval",
+    "\"information retrieval\" systems",
+    "+library -computer",
+    "automatic indexing classification",
+    "nonexistentword",
+];
+
+/// Checks every query's scores against tantivy's over `model` (the live rows), as a
+/// plain expression over every row and as a ranked top-10.
+async fn check(s: &Session, model: &BTreeMap<i64, String>, what: &str) -> TestResult {
+    let texts: Vec<(i64, &str)> = model.iter().map(|(i, t)| (*i, t.as_str())).collect();
+    for q in QUERIES {
+        let want = tantivy_scores(&texts, "en_stem", q);
+        let all = rows(s, r#"SELECT id, body <#> $1 FROM "ws"."t""#, &[json!(q)]).await?;
+        assert_eq!(all.len(), model.len(), "{what} {q}");
+        for r in &all {
+            let id = r[0].as_i64().ok_or("id")?;
+            let got = r[1].as_f64().ok_or("score")?;
+            let w = want.get(&id).copied().unwrap_or(0.0) as f64;
+            assert!(
+                close(w, got),
+                "{what} {q}: row {id}: tantivy {w}, tarn {got}"
+            );
+        }
+        let top = rows(
+            s,
+            r#"SELECT id, body <#> $1 AS s FROM "ws"."t" ORDER BY s DESC LIMIT 10"#,
+            &[json!(q)],
+        )
+        .await?;
+        assert_eq!(top.len(), 10.min(model.len()), "{what} {q}");
+        let mut best: Vec<f64> = model
+            .keys()
+            .map(|id| want.get(id).copied().unwrap_or(0.0) as f64)
+            .collect();
+        best.sort_by(|a, b| b.total_cmp(a));
+        for (r, w) in top.iter().zip(&best) {
+            let id = r[0].as_i64().ok_or("id")?;
+            let got = r[1].as_f64().ok_or("score")?;
+            assert!(
+                close(*w, got),
+                "{what} {q}: rank of row {id}: want {w}, got {got}"
+            );
+            let own = want.get(&id).copied().unwrap_or(0.0) as f64;
+            assert!(
+                close(own, got),
+                "{what} {q}: row {id}: tantivy {own}, tarn {got}"
+            );
+        }
+    }
+    Ok(())
+}
+
+#[tokio::test]
+async fn scores_equal_tantivys_over_live_rows_across_segments_and_reopen() -> TestResult {
+    let corpus = cisi_texts();
+    let dir = tempfile::tempdir()?;
+    let tarn = Tarn::open_with(dir.path(), manual()).await?;
+    let (s, key) = fixture_with_key(&tarn).await?;
+    create(&s, "en_stem").await?;
+    let mut model = BTreeMap::new();
+    let docs: Vec<(i64, String)> = (0..400).map(|i| (i, corpus[i as usize].clone())).collect();
+    insert(&s, &mut model, &docs).await?;
+    check(&s, &model, "memtable").await?;
+
+    s.query("ws", r#"VACUUM "ws"."t""#, &[]).await?;
+    check(&s, &model, "indexed segment").await?;
+
+    let docs: Vec<(i64, String)> = (400..700)
+        .map(|i| (i, corpus[i as usize].clone()))
+        .collect();
+    insert(&s, &mut model, &docs).await?;
+    s.query("ws", r#"DELETE FROM "ws"."t" WHERE id % 7 = 3"#, &[])
+        .await?;
+    model.retain(|id, _| id % 7 != 3);
+    s.query(
+        "ws",
+        r#"UPDATE "ws"."t" SET body = 'library computer library' WHERE id % 11 = 5"#,
+        &[],
+    )
+    .await?;
+    for (id, t) in model.iter_mut() {
+        if id % 11 == 5 {
+            *t = "library computer library".into();
+        }
+    }
+    check(
+        &s,
+        &model,
+        "index with deletes and updates, and the memtable",
+    )
+    .await?;
+
+    tarn.close().await?;
+    let tarn = Tarn::open_with(dir.path(), manual()).await?;
+    let s = reconnect(&tarn, &key).await?;
+    check(&s, &model, "reopened: a segment without its index").await?;
+    s.query("ws", r#"VACUUM "ws"."t""#, &[]).await?;
+    check(&s, &model, "after VACUUM").await?;
+    let files = std::fs::read_dir(dir.path().join("segments"))?
+        .filter_map(Result::ok)
+        .filter(|e| e.file_name().to_string_lossy().ends_with(".idx"))
+        .count();
+    assert!(files >= 1, "the text index is a file");
+    s.query("ws", r#"DROP INDEX "ws"."t_body""#, &[]).await?;
+    s.query("ws", r#"VACUUM "ws"."t""#, &[]).await?;
+    let files = std::fs::read_dir(dir.path().join("segments"))?
+        .filter_map(Result::ok)
+        .filter(|e| e.file_name().to_string_lossy().ends_with(".idx"))
+        .count();
+    assert_eq!(files, 0, "DROP INDEX removes its files");
+    let err = s
+        .query("ws", r#"SELECT body <#> 'x' FROM "ws"."t""#, &[])
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::BadRequest);
+    Ok(())
+}
+
+#[tokio::test]
+async fn other_tokenizers_score_as_tantivys() -> TestResult {
+    let corpus = cisi_texts();
+    for tok in ["default", "whitespace"] {
+        let tarn = Tarn::in_memory().await?;
+        let s = fixture(&tarn).await?;
+        create(&s, tok).await?;
+        let mut model = BTreeMap::new();
+        let docs: Vec<(i64, String)> = (0..150).map(|i| (i, corpus[i as usize].clone())).collect();
+        insert(&s, &mut model, &docs).await?;
+        let texts: Vec<(i64, &str)> = model.iter().map(|(i, t)| (*i, t.as_str())).collect();
+        for q in ["Information retrieval", "\"of the\" library"] {
+            let want = tantivy_scores(&texts, tok, q);
+            let all = rows(&s, r#"SELECT id, body <#> $1 FROM "ws"."t""#, &[json!(q)]).await?;
+            for r in &all {
+                let id = r[0].as_i64().ok_or("id")?;
+                let got = r[1].as_f64().ok_or("score")?;
+                let w = want.get(&id).copied().unwrap_or(0.0) as f64;
+                assert!(
+                    close(w, got),
+                    "{tok} {q}: row {id}: tantivy {w}, tarn {got}"
+                );
+            }
+        }
+    }
+    Ok(())
+}
+
+#[tokio::test]
+async fn rows_are_found_when_their_statement_returns_and_old_text_never_again() -> TestResult {
+    let tarn = Tarn::in_memory().await?;
+    let s = fixture(&tarn).await?;
+    create(&s, "en_stem").await?;
+    let top = r#"SELECT id FROM "ws"."t" ORDER BY body <#> $1 DESC LIMIT 3"#;
+    s.query("ws", r#"INSERT INTO "ws"."t" VALUES (1, 'the quick brown fox', 1), (2, 'lazy dogs sleep', 2), (3, NULL, 3)"#, &[])
+        .await?;
+    let ids = |r: Vec<Vec<Value>>| r.iter().filter_map(|r| r[0].as_i64()).collect::<Vec<_>>();
+    // Matches first, then rows matching nothing (0) by row id, then NULL text.
+    assert_eq!(ids(rows(&s, top, &[json!("fox")]).await?), vec![1, 2, 3]);
+    assert_eq!(ids(rows(&s, top, &[json!("dog")]).await?), vec![2, 1, 3]);
+    s.query(
+        "ws",
+        r#"UPDATE "ws"."t" SET body = 'cats only' WHERE id = 1"#,
+        &[],
+    )
+    .await?;
+    let r = rows(
+        &s,
+        r#"SELECT id, body <#> 'fox' FROM "ws"."t" ORDER BY id"#,
+        &[],
+    )
+    .await?;
+    assert_eq!(r[0][1], json!(0.0), "the old text never matches again");
+    assert_eq!(r[2][1], Value::Null, "NULL text scores NULL");
+    s.query("ws", r#"DELETE FROM "ws"."t" WHERE id = 2"#, &[])
+        .await?;
+    assert_eq!(ids(rows(&s, top, &[json!("dog")]).await?), vec![1, 3]);
+    // Filters: exactly min(k, matching rows).
+    let r = rows(
+        &s,
+        r#"SELECT id FROM "ws"."t" WHERE cat = 3 ORDER BY body <#> 'cat' DESC LIMIT 5"#,
+        &[],
+    )
+    .await?;
+    assert_eq!(ids(r), vec![3]);
+    Ok(())
+}
+
+#[tokio::test]
+async fn bad_requests_are_400_and_hostile_text_is_words() -> TestResult {
+    let tarn = Tarn::in_memory().await?;
+    let s = fixture(&tarn).await?;
+    create(&s, "en_stem").await?;
+    s.query(
+        "ws",
+        r#"CREATE TABLE "ws"."plain" (id INT, body TEXT)"#,
+        &[],
+    )
+    .await?;
+    s.query(
+        "ws",
+        r#"CREATE TABLE "ws"."u" (id INT, body TEXT) USING engine"#,
+        &[],
+    )
+    .await?;
+    s.query(
+        "ws",
+        r#"INSERT INTO "ws"."t" VALUES (1, 'information retrieval systems', 1)"#,
+        &[],
+    )
+    .await?;
+    let bad = |sql: &'static str, msg: &'static str| {
+        let s = s.clone();
+        async move {
+            let err = s.query("ws", sql, &[]).await.unwrap_err();
+            assert_eq!(err.kind(), ErrorKind::BadRequest, "{sql}: {err}");
+            assert!(err.to_string().contains(msg), "{sql}: {err}");
+        }
+    };
+    bad(
+        r#"SELECT body <#> 'x' FROM "ws"."u""#,
+        r#"CREATE INDEX ON "ws"."u" USING engine_index (body) WITH (index_type = 'bm25')"#,
+    )
+    .await;
+    bad(
+        r#"CREATE INDEX ON "ws"."t" USING engine_index (id) WITH (index_type = 'bm25')"#,
+        "needs a text or varchar column",
+    )
+    .await;
+    bad(
+        r#"CREATE INDEX ON "ws"."plain" USING engine_index (body) WITH (index_type = 'bm25')"#,
+        "USING engine",
+    )
+    .await;
+    bad(
+        r#"CREATE INDEX ON "ws"."u" USING engine_index (body) WITH (index_type = 'bm25', tokenizer = 'klingon')"#,
+        "tokenizer",
+    )
+    .await;
+    bad(
+        r#"SELECT body <#> body FROM "ws"."t""#,
+        "must be a constant string",
+    )
+    .await;
+    let hostile = [
+        "\"unbalanced quote",
+        "information OR (retrieval AND",
+        "title:information retriev*",
+        "🦀 information 🦀",
+        "+ - \" ++ --",
+        "",
+    ];
+    for q in hostile {
+        let r = rows(
+            &s,
+            r#"SELECT id, body <#> $1 FROM "ws"."t" ORDER BY 2 DESC LIMIT 5"#,
+            &[json!(q)],
+        )
+        .await?;
+        assert_eq!(r.len(), 1, "{q}");
+    }
+    let big = "information ".repeat(10_000);
+    let r = rows(&s, r#"SELECT body <#> $1 FROM "ws"."t""#, &[json!(big)]).await?;
+    assert!(r[0][0].as_f64().is_some_and(|x| x > 0.0), "{r:?}");
+    let r = rows(&s, r#"SELECT body <#> NULL FROM "ws"."t""#, &[]).await?;
+    assert_eq!(r[0][0], Value::Null);
+    let mut counts: HashMap<&str, usize> = HashMap::new();
+    for q in ["information", "\"retrieval systems\"", "-information"] {
+        let r = rows(
+            &s,
+            r#"SELECT count(*) FROM "ws"."t" WHERE body <#> $1 > 0"#,
+            &[json!(q)],
+        )
+        .await?;
+        counts.insert(q, r[0][0].as_i64().unwrap_or(-1) as usize);
+    }
+    assert_eq!(counts["information"], 1);
+    assert_eq!(counts["\"retrieval systems\""], 1);
+    assert_eq!(counts["-information"], 0);
+    Ok(())
+}
+
+#[tokio::test]
+async fn explain_names_the_bm25_index() -> TestResult {
+    let tarn = Tarn::in_memory().await?;
+    let s = fixture(&tarn).await?;
+    create(&s, "en_stem").await?;
+    let r = rows(
+        &s,
+        r#"EXPLAIN SELECT id FROM "ws"."t" WHERE cat = 1 ORDER BY body <#> 'library' DESC LIMIT 5"#,
+        &[],
+    )
+    .await?;
+    let plan = format!("{r:?}");
+    assert!(plan.contains("TarnSearch"), "{plan}");
+    assert!(plan.contains("index=t_body (bm25)"), "{plan}");
+    Ok(())
+}
+
+#[tokio::test]
+#[ignore = "child process of kill_9_between_writes_and_text_index_builds"]
+async fn text_writer_child() -> TestResult {
+    let Ok(dir) = std::env::var("TARN_TEXT_DIR") else {
+        return Ok(());
+    };
+    let start: i64 = std::env::var("TARN_TEXT_START")?.parse()?;
+    let tarn = Tarn::open_with(&dir, manual()).await?;
+    let s = reconnect(&tarn, &std::fs::read_to_string(format!("{dir}/key"))?).await?;
+    for i in start.. {
+        s.query(
+            "ws",
+            &format!(
+                r#"INSERT INTO "ws"."t" VALUES ({i}, 'row tok{i} information', {})"#,
+                i % 10
+            ),
+            &[],
+        )
+        .await?;
+        println!("inserted {i}");
+        if i % 25 == 0 {
+            s.query(
+                "ws",
+                &format!(r#"DELETE FROM "ws"."t" WHERE id = {}"#, i - 7),
+                &[],
+            )
+            .await?;
+            println!("deleted {}", i - 7);
+            s.query("ws", r#"VACUUM "ws"."t""#, &[]).await?;
+        }
+    }
+    Ok(())
+}
+
+#[tokio::test]
+async fn kill_9_between_writes_and_text_index_builds() -> TestResult {
+    use std::io::Read;
+    use std::process::{Command, Stdio};
+    let dir = tempfile::tempdir()?;
+    let path = dir.path().to_string_lossy().to_string();
+    let secret = {
+        let tarn = Tarn::open_with(&path, manual()).await?;
+        let (s, secret) = fixture_with_key(&tarn).await?;
+        std::fs::write(format!("{path}/key"), &secret)?;
+        create(&s, "en_stem").await?;
+        tarn.close().await?;
+        secret
+    };
+    let exe = std::env::current_exe()?;
+    let mut model: BTreeMap<i64, String> = BTreeMap::new();
+    let mut next = 0i64;
+    let mut rng = tarn_tests::Rng(5);
+    for round in 0..5 {
+        let mut child = Command::new(&exe)
+            .args([
+                "--ignored",
+                "--exact",
+                "text_writer_child",
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .env("TARN_TEXT_DIR", &path)
+            .env("TARN_TEXT_START", next.to_string())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()?;
+        std::thread::sleep(std::time::Duration::from_millis(300 + rng.below(1500)));
+        child.kill()?;
+        child.wait()?;
+        let mut out = String::new();
+        child
+            .stdout
+            .take()
+            .ok_or("stdout")?
+            .read_to_string(&mut out)?;
+        let mut last_attempt = next;
+        for line in out.lines() {
+            // The test harness may print its own words before the first line.
+            if let Some((_, i)) = line.rsplit_once("inserted ") {
+                let i: i64 = i.parse()?;
+                model.insert(i, format!("row tok{i} information"));
+                last_attempt = i + 1;
+            } else if let Some((_, i)) = line.rsplit_once("deleted ") {
+                model.remove(&i.parse::<i64>()?);
+            }
+        }
+
+        let tarn = Tarn::open_with(&path, manual()).await?;
+        let s = reconnect(&tarn, &secret).await?;
+        // The statement in flight when the child died may or may not have committed.
+        let stored: Vec<i64> = rows(&s, r#"SELECT id FROM "ws"."t" ORDER BY id"#, &[])
+            .await?
+            .iter()
+            .filter_map(|r| r[0].as_i64())
+            .collect();
+        for i in &stored {
+            if !model.contains_key(i) && *i >= last_attempt - 1 {
+                model.insert(*i, format!("row tok{i} information"));
+            }
+        }
+        let deleted_in_flight: Vec<i64> = model
+            .keys()
+            .copied()
+            .filter(|i| !stored.contains(i))
+            .collect();
+        for i in deleted_in_flight {
+            assert!(
+                model.contains_key(&(i + 7)) && (i + 7) % 25 == 0,
+                "round {round}: row {i} was lost"
+            );
+            model.remove(&i);
+        }
+        assert_eq!(
+            stored,
+            model.keys().copied().collect::<Vec<_>>(),
+            "round {round}"
+        );
+        next = stored
+            .last()
+            .map_or(last_attempt, |l| l + 1)
+            .max(last_attempt);
+        // Each row is found by its own token exactly once, and scores are tantivy's.
+        for i in model.keys().rev().take(5) {
+            let r = rows(
+                &s,
+                r#"SELECT id FROM "ws"."t" WHERE body <#> $1 > 0"#,
+                &[json!(format!("tok{i}"))],
+            )
+            .await?;
+            assert_eq!(r, vec![vec![json!(i)]], "round {round}");
+        }
+        check(&s, &model, &format!("round {round}")).await?;
+        tarn.close().await?;
+    }
+    Ok(())
+}
