@@ -507,3 +507,108 @@ async fn kill_9_between_writes_and_text_index_builds() -> TestResult {
     }
     Ok(())
 }
+
+#[tokio::test]
+async fn hybrid_fuses_both_arms_and_shows_why() -> TestResult {
+    let tarn = Tarn::in_memory().await?;
+    let s = fixture(&tarn).await?;
+    s.query(
+        "ws",
+        r#"CREATE TABLE "ws"."h" (id INT PRIMARY KEY, e FLOAT4[2], body TEXT, cat INT) USING engine"#,
+        &[],
+    )
+    .await?;
+    s.query(
+        "ws",
+        r#"CREATE INDEX h_body ON "ws"."h" USING engine_index (body) WITH (index_type = 'bm25')"#,
+        &[],
+    )
+    .await?;
+    s.query(
+        "ws",
+        r#"INSERT INTO "ws"."h" VALUES
+           (1, '{1,0}', 'cats and dogs', 1),
+           (2, '{0,1}', 'library science library', 2),
+           (3, '{0.7,0.7}', 'library cats', 1),
+           (4, NULL, 'nothing here', 2)"#,
+        &[],
+    )
+    .await?;
+    let q = r#"SELECT id, (e, body) <#> engine_hybrid_record('{1,0}', 'library') AS f,
+                      (e, body) <#> engine_hybrid_scores('{1,0}', 'library') AS s
+               FROM "ws"."h" ORDER BY (e, body) <#> engine_hybrid_record('{1,0}', 'library') DESC LIMIT 4"#;
+    let r = rows(&s, q, &[]).await?;
+    assert_eq!(r.len(), 4, "{r:?}");
+    // Row 3 is good on both arms; fused scores descend and equal the struct's.
+    assert_eq!(r[0][0], json!(3), "{r:?}");
+    let mut last = f64::INFINITY;
+    for row in &r {
+        let f = row[1].as_f64().unwrap_or(-1.0);
+        assert!(f <= last, "{r:?}");
+        last = f;
+        assert_eq!(row[2]["fused"], row[1], "{r:?}");
+    }
+    // Weights: all on the vector arm ranks by cosine.
+    let r = rows(
+        &s,
+        r#"SELECT id FROM "ws"."h" ORDER BY (e, body) <#> engine_hybrid_record('{1,0}', 'library', 1, 0) DESC LIMIT 1"#,
+        &[],
+    )
+    .await?;
+    assert_eq!(r, vec![vec![json!(1)]]);
+    // Each fusion runs, with filters and without LIMIT.
+    for fusion in ["minmax", "softmax", "rrf"] {
+        let r = rows(
+            &s,
+            &format!(
+                r#"SELECT id FROM "ws"."h" WHERE cat = 1 ORDER BY (e, body) <#> engine_hybrid_record('{{1,0}}', 'library', 0.5, 0.5, '{fusion}') DESC LIMIT 5"#
+            ),
+            &[],
+        )
+        .await?;
+        assert_eq!(r.len(), 2, "{fusion}: {r:?}");
+        let r = rows(
+            &s,
+            &format!(
+                r#"SELECT id, (e, body) <#> engine_hybrid_record('{{1,0}}', 'library', 0.5, 0.5, '{fusion}') FROM "ws"."h""#
+            ),
+            &[],
+        )
+        .await?;
+        assert_eq!(r.len(), 4, "{fusion}: {r:?}");
+    }
+    let r = rows(
+        &s,
+        r#"EXPLAIN SELECT id FROM "ws"."h" ORDER BY (e, body) <#> engine_hybrid_record('{1,0}', 'library') DESC LIMIT 3"#,
+        &[],
+    )
+    .await?;
+    let plan = format!("{r:?}");
+    assert!(
+        plan.contains("h_body (bm25)") && plan.contains("fusion=minmax"),
+        "{plan}"
+    );
+    for (sql, msg) in [
+        (
+            r#"SELECT (e, body) <#> engine_hybrid_record('{1,0}', 'x', 1.5, 0.5) FROM "ws"."h""#,
+            "between 0 and 1",
+        ),
+        (
+            r#"SELECT (e, body) <#> engine_hybrid_record('{1,0}', 'x', 0.5, 0.5, 'max') FROM "ws"."h""#,
+            "unknown fusion",
+        ),
+        (
+            r#"SELECT (e, body) <#> engine_hybrid_record('{1,0,0}', 'x') FROM "ws"."h""#,
+            "dimensions",
+        ),
+        (
+            r#"SELECT engine_hybrid_record('{1,0}', 'x') FROM "ws"."h""#,
+            "right side",
+        ),
+    ] {
+        let err = s.query("ws", sql, &[]).await.unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::BadRequest, "{sql}: {err}");
+        assert!(err.to_string().contains(msg), "{sql}: {err}");
+    }
+    Ok(())
+}

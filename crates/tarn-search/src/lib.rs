@@ -11,18 +11,23 @@
 //!   where it has one.
 //! - [`TextSearch`]: text `<#>` (BM25) with the statistics of the snapshot's live rows,
 //!   through each segment's text index, or analyzing unindexed rows on the spot.
+//! - [`hybrid_top_k`]: hybrid `<#>`: both arms' candidates, exact arm scores for each,
+//!   fused by `tarn-hybrid`.
 //! - [`SearchIndexBuilder`]: builds a segment's graph or text index file (storage
 //!   calls it from the background worker and from `CREATE INDEX`).
 
 mod build;
 mod error;
+mod hybrid;
 mod score;
 mod text;
 mod topk;
 
 pub use build::{DEFAULT_EF_SEARCH, SearchIndexBuilder, ef_search, hnsw_params, is_vector_index};
 pub use error::{Error, Result};
+pub use hybrid::{HybridRequest, arm_candidates, arm_scores, hybrid_top_k};
 pub use score::{QueryValue, score_rows};
+pub use tarn_hybrid::{ArmScores, Fuser, Fusion, Weights as HybridWeights};
 pub use tarn_text::{TextQuery, Tokenizer};
 pub use tarn_vector::{Scored, TopK};
 pub use text::{TextSearch, is_text_index, tokenizer};

@@ -138,6 +138,11 @@ impl TextSearch {
         Some(self.weights.score(&m))
     }
 
+    /// The scored column.
+    pub fn column(&self) -> ColumnId {
+        self.column
+    }
+
     /// The `min(k, matching rows)` best live rows of `version` (the snapshot it was
     /// prepared on) passing `filter`, in SPEC §5's order: rows matching the query by
     /// score, then rows with text that match nothing (score 0) and rows whose text is
@@ -148,49 +153,10 @@ impl TextSearch {
         k: usize,
         filter: Option<&dyn RowFilter>,
     ) -> Result<Vec<Scored>> {
-        let mut best = TopK::new(k);
-        let mut matched = 0usize;
+        let (best, matched) = self.ranked_matches(version, k, filter)?;
         let nothing = self.weights.query().matches_nothing() || self.weights.stats().docs == 0;
-        // Matching rows.
-        if !nothing {
-            for s in version.segments() {
-                match segment_index(s, self.index)? {
-                    Some(idx) => {
-                        let allowed = crate::topk::allowed_positions(s, filter)?;
-                        let deletes = s.deletes();
-                        let mut hits: Vec<(u32, f32)> = Vec::new();
-                        idx.search(
-                            &self.weights,
-                            &|p| match &allowed {
-                                Some(a) => a.contains(p),
-                                None => !deletes.contains(p),
-                            },
-                            &mut |p, score| hits.push((p, score)),
-                        )?;
-                        hits.sort_unstable_by_key(|h| h.0);
-                        let ids = row_ids(s, hits.iter().map(|h| h.0))?;
-                        for (id, (_, score)) in ids.into_iter().zip(hits) {
-                            matched += 1;
-                            best.push(id, Some(score));
-                        }
-                    }
-                    None => {
-                        let mut m = self.matcher();
-                        let mut scratch = Stats::new(self.weights.query());
-                        for_each_loose(s, self.column, filter, |id, text| {
-                            let dm = m.analyze(text, &mut scratch);
-                            let score = self.weights.score(&dm);
-                            if score > 0.0 {
-                                matched += 1;
-                                best.push(id, Some(score));
-                            }
-                        })?;
-                    }
-                }
-            }
-        }
         if matched >= k {
-            return Ok(best.into_sorted());
+            return Ok(best);
         }
         // Too few matches: the rest of the result is rows scoring 0, then NULL. One
         // exact pass over every row ranks them all (a row analyzed on the spot scores
@@ -233,6 +199,69 @@ fn row_ids(s: &SegmentRef, positions: impl Iterator<Item = u32>) -> Result<Vec<u
         }
     }
     Ok(out)
+}
+
+impl TextSearch {
+    /// The `min(k, matching rows)` best live rows passing `filter` that match the query
+    /// (score above 0), best first.
+    pub fn top_matches(
+        &self,
+        version: &TableVersion,
+        k: usize,
+        filter: Option<&dyn RowFilter>,
+    ) -> Result<Vec<Scored>> {
+        Ok(self.ranked_matches(version, k, filter)?.0)
+    }
+
+    /// The best matching rows (at most `k`, best first) and how many rows match.
+    fn ranked_matches(
+        &self,
+        version: &TableVersion,
+        k: usize,
+        filter: Option<&dyn RowFilter>,
+    ) -> Result<(Vec<Scored>, usize)> {
+        let mut best = TopK::new(k);
+        let mut matched = 0usize;
+        if self.weights.query().matches_nothing() || self.weights.stats().docs == 0 {
+            return Ok((Vec::new(), 0));
+        }
+        for s in version.segments() {
+            match segment_index(s, self.index)? {
+                Some(idx) => {
+                    let allowed = crate::topk::allowed_positions(s, filter)?;
+                    let deletes = s.deletes();
+                    let mut hits: Vec<(u32, f32)> = Vec::new();
+                    idx.search(
+                        &self.weights,
+                        &|p| match &allowed {
+                            Some(a) => a.contains(p),
+                            None => !deletes.contains(p),
+                        },
+                        &mut |p, score| hits.push((p, score)),
+                    )?;
+                    hits.sort_unstable_by_key(|h| h.0);
+                    let ids = row_ids(s, hits.iter().map(|h| h.0))?;
+                    for (id, (_, score)) in ids.into_iter().zip(hits) {
+                        matched += 1;
+                        best.push(id, Some(score));
+                    }
+                }
+                None => {
+                    let mut m = self.matcher();
+                    let mut scratch = Stats::new(self.weights.query());
+                    for_each_loose(s, self.column, filter, |id, text| {
+                        let dm = m.analyze(text, &mut scratch);
+                        let score = self.weights.score(&dm);
+                        if score > 0.0 {
+                            matched += 1;
+                            best.push(id, Some(score));
+                        }
+                    })?;
+                }
+            }
+        }
+        Ok((best.into_sorted(), matched))
+    }
 }
 
 /// Calls `each(row id, text)` for every live row of `s` that passes `filter`.

@@ -694,6 +694,7 @@ impl<'e> Txn<'e> {
             overrides,
             now: self.now,
             ef_search: self.settings.ef_search,
+            shared: Default::default(),
         }
     }
 

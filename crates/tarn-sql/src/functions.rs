@@ -12,6 +12,9 @@ pub fn install(state: &mut SessionState) -> Result<()> {
     datafusion_functions_json::register_all(state)?;
     crate::clock::register(state)?;
     state.register_udf(crate::similarity::udf())?;
+    for f in crate::hybrid::placeholders() {
+        state.register_udf(std::sync::Arc::new(f))?;
+    }
     state.register_expr_planner(std::sync::Arc::new(crate::similarity::SimilarityPlanner))?;
     state.add_analyzer_rule(std::sync::Arc::new(crate::overflow::CheckedArithmetic));
     // The top-k rule runs after DataFusion's own (it needs the limit pushed into the

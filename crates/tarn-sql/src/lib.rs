@@ -21,6 +21,7 @@ mod error;
 mod fast;
 mod fast_search;
 mod functions;
+mod hybrid;
 mod index_ddl;
 mod jsonb;
 mod names;

@@ -56,6 +56,8 @@ pub(crate) struct ReadView {
     pub now: chrono::DateTime<chrono::Utc>,
     /// The session's `engine.ef_search`, if it set one.
     pub ef_search: Option<usize>,
+    /// What the statement's expressions bind and share (text and hybrid `<#>`), by key.
+    pub shared: Arc<parking_lot::Mutex<HashMap<String, Arc<dyn std::any::Any + Send + Sync>>>>,
 }
 
 impl fmt::Debug for ReadView {
@@ -65,6 +67,23 @@ impl fmt::Debug for ReadView {
 }
 
 impl ReadView {
+    /// The statement's value under `key`, made by `make` the first time.
+    pub fn shared<T: std::any::Any + Send + Sync>(
+        &self,
+        key: String,
+        make: impl FnOnce() -> T,
+    ) -> Arc<T> {
+        let mut map = self.shared.lock();
+        if let Some(v) = map.get(&key)
+            && let Ok(t) = v.clone().downcast::<T>()
+        {
+            return t;
+        }
+        let t = Arc::new(make());
+        map.insert(key, t.clone() as Arc<dyn std::any::Any + Send + Sync>);
+        t
+    }
+
     pub fn version(&self, id: TableId) -> Option<Arc<TableVersion>> {
         if let Some(v) = self.pending.get(&id) {
             return Some(v.clone());

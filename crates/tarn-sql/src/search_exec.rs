@@ -39,6 +39,7 @@ use datafusion::physical_planner::{DefaultPhysicalPlanner, ExtensionPlanner, Phy
 use tarn_search::{IndexUse, QueryValue, RowFilter, SearchRequest};
 use tarn_storage::Chunk;
 
+use crate::hybrid::HybridBinding;
 use crate::provider::EngineTable;
 use crate::similarity::search_error;
 use crate::text_search::TextBinding;
@@ -50,6 +51,13 @@ pub enum NodeQuery {
     Vector(QueryValue),
     /// A text `<#>` (BM25), bound to the statement's snapshot.
     Text(Arc<TextBinding>),
+    /// A hybrid `<#>`, bound to the statement's snapshot, with its vector arm's query.
+    Hybrid {
+        /// The binding (text arm, weights, fusion).
+        binding: Arc<HybridBinding>,
+        /// The vector arm's query.
+        vector: QueryValue,
+    },
 }
 
 /// The logical search node: reads table `table` like a `TableScan` with `projection`,
@@ -116,6 +124,14 @@ impl SearchNode {
                 let p = Arc::as_ptr(b) as *const () as usize as u64;
                 vec![u32::MAX, (p >> 32) as u32, p as u32]
             }
+            NodeQuery::Hybrid { binding, vector } => {
+                let p = Arc::as_ptr(binding) as *const () as usize as u64;
+                let mut bits = vec![u32::MAX - 1, (p >> 32) as u32, p as u32];
+                if let QueryValue::Vector(v) = vector {
+                    bits.extend(v.iter().map(|x| x.to_bits()));
+                }
+                bits
+            }
         }
     }
 }
@@ -148,6 +164,29 @@ fn describe_index(
         (Some((_, name, _)), _) if matches!(q, NodeQuery::Text(_)) => {
             format!("index={name} (bm25)")
         }
+        (_, _) if matches!(q, NodeQuery::Hybrid { .. }) => {
+            let NodeQuery::Hybrid { binding, .. } = q else {
+                return String::new();
+            };
+            let vector = match (index, k) {
+                (Some((_, name, ef)), Some(k)) => {
+                    let n = tarn_search::arm_candidates(k);
+                    format!("{name} ef_search={}", (*ef).max(n))
+                }
+                (Some((_, name, _)), None) => format!("{name} unused without LIMIT (exact)"),
+                (None, _) => "none (exact)".into(),
+            };
+            let candidates = k.map_or("all rows".to_string(), |k| {
+                format!("top {} of each arm", tarn_search::arm_candidates(k))
+            });
+            format!(
+                "index={vector} + {} (bm25) fusion={} weights={}/{} candidates={candidates}",
+                binding.text.index.name,
+                binding.fusion.name(),
+                binding.weights.vector,
+                binding.weights.text
+            )
+        }
         (Some((_, name, ef)), Some(k)) => format!("index={name} ef_search={}", (*ef).max(k)),
         (Some((_, name, _)), None) => format!("index={name} unused without LIMIT (exact)"),
         (None, _) => "index=none (exact)".into(),
@@ -177,6 +216,9 @@ fn describe_query(q: &NodeQuery) -> String {
             format!("bag({}×{dim})", values.len() / (*dim).max(1))
         }
         NodeQuery::Text(b) => b.describe_query(),
+        NodeQuery::Hybrid { binding, vector } => {
+            binding.describe(&describe_query(&NodeQuery::Vector(vector.clone())))
+        }
     }
 }
 
@@ -364,6 +406,31 @@ impl SearchExec {
                 Some(search) => search.top_k(&b.version, k, filter).map_err(search_error)?,
                 None => Vec::new(),
             },
+            NodeQuery::Hybrid { binding, vector } => {
+                let Some(text) = binding.text.prepared()? else {
+                    return Err(DataFusionError::Internal(
+                        "hybrid search without text".into(),
+                    ));
+                };
+                let req = tarn_search::HybridRequest {
+                    vector_column: binding.vector_column,
+                    vector,
+                    vector_index: self.index.as_ref().map(|(id, _, ef)| IndexUse {
+                        id: *id,
+                        ef_search: (*ef).max(tarn_search::arm_candidates(k.min(1 << 20))),
+                    }),
+                    text: &text,
+                    weights: binding.weights,
+                    fusion: binding.fusion,
+                    k,
+                    filter,
+                };
+                let (ranked, fuser) =
+                    tarn_search::hybrid_top_k(&binding.text.version, &req).map_err(search_error)?;
+                // The scores shown above the node are normalized as it ranked.
+                binding.set_fuser(fuser);
+                ranked.into_iter().map(|(s, _)| s).collect()
+            }
         };
         let ids: Vec<u64> = ranked.iter().map(|s| s.id).collect();
         let batches = self

@@ -40,7 +40,7 @@ use datafusion::optimizer::{OptimizerConfig, OptimizerRule};
 
 use crate::provider::EngineTable;
 use crate::search_exec::{NodeQuery, SearchNode};
-use crate::{similarity, text_search};
+use crate::{hybrid, similarity, text_search};
 
 /// Replaces `Sort(<#> DESC)` over a filtered scan with a [`SearchNode`].
 #[derive(Debug, Default)]
@@ -206,7 +206,41 @@ fn search_plan(sort: &Sort) -> DfResult<Option<LogicalPlan>> {
     if col.relation.as_ref().is_some_and(|r| r != &scan.table_name) {
         return Ok(None);
     }
-    let (query, index) = match text_search::binding_of(&Expr::ScalarFunction(f.clone())) {
+    let call = Expr::ScalarFunction(f.clone());
+    if let Some(h) = hybrid::binding_of(&call) {
+        // Hybrid: (vector column, text column, vector query) of this table.
+        let [Expr::Column(v), Expr::Column(t), Expr::Literal(q, _)] = f.args.as_slice() else {
+            return Ok(None);
+        };
+        let own_col = |c: &Column| c.relation.as_ref().is_none_or(|r| r == &scan.table_name);
+        if h.text.table != table.def().id
+            || h.text.query.is_none()
+            || !own_col(v)
+            || !own_col(t)
+            || table.column_id(&v.name) != Some(h.vector_column)
+            || table.column_id(&t.name) != Some(h.text.column)
+        {
+            return Ok(None);
+        }
+        let Some(vector) = similarity::planned_query(&h.vector_field, q)? else {
+            return Ok(None);
+        };
+        let index = h
+            .vector_index
+            .as_ref()
+            .map(|i| (i.id, i.name.clone(), table.ef_search(i)));
+        return finish(
+            sort,
+            scan,
+            table,
+            path,
+            filters,
+            v.name.clone(),
+            NodeQuery::Hybrid { binding: h, vector },
+            index,
+        );
+    }
+    let (query, index) = match text_search::binding_of(&call) {
         // Text: bound to this table's snapshot at planning; a NULL query ranks
         // nothing (DataFusion's sort of NULL scores does).
         Some(b) => {
@@ -232,6 +266,32 @@ fn search_plan(sort: &Sort) -> DfResult<Option<LogicalPlan>> {
             (NodeQuery::Vector(query), index)
         }
     };
+    finish(
+        sort,
+        scan,
+        table,
+        path,
+        filters,
+        col.name.clone(),
+        query,
+        index,
+    )
+}
+
+/// The plan with the search node in place of `scan` (`filters` moved into it) and the
+/// kept nodes of `path` rebuilt over it; `None` when a filter cannot move.
+#[allow(clippy::too_many_arguments)]
+fn finish(
+    sort: &Sort,
+    scan: &TableScan,
+    table: &EngineTable,
+    path: Vec<&LogicalPlan>,
+    mut filters: Vec<Expr>,
+    column: String,
+    query: NodeQuery,
+    index: Option<(tarn_catalog::IndexId, String, usize)>,
+) -> DfResult<Option<LogicalPlan>> {
+    let schema = table.table_schema();
     for f in &scan.filters {
         if !filters.contains(f) {
             filters.push(f.clone());
@@ -254,7 +314,7 @@ fn search_plan(sort: &Sort) -> DfResult<Option<LogicalPlan>> {
             projection: scan.projection.clone(),
             schema: scan.projected_schema.clone(),
             filters,
-            column: col.name.clone(),
+            column,
             query,
             k: sort.fetch,
             index,

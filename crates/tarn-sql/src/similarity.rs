@@ -42,9 +42,9 @@ const META_TABLE: &str = "tarn.table";
 const META_ENGINE: &str = "tarn.engine";
 /// Field metadata: the column's vector dimension, once fixed.
 const META_DIM: &str = "tarn.dim";
-/// Field metadata of text columns: the table's id (text `<#>` binds to its snapshot).
+/// Field metadata: the table's id (text and hybrid `<#>` bind to its snapshot).
 pub(crate) const META_TABLE_ID: &str = "tarn.table_id";
-/// Field metadata of text columns: the column's id.
+/// Field metadata: the column's id.
 pub(crate) const META_COLUMN_ID: &str = "tarn.column_id";
 
 /// Metadata for the field of column `col` of table `def` (empty for columns other than
@@ -55,10 +55,8 @@ pub fn column_metadata(def: &TableDef, col: &ColumnDef) -> HashMap<String, Strin
     if !text && !matches!(col.ty, SqlType::Vector { .. } | SqlType::MultiVector) {
         return m;
     }
-    if text {
-        m.insert(META_TABLE_ID.into(), def.id.to_string());
-        m.insert(META_COLUMN_ID.into(), col.id.to_string());
-    }
+    m.insert(META_TABLE_ID.into(), def.id.to_string());
+    m.insert(META_COLUMN_ID.into(), col.id.to_string());
     m.insert(
         META_TABLE.into(),
         format!("\"{}\".\"{}\"", def.workspace_id, def.name),
@@ -89,6 +87,14 @@ impl ExprPlanner for SimilarityPlanner {
     ) -> DfResult<PlannerResult<RawBinaryExpr>> {
         match &expr.op {
             BinaryOperator::Custom(op) if op == OPERATOR => {
+                // Hybrid: `(vector, text) <#> engine_hybrid_record(…)`.
+                if let Expr::ScalarFunction(f) = &expr.right
+                    && matches!(f.func.name(), crate::hybrid::RECORD | crate::hybrid::SCORES)
+                {
+                    return Ok(PlannerResult::Planned(crate::hybrid::plan(
+                        &expr.left, f, schema,
+                    )?));
+                }
                 let mut right = expr.right;
                 // An untyped string against a vector column is PostgreSQL array text
                 // (`e <#> '{1,0}'`), as PostgreSQL types an unknown literal by its
@@ -127,7 +133,7 @@ impl ExprPlanner for SimilarityPlanner {
 
 /// PostgreSQL array text as a float32 vector (or, for a bag, a list of them).
 /// Elements that are not numbers are 400; NULL elements stay (the checks name them).
-fn array_text_literal(text: &str, bag: bool) -> DfResult<ScalarValue> {
+pub(crate) fn array_text_literal(text: &str, bag: bool) -> DfResult<ScalarValue> {
     use crate::params::{ArrayText, parse_array_text};
     let malformed = || bad(format!("malformed array literal: \"{text}\""));
     let parsed = parse_array_text(text).map_err(|_| malformed())?;

@@ -27,7 +27,7 @@ use tarn_search::TextSearch;
 use tarn_storage::TableVersion;
 
 use crate::error::Error;
-use crate::provider::STATEMENT_VIEW;
+use crate::provider::{ReadView, STATEMENT_VIEW};
 use crate::similarity::{FUNCTION, META_COLUMN_ID, META_TABLE_ID, search_error};
 
 fn bad(msg: String) -> DataFusionError {
@@ -97,7 +97,7 @@ impl TextBinding {
 
 /// The query text of a constant right side of text `<#>`: `Some(None)` for NULL,
 /// `None` when it is not a constant string.
-fn constant_text(e: &Expr) -> Option<Option<String>> {
+pub(crate) fn constant_text(e: &Expr) -> Option<Option<String>> {
     match e {
         Expr::Literal(
             ScalarValue::Utf8(s) | ScalarValue::LargeUtf8(s) | ScalarValue::Utf8View(s),
@@ -128,12 +128,43 @@ pub(crate) fn plan(left: &Expr, right: &Expr, schema: &DFSchema) -> DfResult<Opt
     let Ok(view) = STATEMENT_VIEW.try_with(|v| v.clone()) else {
         return Ok(None);
     };
-    let Some(def) = view.catalog.table_by_id(table) else {
-        return Ok(None);
+    let Some(query) = constant_text(right) else {
+        let name = view
+            .catalog
+            .table_by_id(table)
+            .and_then(|d| d.column_by_id(column).map(|c| c.name.clone()))
+            .unwrap_or_default();
+        return Err(bad(format!(
+            "the query of <#> on text column \"{name}\" must be a constant string (a literal or a parameter), not {right}"
+        )));
     };
-    let Some(col) = def.column_by_id(column) else {
-        return Ok(None);
-    };
+    let binding = text_binding(&view, table, column, query)?;
+    let udf = Arc::new(ScalarUDF::new_from_impl(TextSimilarity {
+        binding,
+        signature: Signature::any(2, Volatility::Stable),
+    }));
+    Ok(Some(Expr::ScalarFunction(ScalarFunction::new_udf(
+        udf,
+        vec![left.clone(), right.clone()],
+    ))))
+}
+
+/// The text binding of `column` of `table` for `query` in this statement (one per
+/// column and query: expressions that say the same share it, and its statistics).
+/// 400 unless the table is `USING engine` and the column has a `bm25` index.
+pub(crate) fn text_binding(
+    view: &ReadView,
+    table: TableId,
+    column: ColumnId,
+    query: Option<String>,
+) -> DfResult<Arc<TextBinding>> {
+    let def = view
+        .catalog
+        .table_by_id(table)
+        .ok_or_else(|| DataFusionError::Internal("text search on a dropped table".into()))?;
+    let col = def
+        .column_by_id(column)
+        .ok_or_else(|| DataFusionError::Internal("text search on a dropped column".into()))?;
     let name = format!("\"{}\".\"{}\"", def.workspace_id, def.name);
     if !def.engine {
         return Err(bad(format!(
@@ -153,16 +184,11 @@ pub(crate) fn plan(left: &Expr, right: &Expr, schema: &DFSchema) -> DfResult<Opt
             col.name, col.name
         )));
     };
-    let Some(query) = constant_text(right) else {
-        return Err(bad(format!(
-            "the query of <#> on text column \"{}\" must be a constant string (a literal or a parameter), not {right}",
-            col.name
-        )));
-    };
-    let Some(version) = view.version(table) else {
-        return Ok(None);
-    };
-    let binding = Arc::new(TextBinding {
+    let version = view
+        .version(table)
+        .ok_or_else(|| DataFusionError::Internal("text search on a dropped table".into()))?;
+    let key = format!("text/{table}/{column}/{query:?}");
+    Ok(view.shared(key, || TextBinding {
         table_name: name,
         table,
         column,
@@ -171,15 +197,20 @@ pub(crate) fn plan(left: &Expr, right: &Expr, schema: &DFSchema) -> DfResult<Opt
         version,
         query,
         prepared: Mutex::new(None),
-    });
-    let udf = Arc::new(ScalarUDF::new_from_impl(TextSimilarity {
-        binding,
-        signature: Signature::any(2, Volatility::Stable),
-    }));
-    Ok(Some(Expr::ScalarFunction(ScalarFunction::new_udf(
-        udf,
-        vec![left.clone(), right.clone()],
-    ))))
+    }))
+}
+
+/// The text in row `i` of a text array (`None` for NULL or another type).
+pub(crate) fn text_at(texts: &ArrayRef, i: usize) -> Option<&str> {
+    if texts.is_null(i) {
+        return None;
+    }
+    match texts.data_type() {
+        DataType::Utf8 => Some(texts.as_string::<i32>().value(i)),
+        DataType::LargeUtf8 => Some(texts.as_string::<i64>().value(i)),
+        DataType::Utf8View => Some(texts.as_string_view().value(i)),
+        _ => None,
+    }
 }
 
 /// `engine_similarity(text_col, 'query')` bound to a snapshot (see [`TextBinding`]).
@@ -239,18 +270,9 @@ impl ScalarUDFImpl for TextSimilarity {
             return Ok(ColumnarValue::Array(Arc::new(Float32Array::new_null(n))));
         };
         let mut m = search.matcher();
-        let text = |i: usize| -> Option<&str> {
-            if texts.is_null(i) {
-                return None;
-            }
-            match texts.data_type() {
-                DataType::Utf8 => Some(texts.as_string::<i32>().value(i)),
-                DataType::LargeUtf8 => Some(texts.as_string::<i64>().value(i)),
-                DataType::Utf8View => Some(texts.as_string_view().value(i)),
-                _ => None,
-            }
-        };
-        let scores: Float32Array = (0..n).map(|i| search.score(&mut m, text(i))).collect();
+        let scores: Float32Array = (0..n)
+            .map(|i| search.score(&mut m, text_at(&texts, i)))
+            .collect();
         Ok(ColumnarValue::Array(Arc::new(scores)))
     }
 }

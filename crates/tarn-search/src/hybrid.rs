@@ -1,0 +1,157 @@
+//! Hybrid `<#>` over a table snapshot (SPEC §5): the candidates are the union of each
+//! arm's best rows (the vector arm's top `n` by similarity, the text arm's top `n`
+//! matching rows by BM25, `n` = max(4k, 100)); every candidate gets both arms' scores
+//! exactly, read from its stored row; `tarn-hybrid` normalizes each arm over the
+//! candidates and fuses them.
+
+use std::collections::BTreeSet;
+
+use tarn_catalog::ColumnId;
+use tarn_hybrid::{ArmScores, Fuser, Fusion, Weights};
+use tarn_storage::TableVersion;
+use tarn_vector::{Scored, TopK};
+
+use crate::Result;
+use crate::score::{QueryValue, score_rows};
+use crate::text::{TextSearch, text_at};
+use crate::topk::{IndexUse, RowFilter, SearchRequest, top_k};
+
+/// Candidates each arm contributes for `k` rows wanted.
+pub fn arm_candidates(k: usize) -> usize {
+    k.saturating_mul(4).max(100)
+}
+
+/// A hybrid query over one snapshot.
+pub struct HybridRequest<'a> {
+    /// The vector (or bag) column and the query of the vector arm.
+    pub vector_column: ColumnId,
+    /// The vector arm's query.
+    pub vector: &'a QueryValue,
+    /// The vector column's index, if any.
+    pub vector_index: Option<IndexUse>,
+    /// The text arm, prepared on the same snapshot.
+    pub text: &'a TextSearch,
+    /// The arms' weights.
+    pub weights: Weights,
+    /// How each arm is normalized.
+    pub fusion: Fusion,
+    /// Rows wanted (`usize::MAX`: every row is a candidate).
+    pub k: usize,
+    /// Only rows passing this filter count.
+    pub filter: Option<&'a dyn RowFilter>,
+}
+
+impl std::fmt::Debug for HybridRequest<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HybridRequest")
+            .field("k", &self.k)
+            .field("fusion", &self.fusion)
+            .finish()
+    }
+}
+
+/// Both arms' exact scores of the live rows among `ids` (in `ids`' order, rows no
+/// longer live left out): (row id, scores).
+pub fn arm_scores(
+    version: &TableVersion,
+    ids: &[u64],
+    vector_column: ColumnId,
+    vector: &QueryValue,
+    text: &TextSearch,
+) -> Result<Vec<(u64, ArmScores)>> {
+    let mut out = Vec::with_capacity(ids.len());
+    let mut m = text.matcher();
+    for (chunk, positions) in version.rows(ids)? {
+        let row_ids = chunk.row_ids();
+        let mut v: Vec<Option<f32>> = Vec::with_capacity(positions.len());
+        match chunk.column(vector_column) {
+            Some(a) => score_rows(a, vector, positions.iter().copied(), |_, s| v.push(s))?,
+            None => v.resize(positions.len(), None),
+        }
+        let texts = chunk.column(text.column());
+        for (j, &p) in positions.iter().enumerate() {
+            let t = texts.and_then(|a| text_at(a, p));
+            out.push((
+                row_ids.value(p),
+                ArmScores {
+                    vector: v[j],
+                    text: text.score(&mut m, t),
+                },
+            ));
+        }
+    }
+    Ok(out)
+}
+
+/// The fused ranking: `min(k, matching rows)` rows by fused score (NULL last, then row
+/// id), each with its arms' scores, and the fuser the candidates gave (so the same
+/// fused scores can be recomputed from arm scores).
+pub fn hybrid_top_k(
+    version: &TableVersion,
+    req: &HybridRequest<'_>,
+) -> Result<(Vec<(Scored, ArmScores)>, Fuser)> {
+    // Every live row passing the filter.
+    let all = || -> Result<Vec<u64>> {
+        let all = top_k(
+            version,
+            &SearchRequest {
+                column: req.vector_column,
+                query: req.vector,
+                k: usize::MAX,
+                filter: req.filter,
+                index: None,
+            },
+        )?;
+        Ok(all.into_iter().map(|s| s.id).collect())
+    };
+    let ids: Vec<u64> = if req.k == usize::MAX {
+        all()?
+    } else {
+        let n = arm_candidates(req.k);
+        let mut set: BTreeSet<u64> = BTreeSet::new();
+        for s in top_k(
+            version,
+            &SearchRequest {
+                column: req.vector_column,
+                query: req.vector,
+                k: n,
+                filter: req.filter,
+                index: req.vector_index,
+            },
+        )? {
+            if s.score.is_some() {
+                set.insert(s.id);
+            }
+        }
+        for s in req.text.top_matches(version, n, req.filter)? {
+            set.insert(s.id);
+        }
+        if set.len() < req.k {
+            // Fewer candidates than rows wanted: every row is one, so the result still
+            // has min(k, matching rows) rows.
+            all()?
+        } else {
+            set.into_iter().collect()
+        }
+    };
+    let scored = arm_scores(version, &ids, req.vector_column, req.vector, req.text)?;
+    let arms: Vec<ArmScores> = scored.iter().map(|(_, a)| *a).collect();
+    let fuser = Fuser::over(&arms, req.weights, req.fusion);
+    let mut best = TopK::new(req.k.min(scored.len()));
+    for (id, a) in &scored {
+        best.push(*id, fuser.fuse(*a));
+    }
+    let by_id: std::collections::HashMap<u64, ArmScores> = scored.into_iter().collect();
+    let ranked = best
+        .into_sorted()
+        .into_iter()
+        .map(|s| {
+            let a = by_id.get(&s.id).copied().unwrap_or(ArmScores {
+                vector: None,
+                text: None,
+            });
+            (s, a)
+        })
+        .collect();
+    Ok((ranked, fuser))
+}
