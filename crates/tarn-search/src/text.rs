@@ -29,7 +29,7 @@ pub fn tokenizer(index: &IndexDef) -> Tokenizer {
 }
 
 /// The text of row `i` of a text array (`None` for NULL or a non-text array).
-pub(crate) fn text_at(a: &ArrayRef, i: usize) -> Option<&str> {
+pub fn text_at(a: &ArrayRef, i: usize) -> Option<&str> {
     if a.is_null(i) {
         return None;
     }

@@ -387,7 +387,7 @@ impl ScalarUDFImpl for HybridSimilarity {
         let mut m = text.as_ref().map(|t| t.matcher());
         for (i, vs) in v.into_iter().enumerate() {
             let t = match (&text, m.as_mut()) {
-                (Some(ts), Some(m)) => ts.score(m, crate::text_search::text_at(&texts, i)),
+                (Some(ts), Some(m)) => ts.score(m, tarn_search::text_at(&texts, i)),
                 _ => None,
             };
             arms.push(ArmScores {

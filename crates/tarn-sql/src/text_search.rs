@@ -12,7 +12,7 @@
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
-use datafusion::arrow::array::{Array, ArrayRef, AsArray, Float32Array};
+use datafusion::arrow::array::{ArrayRef, Float32Array};
 use datafusion::arrow::datatypes::{DataType, Field, FieldRef};
 use datafusion::common::{DFSchema, Result as DfResult, ScalarValue};
 use datafusion::error::DataFusionError;
@@ -23,7 +23,7 @@ use datafusion::logical_expr::{
 };
 use parking_lot::Mutex;
 use tarn_catalog::{ColumnId, IndexDef, TableId};
-use tarn_search::TextSearch;
+use tarn_search::{TextSearch, text_at};
 use tarn_storage::TableVersion;
 
 use crate::error::Error;
@@ -198,19 +198,6 @@ pub(crate) fn text_binding(
         query,
         prepared: Mutex::new(None),
     }))
-}
-
-/// The text in row `i` of a text array (`None` for NULL or another type).
-pub(crate) fn text_at(texts: &ArrayRef, i: usize) -> Option<&str> {
-    if texts.is_null(i) {
-        return None;
-    }
-    match texts.data_type() {
-        DataType::Utf8 => Some(texts.as_string::<i32>().value(i)),
-        DataType::LargeUtf8 => Some(texts.as_string::<i64>().value(i)),
-        DataType::Utf8View => Some(texts.as_string_view().value(i)),
-        _ => None,
-    }
 }
 
 /// `engine_similarity(text_col, 'query')` bound to a snapshot (see [`TextBinding`]).
