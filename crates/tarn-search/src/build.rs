@@ -180,16 +180,8 @@ fn build_text(
             return Err(tarn_storage::Error::Closed);
         }
         let chunk = segment.block(bi)?;
-        if let Some(a) = chunk.column(column.id)
-            && !matches!(
-                a.data_type(),
-                DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View
-            )
-        {
-            return Err(storage_error(format!(
-                "a bm25 index on a column of type {}",
-                a.data_type()
-            )));
+        if let Some(a) = chunk.column(column.id) {
+            crate::text::check_text(a).map_err(storage_error)?;
         }
         chunks.push(chunk);
     }

@@ -41,7 +41,8 @@ pub fn text_at(a: &ArrayRef, i: usize) -> Option<&str> {
     }
 }
 
-fn check_text(a: &ArrayRef) -> Result<()> {
+/// Refuses a column that does not hold text (an index on it is damage or a bug).
+pub(crate) fn check_text(a: &ArrayRef) -> Result<()> {
     match a.data_type() {
         DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => Ok(()),
         other => Err(Error::Internal(format!(
@@ -133,9 +134,12 @@ impl TextSearch {
     /// The score of one text of the snapshot: NULL for NULL, 0 when it matches nothing.
     pub fn score(&self, matcher: &mut Matcher<'_>, text: Option<&str>) -> Option<f32> {
         text?;
-        let mut scratch = Stats::new(self.weights.query());
-        let m = matcher.analyze(text, &mut scratch);
-        Some(self.weights.score(&m))
+        Some(self.weights.score(&matcher.matches(text)))
+    }
+
+    /// Whether no row can match (a query of only excluded words, or no documents).
+    fn matches_nothing(&self) -> bool {
+        self.weights.query().matches_nothing() || self.weights.stats().docs == 0
     }
 
     /// The scored column.
@@ -154,7 +158,7 @@ impl TextSearch {
         filter: Option<&dyn RowFilter>,
     ) -> Result<Vec<Scored>> {
         let (best, matched) = self.ranked_matches(version, k, filter)?;
-        let nothing = self.weights.query().matches_nothing() || self.weights.stats().docs == 0;
+        let nothing = self.matches_nothing();
         if matched >= k {
             return Ok(best);
         }
@@ -163,13 +167,11 @@ impl TextSearch {
         // the same bits as through its index).
         let mut best = TopK::new(k);
         let mut m = self.matcher();
-        let mut scratch = Stats::new(self.weights.query());
         for s in version.segments() {
             for_each_loose(s, self.column, filter, |id, text| {
                 let score = match text {
-                    None => None,
                     Some(_) if nothing => Some(0.0),
-                    Some(_) => Some(self.weights.score(&m.analyze(text, &mut scratch))),
+                    _ => self.score(&mut m, text),
                 };
                 best.push(id, score);
             })?;
@@ -222,7 +224,7 @@ impl TextSearch {
     ) -> Result<(Vec<Scored>, usize)> {
         let mut best = TopK::new(k);
         let mut matched = 0usize;
-        if self.weights.query().matches_nothing() || self.weights.stats().docs == 0 {
+        if self.matches_nothing() {
             return Ok((Vec::new(), 0));
         }
         for s in version.segments() {
@@ -248,10 +250,8 @@ impl TextSearch {
                 }
                 None => {
                     let mut m = self.matcher();
-                    let mut scratch = Stats::new(self.weights.query());
                     for_each_loose(s, self.column, filter, |id, text| {
-                        let dm = m.analyze(text, &mut scratch);
-                        let score = self.weights.score(&dm);
+                        let score = self.score(&mut m, text).unwrap_or(0.0);
                         if score > 0.0 {
                             matched += 1;
                             best.push(id, Some(score));

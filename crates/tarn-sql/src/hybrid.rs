@@ -32,7 +32,9 @@ use tarn_search::{ArmScores, Fuser, Fusion, HybridWeights, QueryValue};
 
 use crate::error::Error;
 use crate::provider::STATEMENT_VIEW;
-use crate::similarity::{FUNCTION, META_COLUMN_ID, META_TABLE_ID, planned_query, search_error};
+use crate::similarity::{
+    FUNCTION, Kind, META_COLUMN_ID, META_TABLE_ID, planned_query, search_error,
+};
 use crate::text_search::{TextBinding, constant_text, text_binding};
 
 /// The placeholder of the fused score.
@@ -272,18 +274,7 @@ pub(crate) fn plan(left: &Expr, right: &ScalarFunction, schema: &DFSchema) -> Df
         fuser: Mutex::new(None),
     });
     // The vector may be PostgreSQL array text, as on the right of a vector `<#>`.
-    let mut vector_arg = args[0].clone();
-    let text_of = |e: &Expr| match e {
-        Expr::Literal(ScalarValue::Utf8(Some(t)), _) => Some(t.clone()),
-        Expr::Cast(c) => match c.expr.as_ref() {
-            Expr::Literal(ScalarValue::Utf8(Some(t)), _) => Some(t.clone()),
-            _ => None,
-        },
-        _ => None,
-    };
-    if let Some(t) = text_of(&vector_arg) {
-        vector_arg = Expr::Literal(crate::similarity::array_text_literal(&t, false)?, None);
-    }
+    let vector_arg = crate::similarity::query_literal(args[0].clone(), Some(Kind::Vector))?;
     let udf = Arc::new(ScalarUDF::new_from_impl(HybridSimilarity {
         binding,
         output,

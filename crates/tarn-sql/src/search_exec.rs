@@ -160,36 +160,27 @@ fn describe_index(
     index: &Option<(tarn_catalog::IndexId, String, usize)>,
     k: Option<usize>,
 ) -> String {
-    match (index, k) {
-        (Some((_, name, _)), _) if matches!(q, NodeQuery::Text(_)) => {
-            format!("index={name} (bm25)")
-        }
-        (_, _) if matches!(q, NodeQuery::Hybrid { .. }) => {
-            let NodeQuery::Hybrid { binding, .. } = q else {
-                return String::new();
-            };
-            let vector = match (index, k) {
-                (Some((_, name, ef)), Some(k)) => {
-                    let n = tarn_search::arm_candidates(k);
-                    format!("{name} ef_search={}", (*ef).max(n))
-                }
-                (Some((_, name, _)), None) => format!("{name} unused without LIMIT (exact)"),
-                (None, _) => "none (exact)".into(),
-            };
-            let candidates = k.map_or("all rows".to_string(), |k| {
-                format!("top {} of each arm", tarn_search::arm_candidates(k))
-            });
+    // The vector index's part: its search width for `want` rows.
+    let vector = |want: Option<usize>| match (index, want) {
+        (Some((_, name, ef)), Some(w)) => format!("{name} ef_search={}", (*ef).max(w)),
+        (Some((_, name, _)), None) => format!("{name} unused without LIMIT (exact)"),
+        (None, _) => "none (exact)".into(),
+    };
+    match q {
+        NodeQuery::Text(b) => format!("index={} (bm25)", b.index.name),
+        NodeQuery::Hybrid { binding, .. } => {
+            let n = k.map(tarn_search::arm_candidates);
+            let candidates = n.map_or("all rows".to_string(), |n| format!("top {n} of each arm"));
             format!(
-                "index={vector} + {} (bm25) fusion={} weights={}/{} candidates={candidates}",
+                "index={} + {} (bm25) fusion={} weights={}/{} candidates={candidates}",
+                vector(n),
                 binding.text.index.name,
                 binding.fusion.name(),
                 binding.weights.vector,
                 binding.weights.text
             )
         }
-        (Some((_, name, ef)), Some(k)) => format!("index={name} ef_search={}", (*ef).max(k)),
-        (Some((_, name, _)), None) => format!("index={name} unused without LIMIT (exact)"),
-        (None, _) => "index=none (exact)".into(),
+        NodeQuery::Vector(_) => format!("index={}", vector(k)),
     }
 }
 

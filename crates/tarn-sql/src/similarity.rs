@@ -95,26 +95,8 @@ impl ExprPlanner for SimilarityPlanner {
                         &expr.left, f, schema,
                     )?));
                 }
-                let mut right = expr.right;
-                // An untyped string against a vector column is PostgreSQL array text
-                // (`e <#> '{1,0}'`), as PostgreSQL types an unknown literal by its
-                // context.
-                if let Expr::Literal(ScalarValue::Utf8(Some(text)), _) = &right
-                    && let Ok(ty) = expr.left.get_type(schema)
-                    && let k @ (Kind::Vector | Kind::Bag) = kind(&ty)
-                {
-                    right = Expr::Literal(array_text_literal(text, k == Kind::Bag)?, None);
-                }
-                // Array text cast to FLOAT4[] or FLOAT4[][] (how a bound query vector
-                // arrives, see `params.rs`): read once into the literal the cast would
-                // give, whatever the left side is (its checks then report on it).
-                if let Expr::Cast(cast) = &right
-                    && let Expr::Literal(ScalarValue::Utf8(Some(text)), _) = cast.expr.as_ref()
-                    && float32_items(cast.field.data_type())
-                    && let k @ (Kind::Vector | Kind::Bag) = kind(cast.field.data_type())
-                {
-                    right = Expr::Literal(array_text_literal(text, k == Kind::Bag)?, None);
-                }
+                let stored = expr.left.get_type(schema).map(|t| kind(&t)).ok();
+                let right = query_literal(expr.right, stored)?;
                 // Text: BM25 bound to the statement's snapshot of the column's table.
                 if let Ok(ty) = expr.left.get_type(schema)
                     && kind(&ty) == Kind::Text
@@ -131,9 +113,38 @@ impl ExprPlanner for SimilarityPlanner {
     }
 }
 
+/// The query side of a vector `<#>` (`stored`: the kind of the searched side, if
+/// known) with PostgreSQL array text read once into the literal it stands for.
+pub(crate) fn query_literal(right: Expr, stored: Option<Kind>) -> DfResult<Expr> {
+    // An untyped string against a vector column is PostgreSQL array text
+    // (`e <#> '{1,0}'`), as PostgreSQL types an unknown literal by its context.
+    if let Expr::Literal(ScalarValue::Utf8(Some(text)), _) = &right
+        && let Some(k @ (Kind::Vector | Kind::Bag)) = stored
+    {
+        return Ok(Expr::Literal(
+            array_text_literal(text, k == Kind::Bag)?,
+            None,
+        ));
+    }
+    // Array text cast to FLOAT4[] or FLOAT4[][] (how a bound query vector arrives, see
+    // `params.rs`): read once into the literal the cast would give, whatever the
+    // searched side is (its checks then report on it).
+    if let Expr::Cast(cast) = &right
+        && let Expr::Literal(ScalarValue::Utf8(Some(text)), _) = cast.expr.as_ref()
+        && float32_items(cast.field.data_type())
+        && let k @ (Kind::Vector | Kind::Bag) = kind(cast.field.data_type())
+    {
+        return Ok(Expr::Literal(
+            array_text_literal(text, k == Kind::Bag)?,
+            None,
+        ));
+    }
+    Ok(right)
+}
+
 /// PostgreSQL array text as a float32 vector (or, for a bag, a list of them).
 /// Elements that are not numbers are 400; NULL elements stay (the checks name them).
-pub(crate) fn array_text_literal(text: &str, bag: bool) -> DfResult<ScalarValue> {
+fn array_text_literal(text: &str, bag: bool) -> DfResult<ScalarValue> {
     use crate::params::{ArrayText, parse_array_text};
     let malformed = || bad(format!("malformed array literal: \"{text}\""));
     let parsed = parse_array_text(text).map_err(|_| malformed())?;

@@ -252,6 +252,21 @@ impl<'q> Matcher<'q> {
 
     /// Analyzes `text` (NULL: `None`), adding it to `stats`.
     pub fn analyze(&mut self, text: Option<&str>, stats: &mut Stats) -> DocMatch {
+        let m = self.matches(text);
+        if m.len.is_some() {
+            stats.docs += 1;
+            stats.tokens += u64::from(m.len.unwrap_or(0));
+            for (df, p) in stats.doc_freq.iter_mut().zip(&self.positions) {
+                if !p.is_empty() {
+                    *df += 1;
+                }
+            }
+        }
+        m
+    }
+
+    /// Analyzes `text` (NULL: `None`) for scoring only.
+    pub fn matches(&mut self, text: Option<&str>) -> DocMatch {
         let Some(text) = text else {
             return DocMatch {
                 len: None,
@@ -269,13 +284,6 @@ impl<'q> Matcher<'q> {
                 positions[i].push(pos as u32);
             }
         });
-        stats.docs += 1;
-        stats.tokens += u64::from(len);
-        for (df, p) in stats.doc_freq.iter_mut().zip(&self.positions) {
-            if !p.is_empty() {
-                *df += 1;
-            }
-        }
         let freq = self
             .query
             .clauses
