@@ -80,23 +80,32 @@ const QUERIES: &[&str] = &[
     "nonexistentword",
 ];
 
+/// Checks that `body <#> q` of every row of the table equals `want` (tantivy's scores;
+/// 0 for rows it leaves out); returns the number of rows.
+async fn every_score(
+    s: &Session,
+    want: &HashMap<i64, f32>,
+    q: &str,
+    what: &str,
+) -> Result<usize, Box<dyn std::error::Error>> {
+    let all = rows(s, r#"SELECT id, body <#> $1 FROM "ws"."t""#, &[json!(q)]).await?;
+    for r in &all {
+        let id = r[0].as_i64().ok_or("id")?;
+        let got = r[1].as_f64().ok_or("score")?;
+        let w = want.get(&id).copied().unwrap_or(0.0) as f64;
+        assert!(close(w, got), "{what}: row {id}: tantivy {w}, tarn {got}");
+    }
+    Ok(all.len())
+}
+
 /// Checks every query's scores against tantivy's over `model` (the live rows), as a
 /// plain expression over every row and as a ranked top-10.
 async fn check(s: &Session, model: &BTreeMap<i64, String>, what: &str) -> TestResult {
     let texts: Vec<(i64, &str)> = model.iter().map(|(i, t)| (*i, t.as_str())).collect();
     for q in QUERIES {
         let want = tantivy_scores(&texts, "en_stem", q);
-        let all = rows(s, r#"SELECT id, body <#> $1 FROM "ws"."t""#, &[json!(q)]).await?;
-        assert_eq!(all.len(), model.len(), "{what} {q}");
-        for r in &all {
-            let id = r[0].as_i64().ok_or("id")?;
-            let got = r[1].as_f64().ok_or("score")?;
-            let w = want.get(&id).copied().unwrap_or(0.0) as f64;
-            assert!(
-                close(w, got),
-                "{what} {q}: row {id}: tantivy {w}, tarn {got}"
-            );
-        }
+        let all = every_score(s, &want, q, &format!("{what} {q}")).await?;
+        assert_eq!(all, model.len(), "{what} {q}");
         let top = rows(
             s,
             r#"SELECT id, body <#> $1 AS s FROM "ws"."t" ORDER BY s DESC LIMIT 10"#,
@@ -205,16 +214,7 @@ async fn other_tokenizers_score_as_tantivys() -> TestResult {
         let texts: Vec<(i64, &str)> = model.iter().map(|(i, t)| (*i, t.as_str())).collect();
         for q in ["Information retrieval", "\"of the\" library"] {
             let want = tantivy_scores(&texts, tok, q);
-            let all = rows(&s, r#"SELECT id, body <#> $1 FROM "ws"."t""#, &[json!(q)]).await?;
-            for r in &all {
-                let id = r[0].as_i64().ok_or("id")?;
-                let got = r[1].as_f64().ok_or("score")?;
-                let w = want.get(&id).copied().unwrap_or(0.0) as f64;
-                assert!(
-                    close(w, got),
-                    "{tok} {q}: row {id}: tantivy {w}, tarn {got}"
-                );
-            }
+            every_score(&s, &want, q, &format!("{tok} {q}")).await?;
         }
     }
     Ok(())
