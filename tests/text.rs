@@ -371,6 +371,54 @@ async fn explain_names_the_bm25_index() -> TestResult {
     Ok(())
 }
 
+/// `CREATE INDEX … bm25` over rows already sealed in segments builds their index files
+/// before it returns, reporting progress to the host's callback (as HNSW's does), so
+/// the first search goes through the postings rather than tokenizing every row.
+#[tokio::test]
+async fn create_index_builds_the_bm25_files_of_existing_rows_with_progress() -> TestResult {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let dir = tempfile::tempdir()?;
+    let rows_seen = Arc::new(AtomicUsize::new(0));
+    let seen = rows_seen.clone();
+    let options = manual().on_index_progress(move |p| {
+        seen.fetch_max(p.rows_done, Ordering::Relaxed);
+    });
+    let tarn = Tarn::open_with(dir.path(), options).await?;
+    let s = fixture(&tarn).await?;
+    s.query(
+        "ws",
+        r#"CREATE TABLE "ws"."t" (id INT PRIMARY KEY, body TEXT, cat INT) USING engine"#,
+        &[],
+    )
+    .await?;
+    let corpus = cisi_texts();
+    let docs: Vec<(i64, String)> = (0..300).map(|i| (i, corpus[i as usize].clone())).collect();
+    insert(&s, &mut BTreeMap::new(), &docs).await?;
+    s.query("ws", r#"VACUUM "ws"."t""#, &[]).await?;
+    let idx_files = || -> std::io::Result<usize> {
+        Ok(std::fs::read_dir(dir.path().join("segments"))?
+            .filter_map(Result::ok)
+            .filter(|e| e.file_name().to_string_lossy().ends_with(".idx"))
+            .count())
+    };
+    assert_eq!(idx_files()?, 0);
+    s.query(
+        "ws",
+        r#"CREATE INDEX t_body ON "ws"."t" USING engine_index (body) WITH (index_type = 'bm25')"#,
+        &[],
+    )
+    .await?;
+    assert_eq!(idx_files()?, 1, "built when CREATE INDEX returns");
+    assert_eq!(
+        rows_seen.load(Ordering::Relaxed),
+        300,
+        "progress reached every row"
+    );
+    tarn.close().await?;
+    Ok(())
+}
+
 #[tokio::test]
 #[ignore = "child process of kill_9_between_writes_and_text_index_builds"]
 async fn text_writer_child() -> TestResult {

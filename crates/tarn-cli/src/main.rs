@@ -12,7 +12,7 @@ use clap::{Parser, Subcommand};
 use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
 use datafusion::sql::sqlparser::tokenizer::{Token, Tokenizer};
 use serde_json::Value;
-use tarn::{ErrorKind, QueryResult, Session, Tarn};
+use tarn::{ErrorKind, Options, QueryResult, Session, Tarn};
 
 mod demo;
 
@@ -60,7 +60,8 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Build a small example workspace and run a few queries on it.
+    /// Load the CISI abstracts into workspace `demo`, index them and run each kind of
+    /// search (BM25, vector, hybrid, filtered). A second run reuses the data.
     Demo,
 }
 
@@ -77,7 +78,8 @@ fn main() -> ExitCode {
 }
 
 async fn run(cli: Cli) -> ExitCode {
-    let tarn = match Tarn::open(&cli.data).await {
+    let options = Options::new().on_index_progress(demo::index_progress);
+    let tarn = match Tarn::open_with(&cli.data, options).await {
         Ok(t) => t,
         Err(e) => {
             eprintln!("tarn: {e}");
@@ -157,7 +159,7 @@ async fn run(cli: Cli) -> ExitCode {
                 Err(e) => report(&e, json),
             }
         }
-        Command::Demo => match demo::run(&session).await {
+        Command::Demo => match demo::run(&session, &cli.data).await {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => report(&e, false),
         },

@@ -187,3 +187,75 @@ fn tables_lists_and_describes() {
     assert_eq!(out.status.code(), Some(1));
     assert_eq!(json_lines(&out)[0]["error"]["status"], 404);
 }
+
+/// The demo loads CISI, builds both indexes and shows each kind of search; a second
+/// run reuses the data (and its answers do not change); the data is then open to
+/// `tarn sql`, with the indexes in place.
+#[test]
+fn demo_searches_every_way_and_reuses_its_data() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let first = tarn(dir.path(), &["demo"], None);
+    let text = String::from_utf8_lossy(&first.stdout).to_string();
+    assert!(
+        first.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&first.stderr)
+    );
+    for expected in [
+        "loaded 1460 CISI abstracts",
+        "HNSW index ready",
+        "BM25 index ready",
+        "body <#> 'retrieval of",
+        "embedding <#> (SELECT embedding",
+        "engine_hybrid_scores($1::float4[], $2)",
+        "WHERE body ILIKE '%catalog%'",
+        "index=docs_embedding",
+        "docs_body (bm25) fusion=rrf",
+        "sql -w demo",
+    ] {
+        assert!(
+            text.contains(expected),
+            "{expected:?} missing from:\n{text}"
+        );
+    }
+    // Every search printed five rows, with their time.
+    assert_eq!(text.matches("(5 rows, ").count(), 4, "{text}");
+    // The top BM25 hit for "retrieval of \"scientific information\" -medical".
+    assert!(
+        text.contains("\n 1191 | Basis of Scientific Information"),
+        "{text}"
+    );
+
+    let second = tarn(dir.path(), &["demo"], None);
+    let again = String::from_utf8_lossy(&second.stdout).to_string();
+    assert!(second.status.success(), "{again}");
+    assert!(again.contains("already loaded"), "{again}");
+    assert!(!again.contains("loaded 1460"), "{again}");
+    // The same rows and scores (only the timings differ).
+    let tables = |t: &str| {
+        t.lines()
+            .filter(|l| l.starts_with(' ') && l.contains(" | "))
+            .map(str::to_string)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(tables(&text), tables(&again));
+
+    let out = tarn(
+        dir.path(),
+        &[
+            "sql",
+            "-w",
+            "demo",
+            "--json",
+            r#"SELECT id FROM "demo"."docs" ORDER BY body <#> 'information science' DESC LIMIT 3"#,
+        ],
+        None,
+    );
+    assert_eq!(json_lines(&out)[0]["row_count"], 3);
+    let indexes = std::fs::read_dir(dir.path().join("segments"))
+        .expect("segments")
+        .filter_map(Result::ok)
+        .filter(|e| e.file_name().to_string_lossy().ends_with(".idx"))
+        .count();
+    assert_eq!(indexes, 2, "an HNSW and a BM25 file for the one segment");
+}

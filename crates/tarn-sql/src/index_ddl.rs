@@ -263,7 +263,10 @@ impl Txn<'_> {
             options,
             created_at: now_iso(),
         }))?;
-        if matches!(index_type, IndexType::Hnsw | IndexType::Maxsim) {
+        if matches!(
+            index_type,
+            IndexType::Hnsw | IndexType::Maxsim | IndexType::Bm25
+        ) {
             self.build_indexes.push(def.id);
         }
         Ok(StatementResult::none(0))
