@@ -653,10 +653,185 @@ async fn hybrid_fuses_both_arms_and_shows_why() -> TestResult {
             r#"SELECT engine_hybrid_record('{1,0}', 'x') FROM "ws"."h""#,
             "right side",
         ),
+        (
+            r#"SELECT (e, body) <#> engine_hybrid_scores(e, 'library') FROM "ws"."h""#,
+            "must be a constant",
+        ),
     ] {
         let err = s.query("ws", sql, &[]).await.unwrap_err();
         assert_eq!(err.kind(), ErrorKind::BadRequest, "{sql}: {err}");
         assert!(err.to_string().contains(msg), "{sql}: {err}");
+    }
+    Ok(())
+}
+
+/// Review findings on hybrid search: a NULL arm leaves the other ranking; without
+/// LIMIT the normalization is over every live row whatever WHERE says, so ORDER BY
+/// does not change a row's fused score.
+#[tokio::test]
+async fn hybrid_null_arms_and_unlimited_order_by() -> TestResult {
+    let tarn = Tarn::in_memory().await?;
+    let s = fixture(&tarn).await?;
+    s.query(
+        "ws",
+        r#"CREATE TABLE "ws"."h" (id INT PRIMARY KEY, e FLOAT4[2], body TEXT, cat INT) USING engine"#,
+        &[],
+    )
+    .await?;
+    s.query(
+        "ws",
+        r#"CREATE INDEX h_body ON "ws"."h" USING engine_index (body) WITH (index_type = 'bm25')"#,
+        &[],
+    )
+    .await?;
+    s.query(
+        "ws",
+        r#"INSERT INTO "ws"."h" VALUES
+           (1, '{1,0}', 'cats and dogs', 1),
+           (2, '{0,1}', 'library science library', 2),
+           (3, '{0.7,0.7}', 'library cats', 1),
+           (4, NULL, 'nothing here', 2),
+           (5, '{0.2,0.9}', 'library', 1),
+           (6, '{-1,0}', NULL, 1)"#,
+        &[],
+    )
+    .await?;
+    // NULL text: the vector arm alone ranks (min-max over the rows: 1, 3, 5, 2, 6),
+    // rows with no vector last; the same through the search node and as an expression.
+    let ranked = rows(
+        &s,
+        r#"SELECT id, (e, body) <#> engine_hybrid_record('{1,0}', NULL) AS f FROM "ws"."h" ORDER BY f DESC LIMIT 6"#,
+        &[],
+    )
+    .await?;
+    let ids: Vec<&Value> = ranked.iter().map(|r| &r[0]).collect();
+    assert_eq!(
+        ids,
+        [
+            &json!(1),
+            &json!(3),
+            &json!(5),
+            &json!(2),
+            &json!(6),
+            &json!(4)
+        ],
+        "{ranked:?}"
+    );
+    assert_eq!(ranked[0][1], json!(0.5), "weight 0.5 times 1: {ranked:?}");
+    assert_eq!(ranked[5][1], Value::Null, "{ranked:?}");
+    let plain = rows(
+        &s,
+        r#"SELECT id, (e, body) <#> engine_hybrid_scores('{1,0}', NULL) AS s FROM "ws"."h" ORDER BY id"#,
+        &[],
+    )
+    .await?;
+    assert_eq!(plain[0][1]["fused"], json!(0.5), "{plain:?}");
+    assert_eq!(plain[0][1]["text"], Value::Null, "{plain:?}");
+    // NULL vector: the text arm alone.
+    let ranked = rows(
+        &s,
+        r#"SELECT id FROM "ws"."h" ORDER BY (e, body) <#> engine_hybrid_record(NULL, 'library') DESC LIMIT 3"#,
+        &[],
+    )
+    .await?;
+    let ids: Vec<i64> = ranked.iter().filter_map(|r| r[0].as_i64()).collect();
+    assert_eq!(ids.len(), 3);
+    assert!(ids.iter().all(|i| [2, 3, 5].contains(i)), "{ranked:?}");
+
+    // Without LIMIT: WHERE picks rows but does not change their scores.
+    let plain = rows(
+        &s,
+        r#"SELECT id, (e, body) <#> engine_hybrid_record('{1,0}', 'library') FROM "ws"."h" WHERE cat = 2 ORDER BY id"#,
+        &[],
+    )
+    .await?;
+    let mut sorted = rows(
+        &s,
+        r#"SELECT id, (e, body) <#> engine_hybrid_record('{1,0}', 'library') AS f FROM "ws"."h" WHERE cat = 2 ORDER BY f DESC"#,
+        &[],
+    )
+    .await?;
+    sorted.sort_by_key(|r| r[0].as_i64());
+    assert_eq!(plain, sorted);
+    let all = rows(
+        &s,
+        r#"SELECT id, (e, body) <#> engine_hybrid_record('{1,0}', 'library') FROM "ws"."h" ORDER BY id"#,
+        &[],
+    )
+    .await?;
+    assert_eq!(plain[0], all[1], "row 2 scores as over the whole table");
+    Ok(())
+}
+
+/// Rows written before a text column was added with a DEFAULT read as that text, in
+/// scores and statistics, whether in memory, in segments or indexed.
+#[tokio::test]
+async fn added_text_column_default_is_searched_as_its_text() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let tarn = Tarn::open_with(dir.path(), manual()).await?;
+    let s = fixture(&tarn).await?;
+    s.query(
+        "ws",
+        r#"CREATE TABLE "ws"."t" (id INT PRIMARY KEY, cat INT) USING engine"#,
+        &[],
+    )
+    .await?;
+    s.query("ws", r#"INSERT INTO "ws"."t" VALUES (1, 1), (2, 2)"#, &[])
+        .await?;
+    s.query("ws", r#"VACUUM "ws"."t""#, &[]).await?;
+    s.query("ws", r#"INSERT INTO "ws"."t" VALUES (5, 5)"#, &[])
+        .await?;
+    s.query(
+        "ws",
+        r#"ALTER TABLE "ws"."t" ADD COLUMN body TEXT DEFAULT 'hello world'"#,
+        &[],
+    )
+    .await?;
+    s.query(
+        "ws",
+        r#"INSERT INTO "ws"."t" VALUES (3, 3, 'hello there'), (4, 4, 'other stuff')"#,
+        &[],
+    )
+    .await?;
+    s.query(
+        "ws",
+        r#"CREATE INDEX t_body ON "ws"."t" USING engine_index (body) WITH (index_type = 'bm25')"#,
+        &[],
+    )
+    .await?;
+    let texts: BTreeMap<i64, String> = [
+        (1, "hello world"),
+        (2, "hello world"),
+        (3, "hello there"),
+        (4, "other stuff"),
+        (5, "hello world"),
+    ]
+    .into_iter()
+    .map(|(i, t)| (i, t.to_string()))
+    .collect();
+    for stage in ["segment and memtable", "all indexed"] {
+        let plain = rows(
+            &s,
+            r#"SELECT id, body <#> 'hello' FROM "ws"."t" ORDER BY id"#,
+            &[],
+        )
+        .await?;
+        let docs: Vec<(i64, &str)> = texts.iter().map(|(i, t)| (*i, t.as_str())).collect();
+        let want = tantivy_scores(&docs, "en_stem", "hello");
+        for row in &plain {
+            let got = row[1].as_f64().unwrap_or(-1.0);
+            let id = row[0].as_i64().unwrap_or(-1);
+            let w = want.get(&id).copied().unwrap_or(0.0) as f64;
+            assert!(close(got, w), "{stage}: {plain:?} vs {want:?}");
+        }
+        let top = rows(
+            &s,
+            r#"SELECT id FROM "ws"."t" ORDER BY body <#> 'hello' DESC LIMIT 5"#,
+            &[],
+        )
+        .await?;
+        assert_eq!(top.last(), Some(&vec![json!(4)]), "{stage}: {top:?}");
+        s.query("ws", r#"VACUUM "ws"."t""#, &[]).await?;
     }
     Ok(())
 }

@@ -188,6 +188,7 @@ fn build_text(
     let texts = Texts {
         chunks: &chunks,
         column: column.id,
+        missing: column.missing.as_ref().and_then(|v| v.as_str()),
         block: 0,
         row: 0,
         left: segment.num_rows(),
@@ -205,10 +206,12 @@ fn build_text(
     })
 }
 
-/// A segment's texts in position order (NULL where a block lacks the column).
+/// A segment's texts in position order (the column's missing text, or NULL, where a
+/// block was written before the column existed).
 struct Texts<'a> {
     chunks: &'a [std::sync::Arc<tarn_storage::Chunk>],
     column: tarn_catalog::ColumnId,
+    missing: Option<&'a str>,
     block: usize,
     row: usize,
     left: usize,
@@ -223,11 +226,10 @@ impl<'a> Iterator for Texts<'a> {
                 let i = self.row;
                 self.row += 1;
                 self.left = self.left.saturating_sub(1);
-                return Some(
-                    chunk
-                        .column(self.column)
-                        .and_then(|a| crate::text::text_at(a, i)),
-                );
+                return Some(match chunk.column(self.column) {
+                    Some(a) => crate::text::text_at(a, i),
+                    None => self.missing,
+                });
             }
             self.block += 1;
             self.row = 0;

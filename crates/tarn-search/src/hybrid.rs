@@ -13,8 +13,8 @@ use tarn_vector::{Scored, TopK};
 
 use crate::Result;
 use crate::score::{QueryValue, score_rows};
-use crate::text::{TextSearch, text_at};
-use crate::topk::{IndexUse, RowFilter, SearchRequest, top_k};
+use crate::text::TextSearch;
+use crate::topk::{IndexUse, RowFilter, SearchRequest, checked_mask, top_k};
 
 /// Candidates each arm contributes for `k` rows wanted.
 pub fn arm_candidates(k: usize) -> usize {
@@ -25,17 +25,19 @@ pub fn arm_candidates(k: usize) -> usize {
 pub struct HybridRequest<'a> {
     /// The vector (or bag) column and the query of the vector arm.
     pub vector_column: ColumnId,
-    /// The vector arm's query.
-    pub vector: &'a QueryValue,
+    /// The vector arm's query; `None` (a NULL query) makes that arm NULL for every row.
+    pub vector: Option<&'a QueryValue>,
     /// The vector column's index, if any.
     pub vector_index: Option<IndexUse>,
-    /// The text arm, prepared on the same snapshot.
-    pub text: &'a TextSearch,
+    /// The text arm, prepared on the same snapshot; `None` (a NULL query) makes that
+    /// arm NULL for every row.
+    pub text: Option<&'a TextSearch>,
     /// The arms' weights.
     pub weights: Weights,
     /// How each arm is normalized.
     pub fusion: Fusion,
-    /// Rows wanted (`usize::MAX`: every row is a candidate).
+    /// Rows wanted (`usize::MAX`: every live row of the table is a candidate, whatever
+    /// the filter, which then only picks the rows returned).
     pub k: usize,
     /// Only rows passing this filter count.
     pub filter: Option<&'a dyn RowFilter>,
@@ -50,32 +52,59 @@ impl std::fmt::Debug for HybridRequest<'_> {
     }
 }
 
+/// The ids of the live rows of `version` passing `filter`, in row order.
+fn live_ids(version: &TableVersion, filter: Option<&dyn RowFilter>) -> Result<Vec<u64>> {
+    let mut out = Vec::new();
+    for s in version.segments() {
+        for bi in 0..s.segment().blocks().len() {
+            let chunk = s.segment().block(bi)?;
+            let live = s.block_mask(bi);
+            let pass = match filter {
+                Some(f) => checked_mask(f, &chunk, live.as_ref())?,
+                None => None,
+            };
+            let mask = match (live, pass) {
+                (Some(l), Some(p)) => Some(&l & &p),
+                (l, p) => l.or(p),
+            };
+            let ids = chunk.row_ids();
+            match mask {
+                Some(m) => out.extend(m.set_indices().map(|i| ids.value(i))),
+                None => out.extend(ids.values().iter().copied()),
+            }
+        }
+    }
+    Ok(out)
+}
+
 /// Both arms' exact scores of the live rows among `ids` (in `ids`' order, rows no
 /// longer live left out): (row id, scores).
 pub fn arm_scores(
     version: &TableVersion,
     ids: &[u64],
     vector_column: ColumnId,
-    vector: &QueryValue,
-    text: &TextSearch,
+    vector: Option<&QueryValue>,
+    text: Option<&TextSearch>,
 ) -> Result<Vec<(u64, ArmScores)>> {
     let mut out = Vec::with_capacity(ids.len());
-    let mut m = text.matcher();
+    let mut m = text.map(TextSearch::matcher);
     for (chunk, positions) in version.rows(ids)? {
         let row_ids = chunk.row_ids();
         let mut v: Vec<Option<f32>> = Vec::with_capacity(positions.len());
-        match chunk.column(vector_column) {
-            Some(a) => score_rows(a, vector, positions.iter().copied(), |_, s| v.push(s))?,
-            None => v.resize(positions.len(), None),
+        match (chunk.column(vector_column), vector) {
+            (Some(a), Some(q)) => score_rows(a, q, positions.iter().copied(), |_, s| v.push(s))?,
+            _ => v.resize(positions.len(), None),
         }
-        let texts = chunk.column(text.column());
         for (j, &p) in positions.iter().enumerate() {
-            let t = texts.and_then(|a| text_at(a, p));
+            let t = match (text, m.as_mut()) {
+                (Some(text), Some(m)) => text.score(m, text.text_of(&chunk, p)),
+                _ => None,
+            };
             out.push((
                 row_ids.value(p),
                 ArmScores {
                     vector: v[j],
-                    text: text.score(&mut m, t),
+                    text: t,
                 },
             ));
         }
@@ -90,56 +119,55 @@ pub fn hybrid_top_k(
     version: &TableVersion,
     req: &HybridRequest<'_>,
 ) -> Result<(Vec<(Scored, ArmScores)>, Fuser)> {
-    // Every live row passing the filter.
-    let all = || -> Result<Vec<u64>> {
-        let all = top_k(
-            version,
-            &SearchRequest {
-                column: req.vector_column,
-                query: req.vector,
-                k: usize::MAX,
-                filter: req.filter,
-                index: None,
-            },
-        )?;
-        Ok(all.into_iter().map(|s| s.id).collect())
-    };
-    let ids: Vec<u64> = if req.k == usize::MAX {
-        all()?
+    // Without LIMIT every live row is a candidate (the normalization does not depend
+    // on WHERE); the filter only picks the rows returned.
+    let (ids, returned): (Vec<u64>, Option<BTreeSet<u64>>) = if req.k == usize::MAX {
+        let returned = match req.filter {
+            Some(f) => Some(live_ids(version, Some(f))?.into_iter().collect()),
+            None => None,
+        };
+        (live_ids(version, None)?, returned)
     } else {
         let n = arm_candidates(req.k);
         let mut set: BTreeSet<u64> = BTreeSet::new();
-        for s in top_k(
-            version,
-            &SearchRequest {
-                column: req.vector_column,
-                query: req.vector,
-                k: n,
-                filter: req.filter,
-                index: req.vector_index,
-            },
-        )? {
-            if s.score.is_some() {
+        if let Some(vector) = req.vector {
+            for s in top_k(
+                version,
+                &SearchRequest {
+                    column: req.vector_column,
+                    query: vector,
+                    k: n,
+                    filter: req.filter,
+                    index: req.vector_index,
+                },
+            )? {
+                if s.score.is_some() {
+                    set.insert(s.id);
+                }
+            }
+        }
+        if let Some(text) = req.text {
+            for s in text.top_matches(version, n, req.filter)? {
                 set.insert(s.id);
             }
         }
-        for s in req.text.top_matches(version, n, req.filter)? {
-            set.insert(s.id);
-        }
-        if set.len() < req.k {
-            // Fewer candidates than rows wanted: every row is one, so the result still
-            // has min(k, matching rows) rows.
-            all()?
+        let ids = if set.len() < req.k {
+            // Fewer candidates than rows wanted: every row passing the filter is one,
+            // so the result still has min(k, matching rows) rows.
+            live_ids(version, req.filter)?
         } else {
             set.into_iter().collect()
-        }
+        };
+        (ids, None)
     };
     let scored = arm_scores(version, &ids, req.vector_column, req.vector, req.text)?;
     let arms: Vec<ArmScores> = scored.iter().map(|(_, a)| *a).collect();
     let fuser = Fuser::over(&arms, req.weights, req.fusion);
     let mut best = TopK::new(req.k.min(scored.len()));
     for (id, a) in &scored {
-        best.push(*id, fuser.fuse(*a));
+        if returned.as_ref().is_none_or(|r| r.contains(id)) {
+            best.push(*id, fuser.fuse(*a));
+        }
     }
     let by_id: std::collections::HashMap<u64, ArmScores> = scored.into_iter().collect();
     let ranked = best

@@ -56,6 +56,8 @@ pub(crate) fn check_text(a: &ArrayRef) -> Result<()> {
 #[derive(Debug)]
 pub struct TextSearch {
     column: ColumnId,
+    /// The text of rows in blocks written before the column existed.
+    missing: Option<String>,
     index: IndexId,
     tokenizer: Tokenizer,
     weights: Weights,
@@ -85,10 +87,13 @@ fn segment_index(s: &SegmentRef, index: IndexId) -> Result<Option<std::sync::Arc
 
 impl TextSearch {
     /// Parses `query` with the tokenizer of `index` (a `bm25` index on `column`) and
-    /// gathers its statistics over the live rows of `version`.
+    /// gathers its statistics over the live rows of `version`. `missing` is the text of
+    /// rows written before the column was added (`ADD COLUMN … DEFAULT`), `None` for
+    /// NULL: what a scan reads for them.
     pub fn prepare(
         version: &TableVersion,
         column: ColumnId,
+        missing: Option<&str>,
         index: &IndexDef,
         query: &str,
     ) -> Result<TextSearch> {
@@ -105,7 +110,7 @@ impl TextSearch {
                     }
                     None => {
                         let mut m = Matcher::new(&q, tokenizer);
-                        for_each_loose(s, column, None, |_, text| {
+                        for_each_loose(s, column, missing, None, |_, text| {
                             m.analyze(text, &mut stats);
                         })?;
                     }
@@ -115,6 +120,7 @@ impl TextSearch {
         let weights = Weights::new(&q, stats)?;
         Ok(TextSearch {
             column,
+            missing: missing.map(str::to_string),
             index: index.id,
             tokenizer,
             weights,
@@ -147,6 +153,15 @@ impl TextSearch {
         self.column
     }
 
+    /// The text of row `i` of `chunk`: its value, or the column's missing text when the
+    /// block was written before the column existed.
+    pub fn text_of<'a>(&'a self, chunk: &'a tarn_storage::Chunk, i: usize) -> Option<&'a str> {
+        match chunk.column(self.column) {
+            Some(a) => text_at(a, i),
+            None => self.missing.as_deref(),
+        }
+    }
+
     /// The `min(k, matching rows)` best live rows of `version` (the snapshot it was
     /// prepared on) passing `filter`, in SPEC §5's order: rows matching the query by
     /// score, then rows with text that match nothing (score 0) and rows whose text is
@@ -168,13 +183,19 @@ impl TextSearch {
         let mut best = TopK::new(k);
         let mut m = self.matcher();
         for s in version.segments() {
-            for_each_loose(s, self.column, filter, |id, text| {
-                let score = match text {
-                    Some(_) if nothing => Some(0.0),
-                    _ => self.score(&mut m, text),
-                };
-                best.push(id, score);
-            })?;
+            for_each_loose(
+                s,
+                self.column,
+                self.missing.as_deref(),
+                filter,
+                |id, text| {
+                    let score = match text {
+                        Some(_) if nothing => Some(0.0),
+                        _ => self.score(&mut m, text),
+                    };
+                    best.push(id, score);
+                },
+            )?;
         }
         Ok(best.into_sorted())
     }
@@ -250,13 +271,19 @@ impl TextSearch {
                 }
                 None => {
                     let mut m = self.matcher();
-                    for_each_loose(s, self.column, filter, |id, text| {
-                        let score = self.score(&mut m, text).unwrap_or(0.0);
-                        if score > 0.0 {
-                            matched += 1;
-                            best.push(id, Some(score));
-                        }
-                    })?;
+                    for_each_loose(
+                        s,
+                        self.column,
+                        self.missing.as_deref(),
+                        filter,
+                        |id, text| {
+                            let score = self.score(&mut m, text).unwrap_or(0.0);
+                            if score > 0.0 {
+                                matched += 1;
+                                best.push(id, Some(score));
+                            }
+                        },
+                    )?;
                 }
             }
         }
@@ -268,6 +295,7 @@ impl TextSearch {
 fn for_each_loose(
     s: &SegmentRef,
     column: ColumnId,
+    missing: Option<&str>,
     filter: Option<&dyn RowFilter>,
     mut each: impl FnMut(u64, Option<&str>),
 ) -> Result<()> {
@@ -289,8 +317,12 @@ fn for_each_loose(
             {
                 continue;
             }
-            // A column added after this block was written: NULL in every row.
-            let text = array.and_then(|a| text_at(a, i));
+            // A column added after this block was written: its missing text (or NULL)
+            // in every row.
+            let text = match array {
+                Some(a) => text_at(a, i),
+                None => missing,
+            };
             each(ids.value(i), text);
         }
     }

@@ -99,25 +99,22 @@ impl HybridBinding {
         if let Some(f) = slot.as_ref() {
             return Ok(f.clone());
         }
-        let f = match (query, self.text.prepared()?) {
-            (Some(q), Some(text)) => {
-                let req = tarn_search::HybridRequest {
-                    vector_column: self.vector_column,
-                    vector: q,
-                    vector_index: None,
-                    text: &text,
-                    weights: self.weights,
-                    fusion: self.fusion,
-                    k: usize::MAX,
-                    filter: None,
-                };
-                tarn_search::hybrid_top_k(&self.text.version, &req)
-                    .map_err(search_error)?
-                    .1
-            }
-            // A NULL arm query: that arm is NULL for every row.
-            _ => Fuser::over(&[], self.weights, self.fusion),
+        // A NULL arm query makes that arm NULL for every row; the other is still
+        // normalized over every live row.
+        let text = self.text.prepared()?;
+        let req = tarn_search::HybridRequest {
+            vector_column: self.vector_column,
+            vector: query,
+            vector_index: None,
+            text: text.as_deref(),
+            weights: self.weights,
+            fusion: self.fusion,
+            k: usize::MAX,
+            filter: None,
         };
+        let f = tarn_search::hybrid_top_k(&self.text.version, &req)
+            .map_err(search_error)?
+            .1;
         let f = Arc::new(f);
         *slot = Some(f.clone());
         Ok(f)
@@ -273,6 +270,14 @@ pub(crate) fn plan(left: &Expr, right: &ScalarFunction, schema: &DFSchema) -> Df
         fusion,
         fuser: Mutex::new(None),
     });
+    // A constant: one query for the whole statement (a column would score every row
+    // against whichever row's vector came first).
+    if !args[0].column_refs().is_empty() {
+        return Err(bad(format!(
+            "the vector of a hybrid search must be a constant (a literal, array text or a parameter), not {}",
+            args[0]
+        )));
+    }
     // The vector may be PostgreSQL array text, as on the right of a vector `<#>`.
     let vector_arg = crate::similarity::query_literal(args[0].clone(), Some(Kind::Vector))?;
     let udf = Arc::new(ScalarUDF::new_from_impl(HybridSimilarity {

@@ -55,8 +55,8 @@ pub enum NodeQuery {
     Hybrid {
         /// The binding (text arm, weights, fusion).
         binding: Arc<HybridBinding>,
-        /// The vector arm's query.
-        vector: QueryValue,
+        /// The vector arm's query (`None`: NULL, that arm is NULL for every row).
+        vector: Option<QueryValue>,
     },
 }
 
@@ -127,7 +127,7 @@ impl SearchNode {
             NodeQuery::Hybrid { binding, vector } => {
                 let p = Arc::as_ptr(binding) as *const () as usize as u64;
                 let mut bits = vec![u32::MAX - 1, (p >> 32) as u32, p as u32];
-                if let QueryValue::Vector(v) = vector {
+                if let Some(QueryValue::Vector(v)) = vector {
                     bits.extend(v.iter().map(|x| x.to_bits()));
                 }
                 bits
@@ -207,9 +207,10 @@ fn describe_query(q: &NodeQuery) -> String {
             format!("bag({}×{dim})", values.len() / (*dim).max(1))
         }
         NodeQuery::Text(b) => b.describe_query(),
-        NodeQuery::Hybrid { binding, vector } => {
-            binding.describe(&describe_query(&NodeQuery::Vector(vector.clone())))
-        }
+        NodeQuery::Hybrid { binding, vector } => binding.describe(&match vector {
+            Some(v) => describe_query(&NodeQuery::Vector(v.clone())),
+            None => "NULL".into(),
+        }),
     }
 }
 
@@ -398,19 +399,15 @@ impl SearchExec {
                 None => Vec::new(),
             },
             NodeQuery::Hybrid { binding, vector } => {
-                let Some(text) = binding.text.prepared()? else {
-                    return Err(DataFusionError::Internal(
-                        "hybrid search without text".into(),
-                    ));
-                };
+                let text = binding.text.prepared()?;
                 let req = tarn_search::HybridRequest {
                     vector_column: binding.vector_column,
-                    vector,
+                    vector: vector.as_ref(),
                     vector_index: self.index.as_ref().map(|(id, _, ef)| IndexUse {
                         id: *id,
                         ef_search: (*ef).max(tarn_search::arm_candidates(k.min(1 << 20))),
                     }),
-                    text: &text,
+                    text: text.as_deref(),
                     weights: binding.weights,
                     fusion: binding.fusion,
                     k,

@@ -214,7 +214,6 @@ fn search_plan(sort: &Sort) -> DfResult<Option<LogicalPlan>> {
         };
         let own_col = |c: &Column| c.relation.as_ref().is_none_or(|r| r == &scan.table_name);
         if h.text.table != table.def().id
-            || h.text.query.is_none()
             || !own_col(v)
             || !own_col(t)
             || table.column_id(&v.name) != Some(h.vector_column)
@@ -222,9 +221,8 @@ fn search_plan(sort: &Sort) -> DfResult<Option<LogicalPlan>> {
         {
             return Ok(None);
         }
-        let Some(vector) = similarity::planned_query(&h.vector_field, q)? else {
-            return Ok(None);
-        };
+        // A NULL vector or text makes that arm NULL for every row; the other still ranks.
+        let vector = similarity::planned_query(&h.vector_field, q)?;
         let index = h
             .vector_index
             .as_ref()

@@ -466,6 +466,9 @@ impl ScalarUDFImpl for Similarity {
 /// the function checks it (so a query of the wrong dimension is a 400 even when no row
 /// would ever be scored); `None` when it is NULL or the field is not a vector column.
 pub(crate) fn planned_query(field: &Field, q: &ScalarValue) -> DfResult<Option<QueryValue>> {
+    if q.is_null() {
+        return Ok(None);
+    }
     let kind = match kind(field.data_type()) {
         k @ (Kind::Vector | Kind::Bag) => k,
         _ => return Ok(None),

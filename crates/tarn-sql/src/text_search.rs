@@ -44,6 +44,9 @@ pub(crate) struct TextBinding {
     pub column: ColumnId,
     /// Its name.
     pub column_name: String,
+    /// The text of rows written before the column was added with a DEFAULT (blocks
+    /// that lack it), as a scan reads them; `None` for NULL.
+    pub missing: Option<String>,
     /// Its `bm25` index.
     pub index: IndexDef,
     /// The snapshot every score of the statement is computed on.
@@ -75,8 +78,14 @@ impl TextBinding {
             return Ok(Some(p.clone()));
         }
         let p = Arc::new(
-            TextSearch::prepare(&self.version, self.column, &self.index, query)
-                .map_err(search_error)?,
+            TextSearch::prepare(
+                &self.version,
+                self.column,
+                self.missing.as_deref(),
+                &self.index,
+                query,
+            )
+            .map_err(search_error)?,
         );
         *slot = Some(p.clone());
         Ok(Some(p))
@@ -149,6 +158,14 @@ pub(crate) fn plan(left: &Expr, right: &Expr, schema: &DFSchema) -> DfResult<Opt
     ))))
 }
 
+/// The text a block written before `col` was added reads as (its `missing` value).
+pub(crate) fn missing_text(col: &tarn_catalog::ColumnDef) -> Option<String> {
+    col.missing
+        .as_ref()
+        .and_then(|v| v.as_str())
+        .map(str::to_string)
+}
+
 /// The text binding of `column` of `table` for `query` in this statement (one per
 /// column and query: expressions that say the same share it, and its statistics).
 /// 400 unless the table is `USING engine` and the column has a `bm25` index.
@@ -193,6 +210,7 @@ pub(crate) fn text_binding(
         table,
         column,
         column_name: col.name.clone(),
+        missing: missing_text(col),
         index,
         version,
         query,

@@ -87,8 +87,12 @@ impl TextQuery {
                 let terms = tokens.into_iter().map(|(p, id)| (p - first, id)).collect();
                 vec![Clause { occur, terms }]
             } else {
+                // A word without positions (ngram) is the set of its trigrams: one
+                // repeated ('aaaa', 'abcabc') counts once.
+                let mut distinct = std::collections::HashSet::new();
                 tokens
                     .into_iter()
+                    .filter(|(_, id)| distinct.insert(*id))
                     .map(|(_, id)| Clause {
                         occur,
                         terms: vec![(0, id)],

@@ -263,6 +263,18 @@ fn raw_and_ngram_tokenizers() {
     let got = tarn_scores(&texts, &none, Tokenizer::Ngram, "york", &[1]);
     assert_same(&want, &got, "ngram");
     assert!(got.contains_key(&4), "trigrams match inside words");
+    // A word is the set of its trigrams: one repeated counts once.
+    let texts = [Some("aaaa"), Some("aaa"), Some("abcabc"), Some("abc")];
+    let none = vec![false; texts.len()];
+    for q in ["aaa", "aaaa", "aaaaaaa", "abcabc"] {
+        let want = tantivy_scores(&texts, Tokenizer::Ngram, q);
+        let got = tarn_scores(&texts, &none, Tokenizer::Ngram, q, &[]);
+        assert_same(&want, &got, q);
+    }
+    assert_eq!(
+        tarn_scores(&texts, &none, Tokenizer::Ngram, "aaa", &[]),
+        tarn_scores(&texts, &none, Tokenizer::Ngram, "aaaaaaa", &[])
+    );
 }
 
 #[test]
