@@ -113,6 +113,28 @@ async fn check(s: &Session, model: &BTreeMap<i64, String>, what: &str) -> TestRe
         )
         .await?;
         assert_eq!(top.len(), 10.min(model.len()), "{what} {q}");
+        // The fast path (the statements above) and the planned search node (the same
+        // with a WHERE the fast path leaves to the planner) return the same rows.
+        let planned = rows(
+            s,
+            r#"SELECT id, body <#> $1 AS s FROM "ws"."t" WHERE true ORDER BY s DESC LIMIT 10"#,
+            &[json!(q)],
+        )
+        .await?;
+        assert_eq!(top, planned, "{what} {q}: fast path vs planner");
+        let fast = rows(
+            s,
+            r#"SELECT id, body <#> $1 AS s FROM "ws"."t" WHERE cat = 3 ORDER BY s DESC LIMIT 5"#,
+            &[json!(q)],
+        )
+        .await?;
+        let planned = rows(
+            s,
+            r#"SELECT id, body <#> $1 AS s FROM "ws"."t" WHERE cat + 0 = 3 ORDER BY s DESC LIMIT 5"#,
+            &[json!(q)],
+        )
+        .await?;
+        assert_eq!(fast, planned, "{what} {q}: filtered fast path vs planner");
         let mut best: Vec<f64> = model
             .keys()
             .map(|id| want.get(id).copied().unwrap_or(0.0) as f64)
@@ -760,6 +782,25 @@ async fn hybrid_null_arms_and_unlimited_order_by() -> TestResult {
     )
     .await?;
     assert_eq!(plain[0], all[1], "row 2 scores as over the whole table");
+
+    // The fast path (no WHERE, or integer comparisons) and the planned search node
+    // (WHERE true) rank the same rows with the same fused scores, in every fusion.
+    for args in ["", ", 0.7, 0.3", ", 0.5, 0.5, 'softmax'", ", 1, 0, 'RRF'"] {
+        for (fast_where, planned_where) in
+            [("", "WHERE true"), ("WHERE cat = 1", "WHERE cat + 0 = 1")]
+        {
+            let sql = |w: &str| {
+                format!(
+                    r#"SELECT id, (e, body) <#> engine_hybrid_record($1, $2{args}) AS f FROM "ws"."h" {w} ORDER BY f DESC LIMIT 4"#
+                )
+            };
+            let params = [json!([1.0, 0.0]), json!("library cats")];
+            let fast = rows(&s, &sql(fast_where), &params).await?;
+            let planned = rows(&s, &sql(planned_where), &params).await?;
+            assert_eq!(fast, planned, "{args} {fast_where}");
+            assert!(!fast.is_empty());
+        }
+    }
     Ok(())
 }
 

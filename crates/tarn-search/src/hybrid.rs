@@ -4,7 +4,7 @@
 //! exactly, read from its stored row; `tarn-hybrid` normalizes each arm over the
 //! candidates and fuses them.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 
 use tarn_catalog::ColumnId;
 use tarn_hybrid::{ArmScores, Fuser, Fusion, Weights};
@@ -77,6 +77,16 @@ fn live_ids(version: &TableVersion, filter: Option<&dyn RowFilter>) -> Result<Ve
     Ok(out)
 }
 
+/// How [`arm_scores`] gets a row's text score.
+#[derive(Clone, Copy)]
+pub enum TextArm<'a> {
+    /// Analyzing the row's text on the spot.
+    Analyze(&'a TextSearch),
+    /// From the scores of every matching row (gathered through the index); a row
+    /// absent from them matches nothing.
+    Matches(&'a TextSearch, &'a HashMap<u64, f32>),
+}
+
 /// Both arms' exact scores of the live rows among `ids` (in `ids`' order, rows no
 /// longer live left out): (row id, scores).
 pub fn arm_scores(
@@ -84,10 +94,13 @@ pub fn arm_scores(
     ids: &[u64],
     vector_column: ColumnId,
     vector: Option<&QueryValue>,
-    text: Option<&TextSearch>,
+    text: Option<TextArm<'_>>,
 ) -> Result<Vec<(u64, ArmScores)>> {
     let mut out = Vec::with_capacity(ids.len());
-    let mut m = text.map(TextSearch::matcher);
+    let mut m = match text {
+        Some(TextArm::Analyze(t)) => Some(t.matcher()),
+        _ => None,
+    };
     for (chunk, positions) in version.rows(ids)? {
         let row_ids = chunk.row_ids();
         let mut v: Vec<Option<f32>> = Vec::with_capacity(positions.len());
@@ -96,12 +109,18 @@ pub fn arm_scores(
             _ => v.resize(positions.len(), None),
         }
         for (j, &p) in positions.iter().enumerate() {
+            let id = row_ids.value(p);
             let t = match (text, m.as_mut()) {
-                (Some(text), Some(m)) => text.score(m, text.text_of(&chunk, p)),
+                (Some(TextArm::Analyze(text)), Some(m)) => text.score(m, text.text_of(&chunk, p)),
+                // A row that matches nothing scores 0 unless its text is NULL.
+                (Some(TextArm::Matches(text, scores)), _) => match scores.get(&id) {
+                    Some(s) => Some(*s),
+                    None => text.text_of(&chunk, p).map(|_| 0.0),
+                },
                 _ => None,
             };
             out.push((
-                row_ids.value(p),
+                id,
                 ArmScores {
                     vector: v[j],
                     text: t,
@@ -121,6 +140,23 @@ pub fn hybrid_top_k(
 ) -> Result<(Vec<(Scored, ArmScores)>, Fuser)> {
     // Without LIMIT every live row is a candidate (the normalization does not depend
     // on WHERE); the filter only picks the rows returned.
+    // The text arm's score of every matching candidate, through the index (analyzing
+    // each candidate's text again would cost more than the whole search).
+    let text_scores: Option<HashMap<u64, f32>> = match req.text {
+        Some(t) => {
+            let mut m = HashMap::new();
+            let filter = if req.k == usize::MAX {
+                None
+            } else {
+                req.filter
+            };
+            t.for_each_match(version, filter, &mut |id, s| {
+                m.insert(id, s);
+            })?;
+            Some(m)
+        }
+        None => None,
+    };
     let (ids, returned): (Vec<u64>, Option<BTreeSet<u64>>) = if req.k == usize::MAX {
         let returned = match req.filter {
             Some(f) => Some(live_ids(version, Some(f))?.into_iter().collect()),
@@ -146,10 +182,12 @@ pub fn hybrid_top_k(
                 }
             }
         }
-        if let Some(text) = req.text {
-            for s in text.top_matches(version, n, req.filter)? {
-                set.insert(s.id);
+        if let Some(scores) = &text_scores {
+            let mut best = TopK::new(n);
+            for (&id, &s) in scores {
+                best.push(id, Some(s));
             }
+            set.extend(best.into_sorted().into_iter().map(|s| s.id));
         }
         let ids = if set.len() < req.k {
             // Fewer candidates than rows wanted: every row passing the filter is one,
@@ -160,7 +198,11 @@ pub fn hybrid_top_k(
         };
         (ids, None)
     };
-    let scored = arm_scores(version, &ids, req.vector_column, req.vector, req.text)?;
+    let text = match (req.text, &text_scores) {
+        (Some(t), Some(scores)) => Some(TextArm::Matches(t, scores)),
+        _ => None,
+    };
+    let scored = arm_scores(version, &ids, req.vector_column, req.vector, text)?;
     let arms: Vec<ArmScores> = scored.iter().map(|(_, a)| *a).collect();
     let fuser = Fuser::over(&arms, req.weights, req.fusion);
     let mut best = TopK::new(req.k.min(scored.len()));

@@ -25,7 +25,7 @@ mod topk;
 
 pub use build::{DEFAULT_EF_SEARCH, SearchIndexBuilder, ef_search, hnsw_params, is_vector_index};
 pub use error::{Error, Result};
-pub use hybrid::{HybridRequest, arm_candidates, arm_scores, hybrid_top_k};
+pub use hybrid::{HybridRequest, TextArm, arm_candidates, arm_scores, hybrid_top_k};
 pub use score::{QueryValue, score_rows};
 pub use tarn_hybrid::{ArmScores, Fuser, Fusion, Weights as HybridWeights};
 pub use tarn_text::{TextQuery, Tokenizer};

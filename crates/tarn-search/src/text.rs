@@ -245,8 +245,24 @@ impl TextSearch {
     ) -> Result<(Vec<Scored>, usize)> {
         let mut best = TopK::new(k);
         let mut matched = 0usize;
+        self.for_each_match(version, filter, &mut |id, score| {
+            matched += 1;
+            best.push(id, Some(score));
+        })?;
+        Ok((best.into_sorted(), matched))
+    }
+
+    /// Calls `each(row id, score)` for every live row of `version` passing `filter`
+    /// that matches the query (score above 0), in no particular order: through the
+    /// index where a segment has one, analyzing the text on the spot elsewhere.
+    pub fn for_each_match(
+        &self,
+        version: &TableVersion,
+        filter: Option<&dyn RowFilter>,
+        each: &mut dyn FnMut(u64, f32),
+    ) -> Result<()> {
         if self.matches_nothing() {
-            return Ok((Vec::new(), 0));
+            return Ok(());
         }
         for s in version.segments() {
             match segment_index(s, self.index)? {
@@ -265,8 +281,7 @@ impl TextSearch {
                     hits.sort_unstable_by_key(|h| h.0);
                     let ids = row_ids(s, hits.iter().map(|h| h.0))?;
                     for (id, (_, score)) in ids.into_iter().zip(hits) {
-                        matched += 1;
-                        best.push(id, Some(score));
+                        each(id, score);
                     }
                 }
                 None => {
@@ -279,15 +294,14 @@ impl TextSearch {
                         |id, text| {
                             let score = self.score(&mut m, text).unwrap_or(0.0);
                             if score > 0.0 {
-                                matched += 1;
-                                best.push(id, Some(score));
+                                each(id, score);
                             }
                         },
                     )?;
                 }
             }
         }
-        Ok((best.into_sorted(), matched))
+        Ok(())
     }
 }
 

@@ -1,13 +1,14 @@
 //! The search fast path: `SELECT cols, e <#> q [AS s] FROM "ws"."t" ORDER BY s DESC
 //! LIMIT k [OFFSET n]` answered straight from `tarn-search`, without DataFusion's
-//! planner. A vector search at default width takes a few hundred microseconds; the
-//! planner's floor (about 200 µs a statement, more for a query vector of hundreds of
-//! literals) would otherwise double it.
+//! planner. A vector search at default width, or a BM25 search of a small table, takes a
+//! few hundred microseconds; the planner's floor (about 200 µs a statement, more for a
+//! query vector of hundreds of literals) would otherwise double it.
 //!
 //! Only statements whose answer is certain to equal the planned search node's take this
 //! path: one engine table; no WHERE, or a conjunction of `integer column op integer`
 //! (evaluated block by block as the search's row filter); plain column projections and
-//! `<#>` scores of a FLOAT4 vector column with a constant query; one descending sort key
+//! `<#>` scores of a FLOAT4 vector column with a constant query, or of a text column with
+//! a `bm25` index with a constant string; one descending sort key
 //! that is such a score (or its alias); a literal LIMIT. It runs before parameters are
 //! bound: the query may be `$n` (a JSON array or array text), read straight from the
 //! parameter. The query is checked by the same function the planner uses; when that
@@ -27,7 +28,7 @@ use datafusion::sql::sqlparser::ast::{
 };
 use serde_json::Value as Json;
 use tarn_catalog::{SqlType, TableDef};
-use tarn_search::{IndexUse, QueryValue, SearchRequest};
+use tarn_search::{Fusion, HybridWeights, IndexUse, QueryValue, SearchRequest};
 use tarn_storage::TableVersion;
 
 use crate::Result;
@@ -65,6 +66,53 @@ fn search_cost(version: &TableVersion, index: Option<IndexUse>, dim: usize) -> u
         .fold(0usize, |a, rows| a.saturating_add(rows.saturating_mul(dim)))
 }
 
+/// Texts a search may analyze on the spot (rows of the memtable and of segments
+/// whose index is not built yet) and still run on the calling thread.
+const INLINE_TEXTS: usize = 2_000;
+
+/// What ranks the rows.
+enum Ranker {
+    /// Vector similarity, through the column's graph if it has one.
+    Vector {
+        query: QueryValue,
+        index: Option<IndexUse>,
+    },
+    /// BM25 through the column's `bm25` index.
+    Text {
+        index: tarn_catalog::IndexDef,
+        text: String,
+        missing: Option<String>,
+    },
+    /// Hybrid: the vector arm as [`Ranker::Vector`], the text arm as [`Ranker::Text`]
+    /// over `text_column`.
+    Hybrid {
+        query: QueryValue,
+        index: Option<IndexUse>,
+        text_column: tarn_catalog::ColumnId,
+        text_index: tarn_catalog::IndexDef,
+        text: String,
+        missing: Option<String>,
+        weights: HybridWeights,
+        fusion: Fusion,
+    },
+}
+
+/// The text of a text `<#>` query: a string literal, or a `$n` parameter holding a
+/// JSON string; `None` for anything else (NULL included), which the planner answers.
+fn query_text(e: &Expr, params: &[Json]) -> Option<String> {
+    match e {
+        Expr::Nested(inner) => query_text(inner, params),
+        Expr::Value(v) if matches!(v.value, Value::Placeholder(_)) => {
+            param(e, params)?.as_str().map(str::to_string)
+        }
+        Expr::Value(v) => match &v.value {
+            Value::SingleQuotedString(t) => Some(t.clone()),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
 /// One output column: a stored column, or the score.
 enum Output {
     Column(usize),
@@ -74,12 +122,16 @@ enum Output {
 /// `col <#> q` of this table: the column's index in `def.columns` and the query.
 struct Score<'a> {
     column: usize,
+    /// The text column of a hybrid `(column, text_column) <#> …`.
+    text_column: Option<usize>,
     query: &'a Expr,
 }
 
 impl PartialEq for Score<'_> {
     fn eq(&self, other: &Self) -> bool {
-        self.column == other.column && self.query == other.query
+        self.column == other.column
+            && self.text_column == other.text_column
+            && self.query == other.query
     }
 }
 
@@ -90,12 +142,80 @@ fn score_of<'a>(e: &'a Expr, column: &dyn Fn(&Expr) -> Option<usize>) -> Option<
             left,
             op: BinaryOperator::Custom(op),
             right,
-        } if op == OPERATOR => Some(Score {
-            column: column(left)?,
-            query: right,
-        }),
+        } if op == OPERATOR => match left.as_ref() {
+            Expr::Tuple(pair) => match pair.as_slice() {
+                [v, t] => Some(Score {
+                    column: column(v)?,
+                    text_column: Some(column(t)?),
+                    query: right,
+                }),
+                _ => None,
+            },
+            _ => Some(Score {
+                column: column(left)?,
+                text_column: None,
+                query: right,
+            }),
+        },
         _ => None,
     }
+}
+
+/// The arguments of `engine_hybrid_record(vector, 'text' [, w_vector, w_text [,
+/// fusion]])` when each is one the planner would accept as is: the vector (as
+/// [`query_literal`] reads it), the text, the weights and the fusion. `None` for
+/// anything else (`engine_hybrid_scores`, NULLs, weights out of range: the planner's).
+fn hybrid_args(e: &Expr, params: &[Json]) -> Option<(ScalarValue, String, HybridWeights, Fusion)> {
+    let Expr::Function(f) = e else {
+        return None;
+    };
+    if !f
+        .name
+        .to_string()
+        .eq_ignore_ascii_case(crate::hybrid::RECORD)
+        || f.filter.is_some()
+        || f.over.is_some()
+        || !f.within_group.is_empty()
+        || !matches!(f.parameters, ast::FunctionArguments::None)
+    {
+        return None;
+    }
+    let ast::FunctionArguments::List(list) = &f.args else {
+        return None;
+    };
+    if list.duplicate_treatment.is_some() || !list.clauses.is_empty() {
+        return None;
+    }
+    let args: Vec<&Expr> = list
+        .args
+        .iter()
+        .map(|a| match a {
+            ast::FunctionArg::Unnamed(ast::FunctionArgExpr::Expr(e)) => Some(e),
+            _ => None,
+        })
+        .collect::<Option<_>>()?;
+    if !(2..=5).contains(&args.len()) || args.len() == 3 {
+        return None;
+    }
+    let vector = query_literal(args[0], params)?;
+    let text = query_text(args[1], params)?;
+    let weight = |e: &Expr| match signed_value(e)? {
+        (false, Value::Number(n, _)) => n.parse::<f64>().ok(),
+        _ => None,
+    };
+    let weights = match args.get(2..4) {
+        Some([v, t]) => HybridWeights::new(weight(v)?, weight(t)?).ok()?,
+        _ => HybridWeights::default(),
+    };
+    let fusion = match args.get(4) {
+        None => Fusion::default(),
+        Some(Expr::Value(v)) => match &v.value {
+            Value::SingleQuotedString(name) => Fusion::from_name(name)?,
+            _ => return None,
+        },
+        Some(_) => return None,
+    };
+    Some((vector, text, weights, fusion))
 }
 
 /// The value bound to `e` when it is a `$n` parameter.
@@ -424,6 +544,7 @@ fn plan<'a>(
                 .find(|(_, a)| a.as_deref() == Some(name.as_str()))?;
             Score {
                 column: s.column,
+                text_column: s.text_column,
                 query: s.query,
             }
         }
@@ -491,44 +612,116 @@ impl SqlEngine {
             return Ok(None);
         };
         let col = &def.columns[plan.score.column];
-        // FLOAT4 vectors only: other arrays get the planner's error (with its hint).
-        if !matches!(col.ty, SqlType::Vector { .. }) {
-            return Ok(None);
-        }
-        let schema = table_schema(def, false);
-        let field = schema.field(plan.score.column);
-        let Some(literal) = query_literal(plan.score.query, params) else {
-            return Ok(None);
-        };
-        // A query the planner would refuse (wrong dimension, …) is its to report.
-        let Ok(Some(query @ QueryValue::Vector(_))) = planned_query(field, &literal) else {
-            return Ok(None);
-        };
         let Some(store) = self.db().table(def.id) else {
             return Ok(None);
         };
         let version = store.snapshot();
-        let index = catalog
+        let k = (plan.limit + plan.offset) as usize;
+        let schema = table_schema(def, false);
+        let stored_rows: usize = version
+            .segments()
+            .iter()
+            .map(|s| s.segment().num_rows())
+            .sum();
+        let text_index = catalog
             .indexes_of(def.id)
             .into_iter()
-            .find(|i| i.column == col.id && tarn_search::is_vector_index(i))
-            .map(|i| IndexUse {
-                id: i.id,
-                ef_search: tarn_search::ef_search(i, settings.ef_search),
-            });
-        let k = (plan.limit + plan.offset) as usize;
+            .find(|i| i.column == col.id && tarn_search::is_text_index(i))
+            .cloned();
+        let vector_index = |settings_k: usize| {
+            catalog
+                .indexes_of(def.id)
+                .into_iter()
+                .find(|i| i.column == col.id && tarn_search::is_vector_index(i))
+                .map(|i| IndexUse {
+                    id: i.id,
+                    ef_search: tarn_search::ef_search(i, settings.ef_search).max(settings_k),
+                })
+        };
+        let ranker = if let Some(tc) = plan.score.text_column {
+            // Hybrid: a FLOAT4 vector column, a text column with a bm25 index, and
+            // arguments the planner would take as they are.
+            let tdef = &def.columns[tc];
+            let Some(text_index) = catalog
+                .indexes_of(def.id)
+                .into_iter()
+                .find(|i| i.column == tdef.id && tarn_search::is_text_index(i))
+                .cloned()
+            else {
+                return Ok(None);
+            };
+            if !matches!(col.ty, SqlType::Vector { .. }) || tc == plan.score.column {
+                return Ok(None);
+            }
+            let Some((literal, text, weights, fusion)) = hybrid_args(plan.score.query, params)
+            else {
+                return Ok(None);
+            };
+            let field = schema.field(plan.score.column);
+            let Ok(Some(query @ QueryValue::Vector(_))) = planned_query(field, &literal) else {
+                return Ok(None);
+            };
+            Ranker::Hybrid {
+                query,
+                index: vector_index(tarn_search::arm_candidates(k.min(1 << 20))),
+                text_column: tdef.id,
+                text_index,
+                text,
+                missing: crate::text_search::missing_text(tdef),
+                weights,
+                fusion,
+            }
+        } else if let Some(index) = text_index {
+            // Text: a constant string (a NULL query, or anything else, is the
+            // planner's).
+            let Some(text) = query_text(plan.score.query, params) else {
+                return Ok(None);
+            };
+            Ranker::Text {
+                index,
+                text,
+                missing: crate::text_search::missing_text(col),
+            }
+        } else {
+            // FLOAT4 vectors only: other arrays get the planner's error (with its hint).
+            if !matches!(col.ty, SqlType::Vector { .. }) {
+                return Ok(None);
+            }
+            let field = schema.field(plan.score.column);
+            let Some(literal) = query_literal(plan.score.query, params) else {
+                return Ok(None);
+            };
+            // A query the planner would refuse (wrong dimension, …) is its to report.
+            let Ok(Some(query @ QueryValue::Vector(_))) = planned_query(field, &literal) else {
+                return Ok(None);
+            };
+            Ranker::Vector {
+                query,
+                index: vector_index(0),
+            }
+        };
         // A filter reads every stored block (checksumming and decoding it the first
         // time, vectors included) and can widen a graph walk far past `ef`: filtered
-        // searches run inline only over tables small enough to scan whole.
-        let inline = if plan.conds.is_empty() {
-            search_cost(&version, index, query.dim()) <= INLINE_VALUES
-        } else {
-            let stored: usize = version
-                .segments()
-                .iter()
-                .map(|s| s.segment().num_rows())
-                .sum();
-            stored.saturating_mul(query.dim() + plan.conds.len()) <= INLINE_VALUES
+        // searches run inline only over tables small enough to scan whole. A text
+        // search runs inline when few rows must be analyzed on the spot.
+        let inline = match &ranker {
+            Ranker::Vector { query, index } if plan.conds.is_empty() => {
+                search_cost(&version, *index, query.dim()) <= INLINE_VALUES
+            }
+            Ranker::Vector { query, .. } => {
+                stored_rows.saturating_mul(query.dim() + plan.conds.len()) <= INLINE_VALUES
+            }
+            Ranker::Hybrid { .. } => false,
+            Ranker::Text { index, .. } => {
+                let loose: usize = version
+                    .segments()
+                    .iter()
+                    .filter(|s| s.segment().in_memory() || s.segment().index(index.id).is_none())
+                    .map(|s| s.live_count())
+                    .sum();
+                loose <= INLINE_TEXTS
+                    && (plan.conds.is_empty() || stored_rows <= INLINE_TEXTS * 100)
+            }
         };
         let (column, searched) = (col.id, version.clone());
         let filter = (!plan.conds.is_empty()).then(|| Conds {
@@ -537,14 +730,62 @@ impl SqlEngine {
             conds: std::mem::take(&mut plan.conds),
         });
         let search = move || {
-            let req = SearchRequest {
-                column,
-                query: &query,
-                k,
-                filter: filter.as_ref().map(|f| f as &dyn tarn_search::RowFilter),
-                index,
-            };
-            tarn_search::top_k(&searched, &req).map_err(search_error)
+            let filter = filter.as_ref().map(|f| f as &dyn tarn_search::RowFilter);
+            match &ranker {
+                Ranker::Vector { query, index } => {
+                    let req = SearchRequest {
+                        column,
+                        query,
+                        k,
+                        filter,
+                        index: *index,
+                    };
+                    tarn_search::top_k(&searched, &req)
+                }
+                Ranker::Text {
+                    index,
+                    text,
+                    missing,
+                } => tarn_search::TextSearch::prepare(
+                    &searched,
+                    column,
+                    missing.as_deref(),
+                    index,
+                    text,
+                )
+                .and_then(|t| t.top_k(&searched, k, filter)),
+                Ranker::Hybrid {
+                    query,
+                    index,
+                    text_column,
+                    text_index,
+                    text,
+                    missing,
+                    weights,
+                    fusion,
+                } => tarn_search::TextSearch::prepare(
+                    &searched,
+                    *text_column,
+                    missing.as_deref(),
+                    text_index,
+                    text,
+                )
+                .and_then(|t| {
+                    let req = tarn_search::HybridRequest {
+                        vector_column: column,
+                        vector: Some(query),
+                        vector_index: *index,
+                        text: Some(&t),
+                        weights: *weights,
+                        fusion: *fusion,
+                        k,
+                        filter,
+                    };
+                    tarn_search::hybrid_top_k(&searched, &req)
+                        .map(|(ranked, _)| ranked.into_iter().map(|(s, _)| s).collect())
+                }),
+            }
+            .map_err(search_error)
         };
         let ranked = if inline {
             search()?
