@@ -578,10 +578,10 @@ async fn kill_9_between_writes_and_text_index_builds() -> TestResult {
     Ok(())
 }
 
-#[tokio::test]
-async fn hybrid_fuses_both_arms_and_shows_why() -> TestResult {
-    let tarn = Tarn::in_memory().await?;
-    let s = fixture(&tarn).await?;
+/// Table `"ws"."h" (id, e FLOAT4[2], body TEXT, cat)` with a bm25 index on `body` and
+/// four rows (plus the `VALUES` items in `more`, each starting with a comma).
+async fn hybrid_table(tarn: &Tarn, more: &str) -> Result<Session, Box<dyn std::error::Error>> {
+    let s = fixture(tarn).await?;
     s.query(
         "ws",
         r#"CREATE TABLE "ws"."h" (id INT PRIMARY KEY, e FLOAT4[2], body TEXT, cat INT) USING engine"#,
@@ -596,14 +596,23 @@ async fn hybrid_fuses_both_arms_and_shows_why() -> TestResult {
     .await?;
     s.query(
         "ws",
-        r#"INSERT INTO "ws"."h" VALUES
-           (1, '{1,0}', 'cats and dogs', 1),
-           (2, '{0,1}', 'library science library', 2),
-           (3, '{0.7,0.7}', 'library cats', 1),
-           (4, NULL, 'nothing here', 2)"#,
+        &format!(
+            r#"INSERT INTO "ws"."h" VALUES
+               (1, '{{1,0}}', 'cats and dogs', 1),
+               (2, '{{0,1}}', 'library science library', 2),
+               (3, '{{0.7,0.7}}', 'library cats', 1),
+               (4, NULL, 'nothing here', 2){more}"#
+        ),
         &[],
     )
     .await?;
+    Ok(s)
+}
+
+#[tokio::test]
+async fn hybrid_fuses_both_arms_and_shows_why() -> TestResult {
+    let tarn = Tarn::in_memory().await?;
+    let s = hybrid_table(&tarn, "").await?;
     let q = r#"SELECT id, (e, body) <#> engine_hybrid_record('{1,0}', 'library') AS f,
                       (e, body) <#> engine_hybrid_scores('{1,0}', 'library') AS s
                FROM "ws"."h" ORDER BY (e, body) <#> engine_hybrid_record('{1,0}', 'library') DESC LIMIT 4"#;
@@ -693,29 +702,9 @@ async fn hybrid_fuses_both_arms_and_shows_why() -> TestResult {
 #[tokio::test]
 async fn hybrid_null_arms_and_unlimited_order_by() -> TestResult {
     let tarn = Tarn::in_memory().await?;
-    let s = fixture(&tarn).await?;
-    s.query(
-        "ws",
-        r#"CREATE TABLE "ws"."h" (id INT PRIMARY KEY, e FLOAT4[2], body TEXT, cat INT) USING engine"#,
-        &[],
-    )
-    .await?;
-    s.query(
-        "ws",
-        r#"CREATE INDEX h_body ON "ws"."h" USING engine_index (body) WITH (index_type = 'bm25')"#,
-        &[],
-    )
-    .await?;
-    s.query(
-        "ws",
-        r#"INSERT INTO "ws"."h" VALUES
-           (1, '{1,0}', 'cats and dogs', 1),
-           (2, '{0,1}', 'library science library', 2),
-           (3, '{0.7,0.7}', 'library cats', 1),
-           (4, NULL, 'nothing here', 2),
-           (5, '{0.2,0.9}', 'library', 1),
-           (6, '{-1,0}', NULL, 1)"#,
-        &[],
+    let s = hybrid_table(
+        &tarn,
+        ", (5, '{0.2,0.9}', 'library', 1), (6, '{-1,0}', NULL, 1)",
     )
     .await?;
     // NULL text: the vector arm alone ranks (min-max over the rows: 1, 3, 5, 2, 6),
