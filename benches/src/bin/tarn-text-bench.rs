@@ -202,9 +202,11 @@ async fn sql_top(s: &Session, sql: &str, params: Vec<Value>) -> Res<Vec<i64>> {
 
 /// tantivy over `docs`, with its `en_stem` tokenizer (what Tarn's default names).
 struct Tantivy {
-    index: Index,
-    reader: tantivy::IndexReader,
-    id: tantivy::schema::Field,
+    /// One searcher for every query, so that segment numbers stay those of `ids`.
+    searcher: tantivy::Searcher,
+    /// Each segment's `id` column, opened once (opening it per hit costs more than
+    /// the search).
+    ids: Vec<tantivy::columnar::Column<i64>>,
     parser: QueryParser,
 }
 
@@ -229,27 +231,31 @@ impl Tantivy {
             writer.add_document(doc)?;
         }
         writer.commit()?;
-        let reader = index.reader()?;
+        let searcher = index.reader()?.searcher();
+        let ids = searcher
+            .segment_readers()
+            .iter()
+            .map(|r| r.fast_fields().i64("id"))
+            .collect::<Result<_, _>>()?;
         let parser = QueryParser::for_index(&index, vec![body]);
         Ok(Tantivy {
-            index,
-            reader,
-            id,
+            searcher,
+            ids,
             parser,
         })
     }
 
     fn top(&self, text: &str) -> Res<Vec<i64>> {
         let (query, _) = self.parser.parse_query_lenient(text);
-        let searcher = self.reader.searcher();
-        let top = searcher.search(&query, &TopDocs::with_limit(K).order_by_score())?;
-        let field = self.index.schema().get_field_name(self.id).to_string();
+        let top = self
+            .searcher
+            .search(&query, &TopDocs::with_limit(K).order_by_score())?;
         top.iter()
             .map(|(_, addr)| {
-                let col = searcher
-                    .segment_reader(addr.segment_ord)
-                    .fast_fields()
-                    .i64(&field)?;
+                let col = self
+                    .ids
+                    .get(addr.segment_ord as usize)
+                    .ok_or("no segment")?;
                 Ok(col.first(addr.doc_id).ok_or("no id")?)
             })
             .collect()
