@@ -297,7 +297,7 @@ def main() -> int:
     print(f"Tarn bm25 / tantivy (Rust): {s['bm25_tarn_vs_tantivy']:.2f}; top-10 overlap with tantivy: {s['top10_overlap']:.3f}")
     print("Freshness (Tarn bm25 ms/query):")
     for f in s["freshness"]:
-        print(f"  {f['fresh_rows']:>6} rows not yet indexed: {f['ms']:.3f}")
+        print(f"  {f['fresh_rows']:>6} rows not yet indexed: first query {f.get('first_ms', float('nan')):.3f}, then {f['ms']:.3f}")
     print(f"  once VACUUM indexed them:  {s['caught_up_ms']:.3f}")
     print(f"\nresults: {args.work / 'results.json'}")
     return 0

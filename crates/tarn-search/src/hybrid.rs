@@ -139,23 +139,18 @@ pub fn hybrid_top_k(
     req: &HybridRequest<'_>,
 ) -> Result<(Vec<(Scored, ArmScores)>, Fuser)> {
     // Without LIMIT every live row is a candidate (the normalization does not depend
-    // on WHERE); the filter only picks the rows returned.
-    // The text arm's score of every matching candidate, through the index (analyzing
-    // each candidate's text again would cost more than the whole search).
-    let text_scores: Option<HashMap<u64, f32>> = match req.text {
-        Some(t) => {
+    // on WHERE); the filter only picks the rows returned. The text arm's score of
+    // every matching row then comes through the index in one pass (analyzing each
+    // row's text again would cost more than the whole search).
+    let mut text_scores: Option<HashMap<u64, f32>> = match req.text {
+        Some(t) if req.k == usize::MAX => {
             let mut m = HashMap::new();
-            let filter = if req.k == usize::MAX {
-                None
-            } else {
-                req.filter
-            };
-            t.for_each_match(version, filter, &mut |id, s| {
+            t.for_each_match(version, None, &mut |id, s| {
                 m.insert(id, s);
             })?;
             Some(m)
         }
-        None => None,
+        _ => None,
     };
     let (ids, returned): (Vec<u64>, Option<BTreeSet<u64>>) = if req.k == usize::MAX {
         let returned = match req.filter {
@@ -182,20 +177,33 @@ pub fn hybrid_top_k(
                 }
             }
         }
-        if let Some(scores) = &text_scores {
-            let mut best = TopK::new(n);
-            for (&id, &s) in scores {
-                best.push(id, Some(s));
+        // The text arm's best rows (their postings pruned below the n-th score).
+        let mut scores: HashMap<u64, f32> = HashMap::new();
+        if let Some(t) = req.text {
+            for s in t.top_matches(version, n, req.filter)? {
+                if let Some(score) = s.score {
+                    scores.insert(s.id, score);
+                }
+                set.insert(s.id);
             }
-            set.extend(best.into_sorted().into_iter().map(|s| s.id));
         }
-        let ids = if set.len() < req.k {
+        let ids: Vec<u64> = if set.len() < req.k {
             // Fewer candidates than rows wanted: every row passing the filter is one,
             // so the result still has min(k, matching rows) rows.
             live_ids(version, req.filter)?
         } else {
             set.into_iter().collect()
         };
+        // The text scores of the candidates the text arm did not bring.
+        if let Some(t) = req.text {
+            let rest: Vec<u64> = ids
+                .iter()
+                .copied()
+                .filter(|id| !scores.contains_key(id))
+                .collect();
+            scores.extend(t.scores_of(version, &rest)?);
+            text_scores = Some(scores);
+        }
         (ids, None)
     };
     let text = match (req.text, &text_scores) {

@@ -8,7 +8,7 @@ use datafusion::arrow::array::{Array, ArrayRef, AsArray};
 use datafusion::arrow::datatypes::DataType;
 use tarn_catalog::{ColumnId, IndexDef, IndexId, IndexType};
 use tarn_storage::{SegmentRef, TableVersion};
-use tarn_text::{Matcher, Stats, TextIndex, TextQuery, Tokenizer, Weights};
+use tarn_text::{Matcher, MemoryIndex, Stats, TextIndex, TextQuery, Tokenizer, Weights};
 use tarn_vector::{Scored, TopK};
 
 use crate::topk::{RowFilter, checked_mask};
@@ -63,6 +63,37 @@ pub struct TextSearch {
     weights: Weights,
 }
 
+/// The texts of segment `s` that has no file of `index`, analyzed once for every query
+/// of the segment's lifetime (or until its file is attached).
+fn memory_index(
+    s: &SegmentRef,
+    index: IndexId,
+    column: ColumnId,
+    missing: Option<&str>,
+    tokenizer: Tokenizer,
+) -> Result<std::sync::Arc<MemoryIndex>> {
+    s.segment().derived(index, || -> Result<MemoryIndex> {
+        let mut chunks = Vec::with_capacity(s.segment().blocks().len());
+        for bi in 0..s.segment().blocks().len() {
+            let chunk = s.segment().block(bi)?;
+            if let Some(a) = chunk.column(column) {
+                check_text(a)?;
+            }
+            chunks.push(chunk);
+        }
+        let texts = chunks.iter().flat_map(|chunk| {
+            let array = chunk.column(column);
+            (0..chunk.num_rows()).map(move |i| match array {
+                Some(a) => text_at(a, i),
+                // A column added after this block was written: its missing text (or
+                // NULL) in every row.
+                None => missing,
+            })
+        });
+        Ok(MemoryIndex::build(texts, tokenizer))
+    })
+}
+
 /// The text index file of segment `s`, opened (once per segment).
 fn segment_index(s: &SegmentRef, index: IndexId) -> Result<Option<std::sync::Arc<TextIndex>>> {
     if s.segment().in_memory() {
@@ -109,10 +140,9 @@ impl TextSearch {
                         stats.add(&part);
                     }
                     None => {
-                        let mut m = Matcher::new(&q, tokenizer);
-                        for_each_loose(s, column, missing, None, |_, text| {
-                            m.analyze(text, &mut stats);
-                        })?;
+                        let mem = memory_index(s, index.id, column, missing, tokenizer)?;
+                        let deletes = s.deletes();
+                        stats.add(&mem.stats(&q, &|p| !deletes.contains(p)));
                     }
                 }
             }
@@ -172,9 +202,9 @@ impl TextSearch {
         k: usize,
         filter: Option<&dyn RowFilter>,
     ) -> Result<Vec<Scored>> {
-        let (best, matched) = self.ranked_matches(version, k, filter)?;
+        let best = self.ranked_matches(version, k, filter)?;
         let nothing = self.matches_nothing();
-        if matched >= k {
+        if best.len() >= k {
             return Ok(best);
         }
         // Too few matches: the rest of the result is rows scoring 0, then NULL. One
@@ -233,23 +263,118 @@ impl TextSearch {
         k: usize,
         filter: Option<&dyn RowFilter>,
     ) -> Result<Vec<Scored>> {
-        Ok(self.ranked_matches(version, k, filter)?.0)
+        self.ranked_matches(version, k, filter)
     }
 
-    /// The best matching rows (at most `k`, best first) and how many rows match.
+    /// The best matching rows (at most `k`, best first; fewer only when fewer match).
+    /// An indexed segment gives only the matches that can still rank (its postings
+    /// pruned below the k-th score found so far); the other segments' texts are
+    /// analyzed once and kept (see [`memory_index`]).
     fn ranked_matches(
         &self,
         version: &TableVersion,
         k: usize,
         filter: Option<&dyn RowFilter>,
-    ) -> Result<(Vec<Scored>, usize)> {
+    ) -> Result<Vec<Scored>> {
         let mut best = TopK::new(k);
-        let mut matched = 0usize;
-        self.for_each_match(version, filter, &mut |id, score| {
-            matched += 1;
-            best.push(id, Some(score));
-        })?;
-        Ok((best.into_sorted(), matched))
+        if self.matches_nothing() || k == 0 {
+            return Ok(Vec::new());
+        }
+        // Indexed segments first: the largest, where pruning pays; the memtable then
+        // meets a high floor already.
+        let mut segments: Vec<&SegmentRef> = version.segments().iter().collect();
+        segments.sort_by_key(|s| std::cmp::Reverse(s.segment().num_rows()));
+        for s in segments {
+            let Some(idx) = segment_index(s, self.index)? else {
+                self.loose_matches(s, filter, &mut |id, score| best.push(id, Some(score)))?;
+                continue;
+            };
+            let allowed = crate::topk::allowed_positions(s, filter)?;
+            let deletes = s.deletes();
+            let floor = if best.len() >= k {
+                best.threshold().and_then(|t| t.score)
+            } else {
+                None
+            };
+            let mut hits = idx.top(&self.weights, k, floor, &|p| match &allowed {
+                Some(a) => a.contains(p),
+                None => !deletes.contains(p),
+            })?;
+            hits.sort_unstable_by_key(|h| h.0);
+            let ids = row_ids(s, hits.iter().map(|h| h.0))?;
+            for (id, (_, score)) in ids.into_iter().zip(hits) {
+                best.push(id, Some(score));
+            }
+        }
+        Ok(best.into_sorted())
+    }
+
+    /// The scores of the live rows among `ids` that match the query (a row absent
+    /// from the answer scores 0, or NULL when its text is NULL): through each
+    /// segment's index, or its texts analyzed once.
+    pub fn scores_of(
+        &self,
+        version: &TableVersion,
+        ids: &[u64],
+    ) -> Result<std::collections::HashMap<u64, f32>> {
+        let mut out = std::collections::HashMap::new();
+        if self.matches_nothing() {
+            return Ok(out);
+        }
+        for (si, positions) in version.positions(ids)? {
+            let s = &version.segments()[si];
+            let scores = match segment_index(s, self.index)? {
+                Some(idx) => idx.score_positions(&self.weights, &positions)?,
+                None => memory_index(
+                    s,
+                    self.index,
+                    self.column,
+                    self.missing.as_deref(),
+                    self.tokenizer,
+                )?
+                .score_texts(&self.weights, &positions),
+            };
+            let ids = row_ids(s, positions.iter().copied())?;
+            for (id, score) in ids.into_iter().zip(scores) {
+                if let Some(score) = score {
+                    out.insert(id, score);
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// Calls `each(row id, score)` for every matching live row of `s` (a segment with
+    /// no file of the index) passing `filter`.
+    fn loose_matches(
+        &self,
+        s: &SegmentRef,
+        filter: Option<&dyn RowFilter>,
+        each: &mut dyn FnMut(u64, f32),
+    ) -> Result<()> {
+        let mem = memory_index(
+            s,
+            self.index,
+            self.column,
+            self.missing.as_deref(),
+            self.tokenizer,
+        )?;
+        let allowed = crate::topk::allowed_positions(s, filter)?;
+        let deletes = s.deletes();
+        let mut hits: Vec<(u32, f32)> = Vec::new();
+        mem.search(
+            &self.weights,
+            &|p| match &allowed {
+                Some(a) => a.contains(p),
+                None => !deletes.contains(p),
+            },
+            &mut |p, score| hits.push((p, score)),
+        );
+        let ids = row_ids(s, hits.iter().map(|h| h.0))?;
+        for (id, (_, score)) in ids.into_iter().zip(hits) {
+            each(id, score);
+        }
+        Ok(())
     }
 
     /// Calls `each(row id, score)` for every live row of `version` passing `filter`
@@ -284,21 +409,7 @@ impl TextSearch {
                         each(id, score);
                     }
                 }
-                None => {
-                    let mut m = self.matcher();
-                    for_each_loose(
-                        s,
-                        self.column,
-                        self.missing.as_deref(),
-                        filter,
-                        |id, text| {
-                            let score = self.score(&mut m, text).unwrap_or(0.0);
-                            if score > 0.0 {
-                                each(id, score);
-                            }
-                        },
-                    )?;
-                }
+                None => self.loose_matches(s, filter, each)?,
             }
         }
         Ok(())

@@ -150,6 +150,9 @@ pub struct Segment {
     built_keys: Mutex<HashMap<Vec<ColumnId>, Arc<Vec<u8>>>>,
     /// Search index files built over this segment, by index id.
     indexes: Mutex<std::collections::BTreeMap<IndexId, Arc<IndexFile>>>,
+    /// What the search layer derived from the rows for an index without a file here
+    /// (see [`Segment::derived`]), by index id.
+    derived: Mutex<std::collections::BTreeMap<IndexId, Arc<dyn std::any::Any + Send + Sync>>>,
 }
 
 impl std::fmt::Debug for Segment {
@@ -200,6 +203,7 @@ impl Segment {
             frozen: AtomicBool::new(false),
             built_keys: Mutex::new(HashMap::new()),
             indexes: Mutex::new(std::collections::BTreeMap::new()),
+            derived: Mutex::new(std::collections::BTreeMap::new()),
         }
     }
 
@@ -268,11 +272,33 @@ impl Segment {
     }
 
     pub(crate) fn attach_index(&self, file: Arc<IndexFile>) {
+        // The file answers for the rows from now on.
+        self.derived.lock().remove(&file.index_id());
         self.indexes.lock().insert(file.index_id(), file);
     }
 
     pub(crate) fn detach_index(&self, id: IndexId) {
+        self.derived.lock().remove(&id);
         self.indexes.lock().remove(&id);
+    }
+
+    /// What the search layer makes of this segment's rows for index `id` while the
+    /// segment has no file of it (the memtable, or a build still to come) — e.g. texts
+    /// analyzed once for many queries: made by `make` on first use, then shared until
+    /// the index's file is attached or the segment is dropped. Concurrent callers wait
+    /// for one `make`.
+    pub fn derived<T: std::any::Any + Send + Sync, E>(
+        &self,
+        id: IndexId,
+        make: impl FnOnce() -> std::result::Result<T, E>,
+    ) -> std::result::Result<Arc<T>, E> {
+        let mut slot = self.derived.lock();
+        if let Some(v) = slot.get(&id).and_then(|v| v.clone().downcast::<T>().ok()) {
+            return Ok(v);
+        }
+        let v = Arc::new(make()?);
+        slot.insert(id, v.clone() as Arc<dyn std::any::Any + Send + Sync>);
+        Ok(v)
     }
 
     pub(crate) fn is_frozen(&self) -> bool {
@@ -589,6 +615,7 @@ impl Segment {
             frozen: AtomicBool::new(true),
             built_keys: Mutex::new(HashMap::new()),
             indexes: Mutex::new(std::collections::BTreeMap::new()),
+            derived: Mutex::new(std::collections::BTreeMap::new()),
         })
     }
 }

@@ -256,6 +256,27 @@ impl TableVersion {
             .is_some_and(|(s, p)| self.segments[s].is_live(p)))
     }
 
+    /// The live rows among `row_ids`, grouped by segment: (index into
+    /// [`TableVersion::segments`], ascending positions in it), segments in order.
+    pub fn positions(&self, row_ids: &[u64]) -> Result<Vec<(usize, Vec<u32>)>> {
+        let mut by_segment: BTreeMap<usize, Vec<u32>> = BTreeMap::new();
+        for &id in row_ids {
+            if let Some((si, p)) = self.locate(id)?
+                && self.segments[si].is_live(p)
+            {
+                by_segment.entry(si).or_default().push(p as u32);
+            }
+        }
+        Ok(by_segment
+            .into_iter()
+            .map(|(si, mut ps)| {
+                ps.sort_unstable();
+                ps.dedup();
+                (si, ps)
+            })
+            .collect())
+    }
+
     /// The live rows among `row_ids`, grouped by chunk: (chunk, positions in it).
     pub fn rows(&self, row_ids: &[u64]) -> Result<Vec<(Arc<Chunk>, Vec<usize>)>> {
         let mut out: Vec<(Arc<Chunk>, Vec<usize>)> = Vec::new();

@@ -11,12 +11,14 @@
 //! | crc32 of everything before u32
 //! ```
 
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
 use std::path::{Path, PathBuf};
 
 use tantivy::directory::Directory;
 use tantivy::directory::RamDirectory;
 use tantivy::index::SegmentId;
-use tantivy::query::{EnableScoring, PhraseQuery, Query};
+use tantivy::query::{BooleanQuery, EnableScoring, PhraseQuery, Query, TermQuery};
 use tantivy::schema::{FAST, Field, IndexRecordOption, Schema, TextFieldIndexing, TextOptions};
 use tantivy::store::Compressor;
 use tantivy::{
@@ -207,6 +209,8 @@ pub struct TextIndex {
     tokens: u64,
     /// tantivy document → text number, when they differ.
     doc_to_pos: Option<Vec<u32>>,
+    /// Its inverse: text number → tantivy document.
+    pos_to_doc: Option<Vec<u32>>,
     /// Keeps the index open.
     _reader: IndexReader,
     searcher: tantivy::Searcher,
@@ -299,7 +303,7 @@ impl TextIndex {
                 segs.len()
             )));
         }
-        let mut doc_to_pos = None;
+        let (mut doc_to_pos, mut pos_to_doc) = (None, None);
         if let Some(seg) = segs.first() {
             let column = seg.fast_fields().u64(POS_FIELD).map_err(corrupt)?;
             let mut map = Vec::with_capacity(texts);
@@ -315,6 +319,11 @@ impl TextIndex {
                 map.push(pos as u32);
             }
             if map.iter().enumerate().any(|(d, &p)| d as u32 != p) {
+                let mut inverse = vec![0u32; texts];
+                for (d, &p) in map.iter().enumerate() {
+                    inverse[p as usize] = d as u32;
+                }
+                pos_to_doc = Some(inverse);
                 doc_to_pos = Some(map);
             }
         }
@@ -324,6 +333,7 @@ impl TextIndex {
             docs,
             tokens,
             doc_to_pos,
+            pos_to_doc,
             _reader: reader,
             searcher,
         })
@@ -490,5 +500,229 @@ impl TextIndex {
             }
         }
         Ok(())
+    }
+
+    /// The matches that can rank among the `k` best texts `allow` lets through, with
+    /// the exact scores [`TextIndex::search`] gives them, in no particular order. When
+    /// the caller already holds `k` texts scoring at least `floor` (from other indexes),
+    /// texts below it are left out too.
+    ///
+    /// tantivy's block-max WAND (or its pruning scorer, for queries that are not a plain
+    /// union or intersection of words) skips blocks of postings that cannot beat the
+    /// running k-th score. Its scores sum the clauses in its own order, so they may
+    /// differ from the exact ones in the last bits: the pruning runs slightly below the
+    /// k-th score ([`slack`]), and every survivor is scored again exactly.
+    pub fn top(
+        &self,
+        weights: &Weights,
+        k: usize,
+        floor: Option<f32>,
+        allow: &dyn Fn(u32) -> bool,
+    ) -> Result<Vec<(u32, f32)>> {
+        let query = weights.query();
+        if k == 0 || query.matches_nothing() || weights.stats().docs == 0 {
+            return Ok(Vec::new());
+        }
+        let Some(seg) = self.segment() else {
+            return Ok(Vec::new());
+        };
+        let provider = Provider::new(query, weights.stats());
+        let scoring = EnableScoring::enabled_from_statistics_provider(&provider, &self.searcher);
+        let clauses: Vec<(tantivy::query::Occur, Box<dyn Query>)> = query
+            .clauses
+            .iter()
+            .map(|c| {
+                let occur = match c.occur {
+                    Occur::Must => tantivy::query::Occur::Must,
+                    Occur::Should => tantivy::query::Occur::Should,
+                    Occur::MustNot => tantivy::query::Occur::MustNot,
+                };
+                let q: Box<dyn Query> = if c.is_phrase() {
+                    Box::new(PhraseQuery::new_with_offset(
+                        c.terms
+                            .iter()
+                            .map(|(o, t)| (*o, term(&query.terms[*t])))
+                            .collect(),
+                    ))
+                } else {
+                    Box::new(TermQuery::new(
+                        term(&query.terms[c.terms[0].1]),
+                        IndexRecordOption::WithFreqs,
+                    ))
+                };
+                (occur, q)
+            })
+            .collect();
+        let weight = BooleanQuery::new(clauses).weight(scoring)?;
+        let slack = slack(query);
+        let lowered = |s: f32| s * (1.0 - slack);
+        // Matches score above 0, so 0 admits every match.
+        let start = floor.map_or(0.0, lowered).max(0.0);
+        // The k best approximate scores so far (a min-heap), and every text let in.
+        let mut best: BinaryHeap<Reverse<Approx>> = BinaryHeap::with_capacity(k.min(4096) + 1);
+        let mut candidates: Vec<(u32, f32)> = Vec::new();
+        let cut = |best: &BinaryHeap<Reverse<Approx>>| match best.peek() {
+            Some(Reverse(Approx(s))) if best.len() == k => lowered(*s).max(start),
+            _ => start,
+        };
+        weight.for_each_pruning(start, seg, &mut |doc, score| {
+            if allow(self.pos(doc)) {
+                candidates.push((doc, score));
+                best.push(Reverse(Approx(score)));
+                if best.len() > k {
+                    best.pop();
+                }
+            }
+            cut(&best)
+        })?;
+        let cut = cut(&best);
+        candidates.retain(|c| c.1 > cut);
+        candidates.sort_unstable_by_key(|c| c.0);
+        let docs: Vec<u32> = candidates.iter().map(|c| c.0).collect();
+        let exact = self.score_docs(weights, seg, &scoring, &docs)?;
+        Ok(docs
+            .into_iter()
+            .zip(exact)
+            .filter_map(|(doc, s)| Some((self.pos(doc), s?)))
+            .collect())
+    }
+
+    /// The exact scores of the texts at `positions` (distinct text numbers), in that
+    /// order, as [`TextIndex::search`] gives them: `None` for a text that matches
+    /// nothing.
+    pub fn score_positions(
+        &self,
+        weights: &Weights,
+        positions: &[u32],
+    ) -> Result<Vec<Option<f32>>> {
+        let query = weights.query();
+        let (Some(seg), false) = (
+            self.segment(),
+            query.matches_nothing() || weights.stats().docs == 0,
+        ) else {
+            return Ok(vec![None; positions.len()]);
+        };
+        let mut docs: Vec<(u32, usize)> = positions
+            .iter()
+            .enumerate()
+            .filter(|(_, p)| (**p as usize) < self.lengths.len())
+            .map(|(j, &p)| {
+                let doc = self.pos_to_doc.as_ref().map_or(p, |m| m[p as usize]);
+                (doc, j)
+            })
+            .collect();
+        docs.sort_unstable();
+        let provider = Provider::new(query, weights.stats());
+        let scoring = EnableScoring::enabled_from_statistics_provider(&provider, &self.searcher);
+        let sorted: Vec<u32> = docs.iter().map(|d| d.0).collect();
+        let scores = self.score_docs(weights, seg, &scoring, &sorted)?;
+        let mut out = vec![None; positions.len()];
+        for ((_, j), score) in docs.iter().zip(scores) {
+            out[*j] = score;
+        }
+        Ok(out)
+    }
+
+    /// The exact scores of `docs` (ascending tantivy documents): the clauses summed in
+    /// query order, as [`TextIndex::search`] sums them; `None` for a document that does
+    /// not match.
+    fn score_docs(
+        &self,
+        weights: &Weights,
+        seg: &SegmentReader,
+        scoring: &EnableScoring<'_>,
+        docs: &[u32],
+    ) -> Result<Vec<Option<f32>>> {
+        use tantivy::postings::Postings;
+        let query = weights.query();
+        let inverted = seg.inverted_index(TEXT_FIELD)?;
+        let norms = seg.get_fieldnorms_reader(TEXT_FIELD)?;
+        let mut score = vec![0.0f32; docs.len()];
+        let mut hits = vec![0u32; docs.len()];
+        let mut seen = vec![false; docs.len()];
+        for (i, c) in query.clauses.iter().enumerate() {
+            let mut visit = |j: usize, s: Option<f32>| {
+                if c.occur == Occur::MustNot {
+                    hits[j] = u32::MAX;
+                    return;
+                }
+                seen[j] = true;
+                if let Some(s) = s {
+                    score[j] += s;
+                }
+                if c.occur == Occur::Must && hits[j] != u32::MAX {
+                    hits[j] += 1;
+                }
+            };
+            if c.is_phrase() {
+                let terms = c
+                    .terms
+                    .iter()
+                    .map(|(o, t)| (*o, term(&query.terms[*t])))
+                    .collect();
+                let weight = PhraseQuery::new_with_offset(terms).weight(*scoring)?;
+                let mut scorer = weight.scorer(seg, 1.0)?;
+                for (j, &d) in docs.iter().enumerate() {
+                    if scorer.doc() == TERMINATED {
+                        break;
+                    }
+                    if scorer.doc() > d || scorer.seek(d) != d {
+                        continue;
+                    }
+                    let s = (c.occur != Occur::MustNot).then(|| scorer.score());
+                    visit(j, s);
+                }
+            } else {
+                let t = term(&query.terms[c.terms[0].1]);
+                let Some(mut postings) =
+                    inverted.read_postings(&t, IndexRecordOption::WithFreqs)?
+                else {
+                    continue;
+                };
+                for (j, &d) in docs.iter().enumerate() {
+                    if postings.doc() == TERMINATED {
+                        break;
+                    }
+                    if postings.doc() > d || postings.seek(d) != d {
+                        continue;
+                    }
+                    let s = (c.occur != Occur::MustNot).then(|| {
+                        weights.clause_score(i, norms.fieldnorm_id(d), postings.term_freq())
+                    });
+                    visit(j, s);
+                }
+            }
+        }
+        let required = weights.required() as u32;
+        Ok((0..docs.len())
+            .map(|j| {
+                let h = hits[j];
+                (seen[j] && h != u32::MAX && h >= required).then_some(score[j])
+            })
+            .collect())
+    }
+}
+
+/// How far below the k-th score pruning runs: two sums of the same `n` positive terms
+/// in different orders differ by at most about `2 n ε` relative (ε = 2⁻²⁴).
+fn slack(query: &crate::TextQuery) -> f32 {
+    1e-5 + 2.5e-7 * query.clauses.len() as f32
+}
+
+/// A score ordered for the heap of [`TextIndex::top`].
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Approx(f32);
+
+impl Eq for Approx {}
+
+impl PartialOrd for Approx {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Approx {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.0.total_cmp(&other.0)
     }
 }

@@ -6,6 +6,7 @@
 //! - [`TextIndex`]: one index over a numbered list of texts (a segment's rows), kept
 //!   in one checksummed file; it reports the statistics of any subset of its texts and
 //!   scores its matches with statistics given from outside.
+//! - [`MemoryIndex`]: texts in no index file, analyzed once and kept in memory.
 //! - [`Matcher`] and [`Weights`]: the same scores for texts in no index, analyzed on
 //!   the spot.
 //!
@@ -15,11 +16,13 @@
 
 mod analyzer;
 mod index;
+mod memory;
 mod query;
 mod score;
 
 pub use analyzer::Tokenizer;
 pub use index::{TextIndex, build};
+pub use memory::MemoryIndex;
 pub use query::{Clause, Occur, TextQuery};
 pub use score::{DocMatch, Matcher, Stats, Weights};
 

@@ -284,20 +284,24 @@ impl<'q> Matcher<'q> {
                 positions[i].push(pos as u32);
             }
         });
-        let freq = self
-            .query
-            .clauses
-            .iter()
-            .map(|c| match c.terms.as_slice() {
-                [(_, t)] => self.positions[*t].len() as u32,
-                terms => phrase_count(terms, &self.positions),
-            })
-            .collect();
         DocMatch {
             len: Some(len),
-            freq,
+            freq: clause_freqs(self.query, &self.positions),
         }
     }
+}
+
+/// Each clause's frequency in a text where each of `query`'s terms occurs at
+/// `positions` (by [`TextQuery::terms`] index, ascending).
+pub(crate) fn clause_freqs(query: &TextQuery, positions: &[Vec<u32>]) -> Vec<u32> {
+    query
+        .clauses
+        .iter()
+        .map(|c| match c.terms.as_slice() {
+            [(_, t)] => positions[*t].len() as u32,
+            terms => phrase_count(terms, positions),
+        })
+        .collect()
 }
 
 /// Places where the phrase (terms at offsets) starts: positions `p` where each term

@@ -9,7 +9,7 @@ use tantivy::collector::TopDocs;
 use tantivy::query::{BooleanQuery, Occur, Query, QueryParser, TermQuery};
 use tantivy::schema::{FAST, IndexRecordOption, Schema, TextFieldIndexing, TextOptions};
 use tantivy::{Index, TantivyDocument, Term};
-use tarn_text::{Matcher, Stats, TextIndex, TextQuery, Tokenizer, Weights};
+use tarn_text::{Matcher, MemoryIndex, Stats, TextIndex, TextQuery, Tokenizer, Weights};
 
 fn cisi() -> Vec<String> {
     let text = std::fs::read_to_string(concat!(
@@ -107,11 +107,18 @@ fn tarn_scores(
     enum Part {
         Indexed(TextIndex, usize),
         Loose(Vec<(usize, tarn_text::DocMatch)>),
+        Memory(MemoryIndex, usize),
     }
     let mut parts = Vec::new();
+    // Parts take turns: an index file, texts analyzed on the spot, texts analyzed
+    // into memory.
     for (n, w) in bounds.windows(2).enumerate() {
         let (lo, hi) = (w[0], w[1]);
-        if n % 2 == 0 {
+        if n % 3 == 2 {
+            let mem = MemoryIndex::build(texts[lo..hi].iter().copied(), tok);
+            stats.add(&mem.stats(&q, &|p| !deleted[lo + p as usize]));
+            parts.push(Part::Memory(mem, lo));
+        } else if n % 3 == 0 {
             let mut file = Vec::new();
             tarn_text::build(
                 texts[lo..hi].iter().copied(),
@@ -151,6 +158,14 @@ fn tarn_scores(
                     assert!(out.insert((lo + p as usize) as u64, s).is_none());
                 })
                 .expect("search"),
+            Part::Memory(mem, lo) => {
+                let mut last = None;
+                mem.search(&weights, &|p| !deleted[lo + p as usize], &mut |p, s| {
+                    assert!(last < Some(p), "texts in ascending order");
+                    last = Some(p);
+                    assert!(out.insert((lo + p as usize) as u64, s).is_none());
+                });
+            }
             Part::Loose(rows) => {
                 for (i, m) in rows {
                     let s = weights.score(m);
@@ -245,6 +260,83 @@ fn a_text_scores_the_same_bits_indexed_or_loose() {
         assert_eq!(a, b, "{q}");
         assert_eq!(a, c, "{q}");
     }
+}
+
+/// The `k` best of `(text, score)` pairs: score descending, then text ascending.
+fn best_k(mut hits: Vec<(u32, f32)>, k: usize) -> Vec<(u32, u32)> {
+    hits.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+    hits.truncate(k);
+    hits.into_iter().map(|(p, s)| (p, s.to_bits())).collect()
+}
+
+#[test]
+fn pruned_top_k_equals_the_exhaustive_ranking() {
+    let corpus = cisi();
+    let texts: Vec<Option<&str>> = corpus
+        .iter()
+        .enumerate()
+        .map(|(i, s)| (i % 89 != 5).then_some(s.as_str()))
+        .collect();
+    let mut file = Vec::new();
+    tarn_text::build(
+        texts.iter().copied(),
+        Tokenizer::EnStem,
+        &|_, _| {},
+        &|| false,
+        &mut file,
+    )
+    .expect("build");
+    let idx = TextIndex::open(&file).expect("open");
+    let deleted = |p: u32| p % 11 == 4;
+    let dels: Vec<u32> = (0..texts.len() as u32).filter(|&p| deleted(p)).collect();
+    let mut queries: Vec<String> = QUERIES.iter().map(|q| q.to_string()).collect();
+    // Long queries (a whole document as the query), where pruning skips the most.
+    queries.extend(
+        corpus
+            .iter()
+            .step_by(250)
+            .map(|t| t.chars().take(600).collect()),
+    );
+    // Texts the pruned search scored, and the matches there were.
+    let (mut kept, mut matched) = (0, 0);
+    for q in &queries {
+        let tq = TextQuery::parse(q, Tokenizer::EnStem);
+        let stats = idx
+            .stats(&tq, &mut dels.iter().copied(), &deleted)
+            .expect("stats");
+        let weights = Weights::new(&tq, stats).expect("weights");
+        for filter in [None, Some(3u32)] {
+            let allow = |p: u32| !deleted(p) && filter.is_none_or(|f| !p.is_multiple_of(f));
+            let mut all = Vec::new();
+            idx.search(&weights, &allow, &mut |p, s| all.push((p, s)))
+                .expect("search");
+            for k in [1, 3, 10, 100] {
+                let want = best_k(all.clone(), k);
+                let got = idx.top(&weights, k, None, &allow).expect("top");
+                if k == 1 {
+                    kept += got.len();
+                    matched += all.len();
+                }
+                assert!(got.iter().all(|h| allow(h.0)), "{q}: only allowed texts");
+                assert_eq!(best_k(got, k), want, "{q} k={k} filter={filter:?}");
+                // Given a floor (the k-th score held elsewhere), every text that can
+                // still rank comes back.
+                if let Some(&(_, bits)) = want.last() {
+                    let floor = f32::from_bits(bits);
+                    let got = idx.top(&weights, k, Some(floor), &allow).expect("top");
+                    let mut merged: Vec<(u32, f32)> = got;
+                    merged.extend(want.iter().map(|&(p, b)| (p, f32::from_bits(b))));
+                    merged.sort_by_key(|h| h.0);
+                    merged.dedup_by_key(|h| h.0);
+                    assert_eq!(best_k(merged, k), want, "{q} k={k} floor");
+                }
+            }
+        }
+    }
+    assert!(
+        kept * 4 < matched,
+        "the top-1 searches skip most matches: {kept} of {matched} kept"
+    );
 }
 
 #[test]
