@@ -16,7 +16,8 @@ up to five passes over the query set:
     one writer thread; LanceDB's create_fts_index) and BM25 top-10 latency over the 76
     CISI queries;
   * freshness: Tarn's BM25 latency right after inserting 1, 100 and 10,000 documents
-    (not yet indexed: scored exactly from the memtable), and once VACUUM indexed them.
+    (not yet indexed: the first query analyzes them, the next ones reuse that), and
+    once VACUUM indexed them.
 
 Usage (from the repository root):
   python3 benches/compare/text.py                   # 100k documents

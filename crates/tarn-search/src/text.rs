@@ -280,8 +280,8 @@ impl TextSearch {
         if self.matches_nothing() || k == 0 {
             return Ok(Vec::new());
         }
-        // Indexed segments first: the largest, where pruning pays; the memtable then
-        // meets a high floor already.
+        // The largest segments first (the indexed ones, where pruning pays): the
+        // smaller ones then meet a high floor already.
         let mut segments: Vec<&SegmentRef> = version.segments().iter().collect();
         segments.sort_by_key(|s| std::cmp::Reverse(s.segment().num_rows()));
         for s in segments {

@@ -297,7 +297,10 @@ impl Segment {
             return Ok(v);
         }
         let v = Arc::new(make()?);
-        slot.insert(id, v.clone() as Arc<dyn std::any::Any + Send + Sync>);
+        // A file attached meanwhile answers from now on: keep nothing beside it.
+        if !self.indexes.lock().contains_key(&id) {
+            slot.insert(id, v.clone() as Arc<dyn std::any::Any + Send + Sync>);
+        }
         Ok(v)
     }
 

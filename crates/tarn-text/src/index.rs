@@ -554,8 +554,11 @@ impl TextIndex {
             })
             .collect();
         let weight = BooleanQuery::new(clauses).weight(scoring)?;
+        // tantivy's bounds assume what does not hold here, so the pruning threshold is
+        // lowered by how far they can fall short (see `bound_shortfall`).
+        let shortfall = self.bound_shortfall(weights, seg)?;
         let slack = slack(query);
-        let lowered = |s: f32| s * (1.0 - slack);
+        let lowered = |s: f32| s * (1.0 - slack) / shortfall;
         // Matches score above 0, so 0 admits every match.
         let start = floor.map_or(0.0, lowered).max(0.0);
         // The k best approximate scores so far (a min-heap), and every text let in.
@@ -585,6 +588,32 @@ impl TextIndex {
             .zip(exact)
             .filter_map(|(doc, s)| Some((self.pos(doc), s?)))
             .collect())
+    }
+
+    /// How many times tantivy's score bounds may fall short of a real score under the
+    /// query's statistics (at least 1; infinite: do not prune).
+    ///
+    /// - A block's stored maximum is the (length, frequency) pair that scored best
+    ///   under the index's own average length (its tokens over all its documents,
+    ///   NULL texts included); under the live rows' average another pair of the block
+    ///   may score higher. With BM25's length term `b·len/avg`, changing the average
+    ///   from `a0` to `a1` changes any score by a factor within `[a0/a1, a1/a0]`, so the
+    ///   stored maximum falls short by at most `max(a1/a0, a0/a1)`.
+    /// - A term's global maximum (and a partial last block's) is its score at the
+    ///   longest length with a huge frequency, which a short text repeating the term
+    ///   can beat: the true supremum is the weight itself (frequency → ∞, length 0).
+    fn bound_shortfall(&self, weights: &Weights, seg: &SegmentReader) -> Result<f32> {
+        let inverted = seg.inverted_index(TEXT_FIELD)?;
+        let a0 = inverted.total_num_tokens() as f64 / f64::from(seg.max_doc().max(1));
+        let stats = weights.stats();
+        let a1 = stats.tokens as f64 / stats.docs.max(1) as f64;
+        if a0 <= 0.0 || a1 <= 0.0 {
+            return Ok(f32::INFINITY);
+        }
+        let averages = (a1 / a0).max(a0 / a1);
+        let global = weights.max_score_shortfall();
+        // A little margin for the rounding of each factor.
+        Ok((averages * f64::from(global) * 1.0001) as f32)
     }
 
     /// The exact scores of the texts at `positions` (distinct text numbers), in that

@@ -190,6 +190,21 @@ impl Weights {
         score
     }
 
+    /// The most any clause's true maximum score (its weight: frequency → ∞ at length
+    /// 0) exceeds tantivy's `max_score` (the longest length with a huge frequency):
+    /// how far tantivy's global bounds may fall short (at least 1).
+    pub(crate) fn max_score_shortfall(&self) -> f32 {
+        self.clause
+            .iter()
+            .flatten()
+            .map(|w| {
+                let sup = w.score(0, u32::MAX);
+                let max = w.max_score();
+                if max > 0.0 { sup / max } else { f32::INFINITY }
+            })
+            .fold(1.0f32, f32::max)
+    }
+
     /// Required clauses.
     pub(crate) fn required(&self) -> usize {
         self.required

@@ -339,6 +339,109 @@ fn pruned_top_k_equals_the_exhaustive_ranking() {
     );
 }
 
+/// Checks `top` against the exhaustive search of `idx` for `query` under `stats`.
+fn check_top(idx: &TextIndex, tok: Tokenizer, query: &str, stats: Option<Stats>, what: &str) {
+    let q = TextQuery::parse(query, tok);
+    let stats = match stats {
+        Some(s) => s,
+        None => idx
+            .stats(&q, &mut std::iter::empty(), &|_| false)
+            .expect("stats"),
+    };
+    let weights = Weights::new(&q, stats).expect("weights");
+    let mut all = Vec::new();
+    idx.search(&weights, &|_| true, &mut |p, s| all.push((p, s)))
+        .expect("search");
+    for k in [1, 2, 10] {
+        let got = idx.top(&weights, k, None, &|_| true).expect("top");
+        assert_eq!(
+            best_k(got, k),
+            best_k(all.clone(), k),
+            "{what}: {query} k={k}"
+        );
+    }
+}
+
+fn index_of(texts: &[Option<String>], tok: Tokenizer) -> TextIndex {
+    let mut file = Vec::new();
+    tarn_text::build(
+        texts.iter().map(|t| t.as_deref()),
+        tok,
+        &|_, _| {},
+        &|| false,
+        &mut file,
+    )
+    .expect("build");
+    TextIndex::open(&file).expect("open")
+}
+
+#[test]
+fn pruning_holds_when_the_statistics_are_not_the_indexs_own() {
+    let words = |w: &str, n: usize| vec![w; n].join(" ");
+    let filler = |n: usize| {
+        (0..n)
+            .map(|i| format!("f{i}"))
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    // Block maxima chosen under the index's average length (NULL texts count as
+    // documents there, not in the live statistics): a block whose best text under
+    // the live average is not its stored maximum.
+    let mut texts: Vec<Option<String>> = vec![Some("whale".into())];
+    let short = format!("whale {}", filler(9));
+    texts.extend((1..128).map(|_| Some(short.clone())));
+    texts.push(Some(format!("{} {}", words("whale", 3), filler(97))));
+    texts.extend((129..384).map(|_| Some(short.clone())));
+    texts.extend((384..984).map(|_| Some(filler(250))));
+    texts.extend((984..1968).map(|_| None));
+    let idx = index_of(&texts, Tokenizer::Whitespace);
+    check_top(
+        &idx,
+        Tokenizer::Whitespace,
+        "whale zz",
+        None,
+        "stale block maxima",
+    );
+    check_top(
+        &idx,
+        Tokenizer::Whitespace,
+        "+whale +f3",
+        None,
+        "stale block maxima",
+    );
+    // A short text repeating a term beats tantivy's global maximum of the term (its
+    // score at the longest length).
+    let mut texts: Vec<Option<String>> = vec![Some(words("t", 43))];
+    texts.extend((1..128).map(|_| Some("t".into())));
+    texts.push(Some(words("t", 41)));
+    texts.extend((129..5000).map(|_| Some("x".into())));
+    let idx = index_of(&texts, Tokenizer::Whitespace);
+    check_top(&idx, Tokenizer::Whitespace, "t zz", None, "global maximum");
+    // CISI scored with statistics that include other documents (another segment or
+    // the memtable) much shorter or much longer than its own.
+    let corpus = cisi();
+    let texts: Vec<Option<String>> = corpus.iter().map(|t| Some(t.clone())).collect();
+    let idx = index_of(&texts, Tokenizer::EnStem);
+    for q in QUERIES {
+        let tq = TextQuery::parse(q, Tokenizer::EnStem);
+        let own = idx
+            .stats(&tq, &mut std::iter::empty(), &|_| false)
+            .expect("stats");
+        for per_doc in [1u64, 30, 2000] {
+            let mut stats = own.clone();
+            stats.docs += 5000;
+            stats.tokens += 5000 * per_doc;
+            check_top(
+                &idx,
+                Tokenizer::EnStem,
+                q,
+                Some(stats),
+                &format!("{per_doc} tokens"),
+            );
+        }
+    }
+}
+
 #[test]
 fn raw_and_ngram_tokenizers() {
     let texts = [
