@@ -456,13 +456,7 @@ impl TextIndex {
                 }
             };
             if c.is_phrase() {
-                let terms = c
-                    .terms
-                    .iter()
-                    .map(|(o, t)| (*o, term(&query.terms[*t])))
-                    .collect();
-                let phrase = PhraseQuery::new_with_offset(terms);
-                let weight = phrase.weight(scoring)?;
+                let weight = phrase(query, c).weight(scoring)?;
                 let mut scorer = weight.scorer(seg, 1.0)?;
                 let mut doc = scorer.doc();
                 while doc != TERMINATED {
@@ -552,12 +546,7 @@ impl TextIndex {
                     Occur::MustNot => tantivy::query::Occur::MustNot,
                 };
                 let q: Box<dyn Query> = if c.is_phrase() {
-                    Box::new(PhraseQuery::new_with_offset(
-                        c.terms
-                            .iter()
-                            .map(|(o, t)| (*o, term(&query.terms[*t])))
-                            .collect(),
-                    ))
+                    Box::new(phrase(query, c))
                 } else {
                     Box::new(TermQuery::new(
                         term(&query.terms[c.terms[0].1]),
@@ -698,12 +687,7 @@ impl TextIndex {
                 }
             };
             if c.is_phrase() {
-                let terms = c
-                    .terms
-                    .iter()
-                    .map(|(o, t)| (*o, term(&query.terms[*t])))
-                    .collect();
-                let weight = PhraseQuery::new_with_offset(terms).weight(*scoring)?;
+                let weight = phrase(query, c).weight(*scoring)?;
                 let mut scorer = weight.scorer(seg, 1.0)?;
                 for (j, &d) in docs.iter().enumerate() {
                     if scorer.doc() == TERMINATED {
@@ -744,6 +728,16 @@ impl TextIndex {
             })
             .collect())
     }
+}
+
+/// The phrase of clause `c` of `query`: its terms at their offsets.
+fn phrase(query: &crate::TextQuery, c: &crate::Clause) -> PhraseQuery {
+    PhraseQuery::new_with_offset(
+        c.terms
+            .iter()
+            .map(|(o, t)| (*o, term(&query.terms[*t])))
+            .collect(),
+    )
 }
 
 /// Queries of more clauses than this are not pruned: with many terms WAND's pivoting
