@@ -479,6 +479,15 @@ impl<'a> Builder<'a> {
                     break;
                 }
             }
+            if host.is_none() {
+                // Every node the walks found is full (a narrow ef_construction finds
+                // few): the nearest reachable node with room, by a scan (rare).
+                host = (0..n as u32)
+                    .filter(|&c| room(c))
+                    .map(|c| (self.dist(uv, c), c))
+                    .min_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)))
+                    .map(|(_, c)| c);
+            }
             if let Some(host) = host {
                 let slot = self.slot(host, 0);
                 let count = slot[0].load(Ordering::Relaxed) as usize;
