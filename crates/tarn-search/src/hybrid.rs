@@ -14,7 +14,7 @@ use tarn_vector::{Scored, TopK};
 use crate::Result;
 use crate::score::{QueryValue, score_rows};
 use crate::text::TextSearch;
-use crate::topk::{IndexUse, RowFilter, SearchRequest, checked_mask, top_k};
+use crate::topk::{IndexUse, RowFilter, SearchRequest, passing_rows, top_k};
 
 /// Candidates each arm contributes for `k` rows wanted.
 pub fn arm_candidates(k: usize) -> usize {
@@ -58,17 +58,8 @@ fn live_ids(version: &TableVersion, filter: Option<&dyn RowFilter>) -> Result<Ve
     for s in version.segments() {
         for bi in 0..s.segment().blocks().len() {
             let chunk = s.segment().block(bi)?;
-            let live = s.block_mask(bi);
-            let pass = match filter {
-                Some(f) => checked_mask(f, &chunk, live.as_ref())?,
-                None => None,
-            };
-            let mask = match (live, pass) {
-                (Some(l), Some(p)) => Some(&l & &p),
-                (l, p) => l.or(p),
-            };
             let ids = chunk.row_ids();
-            match mask {
+            match passing_rows(s, bi, &chunk, filter)? {
                 Some(m) => out.extend(m.set_indices().map(|i| ids.value(i))),
                 None => out.extend(ids.values().iter().copied()),
             }

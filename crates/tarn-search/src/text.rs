@@ -11,7 +11,7 @@ use tarn_storage::{SegmentRef, TableVersion};
 use tarn_text::{Matcher, MemoryIndex, Stats, TextIndex, TextQuery, Tokenizer, Weights};
 use tarn_vector::{Scored, TopK};
 
-use crate::topk::{RowFilter, checked_mask};
+use crate::topk::{RowFilter, passing_rows};
 use crate::{Error, Result};
 
 /// Whether `index` is a text (`bm25`) index.
@@ -38,6 +38,19 @@ pub fn text_at(a: &ArrayRef, i: usize) -> Option<&str> {
         DataType::LargeUtf8 => Some(a.as_string::<i64>().value(i)),
         DataType::Utf8View => Some(a.as_string_view().value(i)),
         _ => None,
+    }
+}
+
+/// The text of row `i` of a block whose column is `array`; in a block written before
+/// the column was added (no array), its `missing` text (or NULL) in every row.
+fn row_text<'a>(
+    array: Option<&'a ArrayRef>,
+    missing: Option<&'a str>,
+    i: usize,
+) -> Option<&'a str> {
+    match array {
+        Some(a) => text_at(a, i),
+        None => missing,
     }
 }
 
@@ -83,12 +96,7 @@ fn memory_index(
         }
         let texts = chunks.iter().flat_map(|chunk| {
             let array = chunk.column(column);
-            (0..chunk.num_rows()).map(move |i| match array {
-                Some(a) => text_at(a, i),
-                // A column added after this block was written: its missing text (or
-                // NULL) in every row.
-                None => missing,
-            })
+            (0..chunk.num_rows()).map(move |i| row_text(array, missing, i))
         });
         Ok(MemoryIndex::build(texts, tokenizer))
     })
@@ -186,10 +194,7 @@ impl TextSearch {
     /// The text of row `i` of `chunk`: its value, or the column's missing text when the
     /// block was written before the column existed.
     pub fn text_of<'a>(&'a self, chunk: &'a tarn_storage::Chunk, i: usize) -> Option<&'a str> {
-        match chunk.column(self.column) {
-            Some(a) => text_at(a, i),
-            None => self.missing.as_deref(),
-        }
+        row_text(chunk.column(self.column), self.missing.as_deref(), i)
     }
 
     /// The `min(k, matching rows)` best live rows of `version` (the snapshot it was
@@ -426,29 +431,17 @@ fn for_each_loose(
 ) -> Result<()> {
     for bi in 0..s.segment().blocks().len() {
         let chunk = s.segment().block(bi)?;
-        let live = s.block_mask(bi);
-        let pass = match filter {
-            Some(f) => checked_mask(f, &chunk, live.as_ref())?,
-            None => None,
-        };
+        let pass = passing_rows(s, bi, &chunk, filter)?;
         let ids = chunk.row_ids();
         let array = chunk.column(column);
         if let Some(a) = array {
             check_text(a)?;
         }
         for i in 0..chunk.num_rows() {
-            if live.as_ref().is_some_and(|m| !m.value(i))
-                || pass.as_ref().is_some_and(|m| !m.value(i))
-            {
+            if pass.as_ref().is_some_and(|m| !m.value(i)) {
                 continue;
             }
-            // A column added after this block was written: its missing text (or NULL)
-            // in every row.
-            let text = match array {
-                Some(a) => text_at(a, i),
-                None => missing,
-            };
-            each(ids.value(i), text);
+            each(ids.value(i), row_text(array, missing, i));
         }
     }
     Ok(())

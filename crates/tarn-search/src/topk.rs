@@ -162,6 +162,25 @@ fn exact_segment(
     Ok(())
 }
 
+/// The rows of block `bi` of `s` (decoded as `chunk`) that are live and pass `filter`:
+/// `None` when every row does.
+pub(crate) fn passing_rows(
+    s: &SegmentRef,
+    bi: usize,
+    chunk: &Chunk,
+    filter: Option<&dyn RowFilter>,
+) -> Result<Option<BooleanBuffer>> {
+    let live = s.block_mask(bi);
+    let pass = match filter {
+        Some(f) => checked_mask(f, chunk, live.as_ref())?,
+        None => None,
+    };
+    Ok(match (live, pass) {
+        (Some(l), Some(p)) => Some(&l & &p),
+        (l, p) => l.or(p),
+    })
+}
+
 /// `filter`'s mask of `chunk` (see [`RowFilter::block_mask`]), refused unless it has
 /// one value per row.
 pub(crate) fn checked_mask(
