@@ -433,26 +433,12 @@ impl TextIndex {
         let norms = seg.get_fieldnorms_reader(TEXT_FIELD)?;
         let provider = Provider::new(query, weights.stats());
         let scoring = EnableScoring::enabled_from_statistics_provider(&provider, &self.searcher);
-        let mut score = vec![0.0f32; n];
-        // Required clauses matched; u32::MAX once excluded.
-        let mut hits = vec![0u32; n];
-        let mut seen = vec![false; n];
+        let mut tally = Tally::new(n);
         let mut touched: Vec<u32> = Vec::new();
         for (i, c) in query.clauses.iter().enumerate() {
             let mut visit = |doc: u32, s: Option<f32>| {
-                let h = &mut hits[doc as usize];
-                if c.occur == Occur::MustNot {
-                    *h = u32::MAX;
-                    return;
-                }
-                if !std::mem::replace(&mut seen[doc as usize], true) {
+                if tally.visit(doc as usize, c.occur, s) {
                     touched.push(doc);
-                }
-                if let Some(s) = s {
-                    score[doc as usize] += s;
-                }
-                if c.occur == Occur::Must && *h != u32::MAX {
-                    *h += 1;
                 }
             };
             if c.is_phrase() {
@@ -484,13 +470,12 @@ impl TextIndex {
         }
         let required = weights.required() as u32;
         for doc in touched {
-            let h = hits[doc as usize];
-            if h == u32::MAX || h < required {
+            let Some(score) = tally.score(doc as usize, required) else {
                 continue;
-            }
+            };
             let pos = self.pos(doc);
             if allow(pos) {
-                emit(pos, score[doc as usize]);
+                emit(pos, score);
             }
         }
         Ok(())
@@ -669,22 +654,10 @@ impl TextIndex {
         let query = weights.query();
         let inverted = seg.inverted_index(TEXT_FIELD)?;
         let norms = seg.get_fieldnorms_reader(TEXT_FIELD)?;
-        let mut score = vec![0.0f32; docs.len()];
-        let mut hits = vec![0u32; docs.len()];
-        let mut seen = vec![false; docs.len()];
+        let mut tally = Tally::new(docs.len());
         for (i, c) in query.clauses.iter().enumerate() {
             let mut visit = |j: usize, s: Option<f32>| {
-                if c.occur == Occur::MustNot {
-                    hits[j] = u32::MAX;
-                    return;
-                }
-                seen[j] = true;
-                if let Some(s) = s {
-                    score[j] += s;
-                }
-                if c.occur == Occur::Must && hits[j] != u32::MAX {
-                    hits[j] += 1;
-                }
+                tally.visit(j, c.occur, s);
             };
             if c.is_phrase() {
                 let weight = phrase(query, c).weight(*scoring)?;
@@ -721,12 +694,53 @@ impl TextIndex {
             }
         }
         let required = weights.required() as u32;
-        Ok((0..docs.len())
-            .map(|j| {
-                let h = hits[j];
-                (seen[j] && h != u32::MAX && h >= required).then_some(score[j])
-            })
-            .collect())
+        Ok((0..docs.len()).map(|j| tally.score(j, required)).collect())
+    }
+}
+
+/// What the clauses found in each document of a pass (by the pass's own numbering):
+/// their scores summed in query order, the required clauses it has, and whether an
+/// excluded clause occurs in it. `TextIndex::search` and `TextIndex::score_docs`
+/// decide a match and its score through it alike.
+struct Tally {
+    score: Vec<f32>,
+    /// Required clauses found; `u32::MAX` once an excluded one is.
+    hits: Vec<u32>,
+    /// Whether a clause other than an excluded one occurs.
+    seen: Vec<bool>,
+}
+
+impl Tally {
+    fn new(n: usize) -> Self {
+        Tally {
+            score: vec![0.0; n],
+            hits: vec![0; n],
+            seen: vec![false; n],
+        }
+    }
+
+    /// A clause of kind `occur` occurs in document `j`, scoring `s`. True the first
+    /// time a clause that is not excluded occurs there.
+    fn visit(&mut self, j: usize, occur: Occur, s: Option<f32>) -> bool {
+        if occur == Occur::MustNot {
+            self.hits[j] = u32::MAX;
+            return false;
+        }
+        let first = !std::mem::replace(&mut self.seen[j], true);
+        if let Some(s) = s {
+            self.score[j] += s;
+        }
+        if occur == Occur::Must && self.hits[j] != u32::MAX {
+            self.hits[j] += 1;
+        }
+        first
+    }
+
+    /// Document `j`'s score if it matches: some clause, every one of the `required`,
+    /// no excluded one.
+    fn score(&self, j: usize, required: u32) -> Option<f32> {
+        let h = self.hits[j];
+        (self.seen[j] && h != u32::MAX && h >= required).then_some(self.score[j])
     }
 }
 
