@@ -865,3 +865,160 @@ async fn added_text_column_default_is_searched_as_its_text() -> TestResult {
     }
     Ok(())
 }
+
+/// The fused top-k SPEC §5 defines, computed here from every row's arm scores
+/// (`engine_hybrid_scores` without LIMIT): candidates = each arm's best
+/// max(4k, 100) rows passing the filter (ties by id), min-max per arm over them,
+/// 0.5 + 0.5 weights; the best `k` by fused score (ties by id).
+fn model_hybrid(arms: &[(i64, Option<f64>, Option<f64>)], k: usize) -> Vec<(i64, f64)> {
+    let n = (4 * k).max(100);
+    let best = |score: &dyn Fn(&(i64, Option<f64>, Option<f64>)) -> Option<f64>| {
+        let mut v: Vec<(i64, f64)> = arms
+            .iter()
+            .filter_map(|a| score(a).map(|s| (a.0, s)))
+            .collect();
+        v.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+        v.truncate(n);
+        v.into_iter().map(|(id, _)| id)
+    };
+    let mut ids: std::collections::BTreeSet<i64> = best(&|a| a.1).collect();
+    ids.extend(best(&|a| a.2.filter(|t| *t > 0.0)));
+    let cands: Vec<&(i64, Option<f64>, Option<f64>)> =
+        arms.iter().filter(|a| ids.contains(&a.0)).collect();
+    let norm = |arm: &dyn Fn(&(i64, Option<f64>, Option<f64>)) -> Option<f64>| {
+        let vals: Vec<f64> = cands.iter().filter_map(|a| arm(a)).collect();
+        let min = vals.iter().copied().fold(f64::INFINITY, f64::min);
+        let max = vals.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        move |s: Option<f64>| match s {
+            Some(s) if max > min => (s - min) / (max - min),
+            _ => 0.0,
+        }
+    };
+    let (nv, nt) = (norm(&|a| a.1), norm(&|a| a.2));
+    let mut fused: Vec<(i64, f64)> = cands
+        .iter()
+        .map(|a| (a.0, 0.5 * nv(a.1) + 0.5 * nt(a.2)))
+        .collect();
+    fused.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+    fused.truncate(k);
+    fused
+}
+
+/// Hybrid top-k over a table large enough for every path of the search — the arms on
+/// two threads, long queries scored in one dense pass whose scores also serve the
+/// vector arm's candidates, short ones pruned — over indexed segments, the memtable
+/// and deletes: the rows and fused scores
+/// equal the model of SPEC §5 computed from each row's arm scores, with and without
+/// a filter, on the fast path and through the search node.
+#[tokio::test]
+async fn hybrid_top_k_equals_the_model_on_every_path() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let tarn = Tarn::open_with(dir.path(), manual()).await?;
+    let s = fixture(&tarn).await?;
+    s.query(
+        "ws",
+        r#"CREATE TABLE "ws"."m" (id INT PRIMARY KEY, e FLOAT4[4], body TEXT, cat INT) USING engine"#,
+        &[],
+    )
+    .await?;
+    s.query(
+        "ws",
+        r#"CREATE INDEX m_body ON "ws"."m" USING engine_index (body) WITH (index_type = 'bm25')"#,
+        &[],
+    )
+    .await?;
+    let words = [
+        "library", "science", "catalog", "index", "search", "retrieval", "book", "journal",
+        "citation", "reader", "archive", "query", "document", "user", "system", "data",
+        "network", "language", "study", "public", "school", "research", "paper", "method",
+    ];
+    let mut rng = tarn_tests::Rng(0x5eed_4b1d);
+    let mut next_id = 0i64;
+    let mut add = |rng: &mut tarn_tests::Rng, n: usize| -> Vec<Vec<Value>> {
+        (0..n)
+            .map(|_| {
+                next_id += 1;
+                let len = 3 + rng.below(10) as usize;
+                let body: Vec<&str> = (0..len)
+                    .map(|_| words[rng.below(words.len() as u64) as usize])
+                    .collect();
+                let e: Vec<f64> = (0..4)
+                    .map(|_| (rng.below(2001) as f64 - 1000.0) / 1000.0)
+                    .collect();
+                vec![
+                    json!(next_id),
+                    json!(e),
+                    json!(body.join(" ")),
+                    json!(rng.below(3)),
+                ]
+            })
+            .collect()
+    };
+    let insert = r#"INSERT INTO "ws"."m" VALUES ($1, $2::float4[], $3, $4)"#;
+    // Two indexed segments, then rows left in the memtable (analyzed on the spot);
+    // deletes in all three.
+    for (n, vacuum) in [(700, true), (500, true), (400, false)] {
+        s.query_batch("ws", insert, &add(&mut rng, n)).await?;
+        if vacuum {
+            s.query("ws", r#"VACUUM "ws"."m""#, &[]).await?;
+        }
+    }
+    s.query("ws", r#"DELETE FROM "ws"."m" WHERE id % 7 = 3"#, &[])
+        .await?;
+    let q = [0.3, -0.2, 0.9, 0.1];
+    for text in [
+        // 12 distinct words: a dense pass.
+        "library science catalog index search retrieval book journal citation reader archive query",
+        // 2 words: pruned postings.
+        "network language",
+    ] {
+        for (fast_where, planned_where, passes) in [
+            ("", "WHERE true", None),
+            ("WHERE cat = 1", "WHERE cat + 0 = 1", Some(1)),
+        ] {
+            let all = rows(
+                &s,
+                r#"SELECT id, cat, (e, body) <#> engine_hybrid_scores($1, $2) FROM "ws"."m""#,
+                &[json!(q), json!(text)],
+            )
+            .await?;
+            let arms: Vec<(i64, Option<f64>, Option<f64>)> = all
+                .iter()
+                .filter(|r| passes.is_none_or(|c| r[1].as_i64() == Some(c)))
+                .map(|r| {
+                    (
+                        r[0].as_i64().unwrap_or(-1),
+                        r[2]["vector"].as_f64(),
+                        r[2]["text"].as_f64(),
+                    )
+                })
+                .collect();
+            let want = model_hybrid(&arms, 10);
+            for w in [fast_where, planned_where] {
+                let got = rows(
+                    &s,
+                    &format!(
+                        r#"SELECT id, (e, body) <#> engine_hybrid_record($1, $2) AS f FROM "ws"."m" {w} ORDER BY f DESC LIMIT 10"#
+                    ),
+                    &[json!(q), json!(text)],
+                )
+                .await?;
+                assert_eq!(got.len(), want.len(), "{text} {w}");
+                for (g, m) in got.iter().zip(&want) {
+                    let f = g[1].as_f64().unwrap_or(f64::NAN);
+                    assert!((f - m.1).abs() < 1e-5, "{text} {w}: {got:?} vs {want:?}");
+                    // Equal fused scores may come in either order only when the model's
+                    // scores tie too.
+                    if g[0].as_i64() != Some(m.0) {
+                        let theirs = want.iter().find(|x| Some(x.0) == g[0].as_i64());
+                        assert!(
+                            theirs.is_some_and(|t| (t.1 - m.1).abs() < 1e-6),
+                            "{text} {w}: {got:?} vs {want:?}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+    Ok(())
+}

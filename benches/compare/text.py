@@ -285,6 +285,7 @@ def main() -> int:
     for name, v in rows:
         print(f"{name:<40} {v['ms']:>9.3f} {v['ndcg10']:>8.3f}")
     print(f"Tarn hybrid / (vector + bm25): {c['hybrid_vs_parts']:.2f}")
+    print(f"Tarn hybrid / (vector + bm25 at top-100, as the hybrid runs them): {c['hybrid_vs_parts_top100']:.2f}")
     print(f"Tarn bm25 / tantivy (Rust): {c['bm25_tarn_vs_tantivy']:.2f}")
     print(f"LanceDB queries refused: {c['lancedb']['failed_queries']}")
 

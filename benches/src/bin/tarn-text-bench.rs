@@ -5,6 +5,7 @@
 //!
 //! ```text
 //! tarn-text-bench --work DIR [--docs 100000] [--cisi data/cisi] [--phase cisi|synth]
+//!                 [--runs bm25,hybrid,…]
 //! ```
 //!
 //! - `cisi`: the 1460 CISI abstracts with their MiniLM embeddings, both indexes, the 76
@@ -52,6 +53,8 @@ struct Args {
     cisi: PathBuf,
     docs: usize,
     phase: Option<String>,
+    /// The `cisi` runs to measure (all when `None`): to profile one of them alone.
+    runs: Option<Vec<String>>,
 }
 
 fn parse_args() -> Res<Args> {
@@ -60,6 +63,7 @@ fn parse_args() -> Res<Args> {
         cisi: PathBuf::from("data/cisi"),
         docs: 100_000,
         phase: None,
+        runs: None,
     };
     let mut it = std::env::args().skip(1);
     while let Some(a) = it.next() {
@@ -69,6 +73,7 @@ fn parse_args() -> Res<Args> {
             "--cisi" => args.cisi = value()?.into(),
             "--docs" => args.docs = value()?.parse()?,
             "--phase" => args.phase = Some(value()?),
+            "--runs" => args.runs = Some(value()?.split(',').map(str::to_owned).collect()),
             other => return Err(format!("unknown argument {other}").into()),
         }
     }
@@ -300,8 +305,13 @@ async fn phase_cisi(args: &Args) -> Res<Value> {
     let nq = cisi.queries.len();
     let vectors: Vec<Value> = cisi.query_emb.iter().map(|e| json!(e)).collect();
     let texts: Vec<Value> = cisi.queries.iter().map(|(_, t)| json!(t)).collect();
+    let shorts: Vec<Value> = cisi
+        .queries
+        .iter()
+        .map(|(_, t)| json!(t.split_whitespace().take(3).collect::<Vec<_>>().join(" ")))
+        .collect();
     // BM25 binds the text alone ($1); the others the vector ($1) and the text ($2).
-    let runs: [(&str, String); 8] = [
+    let runs: [(&str, String); 11] = [
         (
             "bm25",
             r#"SELECT id FROM "ws"."cisi" ORDER BY body <#> $1 DESC LIMIT 10"#.into(),
@@ -321,6 +331,21 @@ async fn phase_cisi(args: &Args) -> Res<Value> {
             r#"SELECT id FROM "ws"."cisi" WHERE true ORDER BY e <#> $1::float4[] DESC LIMIT 10"#
                 .into(),
         ),
+        // The arms as the hybrid runs them: each at top max(4k, 100) = 100.
+        (
+            "bm25_top100",
+            r#"SELECT id FROM "ws"."cisi" ORDER BY body <#> $1 DESC LIMIT 100"#.into(),
+        ),
+        (
+            "vector_top100",
+            r#"SELECT id FROM "ws"."cisi" ORDER BY e <#> $1::float4[] DESC LIMIT 100"#.into(),
+        ),
+        // Short queries (each judged query's first three words): few clauses, so
+        // the BM25 top-k prunes postings (block-max WAND) instead of a dense pass.
+        (
+            "bm25_short",
+            r#"SELECT id FROM "ws"."cisi" ORDER BY body <#> $1 DESC LIMIT 10"#.into(),
+        ),
         ("hybrid", hybrid("")),
         ("hybrid_0.7_0.3", hybrid(", 0.7, 0.3")),
         ("hybrid_softmax", hybrid(", 0.5, 0.5, 'softmax'")),
@@ -328,10 +353,18 @@ async fn phase_cisi(args: &Args) -> Res<Value> {
     ];
     let mut tarn_out = serde_json::Map::new();
     for (name, sql) in &runs {
+        if args
+            .runs
+            .as_ref()
+            .is_some_and(|r| !r.iter().any(|r| r == name))
+        {
+            continue;
+        }
         let (ranked, ms) = measure(nq, |i| {
             let params = match *name {
-                "bm25" | "bm25_planned" => vec![texts[i].clone()],
-                "vector" | "vector_planned" => vec![vectors[i].clone()],
+                "bm25" | "bm25_planned" | "bm25_top100" => vec![texts[i].clone()],
+                "bm25_short" => vec![shorts[i].clone()],
+                "vector" | "vector_planned" | "vector_top100" => vec![vectors[i].clone()],
                 _ => vec![vectors[i].clone(), texts[i].clone()],
             };
             let (s, sql) = (s.clone(), sql.clone());
@@ -354,16 +387,24 @@ async fn phase_cisi(args: &Args) -> Res<Value> {
     .await?;
     let ndcg = cisi.ndcg(&ranked);
     eprintln!("cisi: tantivy bm25: {ms:.3} ms, nDCG@10 {ndcg:.3}");
-    let parts = tarn_out["bm25"]["ms"].as_f64().unwrap_or(0.0)
-        + tarn_out["vector"]["ms"].as_f64().unwrap_or(0.0);
-    let hybrid_ms = tarn_out["hybrid"]["ms"].as_f64().unwrap_or(0.0);
+    // A run left out (`--runs`) counts as NaN.
+    let ms_of = |name: &str| {
+        tarn_out
+            .get(name)
+            .and_then(|r| r["ms"].as_f64())
+            .unwrap_or(f64::NAN)
+    };
+    let parts = ms_of("bm25") + ms_of("vector");
+    let parts100 = ms_of("bm25_top100") + ms_of("vector_top100");
+    let hybrid_ms = ms_of("hybrid");
     Ok(json!({
         "docs": cisi.docs.len(),
         "queries": nq,
         "tarn": tarn_out,
         "tantivy": {"bm25": {"ms": ms, "ndcg10": ndcg}, "build_s": build_s},
         "hybrid_vs_parts": hybrid_ms / parts,
-        "bm25_tarn_vs_tantivy": tarn_out["bm25"]["ms"].as_f64().unwrap_or(0.0) / ms,
+        "hybrid_vs_parts_top100": hybrid_ms / parts100,
+        "bm25_tarn_vs_tantivy": ms_of("bm25") / ms,
     }))
 }
 
@@ -459,15 +500,23 @@ async fn phase_synth(args: &Args) -> Res<Value> {
     eprintln!("synth: tarn load {load_s:.1} s, bm25 index {index_s:.1} s");
     let sql = r#"SELECT id FROM "ws"."t" ORDER BY body <#> $1 DESC LIMIT 10"#;
     let texts: Vec<Value> = cisi.queries.iter().map(|(_, t)| json!(t)).collect();
-    let bm25 = |s: Session| {
-        let texts = texts.clone();
+    let shorts: Vec<Value> = cisi
+        .queries
+        .iter()
+        .map(|(_, t)| json!(t.split_whitespace().take(3).collect::<Vec<_>>().join(" ")))
+        .collect();
+    let bm25_of = |s: Session, texts: Vec<Value>| {
         move |i: usize| {
             let (s, p) = (s.clone(), texts[i].clone());
             async move { sql_top(&s, sql, vec![p]).await }
         }
     };
+    let bm25 = |s: Session| bm25_of(s, texts.clone());
     let (tarn_ranked, tarn_ms) = measure(nq, bm25(s.clone())).await?;
     eprintln!("synth: tarn bm25 {tarn_ms:.3} ms");
+    let (tarn_short_ranked, tarn_short_ms) =
+        measure(nq, bm25_of(s.clone(), shorts.clone())).await?;
+    eprintln!("synth: tarn bm25 short queries {tarn_short_ms:.3} ms");
 
     let t0 = Instant::now();
     let tv = Tantivy::build(docs.iter().enumerate().map(|(i, d)| (i as i64, d.as_str())))?;
@@ -477,14 +526,28 @@ async fn phase_synth(args: &Args) -> Res<Value> {
         async move { r }
     })
     .await?;
-    eprintln!("synth: tantivy index {tv_index_s:.1} s, bm25 {tv_ms:.3} ms");
+    let (tv_short_ranked, tv_short_ms) = measure(nq, |i| {
+        let r = shorts[i]
+            .as_str()
+            .ok_or("short query")
+            .map_err(Into::into)
+            .and_then(|q| tv.top(q));
+        async move { r }
+    })
+    .await?;
+    eprintln!(
+        "synth: tantivy index {tv_index_s:.1} s, bm25 {tv_ms:.3} ms, short {tv_short_ms:.3} ms"
+    );
     // The same documents in the same top 10 (ties and float rounding may reorder a
     // few): how many of tantivy's top-10 ids Tarn also returned.
-    let overlap: usize = tarn_ranked
-        .iter()
-        .zip(&tv_ranked)
-        .map(|(a, b)| b.iter().filter(|id| a.contains(id)).count())
-        .sum();
+    let overlap = |tarn: &[Vec<i64>], tv: &[Vec<i64>]| -> f64 {
+        let common: usize = tarn
+            .iter()
+            .zip(tv)
+            .map(|(a, b)| b.iter().filter(|id| a.contains(id)).count())
+            .sum();
+        common as f64 / (nq * K) as f64
+    };
 
     // Freshness: rows in the memtable are scored exactly until VACUUM indexes them.
     let mut fresh = Vec::new();
@@ -520,15 +583,19 @@ async fn phase_synth(args: &Args) -> Res<Value> {
             "index_docs_per_s": docs.len() as f64 / index_s,
             "load_and_index_docs_per_s": docs.len() as f64 / (load_s + index_s),
             "bm25_ms": tarn_ms,
+            "bm25_short_ms": tarn_short_ms,
         },
         "tantivy": {
             "index_s": tv_index_s,
             "index_docs_per_s": docs.len() as f64 / tv_index_s,
             "threads": 1,
             "bm25_ms": tv_ms,
+            "bm25_short_ms": tv_short_ms,
         },
         "bm25_tarn_vs_tantivy": tarn_ms / tv_ms,
-        "top10_overlap": overlap as f64 / (nq * K) as f64,
+        "bm25_short_tarn_vs_tantivy": tarn_short_ms / tv_short_ms,
+        "top10_overlap": overlap(&tarn_ranked, &tv_ranked),
+        "short_top10_overlap": overlap(&tarn_short_ranked, &tv_short_ranked),
         "freshness": fresh,
         "caught_up_ms": caught_up,
     }))

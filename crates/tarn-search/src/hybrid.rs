@@ -11,10 +11,14 @@ use tarn_hybrid::{ArmScores, Fuser, Fusion, Weights};
 use tarn_storage::TableVersion;
 use tarn_vector::{Scored, TopK};
 
-use crate::Result;
 use crate::score::{QueryValue, score_rows};
-use crate::text::TextSearch;
+use crate::text::{AllMatches, TextSearch};
 use crate::topk::{IndexUse, RowFilter, SearchRequest, passing_rows, top_k};
+use crate::{Error, Result};
+
+/// Live rows from which a hybrid top-k runs its two arms on two threads: below, both
+/// arms together cost about what starting a thread does.
+const PARALLEL_ARMS_ROWS: usize = 1_000;
 
 /// Candidates each arm contributes for `k` rows wanted.
 pub fn arm_candidates(k: usize) -> usize {
@@ -151,9 +155,11 @@ pub fn hybrid_top_k(
         (live_ids(version, None)?, returned)
     } else {
         let n = arm_candidates(req.k);
-        let mut set: BTreeSet<u64> = BTreeSet::new();
-        if let Some(vector) = req.vector {
-            for s in top_k(
+        let vector_arm = || -> Result<Vec<Scored>> {
+            let Some(vector) = req.vector else {
+                return Ok(Vec::new());
+            };
+            top_k(
                 version,
                 &SearchRequest {
                     column: req.vector_column,
@@ -162,21 +168,55 @@ pub fn hybrid_top_k(
                     filter: req.filter,
                     index: req.vector_index,
                 },
-            )? {
-                if s.score.is_some() {
-                    set.insert(s.id);
-                }
+            )
+        };
+        // The text arm's best rows: through postings pruned below the n-th score, or
+        // (when finding them scores every match anyway) from every match's score,
+        // which then also scores the other arm's candidates.
+        let text_arm = || -> Result<(Vec<Scored>, Option<AllMatches>)> {
+            let Some(t) = req.text else {
+                return Ok((Vec::new(), None));
+            };
+            if t.prunes() {
+                Ok((t.top_matches(version, n, req.filter)?, None))
+            } else {
+                let all = t.all_matches(version, req.filter)?;
+                Ok((all.best(version, n)?, Some(all)))
             }
-        }
-        // The text arm's best rows (their postings pruned below the n-th score).
+        };
+        // The arms are independent: over a table large enough to pay for a thread,
+        // the vector arm runs on one of its own while this thread runs the text arm.
+        let live: usize = version.segments().iter().map(|s| s.live_count()).sum();
+        let parallel = live >= PARALLEL_ARMS_ROWS && req.vector.is_some() && req.text.is_some();
+        let (vector_best, (text_best, all)) = if parallel {
+            std::thread::scope(|scope| {
+                let vector = std::thread::Builder::new()
+                    .name("tarn-hybrid-arm".into())
+                    .spawn_scoped(scope, vector_arm);
+                let text = text_arm();
+                let vector = match vector {
+                    Ok(handle) => handle
+                        .join()
+                        .unwrap_or_else(|_| Err(Error::Internal("the vector arm panicked".into()))),
+                    // No thread to be had: the arm runs here.
+                    Err(_) => vector_arm(),
+                };
+                Ok::<_, Error>((vector?, text?))
+            })?
+        } else {
+            (vector_arm()?, text_arm()?)
+        };
+        let mut set: BTreeSet<u64> = vector_best
+            .iter()
+            .filter(|s| s.score.is_some())
+            .map(|s| s.id)
+            .collect();
         let mut scores: HashMap<u64, f32> = HashMap::new();
-        if let Some(t) = req.text {
-            for s in t.top_matches(version, n, req.filter)? {
-                if let Some(score) = s.score {
-                    scores.insert(s.id, score);
-                }
-                set.insert(s.id);
+        for s in text_best {
+            if let Some(score) = s.score {
+                scores.insert(s.id, score);
             }
+            set.insert(s.id);
         }
         let ids: Vec<u64> = if set.len() < req.k {
             // Fewer candidates than rows wanted: every row passing the filter is one,
@@ -192,7 +232,10 @@ pub fn hybrid_top_k(
                 .copied()
                 .filter(|id| !scores.contains_key(id))
                 .collect();
-            scores.extend(t.scores_of(version, &rest)?);
+            scores.extend(match &all {
+                Some(all) => all.scores_of(version, &rest)?,
+                None => t.scores_of(version, &rest)?,
+            });
             text_scores = Some(scores);
         }
         (ids, None)

@@ -4,6 +4,8 @@
 //! built yet. A row scores the same bits on every path, so its score depends neither
 //! on how rows are split into segments nor on how much is indexed yet.
 
+use std::collections::HashMap;
+
 use datafusion::arrow::array::{Array, ArrayRef, AsArray};
 use datafusion::arrow::datatypes::DataType;
 use tarn_catalog::{ColumnId, IndexDef, IndexId, IndexType};
@@ -186,6 +188,13 @@ impl TextSearch {
         self.weights.query().matches_nothing() || self.weights.stats().docs == 0
     }
 
+    /// Whether the best matches come through pruned postings (a query of few
+    /// clauses); else finding them scores every match anyway, and
+    /// [`TextSearch::all_matches`] costs about what [`TextSearch::top_matches`] does.
+    pub fn prunes(&self) -> bool {
+        TextIndex::prunes(self.weights.query())
+    }
+
     /// The scored column.
     pub fn column(&self) -> ColumnId {
         self.column
@@ -291,7 +300,7 @@ impl TextSearch {
         segments.sort_by_key(|s| std::cmp::Reverse(s.segment().num_rows()));
         for s in segments {
             let Some(idx) = segment_index(s, self.index)? else {
-                self.loose_matches(s, filter, &mut |id, score| best.push(id, Some(score)))?;
+                self.each_segment_match(s, filter, &mut |id, score| best.push(id, Some(score)))?;
                 continue;
             };
             let allowed = crate::topk::allowed_positions(s, filter)?;
@@ -317,12 +326,8 @@ impl TextSearch {
     /// The scores of the live rows among `ids` that match the query (a row absent
     /// from the answer scores 0, or NULL when its text is NULL): through each
     /// segment's index, or its texts analyzed once.
-    pub fn scores_of(
-        &self,
-        version: &TableVersion,
-        ids: &[u64],
-    ) -> Result<std::collections::HashMap<u64, f32>> {
-        let mut out = std::collections::HashMap::new();
+    pub fn scores_of(&self, version: &TableVersion, ids: &[u64]) -> Result<HashMap<u64, f32>> {
+        let mut out = HashMap::new();
         if self.matches_nothing() {
             return Ok(out);
         }
@@ -349,37 +354,51 @@ impl TextSearch {
         Ok(out)
     }
 
-    /// Calls `each(row id, score)` for every matching live row of `s` (a segment with
-    /// no file of the index) passing `filter`.
-    fn loose_matches(
+    /// Calls `each(row id, score)` for every matching live row of `s` passing
+    /// `filter`.
+    fn each_segment_match(
         &self,
         s: &SegmentRef,
         filter: Option<&dyn RowFilter>,
         each: &mut dyn FnMut(u64, f32),
     ) -> Result<()> {
-        let mem = memory_index(
-            s,
-            self.index,
-            self.column,
-            self.missing.as_deref(),
-            self.tokenizer,
-        )?;
-        let allowed = crate::topk::allowed_positions(s, filter)?;
-        let deletes = s.deletes();
-        let mut hits: Vec<(u32, f32)> = Vec::new();
-        mem.search(
-            &self.weights,
-            &|p| match &allowed {
-                Some(a) => a.contains(p),
-                None => !deletes.contains(p),
-            },
-            &mut |p, score| hits.push((p, score)),
-        );
+        let hits = self.segment_matches(s, filter)?;
         let ids = row_ids(s, hits.iter().map(|h| h.0))?;
         for (id, (_, score)) in ids.into_iter().zip(hits) {
             each(id, score);
         }
         Ok(())
+    }
+
+    /// Every matching live row of `s` passing `filter`: (position, score), by
+    /// position; through the segment's index file or its texts analyzed once.
+    fn segment_matches(
+        &self,
+        s: &SegmentRef,
+        filter: Option<&dyn RowFilter>,
+    ) -> Result<Vec<(u32, f32)>> {
+        let allowed = crate::topk::allowed_positions(s, filter)?;
+        let deletes = s.deletes();
+        let allow = |p: u32| match &allowed {
+            Some(a) => a.contains(p),
+            None => !deletes.contains(p),
+        };
+        let mut hits: Vec<(u32, f32)> = Vec::new();
+        match segment_index(s, self.index)? {
+            Some(idx) => {
+                idx.search(&self.weights, &allow, &mut |p, score| hits.push((p, score)))?
+            }
+            None => memory_index(
+                s,
+                self.index,
+                self.column,
+                self.missing.as_deref(),
+                self.tokenizer,
+            )?
+            .search(&self.weights, &allow, &mut |p, score| hits.push((p, score))),
+        }
+        hits.sort_unstable_by_key(|h| h.0);
+        Ok(hits)
     }
 
     /// Calls `each(row id, score)` for every live row of `version` passing `filter`
@@ -395,29 +414,91 @@ impl TextSearch {
             return Ok(());
         }
         for s in version.segments() {
-            match segment_index(s, self.index)? {
-                Some(idx) => {
-                    let allowed = crate::topk::allowed_positions(s, filter)?;
-                    let deletes = s.deletes();
-                    let mut hits: Vec<(u32, f32)> = Vec::new();
-                    idx.search(
-                        &self.weights,
-                        &|p| match &allowed {
-                            Some(a) => a.contains(p),
-                            None => !deletes.contains(p),
-                        },
-                        &mut |p, score| hits.push((p, score)),
-                    )?;
-                    hits.sort_unstable_by_key(|h| h.0);
-                    let ids = row_ids(s, hits.iter().map(|h| h.0))?;
-                    for (id, (_, score)) in ids.into_iter().zip(hits) {
-                        each(id, score);
-                    }
-                }
-                None => self.loose_matches(s, filter, each)?,
-            }
+            self.each_segment_match(s, filter, each)?;
         }
         Ok(())
+    }
+
+    /// Every live row of `version` passing `filter` that matches the query, with its
+    /// score, kept by segment and position (no row id is read until asked for).
+    pub fn all_matches(
+        &self,
+        version: &TableVersion,
+        filter: Option<&dyn RowFilter>,
+    ) -> Result<AllMatches> {
+        let by_segment = if self.matches_nothing() {
+            vec![Vec::new(); version.segments().len()]
+        } else {
+            version
+                .segments()
+                .iter()
+                .map(|s| self.segment_matches(s, filter))
+                .collect::<Result<_>>()?
+        };
+        Ok(AllMatches { by_segment })
+    }
+}
+
+/// Every matching row of a snapshot with its score (see [`TextSearch::all_matches`]):
+/// for each segment of the snapshot, (position, score) by position.
+#[derive(Debug)]
+pub struct AllMatches {
+    by_segment: Vec<Vec<(u32, f32)>>,
+}
+
+impl AllMatches {
+    /// The `min(n, matches)` best matches of `version` (the snapshot they were found
+    /// in), best first, ties by row id (rows ascend with (segment, position)).
+    pub fn best(&self, version: &TableVersion, n: usize) -> Result<Vec<Scored>> {
+        let mut all: Vec<(f32, usize, u32)> = self
+            .by_segment
+            .iter()
+            .enumerate()
+            .flat_map(|(si, hits)| hits.iter().map(move |&(p, score)| (score, si, p)))
+            .collect();
+        let order = |a: &(f32, usize, u32), b: &(f32, usize, u32)| {
+            b.0.total_cmp(&a.0).then((a.1, a.2).cmp(&(b.1, b.2)))
+        };
+        if all.len() > n && n > 0 {
+            all.select_nth_unstable_by(n - 1, order);
+        }
+        all.truncate(n);
+        // Row ids a segment at a time (by position), then best first.
+        all.sort_unstable_by_key(|a| (a.1, a.2));
+        let mut out = Vec::with_capacity(all.len());
+        for run in all.chunk_by(|a, b| a.1 == b.1) {
+            let ids = row_ids(&version.segments()[run[0].1], run.iter().map(|a| a.2))?;
+            out.extend(ids.into_iter().zip(run).map(|(id, a)| Scored {
+                id,
+                score: Some(a.0),
+            }));
+        }
+        out.sort_unstable_by(|a, b| {
+            let (a_score, b_score) = (a.score.unwrap_or(0.0), b.score.unwrap_or(0.0));
+            b_score.total_cmp(&a_score).then(a.id.cmp(&b.id))
+        });
+        Ok(out)
+    }
+
+    /// The scores of the rows among `ids` that match (a row absent from the answer
+    /// matches nothing, or is no longer live).
+    pub fn scores_of(&self, version: &TableVersion, ids: &[u64]) -> Result<HashMap<u64, f32>> {
+        let mut out = HashMap::new();
+        for (si, positions) in version.positions(ids)? {
+            let hits = &self.by_segment[si];
+            let found: Vec<(u32, f32)> = positions
+                .iter()
+                .filter_map(|p| {
+                    let i = hits.binary_search_by_key(p, |h| h.0).ok()?;
+                    Some(hits[i])
+                })
+                .collect();
+            let ids = row_ids(&version.segments()[si], found.iter().map(|h| h.0))?;
+            for (id, (_, score)) in ids.into_iter().zip(found) {
+                out.insert(id, score);
+            }
+        }
+        Ok(out)
     }
 }
 

@@ -27,7 +27,7 @@ use datafusion::sql::sqlparser::ast::{
     self, BinaryOperator, Expr, LimitClause, OrderByKind, SelectItem, Statement, Value,
 };
 use serde_json::Value as Json;
-use tarn_catalog::{SqlType, TableDef};
+use tarn_catalog::{IndexDef, SqlType, TableDef};
 use tarn_search::{Fusion, HybridWeights, IndexUse, QueryValue, SearchRequest};
 use tarn_storage::TableVersion;
 
@@ -703,25 +703,36 @@ impl SqlEngine {
         // A filter reads every stored block (checksumming and decoding it the first
         // time, vectors included) and can widen a graph walk far past `ef`: filtered
         // searches run inline only over tables small enough to scan whole. A text
-        // search runs inline when few rows must be analyzed on the spot.
+        // search runs inline when few rows must be analyzed on the spot; a hybrid one
+        // when both its arms would.
+        let loose_texts = |index: &IndexDef| -> usize {
+            version
+                .segments()
+                .iter()
+                .filter(|s| s.segment().in_memory() || s.segment().index(index.id).is_none())
+                .map(|s| s.live_count())
+                .sum()
+        };
+        let text_inline = |index: &IndexDef| {
+            loose_texts(index) <= INLINE_TEXTS
+                && (plan.conds.is_empty() || stored_rows <= INLINE_TEXTS * 100)
+        };
+        let vector_inline = |index: Option<IndexUse>, dim: usize| {
+            if plan.conds.is_empty() {
+                search_cost(&version, index, dim) <= INLINE_VALUES
+            } else {
+                stored_rows.saturating_mul(dim + plan.conds.len()) <= INLINE_VALUES
+            }
+        };
         let inline = match &ranker {
-            Ranker::Vector { query, index } if plan.conds.is_empty() => {
-                search_cost(&version, *index, query.dim()) <= INLINE_VALUES
-            }
-            Ranker::Vector { query, .. } => {
-                stored_rows.saturating_mul(query.dim() + plan.conds.len()) <= INLINE_VALUES
-            }
-            Ranker::Hybrid { .. } => false,
-            Ranker::Text { index, .. } => {
-                let loose: usize = version
-                    .segments()
-                    .iter()
-                    .filter(|s| s.segment().in_memory() || s.segment().index(index.id).is_none())
-                    .map(|s| s.live_count())
-                    .sum();
-                loose <= INLINE_TEXTS
-                    && (plan.conds.is_empty() || stored_rows <= INLINE_TEXTS * 100)
-            }
+            Ranker::Vector { query, index } => vector_inline(*index, query.dim()),
+            Ranker::Hybrid {
+                query,
+                index,
+                text_index,
+                ..
+            } => vector_inline(*index, query.dim()) && text_inline(text_index),
+            Ranker::Text { index, .. } => text_inline(index),
         };
         let (column, searched) = (col.id, version.clone());
         let filter = (!plan.conds.is_empty()).then(|| Conds {

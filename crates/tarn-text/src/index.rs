@@ -505,7 +505,7 @@ impl TextIndex {
         let Some(seg) = self.segment() else {
             return Ok(Vec::new());
         };
-        if query.clauses.len() > MAX_PRUNED_CLAUSES {
+        if !Self::prunes(query) {
             // Many words: one dense pass over every posting beats WAND's pivoting.
             let mut all: Vec<(u32, f32)> = Vec::new();
             self.search(weights, allow, &mut |p, s| {
@@ -576,6 +576,12 @@ impl TextIndex {
             .zip(exact)
             .filter_map(|(doc, s)| Some((self.pos(doc), s?)))
             .collect())
+    }
+
+    /// Whether [`TextIndex::top`] prunes the postings of `query` (else it takes one
+    /// dense pass over them, which scores every match anyway).
+    pub fn prunes(query: &crate::TextQuery) -> bool {
+        query.clauses.len() <= MAX_PRUNED_CLAUSES
     }
 
     /// How many times tantivy's score bounds may fall short of a real score under the
