@@ -928,9 +928,30 @@ async fn hybrid_top_k_equals_the_model_on_every_path() -> TestResult {
     )
     .await?;
     let words = [
-        "library", "science", "catalog", "index", "search", "retrieval", "book", "journal",
-        "citation", "reader", "archive", "query", "document", "user", "system", "data",
-        "network", "language", "study", "public", "school", "research", "paper", "method",
+        "library",
+        "science",
+        "catalog",
+        "index",
+        "search",
+        "retrieval",
+        "book",
+        "journal",
+        "citation",
+        "reader",
+        "archive",
+        "query",
+        "document",
+        "user",
+        "system",
+        "data",
+        "network",
+        "language",
+        "study",
+        "public",
+        "school",
+        "research",
+        "paper",
+        "method",
     ];
     let mut rng = tarn_tests::Rng(0x5eed_4b1d);
     let mut next_id = 0i64;
@@ -967,8 +988,8 @@ async fn hybrid_top_k_equals_the_model_on_every_path() -> TestResult {
         .await?;
     let q = [0.3, -0.2, 0.9, 0.1];
     for text in [
-        // 12 distinct words: a dense pass.
-        "library science catalog index search retrieval book journal citation reader archive query",
+        // 20 distinct words: one dense pass.
+        "library science catalog index search retrieval book journal citation reader archive query document user system data network language study public",
         // 2 words: pruned postings.
         "network language",
     ] {
@@ -993,28 +1014,30 @@ async fn hybrid_top_k_equals_the_model_on_every_path() -> TestResult {
                     )
                 })
                 .collect();
-            let want = model_hybrid(&arms, 10);
-            for w in [fast_where, planned_where] {
-                let got = rows(
-                    &s,
-                    &format!(
-                        r#"SELECT id, (e, body) <#> engine_hybrid_record($1, $2) AS f FROM "ws"."m" {w} ORDER BY f DESC LIMIT 10"#
-                    ),
-                    &[json!(q), json!(text)],
-                )
-                .await?;
-                assert_eq!(got.len(), want.len(), "{text} {w}");
-                for (g, m) in got.iter().zip(&want) {
-                    let f = g[1].as_f64().unwrap_or(f64::NAN);
-                    assert!((f - m.1).abs() < 1e-5, "{text} {w}: {got:?} vs {want:?}");
-                    // Equal fused scores may come in either order only when the model's
-                    // scores tie too.
-                    if g[0].as_i64() != Some(m.0) {
-                        let theirs = want.iter().find(|x| Some(x.0) == g[0].as_i64());
-                        assert!(
-                            theirs.is_some_and(|t| (t.1 - m.1).abs() < 1e-6),
-                            "{text} {w}: {got:?} vs {want:?}"
-                        );
+            // k = 10 (100 candidates an arm) and k = 60 (240: deep enough that rows
+            // only one arm brought are returned, with the other arm's exact score).
+            for k in [10, 60] {
+                let want = model_hybrid(&arms, k);
+                for w in [fast_where, planned_where] {
+                    let got = rows(
+                        &s,
+                        &format!(
+                            r#"SELECT id, (e, body) <#> engine_hybrid_record($1, $2) AS f FROM "ws"."m" {w} ORDER BY f DESC LIMIT {k}"#
+                        ),
+                        &[json!(q), json!(text)],
+                    )
+                    .await?;
+                    let what = format!("{text} {w} k={k}: {got:?} vs {want:?}");
+                    assert_eq!(got.len(), want.len(), "{what}");
+                    for (g, m) in got.iter().zip(&want) {
+                        let f = g[1].as_f64().unwrap_or(f64::NAN);
+                        assert!((f - m.1).abs() < 1e-5, "{what}");
+                        // Equal fused scores may come in either order only when the
+                        // model's scores tie too.
+                        if g[0].as_i64() != Some(m.0) {
+                            let theirs = want.iter().find(|x| Some(x.0) == g[0].as_i64());
+                            assert!(theirs.is_some_and(|t| (t.1 - m.1).abs() < 1e-6), "{what}");
+                        }
                     }
                 }
             }

@@ -5,7 +5,7 @@
 //!
 //! ```text
 //! tarn-text-bench --work DIR [--docs 100000] [--cisi data/cisi] [--phase cisi|synth]
-//!                 [--runs bm25,hybrid,…]
+//!                 [--runs bm25,hybrid,…] [--short-words 3]
 //! ```
 //!
 //! - `cisi`: the 1460 CISI abstracts with their MiniLM embeddings, both indexes, the 76
@@ -55,6 +55,8 @@ struct Args {
     phase: Option<String>,
     /// The `cisi` runs to measure (all when `None`): to profile one of them alone.
     runs: Option<Vec<String>>,
+    /// Words of each "short" query (the first words of each judged query).
+    short_words: usize,
 }
 
 fn parse_args() -> Res<Args> {
@@ -64,6 +66,7 @@ fn parse_args() -> Res<Args> {
         docs: 100_000,
         phase: None,
         runs: None,
+        short_words: 3,
     };
     let mut it = std::env::args().skip(1);
     while let Some(a) = it.next() {
@@ -73,6 +76,7 @@ fn parse_args() -> Res<Args> {
             "--cisi" => args.cisi = value()?.into(),
             "--docs" => args.docs = value()?.parse()?,
             "--phase" => args.phase = Some(value()?),
+            "--short-words" => args.short_words = value()?.parse()?,
             "--runs" => args.runs = Some(value()?.split(',').map(str::to_owned).collect()),
             other => return Err(format!("unknown argument {other}").into()),
         }
@@ -308,7 +312,14 @@ async fn phase_cisi(args: &Args) -> Res<Value> {
     let shorts: Vec<Value> = cisi
         .queries
         .iter()
-        .map(|(_, t)| json!(t.split_whitespace().take(3).collect::<Vec<_>>().join(" ")))
+        .map(|(_, t)| {
+            json!(
+                t.split_whitespace()
+                    .take(args.short_words)
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            )
+        })
         .collect();
     // BM25 binds the text alone ($1); the others the vector ($1) and the text ($2).
     let runs: [(&str, String); 11] = [
@@ -340,7 +351,7 @@ async fn phase_cisi(args: &Args) -> Res<Value> {
             "vector_top100",
             r#"SELECT id FROM "ws"."cisi" ORDER BY e <#> $1::float4[] DESC LIMIT 100"#.into(),
         ),
-        // Short queries (each judged query's first three words): few clauses, so
+        // Short queries (each judged query's first `--short-words` words): few clauses, so
         // the BM25 top-k prunes postings (block-max WAND) instead of a dense pass.
         (
             "bm25_short",
@@ -503,7 +514,14 @@ async fn phase_synth(args: &Args) -> Res<Value> {
     let shorts: Vec<Value> = cisi
         .queries
         .iter()
-        .map(|(_, t)| json!(t.split_whitespace().take(3).collect::<Vec<_>>().join(" ")))
+        .map(|(_, t)| {
+            json!(
+                t.split_whitespace()
+                    .take(args.short_words)
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            )
+        })
         .collect();
     let bm25_of = |s: Session, texts: Vec<Value>| {
         move |i: usize| {

@@ -290,12 +290,20 @@ fn pruned_top_k_equals_the_exhaustive_ranking() {
     let deleted = |p: u32| p % 11 == 4;
     let dels: Vec<u32> = (0..texts.len() as u32).filter(|&p| deleted(p)).collect();
     let mut queries: Vec<String> = QUERIES.iter().map(|q| q.to_string()).collect();
-    // Long queries (a whole document as the query), where pruning skips the most.
+    // Long queries (a whole document as the query: one dense pass), and queries of
+    // about a dozen words, the longest that are pruned.
     queries.extend(
         corpus
             .iter()
             .step_by(250)
             .map(|t| t.chars().take(600).collect()),
+    );
+    queries.extend(
+        corpus
+            .iter()
+            .skip(7)
+            .step_by(300)
+            .map(|t| t.split_whitespace().take(13).collect::<Vec<_>>().join(" ")),
     );
     // Texts the pruned search scored, and the matches there were.
     let (mut kept, mut matched) = (0, 0);
