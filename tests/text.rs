@@ -870,9 +870,12 @@ async fn added_text_column_default_is_searched_as_its_text() -> TestResult {
 /// (`engine_hybrid_scores` without LIMIT): candidates = each arm's best
 /// max(4k, 100) rows passing the filter (ties by id), min-max per arm over them,
 /// 0.5 + 0.5 weights; the best `k` by fused score (ties by id).
-fn model_hybrid(arms: &[(i64, Option<f64>, Option<f64>)], k: usize) -> Vec<(i64, f64)> {
+/// A row's id and its two arm scores.
+type Arms = (i64, Option<f64>, Option<f64>);
+
+fn model_hybrid(arms: &[Arms], k: usize) -> Vec<(i64, f64)> {
     let n = (4 * k).max(100);
-    let best = |score: &dyn Fn(&(i64, Option<f64>, Option<f64>)) -> Option<f64>| {
+    let best = |score: &dyn Fn(&Arms) -> Option<f64>| {
         let mut v: Vec<(i64, f64)> = arms
             .iter()
             .filter_map(|a| score(a).map(|s| (a.0, s)))
@@ -883,9 +886,8 @@ fn model_hybrid(arms: &[(i64, Option<f64>, Option<f64>)], k: usize) -> Vec<(i64,
     };
     let mut ids: std::collections::BTreeSet<i64> = best(&|a| a.1).collect();
     ids.extend(best(&|a| a.2.filter(|t| *t > 0.0)));
-    let cands: Vec<&(i64, Option<f64>, Option<f64>)> =
-        arms.iter().filter(|a| ids.contains(&a.0)).collect();
-    let norm = |arm: &dyn Fn(&(i64, Option<f64>, Option<f64>)) -> Option<f64>| {
+    let cands: Vec<&Arms> = arms.iter().filter(|a| ids.contains(&a.0)).collect();
+    let norm = |arm: &dyn Fn(&Arms) -> Option<f64>| {
         let vals: Vec<f64> = cands.iter().filter_map(|a| arm(a)).collect();
         let min = vals.iter().copied().fold(f64::INFINITY, f64::min);
         let max = vals.iter().copied().fold(f64::NEG_INFINITY, f64::max);
@@ -1003,7 +1005,7 @@ async fn hybrid_top_k_equals_the_model_on_every_path() -> TestResult {
                 &[json!(q), json!(text)],
             )
             .await?;
-            let arms: Vec<(i64, Option<f64>, Option<f64>)> = all
+            let arms: Vec<Arms> = all
                 .iter()
                 .filter(|r| passes.is_none_or(|c| r[1].as_i64() == Some(c)))
                 .map(|r| {
