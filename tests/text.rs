@@ -916,16 +916,10 @@ fn model_hybrid(arms: &[Arms], k: usize) -> Vec<(i64, f64)> {
 async fn hybrid_top_k_equals_the_model_on_every_path() -> TestResult {
     let dir = tempfile::tempdir()?;
     let tarn = Tarn::open_with(dir.path(), manual()).await?;
-    let s = fixture(&tarn).await?;
+    let (s, key) = fixture_with_key(&tarn).await?;
     s.query(
         "ws",
         r#"CREATE TABLE "ws"."m" (id INT PRIMARY KEY, e FLOAT4[4], body TEXT, cat INT) USING engine"#,
-        &[],
-    )
-    .await?;
-    s.query(
-        "ws",
-        r#"CREATE INDEX m_body ON "ws"."m" USING engine_index (body) WITH (index_type = 'bm25')"#,
         &[],
     )
     .await?;
@@ -978,20 +972,44 @@ async fn hybrid_top_k_equals_the_model_on_every_path() -> TestResult {
             .collect()
     };
     let insert = r#"INSERT INTO "ws"."m" VALUES ($1, $2::float4[], $3, $4)"#;
-    // Two indexed segments, then rows left in the memtable (analyzed on the spot);
-    // deletes in all three.
-    for (n, vacuum) in [(700, true), (500, true), (400, false)] {
-        s.query_batch("ws", insert, &add(&mut rng, n)).await?;
-        if vacuum {
-            s.query("ws", r#"VACUUM "ws"."m""#, &[]).await?;
-        }
-    }
+    // Two segments (VACUUM seals the first; a reopen seals the rows the log replays),
+    // then CREATE INDEX builds a text index file for each; a third segment sealed by a
+    // reopen has none (its texts are analyzed on the spot), and the last rows stay in
+    // the memtable. Deletes in all four.
+    s.query_batch("ws", insert, &add(&mut rng, 600)).await?;
+    s.query("ws", r#"VACUUM "ws"."m""#, &[]).await?;
+    s.query_batch("ws", insert, &add(&mut rng, 500)).await?;
+    tarn.close().await?;
+    let tarn = Tarn::open_with(dir.path(), manual()).await?;
+    let s = reconnect(&tarn, &key).await?;
+    s.query(
+        "ws",
+        r#"CREATE INDEX m_body ON "ws"."m" USING engine_index (body) WITH (index_type = 'bm25')"#,
+        &[],
+    )
+    .await?;
+    let text_files = || -> std::io::Result<usize> {
+        Ok(std::fs::read_dir(dir.path().join("segments"))?
+            .filter_map(Result::ok)
+            .filter(|e| e.file_name().to_string_lossy().ends_with(".idx"))
+            .count())
+    };
+    assert_eq!(text_files()?, 2, "two indexed segments");
+    s.query_batch("ws", insert, &add(&mut rng, 300)).await?;
+    tarn.close().await?;
+    let tarn = Tarn::open_with(dir.path(), manual()).await?;
+    let s = reconnect(&tarn, &key).await?;
+    assert_eq!(text_files()?, 2, "a third segment, without its index file");
+    s.query_batch("ws", insert, &add(&mut rng, 300)).await?;
     s.query("ws", r#"DELETE FROM "ws"."m" WHERE id % 7 = 3"#, &[])
         .await?;
     let q = [0.3, -0.2, 0.9, 0.1];
     for text in [
         // 20 distinct words: one dense pass.
         "library science catalog index search retrieval book journal citation reader archive query document user system data network language study public",
+        // 17 and 16 words: either side of the switch from a dense pass to pruning.
+        "library science catalog index search retrieval book journal citation reader archive query document user system data network",
+        "library science catalog index search retrieval book journal citation reader archive query document user system data",
         // 2 words: pruned postings.
         "network language",
     ] {

@@ -284,9 +284,10 @@ def main() -> int:
     ]
     for name, v in rows:
         print(f"{name:<40} {v['ms']:>9.3f} {v['ndcg10']:>8.3f}")
-    print(f"Tarn hybrid / (vector + bm25): {c['hybrid_vs_parts']:.2f}")
-    print(f"Tarn hybrid / (vector + bm25 at top-100, as the hybrid runs them): {c['hybrid_vs_parts_top100']:.2f}")
-    print(f"Tarn bm25 / tantivy (Rust): {c['bm25_tarn_vs_tantivy']:.2f}")
+    ratio = lambda v: "n/a" if v is None else f"{v:.2f}"  # a run left out is null
+    print(f"Tarn hybrid / (vector + bm25): {ratio(c['hybrid_vs_parts'])}")
+    print(f"Tarn hybrid / (vector + bm25 at top-100, as the hybrid runs them): {ratio(c['hybrid_vs_parts_top100'])}")
+    print(f"Tarn bm25 / tantivy (Rust): {ratio(c['bm25_tarn_vs_tantivy'])}")
     print(f"LanceDB queries refused: {c['lancedb']['failed_queries']}")
 
     print(f"\nSynthetic corpus: {s['docs']} documents, {s['avg_words']:.0f} words each on average")
@@ -297,6 +298,8 @@ def main() -> int:
     print(f"{'tantivy (PyPI, 1 thread)':<40} {s['tantivy_py']['index_docs_per_s']:>13.0f} {s['tantivy_py']['bm25_ms']:>14.3f}")
     print(f"{'LanceDB (create_fts_index, fts)':<40} {s['lancedb']['index_docs_per_s']:>13.0f} {s['lancedb']['fts_ms']:>14.3f}")
     print(f"Tarn bm25 / tantivy (Rust): {s['bm25_tarn_vs_tantivy']:.2f}; top-10 overlap with tantivy: {s['top10_overlap']:.3f}")
+    print(f"Short queries (pruned): Tarn {s['tarn']['bm25_short_ms']:.3f} ms, tantivy (Rust) {s['tantivy']['bm25_short_ms']:.3f} ms, "
+          f"ratio {s['bm25_short_tarn_vs_tantivy']:.2f}; top-10 overlap {s['short_top10_overlap']:.3f}")
     print("Freshness (Tarn bm25 ms/query):")
     for f in s["freshness"]:
         print(f"  {f['fresh_rows']:>6} rows not yet indexed: first query {f.get('first_ms', float('nan')):.3f}, then {f['ms']:.3f}")

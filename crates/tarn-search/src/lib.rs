@@ -30,5 +30,5 @@ pub use score::{QueryValue, score_rows};
 pub use tarn_hybrid::{ArmScores, Fuser, Fusion, Weights as HybridWeights};
 pub use tarn_text::{TextQuery, Tokenizer};
 pub use tarn_vector::{Scored, TopK};
-pub use text::{AllMatches, TextSearch, is_text_index, text_at, tokenizer};
+pub use text::{TextSearch, is_text_index, text_at, tokenizer};
 pub use topk::{IndexUse, RowFilter, SearchRequest, SearchStats, top_k, top_k_with_stats};

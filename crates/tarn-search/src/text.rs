@@ -421,7 +421,7 @@ impl TextSearch {
 
     /// Every live row of `version` passing `filter` that matches the query, with its
     /// score, kept by segment and position (no row id is read until asked for).
-    pub fn all_matches(
+    pub(crate) fn all_matches(
         &self,
         version: &TableVersion,
         filter: Option<&dyn RowFilter>,
@@ -439,17 +439,23 @@ impl TextSearch {
     }
 }
 
-/// Every matching row of a snapshot with its score (see [`TextSearch::all_matches`]):
-/// for each segment of the snapshot, (position, score) by position.
+/// Every matching row of a snapshot passing a filter, with its score (see
+/// [`TextSearch::all_matches`]): for each segment of the snapshot, (position, score) by
+/// position. Ask it about the same snapshot only.
 #[derive(Debug)]
-pub struct AllMatches {
+pub(crate) struct AllMatches {
     by_segment: Vec<Vec<(u32, f32)>>,
+}
+
+/// [`AllMatches`] asked about a snapshot other than its own (a bug).
+fn other_snapshot() -> Error {
+    Error::Internal("text matches asked about another snapshot".into())
 }
 
 impl AllMatches {
     /// The `min(n, matches)` best matches of `version` (the snapshot they were found
     /// in), best first, ties by row id (rows ascend with (segment, position)).
-    pub fn best(&self, version: &TableVersion, n: usize) -> Result<Vec<Scored>> {
+    pub(crate) fn best(&self, version: &TableVersion, n: usize) -> Result<Vec<Scored>> {
         let mut all: Vec<(f32, usize, u32)> = self
             .by_segment
             .iter()
@@ -467,7 +473,11 @@ impl AllMatches {
         all.sort_unstable_by_key(|a| (a.1, a.2));
         let mut out = Vec::with_capacity(all.len());
         for run in all.chunk_by(|a, b| a.1 == b.1) {
-            let ids = row_ids(&version.segments()[run[0].1], run.iter().map(|a| a.2))?;
+            let s = version
+                .segments()
+                .get(run[0].1)
+                .ok_or_else(other_snapshot)?;
+            let ids = row_ids(s, run.iter().map(|a| a.2))?;
             out.extend(ids.into_iter().zip(run).map(|(id, a)| Scored {
                 id,
                 score: Some(a.0),
@@ -481,11 +491,16 @@ impl AllMatches {
     }
 
     /// The scores of the rows among `ids` that match (a row absent from the answer
-    /// matches nothing, or is no longer live).
-    pub fn scores_of(&self, version: &TableVersion, ids: &[u64]) -> Result<HashMap<u64, f32>> {
+    /// matches nothing, is no longer live or fails the filter the matches were found
+    /// with).
+    pub(crate) fn scores_of(
+        &self,
+        version: &TableVersion,
+        ids: &[u64],
+    ) -> Result<HashMap<u64, f32>> {
         let mut out = HashMap::new();
         for (si, positions) in version.positions(ids)? {
-            let hits = &self.by_segment[si];
+            let hits = self.by_segment.get(si).ok_or_else(other_snapshot)?;
             let found: Vec<(u32, f32)> = positions
                 .iter()
                 .filter_map(|p| {

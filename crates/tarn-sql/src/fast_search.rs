@@ -731,7 +731,14 @@ impl SqlEngine {
                 index,
                 text_index,
                 ..
-            } => vector_inline(*index, query.dim()) && text_inline(text_index),
+            } => {
+                // Besides its arms, a hybrid search scores every match of a long query
+                // and reads the candidates' stored rows: inline only over a table
+                // small enough to scan whole.
+                vector_inline(*index, query.dim())
+                    && text_inline(text_index)
+                    && stored_rows.saturating_mul(query.dim() + 1) <= INLINE_VALUES
+            }
             Ranker::Text { index, .. } => text_inline(index),
         };
         let (column, searched) = (col.id, version.clone());

@@ -762,9 +762,11 @@ fn phrase(query: &crate::TextQuery, c: &crate::Clause) -> PhraseQuery {
 
 /// Queries of more clauses than this are not pruned: with many terms WAND's pivoting
 /// costs more than it skips. Over 100k documents of ~180 words (`tarn-text-bench
-/// --short-words N`): 10-word queries take 2.0 ms pruned, 2.8 ms in one dense pass;
-/// 14 words 3.3 vs 3.4; CISI's whole queries (~20–60 words) 30 ms with tantivy's WAND,
-/// 8 ms dense.
+/// --short-words N`, the first N words of each CISI query): 10 words take 2.0 ms
+/// pruned, 2.8 ms in one dense pass; 14 words 3.3 vs 3.4, about the crossing; CISI's
+/// whole queries (~20–60 words) 30 ms with tantivy's WAND, 8 ms dense. The switch sits
+/// a little past the crossing, where either way costs about the same. (A hybrid arm
+/// asks for max(4k, 100) rows, which prunes less; not measured apart.)
 const MAX_PRUNED_CLAUSES: usize = 16;
 
 /// How far below the k-th score pruning runs: two sums of the same `n` positive terms
