@@ -149,6 +149,21 @@ impl Cisi {
     }
 
     /// Mean nDCG@10 (binary relevance) of one ranking per query.
+    /// The first `words` words of each query, as query parameters.
+    fn short_queries(&self, words: usize) -> Vec<Value> {
+        self.queries
+            .iter()
+            .map(|(_, t)| {
+                json!(
+                    t.split_whitespace()
+                        .take(words)
+                        .collect::<Vec<_>>()
+                        .join(" ")
+                )
+            })
+            .collect()
+    }
+
     fn ndcg(&self, ranked: &[Vec<i64>]) -> f64 {
         let total: f64 = ranked
             .iter()
@@ -309,18 +324,7 @@ async fn phase_cisi(args: &Args) -> Res<Value> {
     let nq = cisi.queries.len();
     let vectors: Vec<Value> = cisi.query_emb.iter().map(|e| json!(e)).collect();
     let texts: Vec<Value> = cisi.queries.iter().map(|(_, t)| json!(t)).collect();
-    let shorts: Vec<Value> = cisi
-        .queries
-        .iter()
-        .map(|(_, t)| {
-            json!(
-                t.split_whitespace()
-                    .take(args.short_words)
-                    .collect::<Vec<_>>()
-                    .join(" ")
-            )
-        })
-        .collect();
+    let shorts = cisi.short_queries(args.short_words);
     // BM25 binds the text alone ($1); the others the vector ($1) and the text ($2).
     let runs: [(&str, String); 11] = [
         (
@@ -511,18 +515,7 @@ async fn phase_synth(args: &Args) -> Res<Value> {
     eprintln!("synth: tarn load {load_s:.1} s, bm25 index {index_s:.1} s");
     let sql = r#"SELECT id FROM "ws"."t" ORDER BY body <#> $1 DESC LIMIT 10"#;
     let texts: Vec<Value> = cisi.queries.iter().map(|(_, t)| json!(t)).collect();
-    let shorts: Vec<Value> = cisi
-        .queries
-        .iter()
-        .map(|(_, t)| {
-            json!(
-                t.split_whitespace()
-                    .take(args.short_words)
-                    .collect::<Vec<_>>()
-                    .join(" ")
-            )
-        })
-        .collect();
+    let shorts = cisi.short_queries(args.short_words);
     let bm25_of = |s: Session, texts: Vec<Value>| {
         move |i: usize| {
             let (s, p) = (s.clone(), texts[i].clone());
