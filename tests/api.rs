@@ -115,6 +115,104 @@ async fn no_api_key_secret_is_written_to_disk() -> TestResult {
     Ok(())
 }
 
+/// A transport error of a host program, judged by the same policy.
+#[derive(Debug)]
+struct Transport(u16, Option<std::time::Duration>);
+
+impl tarn::Retryable for Transport {
+    fn status(&self) -> u16 {
+        self.0
+    }
+    fn retry_after(&self) -> Option<std::time::Duration> {
+        self.1
+    }
+}
+
+/// SPEC §1's retry policy on tokio's paused clock: 429/502/503/504 are retried after
+/// 1 s, 2 s and 4 s (or the longer wait a 429 asks for); anything else, and the failure
+/// after the last retry, comes back as it is; the library's own 429 plugs in.
+#[tokio::test(start_paused = true)]
+async fn retry_policy_backs_off_on_transient_statuses_only() -> TestResult {
+    use std::time::Duration;
+    use tarn::RetryPolicy;
+    use tokio::time::Instant;
+    let policy = RetryPolicy::new();
+    let run = |script: Vec<Result<u32, Transport>>| async move {
+        let calls = std::sync::atomic::AtomicUsize::new(0);
+        let t0 = Instant::now();
+        let out = policy
+            .run(|| {
+                let i = calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                let r = match script.get(i) {
+                    Some(Ok(v)) => Ok(*v),
+                    Some(Err(Transport(s, w))) => Err(Transport(*s, *w)),
+                    None => Ok(0),
+                };
+                async move { r }
+            })
+            .await;
+        (out, calls.into_inner(), t0.elapsed())
+    };
+    // Three transient failures, then success: waits of 1 + 2 + 4 s.
+    let (out, calls, waited) = run(vec![
+        Err(Transport(503, None)),
+        Err(Transport(502, None)),
+        Err(Transport(504, None)),
+        Ok(7),
+    ])
+    .await;
+    assert_eq!(
+        (out.ok(), calls, waited),
+        (Some(7), 4, Duration::from_secs(7))
+    );
+    // Not transient: no retry, no wait.
+    for status in [400, 401, 403, 404, 409, 500] {
+        let (out, calls, waited) = run(vec![Err(Transport(status, None)), Ok(1)]).await;
+        assert_eq!(out.err().map(|e| e.0), Some(status));
+        assert_eq!((calls, waited), (1, Duration::ZERO), "{status}");
+    }
+    // Always rate limited: four calls, then the last 429.
+    let (out, calls, waited) = run(vec![
+        Err(Transport(429, None)),
+        Err(Transport(429, None)),
+        Err(Transport(429, None)),
+        Err(Transport(429, None)),
+        Ok(1),
+    ])
+    .await;
+    assert_eq!(out.err().map(|e| e.0), Some(429));
+    assert_eq!((calls, waited), (4, Duration::from_secs(7)));
+    // A 429 asking for longer than the backoff gets its wait.
+    let (out, _, waited) = run(vec![
+        Err(Transport(429, Some(Duration::from_secs(5)))),
+        Ok(2),
+    ])
+    .await;
+    assert_eq!((out.ok(), waited), (Some(2), Duration::from_secs(5)));
+
+    // The library's own 429 (a bucket of one call a second, which the paused clock does
+    // not refill): retried, then returned with its status.
+    let dir = tempfile::tempdir()?;
+    let tarn = Tarn::open_with(dir.path(), Options::new().rate_limit(1.0, 1)).await?;
+    let user = tarn.create_user("r@example.com", "R").await?;
+    let s = tarn
+        .connect(&tarn.create_api_key(&user.id, "k").await?.secret)
+        .await?;
+    s.me().await?;
+    let calls = std::sync::atomic::AtomicUsize::new(0);
+    let err = policy
+        .run(|| {
+            calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            s.me()
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(err.status(), 429);
+    assert!(err.retry_after().is_some());
+    assert_eq!(calls.into_inner(), 4);
+    Ok(())
+}
+
 #[tokio::test]
 async fn organizations_and_workspaces() -> TestResult {
     let (tarn, s) = session().await?;

@@ -25,6 +25,7 @@
 
 mod error;
 mod resources;
+mod retry;
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -44,6 +45,7 @@ use tokio::sync::OwnedMutexGuard;
 pub use datafusion::arrow;
 pub use error::{Error, ErrorKind, Result};
 pub use resources::*;
+pub use retry::{RetryPolicy, Retryable};
 pub use tarn_storage::{BuildProgress, SyncMode};
 
 /// Storage extension points: the file backend trait, a fault-injecting backend for
