@@ -5,6 +5,7 @@
 //! candidates and fuses them.
 
 use std::collections::{BTreeSet, HashMap};
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use tarn_catalog::ColumnId;
 use tarn_hybrid::{ArmScores, Fuser, Fusion, Weights};
@@ -19,6 +20,40 @@ use crate::{Error, Result};
 /// Live rows from which a hybrid top-k runs its two arms on two threads: below, both
 /// arms together cost about what starting a thread does.
 const PARALLEL_ARMS_ROWS: usize = 1_000;
+
+/// Arm threads running now, across every search of the process: at most one per core,
+/// so that many hybrid searches at once do not start a thread each (the arms then run
+/// one after the other on the searching thread, as on a busy machine they would anyway).
+static ARM_THREADS: AtomicUsize = AtomicUsize::new(0);
+
+/// A claim on one of the [`ARM_THREADS`], given back when dropped.
+struct ArmThread;
+
+impl ArmThread {
+    fn claim() -> Option<ArmThread> {
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        ARM_THREADS
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (n < cores).then_some(n + 1)
+            })
+            .ok()
+            .map(|_| ArmThread)
+    }
+}
+
+impl Drop for ArmThread {
+    fn drop(&mut self) {
+        ARM_THREADS.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// The message of a panic caught from a thread.
+fn panic_text(p: &(dyn std::any::Any + Send)) -> &str {
+    p.downcast_ref::<&str>()
+        .copied()
+        .or_else(|| p.downcast_ref::<String>().map(String::as_str))
+        .unwrap_or("a panic")
+}
 
 /// Candidates each arm contributes for `k` rows wanted.
 pub fn arm_candidates(k: usize) -> usize {
@@ -185,19 +220,25 @@ pub fn hybrid_top_k(
             }
         };
         // The arms are independent: over a table large enough to pay for a thread,
-        // the vector arm runs on one of its own while this thread runs the text arm.
+        // and when a core is free, the vector arm runs on a thread of its own while
+        // this thread runs the text arm (an error of either waits for the other).
         let live: usize = version.segments().iter().map(|s| s.live_count()).sum();
-        let parallel = live >= PARALLEL_ARMS_ROWS && req.vector.is_some() && req.text.is_some();
-        let (vector_best, (text_best, all)) = if parallel {
+        let claim = (live >= PARALLEL_ARMS_ROWS && req.vector.is_some() && req.text.is_some())
+            .then(ArmThread::claim)
+            .flatten();
+        let (vector_best, (text_best, all)) = if let Some(_claim) = claim {
             std::thread::scope(|scope| {
                 let vector = std::thread::Builder::new()
                     .name("tarn-hybrid-arm".into())
                     .spawn_scoped(scope, vector_arm);
                 let text = text_arm();
                 let vector = match vector {
-                    Ok(handle) => handle
-                        .join()
-                        .unwrap_or_else(|_| Err(Error::Internal("the vector arm panicked".into()))),
+                    Ok(handle) => handle.join().unwrap_or_else(|p| {
+                        Err(Error::Internal(format!(
+                            "the vector arm panicked: {}",
+                            panic_text(p.as_ref())
+                        )))
+                    }),
                     // No thread to be had: the arm runs here.
                     Err(_) => vector_arm(),
                 };

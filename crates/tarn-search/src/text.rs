@@ -189,8 +189,8 @@ impl TextSearch {
     }
 
     /// Whether the best matches come through pruned postings (a query of few
-    /// clauses); else finding them scores every match anyway, and
-    /// [`TextSearch::all_matches`] costs about what [`TextSearch::top_matches`] does.
+    /// clauses); else finding them scores every match anyway, and keeping every
+    /// match's score costs about what [`TextSearch::top_matches`] does.
     pub fn prunes(&self) -> bool {
         TextIndex::prunes(self.weights.query())
     }
