@@ -21,6 +21,9 @@ fn rss_anon() -> Option<u64> {
 const ROWS: i64 = 2_000_000;
 const QUERY_MEMORY: usize = 256 << 20;
 const BATCH: i64 = 50_000;
+/// The table's least size on disk (its rows hold ~312 MB; how much more the files take
+/// depends on how far compaction got).
+const TABLE_FLOOR: u64 = 300 << 20;
 
 fn batch(from: i64, to: i64) -> Result<RecordBatch, tarn::arrow::error::ArrowError> {
     // ~150 bytes of text per row, in a shuffled order so a sort has work to do.
@@ -78,7 +81,7 @@ async fn rss_anon_stays_bounded_for_a_table_many_times_the_memtable() -> TestRes
     let details = s.table("ws", "big").await?;
     assert_eq!(details.row_count, ROWS as u64);
     let table_bytes = (details.size_mb * 1024.0 * 1024.0) as u64;
-    assert!(table_bytes > 300 << 20, "table is {table_bytes} bytes");
+    assert!(table_bytes > TABLE_FLOOR, "table is {table_bytes} bytes");
     let after_write = peak;
 
     // A full scan and aggregate streams through the mapped files.
@@ -118,15 +121,20 @@ async fn rss_anon_stays_bounded_for_a_table_many_times_the_memtable() -> TestRes
         after_write >> 20,
         peak >> 20
     );
-    // Writing: memtable, commit buffers and allocator slack, not the table.
+    // Writing: memtable, commit and merge buffers and allocator slack, not the table. The
+    // budget is a constant, not a share of `table_bytes` (which depends on how far
+    // compaction got: 366 to 534 MiB on the same rows). With one malloc arena
+    // (MALLOC_ARENA_MAX=1) the growth is ~110 MiB after half the rows and ~115 after all;
+    // glibc's other arenas (up to 8 per core) each keep their own high-water mark.
+    const WRITE_BUDGET: u64 = 256 << 20;
     assert!(
-        after_write < table_bytes / 2,
+        after_write < WRITE_BUDGET,
         "RssAnon grew by {after_write} bytes writing a table of {table_bytes} bytes"
     );
-    // The second half of the rows costs little more memory than the first (what does
+    // The second half of the rows costs far less memory than its share of the table (what does
     // grow is allocator slack: glibc keeps a freed high-water mark per thread arena).
     assert!(
-        after_write < first_half + table_bytes / 4,
+        after_write < first_half + TABLE_FLOOR / 3,
         "RssAnon grew from {first_half} to {after_write} bytes over the second half"
     );
     // Reading: the query memory budget on top, not the table.
