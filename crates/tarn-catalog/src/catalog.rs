@@ -37,6 +37,10 @@ pub struct ApiKeyRecord {
     pub created_at: String,
     /// Revoked keys never authenticate again.
     pub revoked: bool,
+    /// When the key was last used, as Unix seconds, as of the last time uses were
+    /// recorded (the facade counts uses in memory and records them on close).
+    #[serde(default)]
+    pub last_used: Option<i64>,
 }
 
 /// An organization.
@@ -285,6 +289,12 @@ pub enum CatalogOp {
     RevokeApiKey {
         /// Key id.
         key_id: String,
+    },
+    /// Record when API keys were last used (Unix seconds, by key id). A key that no
+    /// longer exists is skipped: uses are advisory and never fail a commit.
+    RecordKeyUses {
+        /// (key id, Unix seconds).
+        uses: Vec<(String, i64)>,
     },
     /// Add an organization.
     CreateOrg(OrgRecord),
@@ -649,6 +659,13 @@ impl Catalog {
                     .ok_or_else(|| missing("key"))?;
                 key.revoked = true;
                 self.keys_by_hash.remove(&key.hash);
+            }
+            CatalogOp::RecordKeyUses { uses } => {
+                for (id, at) in uses {
+                    if let Some(key) = self.api_keys.get_mut(id) {
+                        key.last_used = key.last_used.max(Some(*at));
+                    }
+                }
             }
             CatalogOp::CreateOrg(o) => {
                 if self.orgs.contains_key(&o.id) {

@@ -23,6 +23,7 @@
 
 #![forbid(unsafe_code)]
 
+mod access;
 mod error;
 mod resources;
 mod retry;
@@ -30,22 +31,24 @@ mod retry;
 use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 use sha2::{Digest, Sha256};
-use tarn_catalog::{
-    ApiKeyRecord, Catalog, CatalogOp, OrgRecord, Role, UserRecord, WorkspaceRecord,
-};
+use tarn_catalog::{ApiKeyRecord, Catalog, CatalogOp, OrgRecord, UserRecord, WorkspaceRecord};
 use tarn_sql::{Limits, SqlEngine};
 use tarn_storage::{Database, FileBackend, Op, StdBackend, StorageOptions};
 use tokio::sync::OwnedMutexGuard;
 
+use access::{Access, org_not_found};
+pub use access::{Operation, PERMISSIONS, Permission, Scope};
 /// The Arrow crate Tarn's record batches come from (`query_arrow`, `insert_arrow`).
 pub use datafusion::arrow;
 pub use error::{Error, ErrorKind, Result};
 pub use resources::*;
 pub use retry::{RetryPolicy, Retryable};
+pub use tarn_catalog::Role;
 pub use tarn_storage::{BuildProgress, SyncMode};
 
 /// Storage extension points: the file backend trait, a fault-injecting backend for
@@ -192,6 +195,25 @@ struct Inner {
     engine: SqlEngine,
     options: Options,
     buckets: Mutex<HashMap<String, Bucket>>,
+    /// When each key was last used, by key id: counted here, where a call costs one
+    /// atomic store, and written to the catalog on close (a catalog commit per call
+    /// would put a log write on every read).
+    key_uses: Mutex<HashMap<String, Arc<KeyUse>>>,
+}
+
+/// When one API key was last used (Unix seconds; 0 = not since open).
+#[derive(Debug, Default)]
+struct KeyUse(AtomicI64);
+
+impl KeyUse {
+    fn record(&self) {
+        self.0
+            .fetch_max(chrono::Utc::now().timestamp(), Ordering::Relaxed);
+    }
+
+    fn get(&self) -> Option<i64> {
+        Some(self.0.load(Ordering::Relaxed)).filter(|t| *t > 0)
+    }
 }
 
 /// An open database. Cheap to clone; all clones share it.
@@ -208,6 +230,39 @@ impl std::fmt::Debug for Tarn {
 
 fn now_iso() -> String {
     chrono::Utc::now().format("%Y-%m-%dT%H:%M:%SZ").to_string()
+}
+
+/// ISO 8601 UTC of Unix seconds `t`.
+fn iso_of(t: i64) -> String {
+    chrono::DateTime::from_timestamp(t, 0)
+        .unwrap_or_default()
+        .format("%Y-%m-%dT%H:%M:%SZ")
+        .to_string()
+}
+
+/// `a == b` in time that depends only on the lengths.
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    subtle::ConstantTimeEq::ct_eq(a, b).into()
+}
+
+/// A valid e-mail address, trimmed and in lower case, or 400.
+fn normalize_email(email: &str) -> Result<String> {
+    let email = email.trim().to_lowercase();
+    if !email.contains('@') || email.len() > 320 {
+        return Err(Error::bad(format!("invalid e-mail address \"{email}\"")));
+    }
+    Ok(email)
+}
+
+/// A new, unverified user.
+fn new_user(email: String, name: String) -> UserRecord {
+    UserRecord {
+        id: uuid::Uuid::new_v4().to_string(),
+        email,
+        name,
+        verified: false,
+        date_joined: chrono::Utc::now().timestamp(),
+    }
 }
 
 fn hash_secret(secret: &str) -> String {
@@ -259,6 +314,7 @@ impl Tarn {
                 engine,
                 options,
                 buckets: Mutex::new(HashMap::new()),
+                key_uses: Mutex::new(HashMap::new()),
             }),
         })
     }
@@ -288,6 +344,7 @@ impl Tarn {
     /// thread the closing checkpoint is skipped rather than block the runtime, so the
     /// next open replays the log.
     pub async fn close(&self) -> Result<()> {
+        self.record_key_uses().await?;
         let db = self.db().clone();
         tokio::task::spawn_blocking(move || db.close())
             .await
@@ -309,23 +366,41 @@ impl Tarn {
         })
     }
 
-    /// Creates a user (the embedded stand-in for the web console). E-mails are unique.
-    pub async fn create_user(&self, email: &str, name: &str) -> Result<User> {
-        let email = email.trim().to_lowercase();
-        if !email.contains('@') || email.len() > 320 {
-            return Err(Error::bad(format!("invalid e-mail address \"{email}\"")));
+    /// Writes the key uses counted since open to the catalog (see `Inner::key_uses`).
+    async fn record_key_uses(&self) -> Result<()> {
+        if self.db().is_closed() {
+            return Ok(());
         }
+        let ddl = self.inner.engine.locks().ddl().await;
+        let catalog = self.catalog();
+        let uses: Vec<(String, i64)> = self
+            .inner
+            .key_uses
+            .lock()
+            .iter()
+            .filter_map(|(id, u)| Some((id.clone(), u.get()?)))
+            .filter(|(id, at)| catalog.api_key(id).is_some_and(|k| k.last_used < Some(*at)))
+            .collect();
+        if uses.is_empty() {
+            return Ok(());
+        }
+        self.commit(
+            vec![Op::Catalog(CatalogOp::RecordKeyUses { uses })],
+            vec![ddl],
+        )
+        .await
+    }
+
+    /// Creates a user (the embedded stand-in for the web console). E-mails are unique
+    /// (compared in lower case). An e-mail added to an organization before its user
+    /// existed ([`Session::add_member`]) already has an unverified user: this is 409 too.
+    pub async fn create_user(&self, email: &str, name: &str) -> Result<User> {
+        let email = normalize_email(email)?;
         let ddl = self.inner.engine.locks().ddl().await;
         if self.catalog().user_by_email(&email).is_some() {
             return Err(Error::conflict(format!("user \"{email}\" already exists")));
         }
-        let user = UserRecord {
-            id: uuid::Uuid::new_v4().to_string(),
-            email,
-            name: name.to_string(),
-            verified: false,
-            date_joined: chrono::Utc::now().timestamp(),
-        };
+        let user = new_user(email, name.to_string());
         self.commit(
             vec![Op::Catalog(CatalogOp::CreateUser(user.clone()))],
             vec![ddl],
@@ -366,6 +441,7 @@ impl Tarn {
             hash: hash_secret(&secret),
             created_at: now_iso(),
             revoked: false,
+            last_used: None,
         };
         let mut ops = vec![Op::Catalog(CatalogOp::CreateApiKey(record.clone()))];
         if !user.verified {
@@ -382,7 +458,7 @@ impl Tarn {
         })
     }
 
-    /// A user's API keys (never the secrets).
+    /// A user's API keys (never the secrets), with when each was last used.
     pub async fn api_keys(&self, user_id: &str) -> Result<Vec<ApiKeyInfo>> {
         let catalog = self.catalog();
         if catalog.user(user_id).is_none() {
@@ -390,6 +466,7 @@ impl Tarn {
                 "user \"{user_id}\" does not exist"
             )));
         }
+        let uses = self.inner.key_uses.lock();
         Ok(catalog
             .api_keys_of(user_id)
             .into_iter()
@@ -397,6 +474,10 @@ impl Tarn {
                 id: k.id.clone(),
                 label: k.label.clone(),
                 created_at: k.created_at.clone(),
+                last_used_at: k
+                    .last_used
+                    .max(uses.get(&k.id).and_then(|u| u.get()))
+                    .map(iso_of),
                 revoked: k.revoked,
             })
             .collect())
@@ -423,18 +504,33 @@ impl Tarn {
     }
 
     /// A session for the key's user; 401 for an unknown or revoked key.
+    ///
+    /// The secret's SHA-256 finds the key, and the stored digest is then compared with
+    /// the computed one in constant time, so how long a rejection takes says nothing
+    /// about how close a guess was.
     pub async fn connect(&self, secret: &str) -> Result<Session> {
+        self.check_open()?;
         let catalog = self.catalog();
+        let hash = hash_secret(secret);
         let key = catalog
-            .api_key_by_hash(&hash_secret(secret))
-            .filter(|k| !k.revoked)
+            .api_key_by_hash(&hash)
+            .filter(|k| !k.revoked && constant_time_eq(k.hash.as_bytes(), hash.as_bytes()))
             .ok_or_else(|| Error::new(ErrorKind::Unauthorized, "invalid or revoked API key"))?;
+        let used = self
+            .inner
+            .key_uses
+            .lock()
+            .entry(key.id.clone())
+            .or_default()
+            .clone();
+        used.record();
         Ok(Session {
             tarn: self.clone(),
             user_id: key.user_id.clone(),
             key_id: key.id.clone(),
             org: None,
             settings: Arc::default(),
+            used,
         })
     }
 
@@ -485,18 +581,36 @@ pub struct Session {
     key_id: String,
     org: Option<String>,
     settings: Arc<parking_lot::Mutex<tarn_sql::Settings>>,
-}
-
-fn org_not_found(id: &str) -> Error {
-    Error::not_found(format!("organization \"{id}\" does not exist"))
+    used: Arc<KeyUse>,
 }
 
 fn ws_not_found(id: &str) -> Error {
     Error::not_found(format!("workspace \"{id}\" does not exist"))
 }
 
+fn parse_role(role: &str) -> Result<Role> {
+    Role::parse(role).ok_or_else(|| {
+        Error::bad(format!(
+            "invalid role \"{role}\": a role is \"admin\" or \"member\""
+        ))
+    })
+}
+
+fn member_not_found(org: &str, user_id: &str) -> Error {
+    Error::not_found(format!(
+        "user \"{user_id}\" is not a member of organization \"{org}\""
+    ))
+}
+
+fn last_admin(org: &str) -> Error {
+    Error::conflict(format!(
+        "organization \"{org}\" must keep at least one admin"
+    ))
+}
+
 impl Session {
     /// The same session scoped to organization `org_id` (the org header equivalent).
+    /// Nothing is checked here: every call made through the new session is.
     pub fn with_org(&self, org_id: &str) -> Session {
         Session {
             org: Some(org_id.to_string()),
@@ -504,66 +618,25 @@ impl Session {
         }
     }
 
-    /// Rate limit, and the role of this user in `org` (404 when not a member).
-    fn role_in(&self, catalog: &Catalog, org: &str) -> Result<Role> {
-        catalog.org(org).ok_or_else(|| org_not_found(org))?;
-        catalog
-            .role(org, &self.user_id)
-            .ok_or_else(|| org_not_found(org))
+    fn ddl(&self) -> &Arc<tarn_sql::Locks> {
+        self.tarn.inner.engine.locks()
     }
 
-    fn begin(&self) -> Result<Arc<Catalog>> {
-        self.tarn.check_open()?;
-        self.tarn.check_rate(&self.key_id)?;
-        let catalog = self.tarn.catalog();
-        // A key revoked after connect stops working at once.
-        if catalog.api_key(&self.key_id).is_none_or(|k| k.revoked) {
-            return Err(Error::new(
-                ErrorKind::Unauthorized,
-                "invalid or revoked API key",
-            ));
-        }
-        Ok(catalog)
-    }
-
-    /// The session's organization, checked for membership.
-    fn org(&self, catalog: &Catalog) -> Result<(String, Role)> {
-        let org = self
-            .org
-            .clone()
-            .ok_or_else(|| Error::bad("organization id required"))?;
-        let role = self.role_in(catalog, &org)?;
-        Ok((org, role))
-    }
-
-    fn workspace_of(&self, catalog: &Catalog, ws: &str) -> Result<(String, Role)> {
-        let (org, role) = self.org(catalog)?;
-        catalog
-            .workspace(&org, ws)
-            .ok_or_else(|| ws_not_found(ws))?;
-        Ok((org, role))
-    }
-
-    /// The organization of a data call in workspace `ws`, after the key, membership
-    /// and workspace checks.
-    fn data_org(&self, ws: &str) -> Result<String> {
-        let catalog = self.begin()?;
-        Ok(self.workspace_of(&catalog, ws)?.0)
-    }
-
-    /// The current user.
+    /// The current user, with the organizations they belong to.
     pub async fn me(&self) -> Result<User> {
-        let catalog = self.begin()?;
-        let u = catalog
+        let access = self.authorize(Operation::Me, "")?;
+        let u = access
+            .catalog
             .user(&self.user_id)
             .ok_or_else(|| Error::new(ErrorKind::Unauthorized, "user no longer exists"))?;
-        Ok(self.tarn.user_view(&catalog, u))
+        Ok(self.tarn.user_view(&access.catalog, u))
     }
 
     /// Organizations the user belongs to.
     pub async fn organizations(&self) -> Result<Vec<Organization>> {
-        let catalog = self.begin()?;
-        Ok(catalog
+        let access = self.authorize(Operation::Organizations, "")?;
+        Ok(access
+            .catalog
             .orgs_of(&self.user_id)
             .into_iter()
             .map(org_view)
@@ -572,10 +645,9 @@ impl Session {
 
     /// One organization with member and pending-invite counts.
     pub async fn organization(&self, id: &str) -> Result<OrganizationDetail> {
-        let catalog = self.begin()?;
-        self.role_in(&catalog, id)?;
-        let org = catalog.org(id).ok_or_else(|| org_not_found(id))?;
-        let members = catalog.members_of(id);
+        let access = self.authorize(Operation::Organization, id)?;
+        let org = access.catalog.org(id).ok_or_else(|| org_not_found(id))?;
+        let members = access.catalog.members_of(id);
         Ok(OrganizationDetail {
             organization: org_view(org),
             member_count: members.len() as u64,
@@ -585,9 +657,9 @@ impl Session {
 
     /// Creates an organization; the creator becomes its admin.
     pub async fn create_organization(&self, id: &str, name: &str) -> Result<IdName> {
-        self.begin()?;
+        self.authorize(Operation::CreateOrganization, "")?;
         tarn_catalog::validate_id("organization", id)?;
-        let ddl = self.tarn.inner.engine.locks().ddl().await;
+        let ddl = self.ddl().ddl().await;
         if self.tarn.catalog().org(id).is_some() {
             return Err(Error::conflict(format!(
                 "organization \"{id}\" already exists"
@@ -617,21 +689,11 @@ impl Session {
         })
     }
 
-    fn require_admin(role: Role) -> Result<()> {
-        match role {
-            Role::Admin => Ok(()),
-            Role::Member => Err(Error::new(
-                ErrorKind::Forbidden,
-                "this operation requires the admin role",
-            )),
-        }
-    }
-
     /// Renames an organization (admin).
     pub async fn update_organization(&self, id: &str, name: &str) -> Result<IdName> {
-        self.begin()?;
-        let ddl = self.tarn.inner.engine.locks().ddl().await;
-        Self::require_admin(self.role_in(&self.tarn.catalog(), id)?)?;
+        self.authorize(Operation::UpdateOrganization, id)?;
+        let ddl = self.ddl().ddl().await;
+        self.permit(Operation::UpdateOrganization, id, &self.tarn.catalog())?;
         self.tarn
             .commit(
                 vec![Op::Catalog(CatalogOp::RenameOrg {
@@ -647,13 +709,13 @@ impl Session {
         })
     }
 
-    /// Deletes an organization with its workspaces and tables (admin).
+    /// Deletes an organization with its members, workspaces and tables (admin).
     pub async fn delete_organization(&self, id: &str) -> Result<()> {
-        self.begin()?;
-        let locks = self.tarn.inner.engine.locks().clone();
+        self.authorize(Operation::DeleteOrganization, id)?;
+        let locks = self.ddl().clone();
         let mut guards = vec![locks.ddl().await];
         let catalog = self.tarn.catalog();
-        Self::require_admin(self.role_in(&catalog, id)?)?;
+        self.permit(Operation::DeleteOrganization, id, &catalog)?;
         for t in catalog.all_tables().filter(|t| t.org_id == id) {
             guards.push(locks.table(t.id).await);
         }
@@ -667,13 +729,125 @@ impl Session {
             .await
     }
 
+    /// The members of organization `org`, by e-mail.
+    pub async fn members(&self, org: &str) -> Result<MemberList> {
+        let access = self.authorize(Operation::Members, org)?;
+        let mut members: Vec<Member> = access
+            .catalog
+            .members_of(org)
+            .into_iter()
+            .map(|(u, role)| member_view(u, role))
+            .collect();
+        members.sort_by(|a, b| a.email.cmp(&b.email));
+        Ok(MemberList {
+            total_count: members.len() as u64,
+            members,
+        })
+    }
+
+    /// Adds the user with e-mail `email` to organization `org` as `role` (`admin` or
+    /// `member`, else 400; admin only). An e-mail with no user yet creates an unverified
+    /// user (a pending invite, counted in `pending_invites_count` until the user gets
+    /// an API key). An existing member is 409.
+    pub async fn add_member(&self, org: &str, email: &str, role: &str) -> Result<Member> {
+        self.authorize(Operation::AddMember, org)?;
+        let role = parse_role(role)?;
+        let email = normalize_email(email)?;
+        let ddl = self.ddl().ddl().await;
+        let catalog = self.tarn.catalog();
+        self.permit(Operation::AddMember, org, &catalog)?;
+        let mut ops = Vec::new();
+        let user = match catalog.user_by_email(&email) {
+            Some(u) => {
+                if catalog.role(org, &u.id).is_some() {
+                    return Err(Error::conflict(format!(
+                        "user \"{email}\" is already a member of organization \"{org}\""
+                    )));
+                }
+                u.clone()
+            }
+            None => {
+                let u = new_user(email, String::new());
+                ops.push(Op::Catalog(CatalogOp::CreateUser(u.clone())));
+                u
+            }
+        };
+        ops.push(Op::Catalog(CatalogOp::PutMember(
+            tarn_catalog::MemberRecord {
+                org_id: org.to_string(),
+                user_id: user.id.clone(),
+                role,
+            },
+        )));
+        self.tarn.commit(ops, vec![ddl]).await?;
+        Ok(member_view(&user, role))
+    }
+
+    /// Changes a member's role (admin only). Demoting the organization's last admin is
+    /// 409; a user who is not a member is 404.
+    pub async fn update_member(&self, org: &str, user_id: &str, role: &str) -> Result<MemberRole> {
+        self.authorize(Operation::UpdateMember, org)?;
+        let role = parse_role(role)?;
+        let ddl = self.ddl().ddl().await;
+        let catalog = self.tarn.catalog();
+        self.permit(Operation::UpdateMember, org, &catalog)?;
+        let current = catalog
+            .role(org, user_id)
+            .ok_or_else(|| member_not_found(org, user_id))?;
+        if current == Role::Admin && role != Role::Admin && admins(&catalog, org) == 1 {
+            return Err(last_admin(org));
+        }
+        if current != role {
+            self.tarn
+                .commit(
+                    vec![Op::Catalog(CatalogOp::PutMember(
+                        tarn_catalog::MemberRecord {
+                            org_id: org.to_string(),
+                            user_id: user_id.to_string(),
+                            role,
+                        },
+                    ))],
+                    vec![ddl],
+                )
+                .await?;
+        }
+        Ok(MemberRole {
+            user_id: user_id.to_string(),
+            role: role.as_str().to_string(),
+        })
+    }
+
+    /// Removes a member (admin only); that user's sessions lose the organization at
+    /// their next call. Removing the last admin is 409; a non-member is 404.
+    pub async fn remove_member(&self, org: &str, user_id: &str) -> Result<()> {
+        self.authorize(Operation::RemoveMember, org)?;
+        let ddl = self.ddl().ddl().await;
+        let catalog = self.tarn.catalog();
+        self.permit(Operation::RemoveMember, org, &catalog)?;
+        let current = catalog
+            .role(org, user_id)
+            .ok_or_else(|| member_not_found(org, user_id))?;
+        if current == Role::Admin && admins(&catalog, org) == 1 {
+            return Err(last_admin(org));
+        }
+        self.tarn
+            .commit(
+                vec![Op::Catalog(CatalogOp::RemoveMember {
+                    org_id: org.to_string(),
+                    user_id: user_id.to_string(),
+                })],
+                vec![ddl],
+            )
+            .await
+    }
+
     /// Workspaces of the session's organization.
     pub async fn workspaces(&self) -> Result<WorkspaceList> {
-        let catalog = self.begin()?;
-        let (org, _) = self.org(&catalog)?;
+        let access = self.authorize(Operation::Workspaces, "")?;
         Ok(WorkspaceList {
-            data: catalog
-                .workspaces_of(&org)
+            data: access
+                .catalog
+                .workspaces_of(access.org())
                 .into_iter()
                 .map(ws_view)
                 .collect(),
@@ -682,10 +856,10 @@ impl Session {
 
     /// One workspace.
     pub async fn workspace(&self, id: &str) -> Result<WorkspaceDetail> {
-        let catalog = self.begin()?;
-        let (org, _) = self.org(&catalog)?;
-        let ws = catalog
-            .workspace(&org, id)
+        let access = self.authorize(Operation::Workspace, id)?;
+        let ws = access
+            .catalog
+            .workspace(access.org(), id)
             .ok_or_else(|| ws_not_found(id))?;
         Ok(WorkspaceDetail {
             workspace: ws_view(ws),
@@ -694,11 +868,14 @@ impl Session {
 
     /// Creates a workspace; its id is the SQL schema of its tables.
     pub async fn create_workspace(&self, id: &str, name: &str) -> Result<IdName> {
-        let catalog = self.begin()?;
-        let (org, _) = self.org(&catalog)?;
+        self.authorize(Operation::CreateWorkspace, "")?;
         tarn_catalog::validate_id("workspace", id)?;
-        let ddl = self.tarn.inner.engine.locks().ddl().await;
-        if self.tarn.catalog().workspace(&org, id).is_some() {
+        let ddl = self.ddl().ddl().await;
+        let catalog = self.tarn.catalog();
+        let org = self
+            .permit(Operation::CreateWorkspace, "", &catalog)?
+            .unwrap_or_default();
+        if catalog.workspace(&org, id).is_some() {
             return Err(Error::conflict(format!(
                 "workspace \"{id}\" already exists"
             )));
@@ -722,10 +899,12 @@ impl Session {
 
     /// Renames a workspace.
     pub async fn update_workspace(&self, id: &str, name: &str) -> Result<IdName> {
-        self.begin()?;
-        let ddl = self.tarn.inner.engine.locks().ddl().await;
-        // Checked under the DDL lock: a workspace deleted meanwhile is a 404.
-        let (org, _) = self.workspace_of(&self.tarn.catalog(), id)?;
+        self.authorize(Operation::UpdateWorkspace, id)?;
+        let ddl = self.ddl().ddl().await;
+        // Checked again under the DDL lock: a workspace deleted meanwhile is a 404.
+        let org = self
+            .permit(Operation::UpdateWorkspace, id, &self.tarn.catalog())?
+            .unwrap_or_default();
         self.tarn
             .commit(
                 vec![Op::Catalog(CatalogOp::RenameWorkspace {
@@ -744,12 +923,14 @@ impl Session {
 
     /// Deletes a workspace with all its tables (admin).
     pub async fn delete_workspace(&self, id: &str) -> Result<()> {
-        let catalog = self.begin()?;
-        let (org, role) = self.workspace_of(&catalog, id)?;
-        Self::require_admin(role)?;
-        let locks = self.tarn.inner.engine.locks().clone();
+        self.authorize(Operation::DeleteWorkspace, id)?;
+        let locks = self.ddl().clone();
         let mut guards = vec![locks.ddl().await];
-        for t in self.tarn.catalog().tables_of(&org, id) {
+        let catalog = self.tarn.catalog();
+        let org = self
+            .permit(Operation::DeleteWorkspace, id, &catalog)?
+            .unwrap_or_default();
+        for t in catalog.tables_of(&org, id) {
             guards.push(locks.table(t.id).await);
         }
         self.tarn
@@ -765,10 +946,10 @@ impl Session {
 
     /// Tables of a workspace with their row counts.
     pub async fn tables(&self, ws: &str) -> Result<Vec<TableSummary>> {
-        let catalog = self.begin()?;
-        let (org, _) = self.workspace_of(&catalog, ws)?;
-        Ok(catalog
-            .tables_of(&org, ws)
+        let access = self.authorize(Operation::Tables, ws)?;
+        Ok(access
+            .catalog
+            .tables_of(access.org(), ws)
             .into_iter()
             .map(|t| TableSummary {
                 name: t.name.clone(),
@@ -783,9 +964,9 @@ impl Session {
 
     /// One table's columns (PostgreSQL type names), row count and size.
     pub async fn table(&self, ws: &str, table: &str) -> Result<TableDetails> {
-        let catalog = self.begin()?;
-        let (org, _) = self.workspace_of(&catalog, ws)?;
-        let def = catalog.table(&org, ws, table).ok_or_else(|| {
+        let access = self.authorize(Operation::Table, ws)?;
+        let catalog = &access.catalog;
+        let def = catalog.table(access.org(), ws, table).ok_or_else(|| {
             Error::not_found(format!("relation \"{ws}\".\"{table}\" does not exist"))
         })?;
         let snapshot = self.tarn.db().table(def.id).map(|s| s.snapshot());
@@ -826,26 +1007,27 @@ impl Session {
 
     /// Drops a table (404 if it does not exist).
     pub async fn drop_table(&self, ws: &str, table: &str) -> Result<()> {
+        let access = self.authorize(Operation::DropTable, ws)?;
         let sql = format!(
             "DROP TABLE \"{}\".\"{}\"",
             ws.replace('"', "\"\""),
             table.replace('"', "\"\"")
         );
-        self.query(ws, &sql, &[]).await.map(|_| ())
+        self.run(access, ws, &sql, &[]).await.map(|_| ())
     }
 
     async fn run(
         &self,
+        access: Access,
         ws: &str,
         sql: &str,
         params: &[serde_json::Value],
     ) -> Result<tarn_sql::StatementResult> {
-        let org = self.data_org(ws)?;
         Ok(self
             .tarn
             .inner
             .engine
-            .execute(&org, ws, sql, params, &self.settings)
+            .execute(access.org(), ws, sql, params, &self.settings)
             .await?)
     }
 
@@ -857,7 +1039,8 @@ impl Session {
         params: &[serde_json::Value],
     ) -> Result<QueryResult> {
         let start = Instant::now();
-        let out = self.run(ws, sql, params).await?;
+        let access = self.authorize(Operation::Query, ws)?;
+        let out = self.run(access, ws, sql, params).await?;
         let row_count = out.row_count();
         let rows = match &out.batches {
             None => None,
@@ -886,7 +1069,8 @@ impl Session {
         sql: &str,
         params: &[serde_json::Value],
     ) -> Result<ArrowResult> {
-        let out = self.run(ws, sql, params).await?;
+        let access = self.authorize(Operation::QueryArrow, ws)?;
+        let out = self.run(access, ws, sql, params).await?;
         Ok(ArrowResult {
             schema: out.schema,
             batches: out.batches,
@@ -904,12 +1088,12 @@ impl Session {
         table: &str,
         batches: &[datafusion::arrow::record_batch::RecordBatch],
     ) -> Result<u64> {
-        let org = self.data_org(ws)?;
+        let access = self.authorize(Operation::InsertArrow, ws)?;
         Ok(self
             .tarn
             .inner
             .engine
-            .insert_arrow(&org, ws, table, batches)
+            .insert_arrow(access.org(), ws, table, batches)
             .await?)
     }
 
@@ -922,12 +1106,12 @@ impl Session {
         params_batch: &[Vec<serde_json::Value>],
     ) -> Result<BatchResult> {
         let start = Instant::now();
-        let org = self.data_org(ws)?;
+        let access = self.authorize(Operation::QueryBatch, ws)?;
         let totals = self
             .tarn
             .inner
             .engine
-            .execute_batch(&org, ws, sql, params_batch, &self.settings)
+            .execute_batch(access.org(), ws, sql, params_batch, &self.settings)
             .await?;
         Ok(BatchResult {
             statements: totals.statements,
@@ -935,6 +1119,23 @@ impl Session {
             row_count: totals.row_count,
             execution_time_ms: start.elapsed().as_secs_f64() * 1000.0,
         })
+    }
+}
+
+/// How many admins organization `org` has.
+fn admins(catalog: &Catalog, org: &str) -> usize {
+    catalog
+        .members_of(org)
+        .iter()
+        .filter(|(_, r)| *r == Role::Admin)
+        .count()
+}
+
+fn member_view(u: &UserRecord, role: Role) -> Member {
+    Member {
+        user_id: u.id.clone(),
+        email: u.email.clone(),
+        role: role.as_str().to_string(),
     }
 }
 

@@ -51,6 +51,10 @@ pub struct ApiKeyInfo {
     pub label: String,
     /// ISO 8601 UTC.
     pub created_at: String,
+    /// When the key last authenticated a call (ISO 8601 UTC), `None` if never. Uses are
+    /// counted in memory and written to the database on [`crate::Tarn::close`]: after a
+    /// crash, uses since the last close are forgotten (the time only moves back).
+    pub last_used_at: Option<String>,
     /// Revoked keys no longer connect.
     pub revoked: bool,
 }
@@ -207,4 +211,33 @@ pub struct ArrowResult {
     pub batches: Option<Vec<datafusion::arrow::record_batch::RecordBatch>>,
     /// Rows written.
     pub rows_affected: u64,
+}
+
+/// A member of an organization (`GET …/members` lists them; `add_member` returns one).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Member {
+    /// User id.
+    pub user_id: String,
+    /// E-mail.
+    pub email: String,
+    /// `admin` or `member`.
+    pub role: String,
+}
+
+/// `GET /organizations/{id}/members`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct MemberList {
+    /// The members, by e-mail.
+    pub members: Vec<Member>,
+    /// How many.
+    pub total_count: u64,
+}
+
+/// What `update_member` returns.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct MemberRole {
+    /// User id.
+    pub user_id: String,
+    /// The new role: `admin` or `member`.
+    pub role: String,
 }

@@ -1,0 +1,264 @@
+//! Who may do what (SPEC §1 "Permissions"): one table, [`PERMISSIONS`], with a row for
+//! every [`Session`] method, and the one check, [`Session::authorize`], that every
+//! method runs before it does anything else.
+//!
+//! The order of the checks decides which error a caller sees when several apply, and
+//! it is chosen so that nothing leaks:
+//!
+//! 1. the database is open (500 `the database is closed`);
+//! 2. the API key still exists and is not revoked (401), read at every call, so a
+//!    revocation ends sessions already open;
+//! 3. the key's rate limit (429);
+//! 4. the scope: an org-scoped call without an organization is 400 `organization id
+//!    required`; an organization the user is not a member of — whether it exists or
+//!    not, and including one the user was just removed from — is 404, as is a
+//!    workspace the organization does not have;
+//! 5. the role (403), only once the caller has proved membership, so a 403 never tells
+//!    an outsider that something exists.
+
+use std::sync::Arc;
+
+use tarn_catalog::{Catalog, Role};
+
+use crate::{Error, ErrorKind, Result, Session};
+
+/// A [`Session`] method, as named in SPEC §1 (the names are the contract).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Operation {
+    /// [`Session::with_org`].
+    WithOrg,
+    /// [`Session::me`].
+    Me,
+    /// [`Session::organizations`].
+    Organizations,
+    /// [`Session::organization`].
+    Organization,
+    /// [`Session::create_organization`].
+    CreateOrganization,
+    /// [`Session::update_organization`].
+    UpdateOrganization,
+    /// [`Session::delete_organization`].
+    DeleteOrganization,
+    /// [`Session::members`].
+    Members,
+    /// [`Session::add_member`].
+    AddMember,
+    /// [`Session::update_member`].
+    UpdateMember,
+    /// [`Session::remove_member`].
+    RemoveMember,
+    /// [`Session::workspaces`].
+    Workspaces,
+    /// [`Session::workspace`].
+    Workspace,
+    /// [`Session::create_workspace`].
+    CreateWorkspace,
+    /// [`Session::update_workspace`].
+    UpdateWorkspace,
+    /// [`Session::delete_workspace`].
+    DeleteWorkspace,
+    /// [`Session::tables`].
+    Tables,
+    /// [`Session::table`].
+    Table,
+    /// [`Session::drop_table`].
+    DropTable,
+    /// [`Session::query`].
+    Query,
+    /// [`Session::query_arrow`].
+    QueryArrow,
+    /// [`Session::insert_arrow`].
+    InsertArrow,
+    /// [`Session::query_batch`].
+    QueryBatch,
+}
+
+/// What a call is about, which decides what membership it needs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scope {
+    /// Nothing is checked: the method only builds a value (every call made with that
+    /// value is checked in turn).
+    Unchecked,
+    /// The caller's own user: any valid key.
+    User,
+    /// The organization named by the call's argument (the session's organization does
+    /// not matter).
+    NamedOrg,
+    /// The session's organization ([`Session::with_org`]); 400 without one.
+    SessionOrg,
+    /// A workspace, named by the call's argument, of the session's organization.
+    Workspace,
+}
+
+/// One row of the permission table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Permission {
+    /// The method.
+    pub operation: Operation,
+    /// The method's name on [`Session`].
+    pub method: &'static str,
+    /// What the call is about.
+    pub scope: Scope,
+    /// The least role it needs in that organization (`None` outside organizations).
+    pub role: Option<Role>,
+}
+
+const fn row(
+    operation: Operation,
+    method: &'static str,
+    scope: Scope,
+    role: Option<Role>,
+) -> Permission {
+    Permission {
+        operation,
+        method,
+        scope,
+        role,
+    }
+}
+
+const ADMIN: Option<Role> = Some(Role::Admin);
+const MEMBER: Option<Role> = Some(Role::Member);
+
+/// SPEC §1's permission matrix, one row per [`Session`] method, in the order of
+/// [`Operation`] (a unit test holds the two in step; `tests/tenancy.rs` holds the rows
+/// in step with the methods `Session` has).
+pub const PERMISSIONS: [Permission; 23] = {
+    use Operation as O;
+    use Scope as S;
+    [
+        row(O::WithOrg, "with_org", S::Unchecked, None),
+        row(O::Me, "me", S::User, None),
+        row(O::Organizations, "organizations", S::User, None),
+        row(O::Organization, "organization", S::NamedOrg, MEMBER),
+        row(O::CreateOrganization, "create_organization", S::User, None),
+        row(
+            O::UpdateOrganization,
+            "update_organization",
+            S::NamedOrg,
+            ADMIN,
+        ),
+        row(
+            O::DeleteOrganization,
+            "delete_organization",
+            S::NamedOrg,
+            ADMIN,
+        ),
+        row(O::Members, "members", S::NamedOrg, MEMBER),
+        row(O::AddMember, "add_member", S::NamedOrg, ADMIN),
+        row(O::UpdateMember, "update_member", S::NamedOrg, ADMIN),
+        row(O::RemoveMember, "remove_member", S::NamedOrg, ADMIN),
+        row(O::Workspaces, "workspaces", S::SessionOrg, MEMBER),
+        row(O::Workspace, "workspace", S::Workspace, MEMBER),
+        row(
+            O::CreateWorkspace,
+            "create_workspace",
+            S::SessionOrg,
+            MEMBER,
+        ),
+        row(O::UpdateWorkspace, "update_workspace", S::Workspace, MEMBER),
+        row(O::DeleteWorkspace, "delete_workspace", S::Workspace, ADMIN),
+        row(O::Tables, "tables", S::Workspace, MEMBER),
+        row(O::Table, "table", S::Workspace, MEMBER),
+        row(O::DropTable, "drop_table", S::Workspace, MEMBER),
+        row(O::Query, "query", S::Workspace, MEMBER),
+        row(O::QueryArrow, "query_arrow", S::Workspace, MEMBER),
+        row(O::InsertArrow, "insert_arrow", S::Workspace, MEMBER),
+        row(O::QueryBatch, "query_batch", S::Workspace, MEMBER),
+    ]
+};
+
+impl Operation {
+    /// This method's row of [`PERMISSIONS`].
+    pub fn permission(self) -> &'static Permission {
+        &PERMISSIONS[self as usize]
+    }
+}
+
+/// What [`Session::authorize`] established: the catalog it checked against and, for
+/// org-scoped calls, the organization and the caller's role in it.
+pub(crate) struct Access {
+    pub catalog: Arc<Catalog>,
+    pub org: Option<String>,
+}
+
+impl Access {
+    /// The organization of an org-scoped call.
+    pub fn org(&self) -> &str {
+        self.org.as_deref().unwrap_or_default()
+    }
+}
+
+pub(crate) fn org_not_found(id: &str) -> Error {
+    Error::not_found(format!("organization \"{id}\" does not exist"))
+}
+
+impl Session {
+    /// Runs every check of `op`'s row of [`PERMISSIONS`] for a call about `target` (the
+    /// organization or workspace id the call names; ignored by other scopes), in the
+    /// order of the module's doc, and records the key's use.
+    pub(crate) fn authorize(&self, op: Operation, target: &str) -> Result<Access> {
+        self.tarn.check_open()?;
+        let catalog = self.tarn.catalog();
+        // A key revoked after connect stops working at once.
+        if catalog.api_key(&self.key_id).is_none_or(|k| k.revoked) {
+            return Err(Error::new(
+                ErrorKind::Unauthorized,
+                "invalid or revoked API key",
+            ));
+        }
+        self.tarn.check_rate(&self.key_id)?;
+        self.used.record();
+        let org = self.permit(op, target, &catalog)?;
+        Ok(Access { catalog, org })
+    }
+
+    /// The scope and role checks of `op` against `catalog` (also run again under the
+    /// DDL lock by the calls that change the catalog, so a membership or workspace
+    /// removed meanwhile is seen). Returns the organization of org-scoped calls.
+    pub(crate) fn permit(
+        &self,
+        op: Operation,
+        target: &str,
+        catalog: &Catalog,
+    ) -> Result<Option<String>> {
+        let rule = op.permission();
+        let org = match rule.scope {
+            Scope::Unchecked | Scope::User => return Ok(None),
+            Scope::NamedOrg => target,
+            Scope::SessionOrg | Scope::Workspace => self
+                .org
+                .as_deref()
+                .ok_or_else(|| Error::bad("organization id required"))?,
+        };
+        // Not a member, or no such organization: the same 404.
+        let role = catalog
+            .role(org, &self.user_id)
+            .ok_or_else(|| org_not_found(org))?;
+        if rule.scope == Scope::Workspace && catalog.workspace(org, target).is_none() {
+            return Err(Error::not_found(format!(
+                "workspace \"{target}\" does not exist"
+            )));
+        }
+        if rule.role == Some(Role::Admin) && role != Role::Admin {
+            return Err(Error::new(
+                ErrorKind::Forbidden,
+                format!("{} requires the admin role", rule.method),
+            ));
+        }
+        Ok(Some(org.to_string()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rows_are_in_the_order_of_the_operations() {
+        for (i, p) in PERMISSIONS.iter().enumerate() {
+            assert_eq!(p.operation as usize, i, "row {} ({})", i, p.method);
+        }
+    }
+}
