@@ -17,6 +17,11 @@ pub fn install(state: &mut SessionState) -> Result<()> {
     }
     state.register_expr_planner(std::sync::Arc::new(crate::similarity::SimilarityPlanner))?;
     state.add_analyzer_rule(std::sync::Arc::new(crate::overflow::CheckedArithmetic));
+    // Scalar subqueries in VALUES rows run as projections (DataFusion 55 would evaluate
+    // the rows before the subqueries ran: an internal error).
+    state.add_analyzer_rule(std::sync::Arc::new(
+        crate::values_subquery::ValuesSubqueries,
+    ));
     // The top-k rule runs after DataFusion's own (it needs the limit pushed into the
     // sort), and the query planner knows how to execute its node.
     *state = datafusion::execution::SessionStateBuilder::new_from_existing(state.clone())

@@ -36,6 +36,7 @@ mod similarity;
 mod text_search;
 mod types;
 mod values;
+mod values_subquery;
 
 pub use dialect::EngineDialect;
 pub use encode::{encode_rows, encode_value};

@@ -344,7 +344,10 @@ impl Tarn {
     /// thread the closing checkpoint is skipped rather than block the runtime, so the
     /// next open replays the log.
     pub async fn close(&self) -> Result<()> {
-        self.record_key_uses().await?;
+        // Uses are advisory: failing to record them must not keep the database open.
+        if let Err(e) = self.record_key_uses().await {
+            tracing::warn!("API key uses not recorded on close: {e}");
+        }
         let db = self.db().clone();
         tokio::task::spawn_blocking(move || db.close())
             .await
