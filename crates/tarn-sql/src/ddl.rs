@@ -329,7 +329,7 @@ impl Txn<'_> {
                             if *if_exists {
                                 continue;
                             }
-                            return Err(Error::NotFound(format!(
+                            return Err(Error::BadRequest(format!(
                                 "column \"{name}\" of relation \"{}\" does not exist",
                                 def.name
                             )));
@@ -355,7 +355,7 @@ impl Txn<'_> {
                         )));
                     }
                     let Some(col) = def.columns.iter_mut().find(|c| c.name == old) else {
-                        return Err(Error::NotFound(format!(
+                        return Err(Error::BadRequest(format!(
                             "column \"{old}\" of relation \"{}\" does not exist",
                             def.name
                         )));
@@ -417,7 +417,7 @@ fn add_constraint(def: &mut TableDef, names: &[String], primary: bool) -> Result
     let mut ids = Vec::with_capacity(names.len());
     for n in names {
         let Some(col) = def.columns.iter_mut().find(|c| c.name == *n) else {
-            return Err(Error::NotFound(format!(
+            return Err(Error::BadRequest(format!(
                 "column \"{n}\" named in key does not exist"
             )));
         };

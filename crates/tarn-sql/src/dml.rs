@@ -208,7 +208,7 @@ impl Txn<'_> {
             .iter()
             .position(|c| c.name == name)
             .ok_or_else(|| {
-                Error::NotFound(format!(
+                Error::BadRequest(format!(
                     "column \"{name}\" of relation \"{}\" does not exist",
                     def.name
                 ))

@@ -315,7 +315,7 @@ impl SqlEngine {
                     .iter()
                     .position(|c| c.name == *field.name())
                     .ok_or_else(|| {
-                        Error::NotFound(format!(
+                        Error::BadRequest(format!(
                             "column \"{}\" of relation \"{table}\" does not exist",
                             field.name()
                         ))

@@ -8,7 +8,8 @@ pub enum Error {
     /// Invalid SQL, types, parameters or values.
     #[error("{0}")]
     BadRequest(String),
-    /// A relation, schema or column that does not exist.
+    /// A relation, schema or index that does not exist (a missing column is a
+    /// `BadRequest`, as in SPEC §2).
     #[error("{0}")]
     NotFound(String),
     /// Already exists, or a unique/primary key violation.
@@ -121,7 +122,7 @@ fn classify(e: &DataFusionError) -> Error {
             use datafusion::common::SchemaError;
             match s.as_ref() {
                 SchemaError::FieldNotFound { field, .. } => {
-                    Error::NotFound(format!("column \"{}\" does not exist", field.name()))
+                    Error::BadRequest(format!("column \"{}\" does not exist", field.name()))
                 }
                 SchemaError::AmbiguousReference { field } if field.relation.is_none() => {
                     Error::BadRequest(format!(

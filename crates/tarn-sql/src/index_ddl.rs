@@ -184,7 +184,7 @@ impl Txn<'_> {
                 let name = normalize(id);
                 def.column(&name)
                     .cloned()
-                    .ok_or_else(|| Error::NotFound(format!("column \"{name}\" does not exist")))?
+                    .ok_or_else(|| Error::BadRequest(format!("column \"{name}\" does not exist")))?
             }
             (_, Some(class)) => {
                 return bad(format!("operator class \"{class}\" does not exist"));

@@ -120,7 +120,7 @@ impl Txn<'_> {
                 for c in cols {
                     let name = normalize(c);
                     let col = def.column(&name).ok_or_else(|| {
-                        Error::NotFound(format!("column \"{name}\" does not exist"))
+                        Error::BadRequest(format!("column \"{name}\" does not exist"))
                     })?;
                     ids.insert(col.id);
                 }
@@ -177,7 +177,7 @@ impl Txn<'_> {
                         .iter()
                         .position(|c| c.name == cname)
                         .ok_or_else(|| {
-                            Error::NotFound(format!(
+                            Error::BadRequest(format!(
                                 "column \"{cname}\" of relation \"{}\" does not exist",
                                 def.name
                             ))
