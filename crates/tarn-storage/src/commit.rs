@@ -140,7 +140,9 @@ impl Inner {
         }
         if self.wal.is_some() {
             let total = self.mem_estimate.fetch_add(added, Ordering::Relaxed) + added;
-            if total > self.options.memtable_bytes {
+            // Over budget, or the commit dropped tables whose files only a checkpoint
+            // deletes (their disk space comes back now, not at some later checkpoint).
+            if total > self.options.memtable_bytes || self.files_dropped.load(Ordering::Acquire) {
                 if self.options.background {
                     self.wake_worker();
                 } else {
@@ -294,7 +296,16 @@ impl Inner {
                 if !c.dropped.is_empty() {
                     let mut tables = self.tables.write();
                     for id in &c.dropped {
-                        tables.remove(id);
+                        // A dropped table with segment files: a checkpoint is due to
+                        // delete them (see `files_dropped`).
+                        if tables.remove(id).is_some_and(|t| {
+                            t.snapshot()
+                                .segments()
+                                .iter()
+                                .any(|s| !s.segment().in_memory())
+                        }) {
+                            self.files_dropped.store(true, Ordering::Release);
+                        }
                     }
                 }
             }

@@ -123,6 +123,14 @@ pub(crate) struct Inner {
     pub seg_dir_dirty: AtomicBool,
     /// Why writes stopped, after a logged commit failed to publish.
     pub poisoned: Mutex<Option<String>>,
+    /// A commit (or, at open, a replayed record) dropped a table that has segment
+    /// files — DROP TABLE, or deleting its workspace or organization. The last
+    /// manifest still names those files, so they and their index files stay on disk
+    /// until a checkpoint writes a manifest without them: one is due (see
+    /// `Inner::commit` and `Inner::maintain`), so that a delete gives its disk space
+    /// back when it returns (no worker) or just after (the worker), not only at the
+    /// next checkpoint some later write happens to cause, or at close.
+    pub files_dropped: AtomicBool,
 }
 
 /// One database: its catalog and tables, durable through one write-ahead log and
@@ -194,6 +202,7 @@ impl Inner {
             released: AtomicBool::new(false),
             seg_dir_dirty: AtomicBool::new(false),
             poisoned: Mutex::new(None),
+            files_dropped: AtomicBool::new(false),
         }
     }
 
@@ -226,6 +235,11 @@ impl Database {
 
     fn start(inner: Inner) -> Self {
         let inner = Arc::new(inner);
+        // Open replayed the drop of a table whose files the manifest still names: the
+        // worker checkpoints them away first thing.
+        if inner.files_dropped.load(Ordering::Acquire) {
+            inner.worker.lock().wake = true;
+        }
         let worker = (inner.options.background && inner.dir.is_some()).then(|| {
             let inner = inner.clone();
             std::thread::Builder::new()

@@ -65,6 +65,9 @@ impl Inner {
             .values()
             .any(|t| t.snapshot().memtable_bytes() > 0)
             || self.wal.as_ref().is_some_and(|w| w.current_len() > 64)
+            // Files of dropped tables that the manifest still names (say the drop was
+            // replayed at open from a log file that is not the current one).
+            || self.files_dropped.load(Ordering::Acquire)
     }
 
     pub(crate) fn run_worker(&self) {
@@ -99,8 +102,9 @@ impl Inner {
         }
     }
 
-    /// Checkpoints when the memtable or the WAL is over budget, then compacts what
-    /// needs it (and checkpoints again so the compacted files replace the old ones).
+    /// Checkpoints when the memtable or the WAL is over budget or tables with files
+    /// were dropped, then compacts what needs it (and checkpoints again so the
+    /// compacted files replace the old ones).
     pub(crate) fn maintain(&self, force_checkpoint: bool) -> Result<()> {
         if self.dir.is_none() {
             return Ok(());
@@ -111,6 +115,7 @@ impl Inner {
         }
         let wal_len = self.wal.as_ref().map_or(0, |w| w.current_len());
         if force_checkpoint
+            || self.files_dropped.load(Ordering::Acquire)
             || self.mem_estimate.load(Ordering::Relaxed) > self.options.memtable_bytes
             || wal_len > CHECKPOINT_WAL_BYTES
         {
@@ -188,9 +193,13 @@ impl Inner {
             return Err(Error::Poisoned(m));
         }
         // 1. The cut: no commit is between prepare and publish while the gate is held.
-        let cut = {
+        let (cut, files_dropped) = {
             let _gate = self.gate.write();
             let (lsn, seq) = wal.rotate()?;
+            // Drops publish under the gate: every table dropped before the cut is left
+            // out of this checkpoint's manifest (and its files deleted); one dropped
+            // after it sets the flag again.
+            let files_dropped = self.files_dropped.swap(false, Ordering::AcqRel);
             let catalog = self.catalog.read().clone();
             let versions: Vec<(TableId, Arc<TableStore>, Arc<TableVersion>)> = self
                 .tables
@@ -198,14 +207,15 @@ impl Inner {
                 .iter()
                 .map(|(id, store)| (*id, store.clone(), store.freeze()))
                 .collect();
-            Cut {
+            let cut = Cut {
                 lsn,
                 wal_seq: seq,
                 catalog,
                 versions,
                 estimated_catalog: self.catalog_bytes.load(Ordering::Relaxed),
                 memtable: self.mem_estimate.swap(0, Ordering::Relaxed),
-            }
+            };
+            (cut, files_dropped)
         };
         let memtable = cut.memtable;
         let res = self.seal_and_record(wal, cut);
@@ -213,6 +223,9 @@ impl Inner {
             // Nothing was sealed: the memtable is still over budget, so the worker (or
             // the next commit) tries again.
             self.mem_estimate.fetch_add(memtable, Ordering::Relaxed);
+            if files_dropped {
+                self.files_dropped.store(true, Ordering::Release);
+            }
         }
         res
     }
