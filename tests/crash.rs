@@ -125,6 +125,9 @@ async fn run_rounds(rounds: u64) -> TestResult {
         let mut max_ins = None;
         let mut note =
             |line: &str, max_ins: &mut Option<u64>| -> Result<bool, Box<dyn std::error::Error>> {
+                // The test harness prints the child's first line after its own
+                // `test crash_child_writer ... `.
+                let line = line.rsplit_once("... ").map_or(line, |(_, l)| l);
                 if let Some(n) = line.strip_prefix("ins ") {
                     let n: u64 = n.trim().parse()?;
                     inserted.insert(n, true);
