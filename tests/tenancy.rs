@@ -8,6 +8,8 @@
 
 use std::collections::BTreeSet;
 
+use quote::ToTokens;
+
 use serde_json::json;
 use tarn::{Operation, PERMISSIONS, Session, Tarn};
 use tarn_tests::id_body_x_batch;
@@ -256,9 +258,10 @@ async fn every_method_for_every_caller_has_the_status_of_the_matrix() -> TestRes
     Ok(())
 }
 
-/// The public methods of `Session`, read from the facade's source (every `impl Session`
-/// block of every file of `crates/tarn/src`).
-fn session_methods() -> Result<BTreeSet<String>, Box<dyn std::error::Error>> {
+/// The public methods of `Session` with their bodies' tokens, read from the facade's
+/// source (every `impl Session` block of every file of `crates/tarn/src`; a macro
+/// inside such a block, or one that could make a whole block, is an error).
+fn session_methods() -> Result<BTreeSet<(String, String)>, Box<dyn std::error::Error>> {
     let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../crates/tarn/src");
     let mut methods = BTreeSet::new();
     let mut files = vec![src];
@@ -281,6 +284,12 @@ fn session_methods() -> Result<BTreeSet<String>, Box<dyn std::error::Error>> {
                         items.extend(inner.iter());
                     }
                 }
+                syn::Item::Macro(m) if m.mac.path.is_ident("macro_rules") => {}
+                syn::Item::Macro(m) => {
+                    return Err(
+                        format!("an item macro in the facade: {}", m.to_token_stream()).into(),
+                    );
+                }
                 syn::Item::Impl(i) if i.trait_.is_none() => {
                     let syn::Type::Path(ty) = i.self_ty.as_ref() else {
                         continue;
@@ -289,10 +298,20 @@ fn session_methods() -> Result<BTreeSet<String>, Box<dyn std::error::Error>> {
                         continue;
                     }
                     for f in &i.items {
-                        if let syn::ImplItem::Fn(f) = f
-                            && matches!(f.vis, syn::Visibility::Public(_))
-                        {
-                            methods.insert(f.sig.ident.to_string());
+                        match f {
+                            syn::ImplItem::Fn(f) if matches!(f.vis, syn::Visibility::Public(_)) => {
+                                let body = f.block.to_token_stream().to_string();
+                                methods.insert((f.sig.ident.to_string(), body));
+                            }
+                            // Methods a macro makes would escape this scan.
+                            syn::ImplItem::Macro(m) => {
+                                return Err(format!(
+                                    "a macro in impl Session: {}",
+                                    m.to_token_stream()
+                                )
+                                .into());
+                            }
+                            _ => {}
                         }
                     }
                 }
@@ -305,9 +324,25 @@ fn session_methods() -> Result<BTreeSet<String>, Box<dyn std::error::Error>> {
 
 #[test]
 fn every_public_session_method_has_a_row() -> TestResult {
-    let methods = session_methods()?;
+    let with_bodies = session_methods()?;
+    let methods: BTreeSet<String> = with_bodies.iter().map(|(m, _)| m.clone()).collect();
     assert!(methods.contains("query"), "found {methods:?}");
     let rows: BTreeSet<String> = PERMISSIONS.iter().map(|p| p.method.to_string()).collect();
+    // Each method runs its own row's check (`with_org` checks nothing).
+    for (method, body) in &with_bodies {
+        let Some(p) = PERMISSIONS.iter().find(|p| p.method == method) else {
+            continue;
+        };
+        if p.scope == tarn::Scope::Unchecked {
+            continue;
+        }
+        let name = format!("Operation :: {:?}", p.operation);
+        assert!(
+            body.contains(&format!("authorize ({name} ,"))
+                || body.contains(&format!("authorize_call ({name} ,")),
+            "Session::{method} does not start with self.authorize({name}, …): {body}"
+        );
+    }
     let missing: Vec<_> = methods.difference(&rows).collect();
     let stale: Vec<_> = rows.difference(&methods).collect();
     assert!(
@@ -315,7 +350,7 @@ fn every_public_session_method_has_a_row() -> TestResult {
         "Session methods without a row in tarn::PERMISSIONS: {missing:?}; rows without a method: {stale:?}"
     );
     for p in PERMISSIONS {
-        assert_eq!(p.operation.permission(), &p, "{}", p.method);
+        assert_eq!(p.operation.permission(), p, "{}", p.method);
     }
     Ok(())
 }
@@ -527,5 +562,457 @@ async fn api_keys_list_when_they_were_last_used_and_never_the_secret() -> TestRe
         tarn.connect(&used.secret).await.err().map(|e| e.status()),
         Some(401)
     );
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------
+// Review repros: races between a call's `authorize` and the lock its change waits for.
+// ---------------------------------------------------------------------------------
+
+/// `acme` with workspace `ws` (table `t`, one row), its admin's session and a
+/// member's session, both scoped to `acme`, and the member's user id.
+async fn acme_with_member(tarn: &Tarn) -> tarn::Result<(Session, Session, String)> {
+    let (_, admin) = user_session(tarn, "admin@example.com").await?;
+    admin.create_organization("acme", "Acme").await?;
+    let acme = admin.with_org("acme");
+    acme.create_workspace("ws", "WS").await?;
+    acme.query(
+        "ws",
+        r#"CREATE TABLE "ws"."t" (id INT8 PRIMARY KEY, body TEXT) USING engine"#,
+        &[],
+    )
+    .await?;
+    acme.query("ws", r#"INSERT INTO "ws"."t" VALUES (1, 'one')"#, &[])
+        .await?;
+    let (member_id, member) = user_session(tarn, "member@example.com").await?;
+    acme.add_member("acme", "member@example.com", "member")
+        .await?;
+    Ok((acme, member.with_org("acme"), member_id))
+}
+
+/// A statement of `s` that holds the DDL lock for a second or so (a CREATE TABLE AS
+/// over a large cross join: `create_table` takes the DDL lock before it runs the query).
+fn hold_ddl_lock(s: &Session) -> tokio::task::JoinHandle<tarn::Result<()>> {
+    let s = s.clone();
+    tokio::spawn(async move {
+        s.query(
+            "ws",
+            r#"CREATE TABLE "ws"."slow" AS SELECT count(*) AS c
+               FROM generate_series(1, 25000) AS a(v) CROSS JOIN generate_series(1, 25000) AS b(w)
+               WHERE a.v + b.w > 3"#,
+            &[],
+        )
+        .await
+        .map(drop)
+    })
+}
+
+const SETTLE: std::time::Duration = std::time::Duration::from_millis(150);
+
+/// A member removed while their SQL DDL would queue for the DDL lock (behind the
+/// removal) creates nothing: the statement waits for the removal and is then refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn member_removed_while_queued_for_the_ddl_lock_cannot_create_a_table() -> TestResult {
+    let tarn = Tarn::in_memory().await?;
+    let (acme, member, member_id) = acme_with_member(&tarn).await?;
+
+    let slow = hold_ddl_lock(&acme);
+    tokio::time::sleep(SETTLE).await; // the slow statement holds the DDL lock
+    // The removal queues first for the DDL lock...
+    let removal = {
+        let acme = acme.clone();
+        tokio::spawn(async move { acme.remove_member("acme", &member_id).await })
+    };
+    tokio::time::sleep(SETTLE).await;
+    // ...then the member's CREATE TABLE, authorized while still a member.
+    let create = {
+        let member = member.clone();
+        tokio::spawn(async move {
+            member
+                .query(
+                    "ws",
+                    r#"CREATE TABLE "ws"."sneaky" (id INT8) USING engine"#,
+                    &[],
+                )
+                .await
+        })
+    };
+    tokio::time::sleep(SETTLE).await;
+    assert!(
+        !slow.is_finished(),
+        "the DDL lock was not held long enough for this test"
+    );
+    slow.await??;
+    removal.await??;
+    let created = create.await?;
+    // The membership is gone: the member's session sees 404 from now on...
+    assert_eq!(
+        member.tables("ws").await.err().map(|e| e.status()),
+        Some(404)
+    );
+    // ...but a table was created by it after its removal was committed.
+    let names: Vec<String> = acme
+        .tables("ws")
+        .await?
+        .into_iter()
+        .map(|t| t.name)
+        .collect();
+    assert!(
+        created.is_err() && !names.contains(&"sneaky".to_string()),
+        "a removed member created a table after remove_member returned: {created:?}, tables {names:?}"
+    );
+    Ok(())
+}
+
+/// Revoking a key is effective immediately, also for open sessions: a call authorized
+/// just before `revoke_api_key` committed, and queued behind it for the DDL lock, checks
+/// the key again under the lock and is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn key_revoked_while_queued_for_the_ddl_lock_cannot_add_a_member() -> TestResult {
+    let tarn = Tarn::in_memory().await?;
+    let (acme, _member, _) = acme_with_member(&tarn).await?;
+    let me = acme.me().await?;
+    let key = tarn.create_api_key(&me.id, "to revoke").await?;
+    let doomed = tarn.connect(&key.secret).await?.with_org("acme");
+
+    let slow = hold_ddl_lock(&acme);
+    tokio::time::sleep(SETTLE).await;
+    let revoke = {
+        let tarn = tarn.clone();
+        let id = key.id.clone();
+        tokio::spawn(async move { tarn.revoke_api_key(&id).await })
+    };
+    tokio::time::sleep(SETTLE).await;
+    let add = {
+        let doomed = doomed.clone();
+        tokio::spawn(async move {
+            doomed
+                .add_member("acme", "intruder@example.com", "admin")
+                .await
+        })
+    };
+    tokio::time::sleep(SETTLE).await;
+    assert!(
+        !slow.is_finished(),
+        "the DDL lock was not held long enough for this test"
+    );
+    slow.await??;
+    revoke.await??;
+    let added = add.await?;
+    assert_eq!(doomed.me().await.err().map(|e| e.status()), Some(401));
+    let members: Vec<String> = acme
+        .members("acme")
+        .await?
+        .members
+        .into_iter()
+        .map(|m| m.email)
+        .collect();
+    assert!(
+        added.is_err() && !members.contains(&"intruder@example.com".to_string()),
+        "a revoked key added an admin after revoke_api_key returned: {added:?}, members {members:?}"
+    );
+    Ok(())
+}
+
+/// "Removing a member ends access at once, also for sessions already open": a write
+/// authorized before the removal but queued for its table's writer lock (held by a
+/// slow writer) is waited for by `remove_member` — it lands before the removal returns,
+/// never after — and the member's next write is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn member_removed_while_queued_for_a_table_lock_cannot_write() -> TestResult {
+    let tarn = Tarn::in_memory().await?;
+    let (acme, member, member_id) = acme_with_member(&tarn).await?;
+
+    // The admin's slow INSERT holds `t`'s writer lock.
+    let slow = {
+        let acme = acme.clone();
+        tokio::spawn(async move {
+            acme.query(
+                "ws",
+                r#"INSERT INTO "ws"."t" (id, body) SELECT 1000 + count(*), 'slow'
+                   FROM generate_series(1, 25000) AS a(v) CROSS JOIN generate_series(1, 25000) AS b(w)
+                   WHERE a.v + b.w > 3"#,
+                &[],
+            )
+            .await
+            .map(drop)
+        })
+    };
+    tokio::time::sleep(SETTLE).await;
+    let write = {
+        let member = member.clone();
+        tokio::spawn(async move {
+            member
+                .query(
+                    "ws",
+                    r#"INSERT INTO "ws"."t" VALUES (2, 'after removal')"#,
+                    &[],
+                )
+                .await
+        })
+    };
+    tokio::time::sleep(SETTLE).await;
+    assert!(
+        !slow.is_finished(),
+        "the table lock was not held long enough for this test"
+    );
+    acme.remove_member("acme", &member_id).await?;
+    // The removal waited for the member's write under way: it finished first.
+    let write_done_before_removal = write.is_finished();
+    assert_eq!(
+        member.tables("ws").await.err().map(|e| e.status()),
+        Some(404)
+    );
+    // Nor can the member start another.
+    assert_eq!(
+        member
+            .query("ws", r#"INSERT INTO "ws"."t" VALUES (3, 'x')"#, &[])
+            .await
+            .err()
+            .map(|e| e.status()),
+        Some(404)
+    );
+    slow.await??;
+    let written = write.await?;
+    let r = acme
+        .query(
+            "ws",
+            r#"SELECT count(*) FROM "ws"."t" WHERE id IN (2, 3)"#,
+            &[],
+        )
+        .await?;
+    let rows_written = if written.is_ok() { 1 } else { 0 };
+    assert!(
+        (written.is_err() || write_done_before_removal)
+            && r.rows == Some(vec![vec![json!(rows_written)]]),
+        "a removed member wrote a row after remove_member returned: {written:?}"
+    );
+    Ok(())
+}
+
+/// The last-admin rule holds under concurrency: the checks run under the DDL lock
+/// against the catalog as it is then (two admins demoting or removing each other, or
+/// themselves, at once never leave `acme` without an admin).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_demotions_and_removals_keep_an_admin() -> TestResult {
+    for round in 0..20 {
+        let tarn = Tarn::in_memory().await?;
+        let (a_id, a) = user_session(&tarn, "a@example.com").await?;
+        a.create_organization("acme", "Acme").await?;
+        let (b_id, b) = user_session(&tarn, "b@example.com").await?;
+        a.add_member("acme", "b@example.com", "admin").await?;
+        let (ra, rb) = match round % 3 {
+            // Each demotes themselves.
+            0 => {
+                let (x, y) = tokio::join!(
+                    tokio::spawn({
+                        let (a, id) = (a.clone(), a_id.clone());
+                        async move { a.update_member("acme", &id, "member").await.map(drop) }
+                    }),
+                    tokio::spawn({
+                        let (b, id) = (b.clone(), b_id.clone());
+                        async move { b.update_member("acme", &id, "member").await.map(drop) }
+                    }),
+                );
+                (x?, y?)
+            }
+            // Each removes the other.
+            1 => {
+                let (x, y) = tokio::join!(
+                    tokio::spawn({
+                        let (a, id) = (a.clone(), b_id.clone());
+                        async move { a.remove_member("acme", &id).await }
+                    }),
+                    tokio::spawn({
+                        let (b, id) = (b.clone(), a_id.clone());
+                        async move { b.remove_member("acme", &id).await }
+                    }),
+                );
+                (x?, y?)
+            }
+            // Each removes themselves.
+            _ => {
+                let (x, y) = tokio::join!(
+                    tokio::spawn({
+                        let (a, id) = (a.clone(), a_id.clone());
+                        async move { a.remove_member("acme", &id).await }
+                    }),
+                    tokio::spawn({
+                        let (b, id) = (b.clone(), b_id.clone());
+                        async move { b.remove_member("acme", &id).await }
+                    }),
+                );
+                (x?, y?)
+            }
+        };
+        let statuses = [&ra, &rb].map(|r| r.as_ref().err().map_or(200, |e| e.status()));
+        assert_eq!(
+            statuses.iter().filter(|s| **s == 200).count(),
+            1,
+            "round {round}: {statuses:?}"
+        );
+        let list = match a.members("acme").await {
+            Ok(list) => list,
+            Err(_) => b.members("acme").await?,
+        };
+        assert_eq!(
+            list.members.iter().filter(|m| m.role == "admin").count(),
+            1,
+            "round {round}: {:?}",
+            list.members
+        );
+    }
+    Ok(())
+}
+
+/// An outsider learns nothing from the calls that name an organization or use the
+/// session's: a real organization they are not in and one that does not exist give
+/// the same status and message, and bad arguments (role, e-mail, id) are not checked
+/// before membership.
+#[tokio::test]
+async fn outsiders_cannot_tell_an_organization_exists() -> TestResult {
+    let tarn = Tarn::in_memory().await?;
+    let (_, admin) = user_session(&tarn, "admin@example.com").await?;
+    admin.create_organization("acme", "Acme").await?;
+    admin.with_org("acme").create_workspace("ws", "WS").await?;
+    let (member_id, _) = user_session(&tarn, "member@example.com").await?;
+    admin
+        .add_member("acme", "member@example.com", "member")
+        .await?;
+    let (_, outsider) = user_session(&tarn, "outsider@example.com").await?;
+
+    async fn probe(s: &Session, org: &str, member_id: &str) -> Vec<(u16, String)> {
+        let o = s.with_org(org);
+        let rs: Vec<tarn::Result<()>> = vec![
+            s.organization(org).await.map(drop),
+            s.update_organization(org, "x").await.map(drop),
+            s.delete_organization(org).await,
+            s.members(org).await.map(drop),
+            s.add_member(org, "x@example.com", "member").await.map(drop),
+            s.add_member(org, "x@example.com", "owner").await.map(drop),
+            s.add_member(org, "not an e-mail", "member").await.map(drop),
+            s.update_member(org, member_id, "admin").await.map(drop),
+            s.update_member(org, member_id, "root").await.map(drop),
+            s.update_member(org, "no-such-user", "admin")
+                .await
+                .map(drop),
+            s.remove_member(org, member_id).await,
+            s.remove_member(org, "no-such-user").await,
+            o.workspaces().await.map(drop),
+            o.workspace("ws").await.map(drop),
+            o.workspace("nope").await.map(drop),
+            o.create_workspace("ws", "x").await.map(drop),
+            o.create_workspace("Bad Id!", "x").await.map(drop),
+            o.update_workspace("ws", "x").await.map(drop),
+            o.delete_workspace("ws").await,
+            o.tables("ws").await.map(drop),
+            o.table("ws", "t").await.map(drop),
+            o.drop_table("ws", "t").await,
+            o.query("ws", "SELEC nonsense", &[]).await.map(drop),
+            o.query_batch("ws", "SELECT 1", &[]).await.map(drop),
+        ];
+        rs.into_iter()
+            .map(|r| {
+                r.err().map_or((200, String::new()), |e| {
+                    (e.status(), e.message().replace(org, "<org>"))
+                })
+            })
+            .collect()
+    }
+    let real = probe(&outsider, "acme", &member_id).await;
+    let fake = probe(&outsider, "acmf", &member_id).await;
+    assert_eq!(real, fake);
+    assert!(real.iter().all(|(s, _)| *s == 404), "{real:?}");
+    Ok(())
+}
+
+/// The re-check under the DDL lock that the admin calls do (SPEC §1 *Decided*), which
+/// nothing else tests: an admin demoted while their `delete_organization` waits for
+/// the DDL lock is refused (403) and the organization stays.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn admin_demoted_while_queued_for_the_ddl_lock_is_refused() -> TestResult {
+    let tarn = Tarn::in_memory().await?;
+    let (acme, member, member_id) = acme_with_member(&tarn).await?;
+    acme.update_member("acme", &member_id, "admin").await?;
+    let me = acme.me().await?;
+
+    let slow = hold_ddl_lock(&acme);
+    tokio::time::sleep(SETTLE).await;
+    let demote = {
+        let acme = acme.clone();
+        tokio::spawn(async move { acme.update_member("acme", &member_id, "member").await })
+    };
+    tokio::time::sleep(SETTLE).await;
+    let delete = {
+        let member = member.clone();
+        tokio::spawn(async move { member.delete_organization("acme").await })
+    };
+    tokio::time::sleep(SETTLE).await;
+    assert!(
+        !slow.is_finished(),
+        "the DDL lock was not held long enough for this test"
+    );
+    slow.await??;
+    demote.await??;
+    assert_eq!(delete.await?.err().map(|e| e.status()), Some(403));
+    assert_eq!(acme.organization("acme").await?.member_count, 2);
+    assert_eq!(acme.me().await?.id, me.id);
+    Ok(())
+}
+
+/// SPEC §2: bad parameters are 400. `add_member` is the first way a tenant (an
+/// organization's admin, not the console) creates user records, and it accepts any
+/// string with an `@`: each of these becomes a permanent pending user (users cannot
+/// be deleted) listed among the organization's members.
+#[tokio::test]
+async fn add_member_rejects_malformed_emails() -> TestResult {
+    let tarn = Tarn::in_memory().await?;
+    let (_, admin) = user_session(&tarn, "admin@example.com").await?;
+    admin.create_organization("acme", "Acme").await?;
+    let mut accepted = Vec::new();
+    for bad in [
+        "@",
+        "a@",
+        "@example.com",
+        "a b@example.com",
+        "x\0@example.com",
+        "a@b@c",
+    ] {
+        if let Ok(m) = admin.add_member("acme", bad, "member").await {
+            accepted.push(m.email);
+        }
+    }
+    assert!(
+        accepted.is_empty(),
+        "accepted as e-mail addresses: {accepted:?}"
+    );
+    Ok(())
+}
+
+/// A pending invite as admin does not count as the admin an organization keeps: it may
+/// never be accepted (a typo), and then nobody could manage the organization.
+#[tokio::test]
+async fn a_pending_admin_does_not_let_the_last_admin_go() -> TestResult {
+    let tarn = Tarn::in_memory().await?;
+    let (admin_id, admin) = user_session(&tarn, "admin@example.com").await?;
+    admin.create_organization("acme", "Acme").await?;
+    let typo = admin
+        .add_member("acme", "amdin@example.com", "admin")
+        .await?;
+    for err in [
+        admin.remove_member("acme", &admin_id).await.err(),
+        admin.update_member("acme", &admin_id, "member").await.err(),
+    ] {
+        assert_eq!(err.map(|e| e.status()), Some(409));
+    }
+    // The pending admin itself can be demoted or removed.
+    admin.update_member("acme", &typo.user_id, "member").await?;
+    admin.remove_member("acme", &typo.user_id).await?;
+    // Once verified (it has a key), it counts.
+    let real = admin
+        .add_member("acme", "second@example.com", "admin")
+        .await?;
+    tarn.create_api_key(&real.user_id, "k").await?;
+    admin.remove_member("acme", &admin_id).await?;
     Ok(())
 }

@@ -16,9 +16,11 @@
 //! 5. the role (403), only once the caller has proved membership, so a 403 never tells
 //!    an outsider that something exists.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use tarn_catalog::{Catalog, Role};
+use tokio::sync::{OwnedRwLockReadGuard, OwnedRwLockWriteGuard, RwLock};
 
 use crate::{Error, ErrorKind, Result, Session};
 
@@ -76,6 +78,7 @@ pub enum Operation {
 
 /// What a call is about, which decides what membership it needs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Scope {
     /// Nothing is checked: the method only builds a value (every call made with that
     /// value is checked in turn).
@@ -93,6 +96,7 @@ pub enum Scope {
 
 /// One row of the permission table.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Permission {
     /// The method.
     pub operation: Operation,
@@ -124,7 +128,7 @@ const MEMBER: Option<Role> = Some(Role::Member);
 /// SPEC §1's permission matrix, one row per [`Session`] method, in the order of
 /// [`Operation`] (a unit test holds the two in step; `tests/tenancy.rs` holds the rows
 /// in step with the methods `Session` has).
-pub const PERMISSIONS: [Permission; 23] = {
+pub static PERMISSIONS: &[Permission] = &{
     use Operation as O;
     use Scope as S;
     [
@@ -177,7 +181,7 @@ impl Operation {
 }
 
 /// What [`Session::authorize`] established: the catalog it checked against and, for
-/// org-scoped calls, the organization and the caller's role in it.
+/// org-scoped calls, the organization.
 pub(crate) struct Access {
     pub catalog: Arc<Catalog>,
     pub org: Option<String>,
@@ -194,6 +198,59 @@ pub(crate) fn org_not_found(id: &str) -> Error {
     Error::not_found(format!("organization \"{id}\" does not exist"))
 }
 
+/// Gates that make revoking a key and removing a member take effect at once, also for
+/// calls already under way.
+///
+/// A SQL call (`query`, `query_arrow`, `query_batch`, `insert_arrow`, `drop_table`)
+/// holds its key's gate and its membership's gate for reading from before its checks
+/// until it returns, through any wait for the DDL or a table's writer lock.
+/// `revoke_api_key` and `remove_member` take the gate for writing before they commit:
+/// they wait for the calls in flight (whose effects so come before the revocation),
+/// and a call that starts meanwhile waits for them and is then refused. The calls that
+/// change the catalog themselves (organization, member and workspace calls) check the
+/// key and the membership again under the DDL lock instead ([`Session::recheck`]).
+#[derive(Default)]
+pub(crate) struct Gates {
+    gates: parking_lot::Mutex<HashMap<GateKey, Arc<RwLock<()>>>>,
+}
+
+/// A key id, or an (organization, user) membership.
+#[derive(Clone, PartialEq, Eq, Hash)]
+enum GateKey {
+    Key(String),
+    Member(String, String),
+}
+
+/// The gates a SQL call holds until it returns.
+pub(crate) struct CallGuards {
+    _key: OwnedRwLockReadGuard<()>,
+    _member: Option<OwnedRwLockReadGuard<()>>,
+}
+
+impl Gates {
+    fn gate(&self, key: GateKey) -> Arc<RwLock<()>> {
+        self.gates.lock().entry(key).or_default().clone()
+    }
+
+    /// Held by `revoke_api_key` while it commits.
+    pub async fn revoke_key(&self, key_id: &str) -> OwnedRwLockWriteGuard<()> {
+        self.gate(GateKey::Key(key_id.to_string()))
+            .write_owned()
+            .await
+    }
+
+    /// Held by `remove_member` while it commits.
+    pub async fn remove_member(&self, org: &str, user_id: &str) -> OwnedRwLockWriteGuard<()> {
+        self.gate(GateKey::Member(org.to_string(), user_id.to_string()))
+            .write_owned()
+            .await
+    }
+}
+
+fn revoked() -> Error {
+    Error::new(ErrorKind::Unauthorized, "invalid or revoked API key")
+}
+
 impl Session {
     /// Runs every check of `op`'s row of [`PERMISSIONS`] for a call about `target` (the
     /// organization or workspace id the call names; ignored by other scopes), in the
@@ -203,10 +260,7 @@ impl Session {
         let catalog = self.tarn.catalog();
         // A key revoked after connect stops working at once.
         if catalog.api_key(&self.key_id).is_none_or(|k| k.revoked) {
-            return Err(Error::new(
-                ErrorKind::Unauthorized,
-                "invalid or revoked API key",
-            ));
+            return Err(revoked());
         }
         self.tarn.check_rate(&self.key_id)?;
         self.used.record();
@@ -214,23 +268,66 @@ impl Session {
         Ok(Access { catalog, org })
     }
 
-    /// The scope and role checks of `op` against `catalog` (also run again under the
-    /// DDL lock by the calls that change the catalog, so a membership or workspace
-    /// removed meanwhile is seen). Returns the organization of org-scoped calls.
-    pub(crate) fn permit(
+    /// [`Session::authorize`] for a SQL call, holding its key's and membership's gates
+    /// (see [`Gates`]) until the returned guards drop.
+    pub(crate) async fn authorize_call(
+        &self,
+        op: Operation,
+        target: &str,
+    ) -> Result<(Access, CallGuards)> {
+        let gates = &self.tarn.inner.gates;
+        // Key first, then membership: writers take one gate each, so no cycle.
+        let key = gates
+            .gate(GateKey::Key(self.key_id.clone()))
+            .read_owned()
+            .await;
+        let member = match self.org.as_deref() {
+            Some(org) if op.permission().scope != Scope::NamedOrg => Some(
+                gates
+                    .gate(GateKey::Member(org.to_string(), self.user_id.clone()))
+                    .read_owned()
+                    .await,
+            ),
+            _ => None,
+        };
+        let access = self.authorize(op, target)?;
+        Ok((
+            access,
+            CallGuards {
+                _key: key,
+                _member: member,
+            },
+        ))
+    }
+
+    /// The key, scope and role checks of `op` again, against the catalog as it is under
+    /// the DDL lock (which the caller holds): a key revoked, a membership, role or
+    /// workspace removed since [`Session::authorize`] is seen.
+    pub(crate) fn recheck(
         &self,
         op: Operation,
         target: &str,
         catalog: &Catalog,
     ) -> Result<Option<String>> {
+        if catalog.api_key(&self.key_id).is_none_or(|k| k.revoked) {
+            return Err(revoked());
+        }
+        self.permit(op, target, catalog)
+    }
+
+    /// The scope and role checks of `op` against `catalog`. Returns the organization of
+    /// org-scoped calls.
+    fn permit(&self, op: Operation, target: &str, catalog: &Catalog) -> Result<Option<String>> {
         let rule = op.permission();
         let org = match rule.scope {
             Scope::Unchecked | Scope::User => return Ok(None),
             Scope::NamedOrg => target,
-            Scope::SessionOrg | Scope::Workspace => self
-                .org
-                .as_deref()
-                .ok_or_else(|| Error::bad("organization id required"))?,
+            Scope::SessionOrg | Scope::Workspace => {
+                self.org
+                    .as_deref()
+                    .filter(|o| !o.is_empty())
+                    .ok_or_else(|| Error::bad("organization id required"))?
+            }
         };
         // Not a member, or no such organization: the same 404.
         let role = catalog

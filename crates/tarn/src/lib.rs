@@ -41,7 +41,7 @@ use tarn_sql::{Limits, SqlEngine};
 use tarn_storage::{Database, FileBackend, Op, StdBackend, StorageOptions};
 use tokio::sync::OwnedMutexGuard;
 
-use access::{Access, org_not_found};
+use access::{Access, Gates, org_not_found};
 pub use access::{Operation, PERMISSIONS, Permission, Scope};
 /// The Arrow crate Tarn's record batches come from (`query_arrow`, `insert_arrow`).
 pub use datafusion::arrow;
@@ -199,6 +199,8 @@ struct Inner {
     /// atomic store, and written to the catalog on close (a catalog commit per call
     /// would put a log write on every read).
     key_uses: Mutex<HashMap<String, Arc<KeyUse>>>,
+    /// What makes revocations and removals take effect at once (see `access::Gates`).
+    gates: Gates,
 }
 
 /// When one API key was last used (Unix seconds; 0 = not since open).
@@ -245,11 +247,19 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     subtle::ConstantTimeEq::ct_eq(a, b).into()
 }
 
-/// A valid e-mail address, trimmed and in lower case, or 400.
+/// A valid e-mail address, trimmed and in lower case, or 400: one `@` between a
+/// non-empty local part and a domain, no whitespace or control characters, at most 320
+/// bytes. (Not RFC 5322's full grammar: enough to refuse what cannot be an address, as
+/// an admin's typo would otherwise become a permanent pending user.)
 fn normalize_email(email: &str) -> Result<String> {
     let email = email.trim().to_lowercase();
-    if !email.contains('@') || email.len() > 320 {
-        return Err(Error::bad(format!("invalid e-mail address \"{email}\"")));
+    let valid = email.len() <= 320
+        && !email.chars().any(|c| c.is_whitespace() || c.is_control())
+        && email.split_once('@').is_some_and(|(local, domain)| {
+            !local.is_empty() && !domain.is_empty() && !domain.contains('@')
+        });
+    if !valid {
+        return Err(Error::bad(format!("invalid e-mail address {email:?}")));
     }
     Ok(email)
 }
@@ -265,9 +275,16 @@ fn new_user(email: String, name: String) -> UserRecord {
     }
 }
 
+/// Hex SHA-256 of an API key secret (what the catalog stores and looks keys up by).
 fn hash_secret(secret: &str) -> String {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
     let digest = Sha256::digest(secret.as_bytes());
-    digest.iter().map(|b| format!("{b:02x}")).collect()
+    let mut hex = String::with_capacity(2 * digest.len());
+    for b in digest {
+        hex.push(HEX[usize::from(b >> 4)] as char);
+        hex.push(HEX[usize::from(b & 15)] as char);
+    }
+    hex
 }
 
 fn new_secret() -> String {
@@ -315,6 +332,7 @@ impl Tarn {
                 options,
                 buckets: Mutex::new(HashMap::new()),
                 key_uses: Mutex::new(HashMap::new()),
+                gates: Gates::default(),
             }),
         })
     }
@@ -338,6 +356,9 @@ impl Tarn {
     /// checkpoints (so the next open replays nothing) and releases the directory lock,
     /// all on a blocking thread. Afterwards every call through any clone of this
     /// handle, or a session of it, fails with a 500 `the database is closed`.
+    ///
+    /// Before that it records when each API key was last used (`ApiKeyInfo::last_used_at`;
+    /// best effort: a failure there does not stop the close).
     ///
     /// Dropping the last handle without closing is safe too: nothing acknowledged is
     /// lost (the write-ahead log holds it), but when that happens on a tokio runtime
@@ -374,16 +395,22 @@ impl Tarn {
         if self.db().is_closed() {
             return Ok(());
         }
+        let unrecorded = || -> Vec<(String, i64)> {
+            let catalog = self.catalog();
+            self.inner
+                .key_uses
+                .lock()
+                .iter()
+                .filter_map(|(id, u)| Some((id.clone(), u.get()?)))
+                .filter(|(id, at)| catalog.api_key(id).is_some_and(|k| k.last_used < Some(*at)))
+                .collect()
+        };
+        // Nothing to record: no wait for the DDL lock (a DDL statement in flight).
+        if unrecorded().is_empty() {
+            return Ok(());
+        }
         let ddl = self.inner.engine.locks().ddl().await;
-        let catalog = self.catalog();
-        let uses: Vec<(String, i64)> = self
-            .inner
-            .key_uses
-            .lock()
-            .iter()
-            .filter_map(|(id, u)| Some((id.clone(), u.get()?)))
-            .filter(|(id, at)| catalog.api_key(id).is_some_and(|k| k.last_used < Some(*at)))
-            .collect();
+        let uses = unrecorded();
         if uses.is_empty() {
             return Ok(());
         }
@@ -486,8 +513,11 @@ impl Tarn {
             .collect())
     }
 
-    /// Revokes a key: it never connects again.
+    /// Revokes a key: it never connects again, and its open sessions are refused from
+    /// their next call. Calls of the key under way finish first (this waits for them,
+    /// for at most the query timeout), so nothing the key does lands after this returns.
     pub async fn revoke_api_key(&self, key_id: &str) -> Result<()> {
+        let _gate = self.inner.gates.revoke_key(key_id).await;
         let ddl = self.inner.engine.locks().ddl().await;
         match self.catalog().api_key(key_id) {
             None => Err(Error::not_found(format!(
@@ -519,13 +549,13 @@ impl Tarn {
             .api_key_by_hash(&hash)
             .filter(|k| !k.revoked && constant_time_eq(k.hash.as_bytes(), hash.as_bytes()))
             .ok_or_else(|| Error::new(ErrorKind::Unauthorized, "invalid or revoked API key"))?;
-        let used = self
-            .inner
-            .key_uses
-            .lock()
-            .entry(key.id.clone())
-            .or_default()
-            .clone();
+        let used = {
+            let mut uses = self.inner.key_uses.lock();
+            match uses.get(&key.id) {
+                Some(u) => u.clone(),
+                None => uses.entry(key.id.clone()).or_default().clone(),
+            }
+        };
         used.record();
         Ok(Session {
             tarn: self.clone(),
@@ -663,7 +693,9 @@ impl Session {
         self.authorize(Operation::CreateOrganization, "")?;
         tarn_catalog::validate_id("organization", id)?;
         let ddl = self.ddl().ddl().await;
-        if self.tarn.catalog().org(id).is_some() {
+        let catalog = self.tarn.catalog();
+        self.recheck(Operation::CreateOrganization, "", &catalog)?;
+        if catalog.org(id).is_some() {
             return Err(Error::conflict(format!(
                 "organization \"{id}\" already exists"
             )));
@@ -696,7 +728,7 @@ impl Session {
     pub async fn update_organization(&self, id: &str, name: &str) -> Result<IdName> {
         self.authorize(Operation::UpdateOrganization, id)?;
         let ddl = self.ddl().ddl().await;
-        self.permit(Operation::UpdateOrganization, id, &self.tarn.catalog())?;
+        self.recheck(Operation::UpdateOrganization, id, &self.tarn.catalog())?;
         self.tarn
             .commit(
                 vec![Op::Catalog(CatalogOp::RenameOrg {
@@ -718,7 +750,7 @@ impl Session {
         let locks = self.ddl().clone();
         let mut guards = vec![locks.ddl().await];
         let catalog = self.tarn.catalog();
-        self.permit(Operation::DeleteOrganization, id, &catalog)?;
+        self.recheck(Operation::DeleteOrganization, id, &catalog)?;
         for t in catalog.all_tables().filter(|t| t.org_id == id) {
             guards.push(locks.table(t.id).await);
         }
@@ -758,7 +790,7 @@ impl Session {
         let email = normalize_email(email)?;
         let ddl = self.ddl().ddl().await;
         let catalog = self.tarn.catalog();
-        self.permit(Operation::AddMember, org, &catalog)?;
+        self.recheck(Operation::AddMember, org, &catalog)?;
         let mut ops = Vec::new();
         let user = match catalog.user_by_email(&email) {
             Some(u) => {
@@ -793,11 +825,14 @@ impl Session {
         let role = parse_role(role)?;
         let ddl = self.ddl().ddl().await;
         let catalog = self.tarn.catalog();
-        self.permit(Operation::UpdateMember, org, &catalog)?;
+        self.recheck(Operation::UpdateMember, org, &catalog)?;
         let current = catalog
             .role(org, user_id)
             .ok_or_else(|| member_not_found(org, user_id))?;
-        if current == Role::Admin && role != Role::Admin && admins(&catalog, org) == 1 {
+        if current == Role::Admin
+            && role != Role::Admin
+            && other_admins(&catalog, org, user_id) == 0
+        {
             return Err(last_admin(org));
         }
         if current != role {
@@ -821,16 +856,21 @@ impl Session {
     }
 
     /// Removes a member (admin only); that user's sessions lose the organization at
-    /// their next call. Removing the last admin is 409; a non-member is 404.
+    /// their next call. The member's SQL calls under way finish first (this waits for
+    /// them, for at most the query timeout), so nothing the member does lands after this
+    /// returns. Removing the last admin is 409; a non-member is 404.
     pub async fn remove_member(&self, org: &str, user_id: &str) -> Result<()> {
         self.authorize(Operation::RemoveMember, org)?;
+        // The member's calls under way finish first (see `access::Gates`); the gate is
+        // taken before the DDL lock, which those calls may be waiting for.
+        let _gate = self.tarn.inner.gates.remove_member(org, user_id).await;
         let ddl = self.ddl().ddl().await;
         let catalog = self.tarn.catalog();
-        self.permit(Operation::RemoveMember, org, &catalog)?;
+        self.recheck(Operation::RemoveMember, org, &catalog)?;
         let current = catalog
             .role(org, user_id)
             .ok_or_else(|| member_not_found(org, user_id))?;
-        if current == Role::Admin && admins(&catalog, org) == 1 {
+        if current == Role::Admin && other_admins(&catalog, org, user_id) == 0 {
             return Err(last_admin(org));
         }
         self.tarn
@@ -876,7 +916,7 @@ impl Session {
         let ddl = self.ddl().ddl().await;
         let catalog = self.tarn.catalog();
         let org = self
-            .permit(Operation::CreateWorkspace, "", &catalog)?
+            .recheck(Operation::CreateWorkspace, "", &catalog)?
             .unwrap_or_default();
         if catalog.workspace(&org, id).is_some() {
             return Err(Error::conflict(format!(
@@ -906,7 +946,7 @@ impl Session {
         let ddl = self.ddl().ddl().await;
         // Checked again under the DDL lock: a workspace deleted meanwhile is a 404.
         let org = self
-            .permit(Operation::UpdateWorkspace, id, &self.tarn.catalog())?
+            .recheck(Operation::UpdateWorkspace, id, &self.tarn.catalog())?
             .unwrap_or_default();
         self.tarn
             .commit(
@@ -931,7 +971,7 @@ impl Session {
         let mut guards = vec![locks.ddl().await];
         let catalog = self.tarn.catalog();
         let org = self
-            .permit(Operation::DeleteWorkspace, id, &catalog)?
+            .recheck(Operation::DeleteWorkspace, id, &catalog)?
             .unwrap_or_default();
         for t in catalog.tables_of(&org, id) {
             guards.push(locks.table(t.id).await);
@@ -1010,7 +1050,7 @@ impl Session {
 
     /// Drops a table (404 if it does not exist).
     pub async fn drop_table(&self, ws: &str, table: &str) -> Result<()> {
-        let access = self.authorize(Operation::DropTable, ws)?;
+        let (access, _guards) = self.authorize_call(Operation::DropTable, ws).await?;
         let sql = format!(
             "DROP TABLE \"{}\".\"{}\"",
             ws.replace('"', "\"\""),
@@ -1042,7 +1082,7 @@ impl Session {
         params: &[serde_json::Value],
     ) -> Result<QueryResult> {
         let start = Instant::now();
-        let access = self.authorize(Operation::Query, ws)?;
+        let (access, _guards) = self.authorize_call(Operation::Query, ws).await?;
         let out = self.run(access, ws, sql, params).await?;
         let row_count = out.row_count();
         let rows = match &out.batches {
@@ -1072,7 +1112,7 @@ impl Session {
         sql: &str,
         params: &[serde_json::Value],
     ) -> Result<ArrowResult> {
-        let access = self.authorize(Operation::QueryArrow, ws)?;
+        let (access, _guards) = self.authorize_call(Operation::QueryArrow, ws).await?;
         let out = self.run(access, ws, sql, params).await?;
         Ok(ArrowResult {
             schema: out.schema,
@@ -1091,7 +1131,7 @@ impl Session {
         table: &str,
         batches: &[datafusion::arrow::record_batch::RecordBatch],
     ) -> Result<u64> {
-        let access = self.authorize(Operation::InsertArrow, ws)?;
+        let (access, _guards) = self.authorize_call(Operation::InsertArrow, ws).await?;
         Ok(self
             .tarn
             .inner
@@ -1109,7 +1149,7 @@ impl Session {
         params_batch: &[Vec<serde_json::Value>],
     ) -> Result<BatchResult> {
         let start = Instant::now();
-        let access = self.authorize(Operation::QueryBatch, ws)?;
+        let (access, _guards) = self.authorize_call(Operation::QueryBatch, ws).await?;
         let totals = self
             .tarn
             .inner
@@ -1125,12 +1165,14 @@ impl Session {
     }
 }
 
-/// How many admins organization `org` has.
-fn admins(catalog: &Catalog, org: &str) -> usize {
+/// How many admins of organization `org` other than `user_id` can act: verified users
+/// (a pending invite as admin may never be accepted, so it does not keep the
+/// organization managed).
+fn other_admins(catalog: &Catalog, org: &str, user_id: &str) -> usize {
     catalog
         .members_of(org)
         .iter()
-        .filter(|(_, r)| *r == Role::Admin)
+        .filter(|(u, r)| *r == Role::Admin && u.verified && u.id != user_id)
         .count()
 }
 
