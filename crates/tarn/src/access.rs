@@ -15,6 +15,11 @@
 //!    workspace the organization does not have;
 //! 5. the role (403), only once the caller has proved membership, so a 403 never tells
 //!    an outsider that something exists.
+//!
+//! Calls that change the catalog check the key, scope and role again under the DDL lock
+//! ([`Session::recheck`]); SQL calls hold gates that revoking the key or removing the
+//! membership waits for ([`Gates`]). Either way, nothing a revoked key or a removed
+//! member does lands after the revocation or removal returns.
 
 use std::collections::HashMap;
 use std::sync::Arc;
