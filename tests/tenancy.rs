@@ -590,21 +590,23 @@ async fn acme_with_member(tarn: &Tarn) -> tarn::Result<(Session, Session, String
     Ok((acme, member.with_org("acme"), member_id))
 }
 
+/// `sql` run by `s` in workspace `ws` on a task of its own.
+fn spawn_query(s: &Session, sql: impl Into<String>) -> tokio::task::JoinHandle<tarn::Result<()>> {
+    let (s, sql) = (s.clone(), sql.into());
+    tokio::spawn(async move { s.query("ws", &sql, &[]).await.map(drop) })
+}
+
+/// A cross join large enough that counting it takes a second or so.
+const SLOW_FROM: &str = "FROM generate_series(1, 25000) AS a(v) \
+    CROSS JOIN generate_series(1, 25000) AS b(w) WHERE a.v + b.w > 3";
+
 /// A statement of `s` that holds the DDL lock for a second or so (a CREATE TABLE AS
-/// over a large cross join: `create_table` takes the DDL lock before it runs the query).
+/// over [`SLOW_FROM`]: `create_table` takes the DDL lock before it runs the query).
 fn hold_ddl_lock(s: &Session) -> tokio::task::JoinHandle<tarn::Result<()>> {
-    let s = s.clone();
-    tokio::spawn(async move {
-        s.query(
-            "ws",
-            r#"CREATE TABLE "ws"."slow" AS SELECT count(*) AS c
-               FROM generate_series(1, 25000) AS a(v) CROSS JOIN generate_series(1, 25000) AS b(w)
-               WHERE a.v + b.w > 3"#,
-            &[],
-        )
-        .await
-        .map(drop)
-    })
+    spawn_query(
+        s,
+        format!(r#"CREATE TABLE "ws"."slow" AS SELECT count(*) AS c {SLOW_FROM}"#),
+    )
 }
 
 const SETTLE: std::time::Duration = std::time::Duration::from_millis(150);
@@ -624,19 +626,11 @@ async fn member_removed_while_queued_for_the_ddl_lock_cannot_create_a_table() ->
         tokio::spawn(async move { acme.remove_member("acme", &member_id).await })
     };
     tokio::time::sleep(SETTLE).await;
-    // ...then the member's CREATE TABLE, authorized while still a member.
-    let create = {
-        let member = member.clone();
-        tokio::spawn(async move {
-            member
-                .query(
-                    "ws",
-                    r#"CREATE TABLE "ws"."sneaky" (id INT8) USING engine"#,
-                    &[],
-                )
-                .await
-        })
-    };
+    // ...then the member's CREATE TABLE, which waits for the removal.
+    let create = spawn_query(
+        &member,
+        r#"CREATE TABLE "ws"."sneaky" (id INT8) USING engine"#,
+    );
     tokio::time::sleep(SETTLE).await;
     assert!(
         !slow.is_finished(),
@@ -650,7 +644,7 @@ async fn member_removed_while_queued_for_the_ddl_lock_cannot_create_a_table() ->
         member.tables("ws").await.err().map(|e| e.status()),
         Some(404)
     );
-    // ...but a table was created by it after its removal was committed.
+    // ...and the statement that waited for the removal created nothing.
     let names: Vec<String> = acme
         .tables("ws")
         .await?
@@ -724,33 +718,15 @@ async fn member_removed_while_queued_for_a_table_lock_cannot_write() -> TestResu
     let (acme, member, member_id) = acme_with_member(&tarn).await?;
 
     // The admin's slow INSERT holds `t`'s writer lock.
-    let slow = {
-        let acme = acme.clone();
-        tokio::spawn(async move {
-            acme.query(
-                "ws",
-                r#"INSERT INTO "ws"."t" (id, body) SELECT 1000 + count(*), 'slow'
-                   FROM generate_series(1, 25000) AS a(v) CROSS JOIN generate_series(1, 25000) AS b(w)
-                   WHERE a.v + b.w > 3"#,
-                &[],
-            )
-            .await
-            .map(drop)
-        })
-    };
+    let slow = spawn_query(
+        &acme,
+        format!(r#"INSERT INTO "ws"."t" (id, body) SELECT 1000 + count(*), 'slow' {SLOW_FROM}"#),
+    );
     tokio::time::sleep(SETTLE).await;
-    let write = {
-        let member = member.clone();
-        tokio::spawn(async move {
-            member
-                .query(
-                    "ws",
-                    r#"INSERT INTO "ws"."t" VALUES (2, 'after removal')"#,
-                    &[],
-                )
-                .await
-        })
-    };
+    let write = spawn_query(
+        &member,
+        r#"INSERT INTO "ws"."t" VALUES (2, 'after removal')"#,
+    );
     tokio::time::sleep(SETTLE).await;
     assert!(
         !slow.is_finished(),

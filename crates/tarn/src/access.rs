@@ -25,7 +25,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use tarn_catalog::{Catalog, Role};
-use tokio::sync::{OwnedRwLockReadGuard, OwnedRwLockWriteGuard, RwLock};
+use tokio::sync::{OwnedMutexGuard, OwnedRwLockReadGuard, OwnedRwLockWriteGuard, RwLock};
 
 use crate::{Error, ErrorKind, Result, Session};
 
@@ -203,6 +203,20 @@ pub(crate) fn org_not_found(id: &str) -> Error {
     Error::not_found(format!("organization \"{id}\" does not exist"))
 }
 
+pub(crate) fn ws_not_found(id: &str) -> Error {
+    Error::not_found(format!("workspace \"{id}\" does not exist"))
+}
+
+/// What a catalog-changing call holds once [`Session::lock_and_recheck`] returns.
+pub(crate) struct Locked {
+    /// The DDL lock, to hand to the commit.
+    pub ddl: OwnedMutexGuard<()>,
+    /// The catalog as it is under the lock.
+    pub catalog: Arc<Catalog>,
+    /// The organization of org-scoped calls (empty for the others).
+    pub org: String,
+}
+
 /// Gates that make revoking a key and removing a member take effect at once, also for
 /// calls already under way.
 ///
@@ -252,7 +266,7 @@ impl Gates {
     }
 }
 
-fn revoked() -> Error {
+pub(crate) fn revoked() -> Error {
     Error::new(ErrorKind::Unauthorized, "invalid or revoked API key")
 }
 
@@ -305,15 +319,19 @@ impl Session {
         ))
     }
 
+    /// Takes the DDL lock for a call that changes the catalog, after
+    /// [`Session::authorize`], and runs [`Session::recheck`] under it.
+    pub(crate) async fn lock_and_recheck(&self, op: Operation, target: &str) -> Result<Locked> {
+        let ddl = self.tarn.inner.engine.locks().ddl().await;
+        let catalog = self.tarn.catalog();
+        let org = self.recheck(op, target, &catalog)?.unwrap_or_default();
+        Ok(Locked { ddl, catalog, org })
+    }
+
     /// The key, scope and role checks of `op` again, against the catalog as it is under
     /// the DDL lock (which the caller holds): a key revoked, a membership, role or
     /// workspace removed since [`Session::authorize`] is seen.
-    pub(crate) fn recheck(
-        &self,
-        op: Operation,
-        target: &str,
-        catalog: &Catalog,
-    ) -> Result<Option<String>> {
+    fn recheck(&self, op: Operation, target: &str, catalog: &Catalog) -> Result<Option<String>> {
         if catalog.api_key(&self.key_id).is_none_or(|k| k.revoked) {
             return Err(revoked());
         }
@@ -339,9 +357,7 @@ impl Session {
             .role(org, &self.user_id)
             .ok_or_else(|| org_not_found(org))?;
         if rule.scope == Scope::Workspace && catalog.workspace(org, target).is_none() {
-            return Err(Error::not_found(format!(
-                "workspace \"{target}\" does not exist"
-            )));
+            return Err(ws_not_found(target));
         }
         if rule.role == Some(Role::Admin) && role != Role::Admin {
             return Err(Error::new(

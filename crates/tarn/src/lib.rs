@@ -41,7 +41,7 @@ use tarn_sql::{Limits, SqlEngine};
 use tarn_storage::{Database, FileBackend, Op, StdBackend, StorageOptions};
 use tokio::sync::OwnedMutexGuard;
 
-use access::{Access, Gates, org_not_found};
+use access::{Access, Gates, Locked, org_not_found, revoked, ws_not_found};
 pub use access::{Operation, PERMISSIONS, Permission, Scope};
 /// The Arrow crate Tarn's record batches come from (`query_arrow`, `insert_arrow`).
 pub use datafusion::arrow;
@@ -538,9 +538,9 @@ impl Tarn {
 
     /// A session for the key's user; 401 for an unknown or revoked key.
     ///
-    /// The secret's SHA-256 finds the key, and the stored digest is then compared with
-    /// the computed one in constant time, so how long a rejection takes says nothing
-    /// about how close a guess was.
+    /// The secret's SHA-256 finds the key (how long that lookup takes can only tell
+    /// something about the digest, which says nothing about the secret), and the stored
+    /// digest is then compared with the computed one in constant time.
     pub async fn connect(&self, secret: &str) -> Result<Session> {
         self.check_open()?;
         let catalog = self.catalog();
@@ -548,7 +548,7 @@ impl Tarn {
         let key = catalog
             .api_key_by_hash(&hash)
             .filter(|k| !k.revoked && constant_time_eq(k.hash.as_bytes(), hash.as_bytes()))
-            .ok_or_else(|| Error::new(ErrorKind::Unauthorized, "invalid or revoked API key"))?;
+            .ok_or_else(revoked)?;
         let used = {
             let mut uses = self.inner.key_uses.lock();
             match uses.get(&key.id) {
@@ -617,10 +617,6 @@ pub struct Session {
     used: Arc<KeyUse>,
 }
 
-fn ws_not_found(id: &str) -> Error {
-    Error::not_found(format!("workspace \"{id}\" does not exist"))
-}
-
 fn parse_role(role: &str) -> Result<Role> {
     Role::parse(role).ok_or_else(|| {
         Error::bad(format!(
@@ -651,7 +647,7 @@ impl Session {
         }
     }
 
-    fn ddl(&self) -> &Arc<tarn_sql::Locks> {
+    fn locks(&self) -> &Arc<tarn_sql::Locks> {
         self.tarn.inner.engine.locks()
     }
 
@@ -692,9 +688,9 @@ impl Session {
     pub async fn create_organization(&self, id: &str, name: &str) -> Result<IdName> {
         self.authorize(Operation::CreateOrganization, "")?;
         tarn_catalog::validate_id("organization", id)?;
-        let ddl = self.ddl().ddl().await;
-        let catalog = self.tarn.catalog();
-        self.recheck(Operation::CreateOrganization, "", &catalog)?;
+        let Locked { ddl, catalog, .. } = self
+            .lock_and_recheck(Operation::CreateOrganization, "")
+            .await?;
         if catalog.org(id).is_some() {
             return Err(Error::conflict(format!(
                 "organization \"{id}\" already exists"
@@ -709,11 +705,7 @@ impl Session {
                         creator: self.user_id.clone(),
                         created_at: now_iso(),
                     })),
-                    Op::Catalog(CatalogOp::PutMember(tarn_catalog::MemberRecord {
-                        org_id: id.to_string(),
-                        user_id: self.user_id.clone(),
-                        role: Role::Admin,
-                    })),
+                    put_member(id, &self.user_id, Role::Admin),
                 ],
                 vec![ddl],
             )
@@ -727,8 +719,9 @@ impl Session {
     /// Renames an organization (admin).
     pub async fn update_organization(&self, id: &str, name: &str) -> Result<IdName> {
         self.authorize(Operation::UpdateOrganization, id)?;
-        let ddl = self.ddl().ddl().await;
-        self.recheck(Operation::UpdateOrganization, id, &self.tarn.catalog())?;
+        let Locked { ddl, .. } = self
+            .lock_and_recheck(Operation::UpdateOrganization, id)
+            .await?;
         self.tarn
             .commit(
                 vec![Op::Catalog(CatalogOp::RenameOrg {
@@ -747,12 +740,12 @@ impl Session {
     /// Deletes an organization with its members, workspaces and tables (admin).
     pub async fn delete_organization(&self, id: &str) -> Result<()> {
         self.authorize(Operation::DeleteOrganization, id)?;
-        let locks = self.ddl().clone();
-        let mut guards = vec![locks.ddl().await];
-        let catalog = self.tarn.catalog();
-        self.recheck(Operation::DeleteOrganization, id, &catalog)?;
+        let Locked { ddl, catalog, .. } = self
+            .lock_and_recheck(Operation::DeleteOrganization, id)
+            .await?;
+        let mut guards = vec![ddl];
         for t in catalog.all_tables().filter(|t| t.org_id == id) {
-            guards.push(locks.table(t.id).await);
+            guards.push(self.locks().table(t.id).await);
         }
         self.tarn
             .commit(
@@ -788,9 +781,7 @@ impl Session {
         self.authorize(Operation::AddMember, org)?;
         let role = parse_role(role)?;
         let email = normalize_email(email)?;
-        let ddl = self.ddl().ddl().await;
-        let catalog = self.tarn.catalog();
-        self.recheck(Operation::AddMember, org, &catalog)?;
+        let Locked { ddl, catalog, .. } = self.lock_and_recheck(Operation::AddMember, org).await?;
         let mut ops = Vec::new();
         let user = match catalog.user_by_email(&email) {
             Some(u) => {
@@ -807,13 +798,7 @@ impl Session {
                 u
             }
         };
-        ops.push(Op::Catalog(CatalogOp::PutMember(
-            tarn_catalog::MemberRecord {
-                org_id: org.to_string(),
-                user_id: user.id.clone(),
-                role,
-            },
-        )));
+        ops.push(put_member(org, &user.id, role));
         self.tarn.commit(ops, vec![ddl]).await?;
         Ok(member_view(&user, role))
     }
@@ -823,9 +808,8 @@ impl Session {
     pub async fn update_member(&self, org: &str, user_id: &str, role: &str) -> Result<MemberRole> {
         self.authorize(Operation::UpdateMember, org)?;
         let role = parse_role(role)?;
-        let ddl = self.ddl().ddl().await;
-        let catalog = self.tarn.catalog();
-        self.recheck(Operation::UpdateMember, org, &catalog)?;
+        let Locked { ddl, catalog, .. } =
+            self.lock_and_recheck(Operation::UpdateMember, org).await?;
         let current = catalog
             .role(org, user_id)
             .ok_or_else(|| member_not_found(org, user_id))?;
@@ -837,16 +821,7 @@ impl Session {
         }
         if current != role {
             self.tarn
-                .commit(
-                    vec![Op::Catalog(CatalogOp::PutMember(
-                        tarn_catalog::MemberRecord {
-                            org_id: org.to_string(),
-                            user_id: user_id.to_string(),
-                            role,
-                        },
-                    ))],
-                    vec![ddl],
-                )
+                .commit(vec![put_member(org, user_id, role)], vec![ddl])
                 .await?;
         }
         Ok(MemberRole {
@@ -864,9 +839,8 @@ impl Session {
         // The member's calls under way finish first (see `access::Gates`); the gate is
         // taken before the DDL lock, which those calls may be waiting for.
         let _gate = self.tarn.inner.gates.remove_member(org, user_id).await;
-        let ddl = self.ddl().ddl().await;
-        let catalog = self.tarn.catalog();
-        self.recheck(Operation::RemoveMember, org, &catalog)?;
+        let Locked { ddl, catalog, .. } =
+            self.lock_and_recheck(Operation::RemoveMember, org).await?;
         let current = catalog
             .role(org, user_id)
             .ok_or_else(|| member_not_found(org, user_id))?;
@@ -913,11 +887,9 @@ impl Session {
     pub async fn create_workspace(&self, id: &str, name: &str) -> Result<IdName> {
         self.authorize(Operation::CreateWorkspace, "")?;
         tarn_catalog::validate_id("workspace", id)?;
-        let ddl = self.ddl().ddl().await;
-        let catalog = self.tarn.catalog();
-        let org = self
-            .recheck(Operation::CreateWorkspace, "", &catalog)?
-            .unwrap_or_default();
+        let Locked { ddl, catalog, org } = self
+            .lock_and_recheck(Operation::CreateWorkspace, "")
+            .await?;
         if catalog.workspace(&org, id).is_some() {
             return Err(Error::conflict(format!(
                 "workspace \"{id}\" already exists"
@@ -943,11 +915,10 @@ impl Session {
     /// Renames a workspace.
     pub async fn update_workspace(&self, id: &str, name: &str) -> Result<IdName> {
         self.authorize(Operation::UpdateWorkspace, id)?;
-        let ddl = self.ddl().ddl().await;
         // Checked again under the DDL lock: a workspace deleted meanwhile is a 404.
-        let org = self
-            .recheck(Operation::UpdateWorkspace, id, &self.tarn.catalog())?
-            .unwrap_or_default();
+        let Locked { ddl, org, .. } = self
+            .lock_and_recheck(Operation::UpdateWorkspace, id)
+            .await?;
         self.tarn
             .commit(
                 vec![Op::Catalog(CatalogOp::RenameWorkspace {
@@ -967,14 +938,12 @@ impl Session {
     /// Deletes a workspace with all its tables (admin).
     pub async fn delete_workspace(&self, id: &str) -> Result<()> {
         self.authorize(Operation::DeleteWorkspace, id)?;
-        let locks = self.ddl().clone();
-        let mut guards = vec![locks.ddl().await];
-        let catalog = self.tarn.catalog();
-        let org = self
-            .recheck(Operation::DeleteWorkspace, id, &catalog)?
-            .unwrap_or_default();
+        let Locked { ddl, catalog, org } = self
+            .lock_and_recheck(Operation::DeleteWorkspace, id)
+            .await?;
+        let mut guards = vec![ddl];
         for t in catalog.tables_of(&org, id) {
-            guards.push(locks.table(t.id).await);
+            guards.push(self.locks().table(t.id).await);
         }
         self.tarn
             .commit(
@@ -1174,6 +1143,15 @@ fn other_admins(catalog: &Catalog, org: &str, user_id: &str) -> usize {
         .iter()
         .filter(|(u, r)| *r == Role::Admin && u.verified && u.id != user_id)
         .count()
+}
+
+/// The catalog op that makes `user_id` a member of `org` as `role`.
+fn put_member(org: &str, user_id: &str, role: Role) -> Op {
+    Op::Catalog(CatalogOp::PutMember(tarn_catalog::MemberRecord {
+        org_id: org.to_string(),
+        user_id: user_id.to_string(),
+        role,
+    }))
 }
 
 fn member_view(u: &UserRecord, role: Role) -> Member {
