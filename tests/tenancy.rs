@@ -48,6 +48,8 @@ const CALLERS: [Caller; 6] = [
 struct World {
     admin: Session,
     member_id: String,
+    /// A file of workspace `ws`.
+    file_id: String,
     sessions: Vec<(Caller, Session)>,
 }
 
@@ -71,6 +73,10 @@ async fn world() -> tarn::Result<World> {
     .await?;
     acme.query("ws", r#"INSERT INTO "ws"."t" VALUES (1, 'one', 1.0)"#, &[])
         .await?;
+    let file_id = acme
+        .upload_file("ws", "a.txt", "text/plain", &b"file a"[..])
+        .await?
+        .id;
 
     let (member_id, member) = user_session(&tarn, "member@example.com").await?;
     acme.add_member("acme", "member@example.com", "member")
@@ -102,6 +108,7 @@ async fn world() -> tarn::Result<World> {
     Ok(World {
         admin: acme,
         member_id,
+        file_id,
         sessions,
     })
 }
@@ -196,6 +203,14 @@ async fn call(op: Operation, s: &Session, w: &World) -> Result<u16, String> {
             )
             .await
             .map(drop),
+        O::UploadFile => s
+            .upload_file("ws", "b.txt", "text/plain", &b"file b"[..])
+            .await
+            .map(drop),
+        O::Files => s.files("ws", None, None).await.map(drop),
+        O::File => s.file("ws", &w.file_id).await.map(drop),
+        O::FileContent => s.file_content("ws", &w.file_id).await.map(drop),
+        O::DeleteFile => s.delete_file("ws", &w.file_id).await,
         other => return Err(format!("{other:?} has no call in this test: add one")),
     };
     Ok(match r {
@@ -214,6 +229,9 @@ async fn state(w: &World) -> Result<serde_json::Value, Box<dyn std::error::Error
     for ws in a.workspaces().await?.data {
         for t in a.tables(&ws.id).await? {
             tables.push(json!([ws.id, ws.name, t.name, t.row_count]));
+        }
+        for f in a.files(&ws.id, None, None).await?.data {
+            tables.push(json!([ws.id, f.filename, f.size_bytes]));
         }
         tables.push(json!([ws.id, ws.name]));
     }

@@ -2,6 +2,7 @@
 //! tables, changed only by [`CatalogOp`]s.
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
@@ -41,6 +42,42 @@ pub struct ApiKeyRecord {
     /// recorded (the facade counts uses in memory and records them on close).
     #[serde(default)]
     pub last_used: Option<i64>,
+}
+
+/// A workspace file (SPEC §7). Its bytes are a blob of the storage layer named `id`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FileRecord {
+    /// File id (a UUID chosen by Tarn; also the blob's name).
+    pub id: String,
+    /// Organization of the workspace.
+    pub org_id: String,
+    /// Workspace.
+    pub workspace_id: String,
+    /// The name it was uploaded under.
+    pub filename: String,
+    /// The media type it was uploaded with.
+    pub media_type: String,
+    /// Length of the bytes.
+    pub size_bytes: u64,
+    /// Hex SHA-256 of the bytes.
+    pub sha256: String,
+    /// ISO 8601 UTC.
+    pub created_at: String,
+    /// Upload order in the database (assigned when the record is applied): files are
+    /// listed newest first, and many share a `created_at` second.
+    #[serde(default)]
+    pub seq: u64,
+}
+
+/// The files of one workspace, shared between catalog versions until one of them
+/// changes (a catalog commit copies the catalog: copying a workspace's file list is
+/// then only needed for the workspace it touches).
+#[derive(Debug, Clone, Default)]
+struct WorkspaceFiles {
+    /// seq → record.
+    by_seq: BTreeMap<u64, Arc<FileRecord>>,
+    /// id → seq.
+    by_id: HashMap<String, u64>,
 }
 
 /// An organization.
@@ -353,6 +390,17 @@ pub enum CatalogOp {
         /// Index id.
         index_id: IndexId,
     },
+    /// Add a workspace file's record (its blob is already durable).
+    PutFile(FileRecord),
+    /// Delete a workspace file's record (its blob is removed once this is durable).
+    DeleteFile {
+        /// Organization id.
+        org_id: String,
+        /// Workspace id.
+        workspace_id: String,
+        /// File id.
+        file_id: String,
+    },
 }
 
 /// Every catalog record, indexed for the lookups Tarn makes.
@@ -372,6 +420,9 @@ pub struct Catalog {
     /// (organization, workspace, index name) → index id.
     index_names: HashMap<(String, String, String), IndexId>,
     next_index_id: IndexId,
+    /// (organization, workspace) → its files.
+    files: BTreeMap<(String, String), Arc<WorkspaceFiles>>,
+    next_file_seq: u64,
 }
 
 /// Every record of a catalog in a serializable form, for checkpoints: the lookup
@@ -389,6 +440,10 @@ pub struct CatalogSnapshot {
     indexes: Vec<IndexDef>,
     #[serde(default)]
     next_index_id: IndexId,
+    #[serde(default)]
+    files: Vec<FileRecord>,
+    #[serde(default)]
+    next_file_seq: u64,
 }
 
 impl Catalog {
@@ -408,6 +463,12 @@ impl Catalog {
             next_table_id: self.next_table_id,
             indexes: self.indexes.values().cloned().collect(),
             next_index_id: self.next_index_id,
+            files: self
+                .files
+                .values()
+                .flat_map(|w| w.by_seq.values().map(|f| FileRecord::clone(f)))
+                .collect(),
+            next_file_seq: self.next_file_seq,
         }
     }
 
@@ -449,7 +510,92 @@ impl Catalog {
             c.indexes.insert(i.id, i);
         }
         c.next_index_id = s.next_index_id.max(1);
+        for f in s.files {
+            c.insert_file(f);
+        }
+        c.next_file_seq = c.next_file_seq.max(s.next_file_seq);
         c
+    }
+
+    /// Adds a file record as is (its `seq` already assigned).
+    fn insert_file(&mut self, f: FileRecord) {
+        self.next_file_seq = self.next_file_seq.max(f.seq + 1);
+        let ws = Arc::make_mut(
+            self.files
+                .entry((f.org_id.clone(), f.workspace_id.clone()))
+                .or_default(),
+        );
+        ws.by_id.insert(f.id.clone(), f.seq);
+        ws.by_seq.insert(f.seq, Arc::new(f));
+    }
+
+    /// A workspace file's record.
+    pub fn file(&self, org_id: &str, ws_id: &str, file_id: &str) -> Option<&FileRecord> {
+        let ws = self.files.get(&(org_id.to_string(), ws_id.to_string()))?;
+        ws.by_seq.get(ws.by_id.get(file_id)?).map(|f| f.as_ref())
+    }
+
+    /// Up to `limit` files of a workspace, newest first, after skipping `offset`; and
+    /// how many it has.
+    pub fn files_of(
+        &self,
+        org_id: &str,
+        ws_id: &str,
+        limit: usize,
+        offset: usize,
+    ) -> (Vec<&FileRecord>, usize) {
+        match self.files.get(&(org_id.to_string(), ws_id.to_string())) {
+            Some(ws) => (
+                ws.by_seq
+                    .values()
+                    .rev()
+                    .skip(offset)
+                    .take(limit)
+                    .map(|f| f.as_ref())
+                    .collect(),
+                ws.by_seq.len(),
+            ),
+            None => (Vec::new(), 0),
+        }
+    }
+
+    /// Every file id of the catalog (which blobs must be kept).
+    pub fn file_ids(&self) -> std::collections::HashSet<String> {
+        self.files
+            .values()
+            .flat_map(|w| w.by_id.keys().cloned())
+            .collect()
+    }
+
+    /// The files `op` would remove, applied to this catalog: their blobs go once the
+    /// op is durable.
+    pub fn files_removed_by(&self, op: &CatalogOp) -> Vec<String> {
+        let of_ws = |w: &WorkspaceFiles| w.by_id.keys().cloned().collect::<Vec<_>>();
+        match op {
+            CatalogOp::DeleteFile {
+                org_id,
+                workspace_id,
+                file_id,
+            } => self
+                .file(org_id, workspace_id, file_id)
+                .map(|f| vec![f.id.clone()])
+                .unwrap_or_default(),
+            CatalogOp::DeleteWorkspace {
+                org_id,
+                workspace_id,
+            } => self
+                .files
+                .get(&(org_id.clone(), workspace_id.clone()))
+                .map(|w| of_ws(w))
+                .unwrap_or_default(),
+            CatalogOp::DeleteOrg { org_id } => self
+                .files
+                .iter()
+                .filter(|((o, _), _)| o == org_id)
+                .flat_map(|(_, w)| of_ws(w))
+                .collect(),
+            _ => Vec::new(),
+        }
     }
 
     /// An empty catalog.
@@ -688,6 +834,7 @@ impl Catalog {
                     .ok_or_else(|| missing("organization"))?;
                 self.members.retain(|(o, _), _| o != org_id);
                 self.workspaces.retain(|(o, _), _| o != org_id);
+                self.files.retain(|(o, _), _| o != org_id);
                 return Ok(self.remove_tables(|t| t.org_id == *org_id));
             }
             CatalogOp::PutMember(m) => {
@@ -732,6 +879,7 @@ impl Catalog {
                 self.workspaces
                     .remove(&(org_id.clone(), workspace_id.clone()))
                     .ok_or_else(|| missing("workspace"))?;
+                self.files.remove(&(org_id.clone(), workspace_id.clone()));
                 return Ok(
                     self.remove_tables(|t| t.org_id == *org_id && t.workspace_id == *workspace_id)
                 );
@@ -833,6 +981,33 @@ impl Catalog {
                     return Err(missing("index"));
                 }
                 self.remove_index(*index_id);
+            }
+            CatalogOp::PutFile(f) => {
+                let ws = (f.org_id.clone(), f.workspace_id.clone());
+                if !self.workspaces.contains_key(&ws) {
+                    return Err(missing("workspace"));
+                }
+                if self.file(&f.org_id, &f.workspace_id, &f.id).is_some() {
+                    return Err(Error::AlreadyExists(format!("file \"{}\"", f.id)));
+                }
+                // The order of application decides the order of listing (replay applies
+                // in the same order, so it assigns the same numbers).
+                let seq = self.next_file_seq;
+                self.insert_file(FileRecord { seq, ..f.clone() });
+            }
+            CatalogOp::DeleteFile {
+                org_id,
+                workspace_id,
+                file_id,
+            } => {
+                let key = (org_id.clone(), workspace_id.clone());
+                let ws = self.files.get_mut(&key).ok_or_else(|| missing("file"))?;
+                let ws = Arc::make_mut(ws);
+                let seq = ws.by_id.remove(file_id).ok_or_else(|| missing("file"))?;
+                ws.by_seq.remove(&seq);
+                if ws.by_seq.is_empty() {
+                    self.files.remove(&key);
+                }
             }
         }
         Ok(Vec::new())

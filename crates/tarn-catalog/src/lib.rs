@@ -9,8 +9,8 @@ mod catalog;
 mod types;
 
 pub use catalog::{
-    ApiKeyRecord, Catalog, CatalogOp, CatalogSnapshot, ColumnDef, ColumnDefault, IndexDef,
-    IndexType, MemberRecord, OrgRecord, Role, TableDef, UserRecord, WorkspaceRecord,
+    ApiKeyRecord, Catalog, CatalogOp, CatalogSnapshot, ColumnDef, ColumnDefault, FileRecord,
+    IndexDef, IndexType, MemberRecord, OrgRecord, Role, TableDef, UserRecord, WorkspaceRecord,
 };
 pub use types::SqlType;
 

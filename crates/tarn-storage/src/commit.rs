@@ -27,6 +27,7 @@ use tarn_catalog::{Catalog, CatalogOp, TableId};
 use crate::database::Inner;
 use crate::record::{self, Op};
 use crate::table::{KeyAdditions, TableStore, TableVersion};
+use crate::wal::SyncMode;
 use crate::{Error, Result};
 
 /// Largest encoded catalog (it is rewritten whole into every manifest).
@@ -39,6 +40,8 @@ struct NextCatalog {
     added_bytes: u64,
     created: Vec<TableId>,
     dropped: Vec<TableId>,
+    /// Blobs of the file records the commit deletes.
+    removed_blobs: Vec<String>,
 }
 
 /// A commit, prepared and ready to publish.
@@ -136,7 +139,12 @@ impl Inner {
                 wal.append(record)?;
             }
             // 4. Publish.
-            self.publish(prepared)?;
+            let blobs = self.publish(prepared)?;
+            // The deleted records' blobs go once the deletes are durable: now, when the
+            // log was fsynced for this commit (or there is no log).
+            if let Err(e) = self.blobs.remove(&blobs) {
+                tracing::warn!("blobs of deleted files not removed (the next open will): {e}");
+            }
         }
         if self.wal.is_some() {
             let total = self.mem_estimate.fetch_add(added, Ordering::Relaxed) + added;
@@ -172,7 +180,8 @@ impl Inner {
         };
         let tables = self.tables.read().clone();
         let prepared = self.prepare(ops, next, tables)?;
-        self.publish(prepared)
+        // The blobs of files deleted here go with the sweep that follows replay.
+        self.publish(prepared).map(drop)
     }
 
     /// The catalog after `ops`' catalog changes, on a copy of the published one
@@ -181,10 +190,12 @@ impl Inner {
         let mut catalog = Catalog::clone(&self.catalog.read());
         let mut created = Vec::new();
         let mut dropped = Vec::new();
+        let mut removed_blobs = Vec::new();
         let mut added_bytes = 0u64;
         for op in ops {
             let Op::Catalog(c) = op else { continue };
             added_bytes += serde_json::to_vec(c).map_or(0, |v| v.len() as u64);
+            removed_blobs.extend(catalog.files_removed_by(c));
             dropped.extend(catalog.apply(c)?);
             if let CatalogOp::CreateTable(t) = c {
                 created.push(t.id);
@@ -203,6 +214,7 @@ impl Inner {
             added_bytes,
             created,
             dropped,
+            removed_blobs,
         })
     }
 
@@ -263,9 +275,12 @@ impl Inner {
 
     /// Publishes a prepared commit: pointer swaps that cannot fail. New tables appear
     /// before the catalog that names them, dropped ones go after it, so a reader that
-    /// finds a table in the catalog finds its rows.
-    fn publish(&self, p: Prepared) -> Result<()> {
+    /// finds a table in the catalog finds its rows. Returns the blobs of deleted files
+    /// that may be removed at once (the log is fsynced at each commit, or there is
+    /// none); with `SyncMode::Process` they wait for the next checkpoint instead.
+    fn publish(&self, p: Prepared) -> Result<Vec<String>> {
         let res = catch_unwind(AssertUnwindSafe(|| {
+            let mut blobs_now = Vec::new();
             // The memtable keys first, outside the publish lock (see `add_keys`).
             let tables: Vec<_> = p
                 .tables
@@ -308,7 +323,16 @@ impl Inner {
                         }
                     }
                 }
+                if !c.removed_blobs.is_empty() {
+                    if self.wal.is_none() || self.options.sync == SyncMode::Full {
+                        blobs_now = c.removed_blobs;
+                    } else {
+                        self.blobs_dropped.lock().extend(c.removed_blobs);
+                        self.files_dropped.store(true, Ordering::Release);
+                    }
+                }
             }
+            blobs_now
         }));
         res.map_err(|panic| {
             let why = panic

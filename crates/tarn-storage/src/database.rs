@@ -30,6 +30,7 @@ use parking_lot::{Condvar, Mutex, RwLock};
 use tarn_catalog::{Catalog, TableId};
 
 use crate::backend::{FileBackend, StdBackend};
+use crate::blobs::Blobs;
 use crate::index::{IndexFile, index_file_name};
 use crate::maintenance::{list_segment_files, remove_unreferenced};
 use crate::manifest::{MANIFEST_FILE, Manifest};
@@ -131,6 +132,12 @@ pub(crate) struct Inner {
     /// back when it returns (no worker) or just after (the worker), not only at the
     /// next checkpoint some later write happens to cause, or at close.
     pub files_dropped: AtomicBool,
+    /// The bytes of workspace files.
+    pub blobs: Blobs,
+    /// Blobs whose records a commit deleted while the log was not fsynced at each
+    /// commit (`SyncMode::Process`): removed by the next checkpoint, once a manifest
+    /// without their records is durable (`files_dropped` makes one due).
+    pub blobs_dropped: Mutex<Vec<String>>,
 }
 
 /// One database: its catalog and tables, durable through one write-ahead log and
@@ -180,9 +187,7 @@ pub fn key_specs(catalog: &Catalog, table: TableId) -> Vec<KeySpec> {
 impl Inner {
     fn new(dir: Option<PathBuf>, options: StorageOptions, lock: Option<File>) -> Self {
         Inner {
-            dir,
             wal: None,
-            options,
             lock: Mutex::new(lock),
             catalog: RwLock::new(Arc::new(Catalog::new())),
             tables: RwLock::new(HashMap::new()),
@@ -203,6 +208,10 @@ impl Inner {
             seg_dir_dirty: AtomicBool::new(false),
             poisoned: Mutex::new(None),
             files_dropped: AtomicBool::new(false),
+            blobs: Blobs::new(dir.as_deref(), options.backend.clone()),
+            blobs_dropped: Mutex::new(Vec::new()),
+            dir,
+            options,
         }
     }
 
@@ -379,6 +388,9 @@ impl Database {
             write_format(backend.as_ref(), dir)?;
         }
         std::fs::create_dir_all(&seg_dir).map_err(|e| Error::io(&seg_dir, e))?;
+        // Blobs no record names: an upload or a delete a crash interrupted.
+        inner.blobs.create_dir()?;
+        inner.blobs.sweep(&inner.catalog.read().file_ids())?;
         let wal = recovered.open(inner.options.sync, backend.clone())?;
         let wal_seq = wal.current_seq();
         inner.wal = Some(wal);
@@ -405,6 +417,11 @@ impl Database {
     /// The database directory (`None` in memory).
     pub fn dir(&self) -> Option<&Path> {
         self.inner.dir.as_deref()
+    }
+
+    /// The bytes of workspace files.
+    pub fn blobs(&self) -> &Blobs {
+        &self.inner.blobs
     }
 
     /// A snapshot of the catalog.

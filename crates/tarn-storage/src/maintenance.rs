@@ -193,9 +193,12 @@ impl Inner {
             return Err(Error::Poisoned(m));
         }
         // 1. The cut: no commit is between prepare and publish while the gate is held.
-        let (cut, files_dropped) = {
+        let (cut, files_dropped, blobs) = {
             let _gate = self.gate.write();
             let (lsn, seq) = wal.rotate()?;
+            // Blobs of files deleted before the cut: their records are not in this
+            // checkpoint's catalog, so once its manifest is durable they can go.
+            let blobs = std::mem::take(&mut *self.blobs_dropped.lock());
             // Drops publish under the gate: every table dropped before the cut is left
             // out of this checkpoint's manifest (and its files deleted); one dropped
             // after it sets the flag again.
@@ -215,11 +218,17 @@ impl Inner {
                 estimated_catalog: self.catalog_bytes.load(Ordering::Relaxed),
                 memtable: self.mem_estimate.swap(0, Ordering::Relaxed),
             };
-            (cut, files_dropped)
+            (cut, files_dropped, blobs)
         };
         let memtable = cut.memtable;
         let res = self.seal_and_record(wal, cut);
+        if res.is_ok()
+            && let Err(e) = self.blobs.remove(&blobs)
+        {
+            tracing::warn!("blobs of deleted files not removed (the next open will): {e}");
+        }
         if res.is_err() {
+            self.blobs_dropped.lock().extend(blobs);
             // Nothing was sealed: the memtable is still over budget, so the worker (or
             // the next commit) tries again.
             self.mem_estimate.fetch_add(memtable, Ordering::Relaxed);

@@ -79,6 +79,16 @@ pub enum Operation {
     InsertArrow,
     /// [`Session::query_batch`].
     QueryBatch,
+    /// [`Session::upload_file`].
+    UploadFile,
+    /// [`Session::files`].
+    Files,
+    /// [`Session::file`].
+    File,
+    /// [`Session::file_content`].
+    FileContent,
+    /// [`Session::delete_file`].
+    DeleteFile,
 }
 
 /// What a call is about, which decides what membership it needs.
@@ -175,6 +185,11 @@ pub static PERMISSIONS: &[Permission] = &{
         row(O::QueryArrow, "query_arrow", S::Workspace, MEMBER),
         row(O::InsertArrow, "insert_arrow", S::Workspace, MEMBER),
         row(O::QueryBatch, "query_batch", S::Workspace, MEMBER),
+        row(O::UploadFile, "upload_file", S::Workspace, MEMBER),
+        row(O::Files, "files", S::Workspace, MEMBER),
+        row(O::File, "file", S::Workspace, MEMBER),
+        row(O::FileContent, "file_content", S::Workspace, MEMBER),
+        row(O::DeleteFile, "delete_file", S::Workspace, MEMBER),
     ]
 };
 

@@ -25,6 +25,7 @@
 
 mod access;
 mod error;
+mod files;
 mod resources;
 mod retry;
 
@@ -46,6 +47,7 @@ pub use access::{Operation, PERMISSIONS, Permission, Scope};
 /// The Arrow crate Tarn's record batches come from (`query_arrow`, `insert_arrow`).
 pub use datafusion::arrow;
 pub use error::{Error, ErrorKind, Result};
+pub use files::{DEFAULT_FILES_LIMIT, FileContent, FileReader, MAX_FILES_LIMIT};
 pub use resources::*;
 pub use retry::{RetryPolicy, Retryable};
 pub use tarn_catalog::Role;
@@ -70,6 +72,7 @@ pub struct Options {
     backend: Arc<dyn FileBackend>,
     limits: Limits,
     index_progress: Option<IndexProgress>,
+    max_file_bytes: u64,
 }
 
 /// A host's callback for index builds that `CREATE INDEX` waits for.
@@ -92,6 +95,7 @@ impl Default for Options {
             backend: Arc::new(StdBackend),
             limits: Limits::default(),
             index_progress: None,
+            max_file_bytes: DEFAULT_MAX_FILE_BYTES,
         }
     }
 }
@@ -184,7 +188,19 @@ impl Options {
         self.limits.max_batch = n;
         self
     }
+
+    /// Largest workspace file (`upload_file`) and table file (`upload_table`), in
+    /// bytes (default 10 GiB). Checked while the bytes stream in: a larger upload is a
+    /// 400 and keeps nothing.
+    #[must_use]
+    pub fn max_file_bytes(mut self, bytes: u64) -> Self {
+        self.max_file_bytes = bytes;
+        self
+    }
 }
+
+/// The default of [`Options::max_file_bytes`] (SPEC §8): 10 GiB.
+pub const DEFAULT_MAX_FILE_BYTES: u64 = 10 << 30;
 
 struct Bucket {
     tokens: f64,
@@ -277,14 +293,7 @@ fn new_user(email: String, name: String) -> UserRecord {
 
 /// Hex SHA-256 of an API key secret (what the catalog stores and looks keys up by).
 fn hash_secret(secret: &str) -> String {
-    const HEX: &[u8; 16] = b"0123456789abcdef";
-    let digest = Sha256::digest(secret.as_bytes());
-    let mut hex = String::with_capacity(2 * digest.len());
-    for b in digest {
-        hex.push(HEX[usize::from(b >> 4)] as char);
-        hex.push(HEX[usize::from(b & 15)] as char);
-    }
-    hex
+    files::hex(&Sha256::digest(secret.as_bytes()))
 }
 
 fn new_secret() -> String {

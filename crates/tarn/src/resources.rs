@@ -241,3 +241,36 @@ pub struct MemberRole {
     /// The new role: `admin` or `member`.
     pub role: String,
 }
+
+/// A workspace file's record (SPEC §7): `GET …/files/{id}`, and each entry of
+/// [`FileList`].
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct FileInfo {
+    /// File id (a UUID chosen by Tarn).
+    pub id: String,
+    /// Workspace id.
+    pub workspace_id: String,
+    /// The name it was uploaded under.
+    pub filename: String,
+    /// The media type it was uploaded with.
+    pub media_type: String,
+    /// Length in bytes.
+    pub size_bytes: u64,
+    /// Hex SHA-256 of the bytes.
+    pub sha256: String,
+    /// ISO 8601 UTC.
+    pub created_at: String,
+}
+
+/// `GET …/files`: one page of a workspace's files, newest first.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct FileList {
+    /// The files of this page.
+    pub data: Vec<FileInfo>,
+    /// Files in the workspace.
+    pub total_count: u64,
+    /// The page size used.
+    pub limit: u32,
+    /// Files skipped before this page.
+    pub offset: u64,
+}

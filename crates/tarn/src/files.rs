@@ -1,0 +1,398 @@
+//! Workspace files (SPEC §7): uploads streamed to a blob of the storage layer (hashed
+//! and size-checked on the way, fsynced and renamed into place before the record is
+//! committed), listing, records, downloads as an async reader, deletion.
+
+use std::io::SeekFrom;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use sha2::{Digest, Sha256};
+use tarn_catalog::{CatalogOp, FileRecord};
+use tarn_storage::{BlobSource, Database, Op};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncSeek, ReadBuf};
+use tokio::sync::mpsc;
+
+use crate::access::{Locked, Operation};
+use crate::{Error, ErrorKind, FileInfo, FileList, Result, Session, now_iso};
+
+/// Files listed per page when the caller gives no limit.
+pub const DEFAULT_FILES_LIMIT: u32 = 100;
+/// The largest page of files.
+pub const MAX_FILES_LIMIT: u32 = 1000;
+
+/// Bytes read from the caller's reader per chunk handed to the writing thread.
+const CHUNK: usize = 1 << 20;
+/// Chunks in flight between the reading task and the writing thread: with the chunk
+/// being filled, memory stays at a few MiB whatever the file's size.
+const CHUNKS_IN_FLIGHT: usize = 4;
+
+/// A file's bytes and media type, from [`Session::file_content`]. `reader` reads the
+/// bytes as they were uploaded; it can seek (to serve ranges), and keeps reading
+/// them even if the file is deleted meanwhile.
+#[derive(Debug)]
+pub struct FileContent {
+    /// The media type the file was uploaded with.
+    pub media_type: String,
+    /// Length of the bytes.
+    pub size_bytes: u64,
+    /// The bytes.
+    pub reader: FileReader,
+}
+
+/// An async reader of a file's bytes ([`AsyncRead`] + [`AsyncSeek`]).
+#[derive(Debug)]
+pub struct FileReader(ReaderInner);
+
+#[derive(Debug)]
+enum ReaderInner {
+    File(tokio::fs::File),
+    Memory(std::io::Cursor<Arc<[u8]>>),
+}
+
+impl AsyncRead for FileReader {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        match &mut self.get_mut().0 {
+            ReaderInner::File(f) => Pin::new(f).poll_read(cx, buf),
+            ReaderInner::Memory(c) => Pin::new(c).poll_read(cx, buf),
+        }
+    }
+}
+
+impl AsyncSeek for FileReader {
+    fn start_seek(self: Pin<&mut Self>, position: SeekFrom) -> std::io::Result<()> {
+        match &mut self.get_mut().0 {
+            ReaderInner::File(f) => Pin::new(f).start_seek(position),
+            ReaderInner::Memory(c) => Pin::new(c).start_seek(position),
+        }
+    }
+
+    fn poll_complete(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<u64>> {
+        match &mut self.get_mut().0 {
+            ReaderInner::File(f) => Pin::new(f).poll_complete(cx),
+            ReaderInner::Memory(c) => Pin::new(c).poll_complete(cx),
+        }
+    }
+}
+
+/// What the reading side sends the writing thread.
+enum Chunk {
+    Data(Vec<u8>),
+    /// The reader is exhausted: make the blob durable. (A channel closed without it
+    /// means the upload failed or was dropped: the blob is abandoned.)
+    End,
+}
+
+/// Removes a finished blob whose record was never committed (the upload failed, or
+/// its future was dropped, between the blob's rename and the commit).
+struct Uncommitted {
+    db: Arc<Database>,
+    id: Option<String>,
+}
+
+impl Drop for Uncommitted {
+    fn drop(&mut self) {
+        if let Some(id) = self.id.take()
+            && let Err(e) = self.db.blobs().discard(&id)
+        {
+            tracing::warn!("uncommitted blob {id} not removed (the next open will): {e}");
+        }
+    }
+}
+
+fn file_info(f: &FileRecord) -> FileInfo {
+    FileInfo {
+        id: f.id.clone(),
+        workspace_id: f.workspace_id.clone(),
+        filename: f.filename.clone(),
+        media_type: f.media_type.clone(),
+        size_bytes: f.size_bytes,
+        sha256: f.sha256.clone(),
+        created_at: f.created_at.clone(),
+    }
+}
+
+fn file_not_found(id: &str) -> Error {
+    Error::not_found(format!("file \"{id}\" does not exist"))
+}
+
+/// A file name as uploads take it: the last component a browser or `curl` sends,
+/// 1–255 bytes, no path separators, no control characters, not `.` or `..`.
+fn check_filename(name: &str) -> Result<()> {
+    let ok = !name.is_empty()
+        && name.len() <= 255
+        && name != "."
+        && name != ".."
+        && !name
+            .chars()
+            .any(|c| c == '/' || c == '\\' || c.is_control());
+    if ok {
+        Ok(())
+    } else {
+        Err(Error::bad(format!(
+            "invalid file name {name:?}: use 1-255 bytes without '/', '\\' or control characters"
+        )))
+    }
+}
+
+/// A media type as uploads take it: `type/subtype` (parameters allowed), at most 255
+/// bytes, no control characters; empty means `application/octet-stream`.
+fn media_type_or_default(media_type: &str) -> Result<String> {
+    let m = media_type.trim();
+    if m.is_empty() {
+        return Ok("application/octet-stream".into());
+    }
+    let essence = m.split(';').next().unwrap_or_default().trim();
+    let token = |s: &str| {
+        !s.is_empty()
+            && s.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"!#$&-^_.+".contains(&b))
+    };
+    let ok = m.len() <= 255
+        && !m.chars().any(char::is_control)
+        && essence
+            .split_once('/')
+            .is_some_and(|(t, s)| token(t) && token(s));
+    if ok {
+        Ok(m.to_string())
+    } else {
+        Err(Error::bad(format!(
+            "invalid media type {media_type:?}: expected type/subtype, such as text/plain"
+        )))
+    }
+}
+
+impl Session {
+    /// Uploads a file to workspace `ws`: the bytes are read from `reader` as a stream
+    /// (memory stays at a few MiB whatever the size), hashed, and written durably
+    /// before the record is committed; `media_type` empty means
+    /// `application/octet-stream`. A file larger than [`crate::Options::max_file_bytes`]
+    /// is a 400 (found while streaming; nothing is kept). Dropping the returned future
+    /// keeps nothing either, unless the record was already being committed.
+    pub async fn upload_file<R>(
+        &self,
+        ws: &str,
+        filename: &str,
+        media_type: &str,
+        mut reader: R,
+    ) -> Result<FileInfo>
+    where
+        R: AsyncRead + Unpin + Send,
+    {
+        self.authorize(Operation::UploadFile, ws)?;
+        check_filename(filename)?;
+        let media_type = media_type_or_default(media_type)?;
+        let limit = self.tarn.inner.options.max_file_bytes;
+        let id = uuid::Uuid::new_v4().to_string();
+        let db = self.tarn.db().clone();
+
+        // The blob is written on a blocking thread, fed through a bounded channel: the
+        // caller's reader is polled here while the previous chunk is hashed and written.
+        let (tx, mut rx) = mpsc::channel::<Chunk>(CHUNKS_IN_FLIGHT);
+        let writer = {
+            let (db, id) = (db.clone(), id.clone());
+            tokio::task::spawn_blocking(move || -> Result<(u64, String)> {
+                let mut blob = db.blobs().create(&id)?;
+                let mut hash = Sha256::new();
+                let mut size = 0u64;
+                loop {
+                    match rx.blocking_recv() {
+                        Some(Chunk::Data(data)) => {
+                            hash.update(&data);
+                            blob.write(&data)?;
+                            size += data.len() as u64;
+                        }
+                        Some(Chunk::End) => break,
+                        // Abandoned: dropping `blob` removes what was written.
+                        None => return Err(Error::bad("upload abandoned")),
+                    }
+                }
+                blob.finish()?;
+                Ok((size, hex(&hash.finalize())))
+            })
+        };
+        let mut sent = 0u64;
+        let read: Result<()> = async {
+            loop {
+                let mut chunk = Vec::with_capacity(CHUNK);
+                while chunk.len() < CHUNK {
+                    let n = (&mut reader)
+                        .take((CHUNK - chunk.len()) as u64)
+                        .read_to_end(&mut chunk)
+                        .await
+                        .map_err(|e| Error::bad(format!("reading the upload failed: {e}")))?;
+                    if n == 0 {
+                        break;
+                    }
+                }
+                let last = chunk.len() < CHUNK;
+                sent += chunk.len() as u64;
+                if sent > limit {
+                    return Err(Error::bad(format!(
+                        "file exceeds the limit of {limit} bytes (max_file_bytes)"
+                    )));
+                }
+                if !chunk.is_empty() && tx.send(Chunk::Data(chunk)).await.is_err() {
+                    // The writer stopped: its error says why.
+                    return Ok(());
+                }
+                if last {
+                    let _ = tx.send(Chunk::End).await;
+                    return Ok(());
+                }
+            }
+        }
+        .await;
+        // On an error the writer sees the channel close and abandons the blob.
+        drop(tx);
+        let written = writer
+            .await
+            .map_err(|e| Error::new(ErrorKind::Internal, format!("upload writer failed: {e}")));
+        read?;
+        let (size_bytes, sha256) = written??;
+        let mut uncommitted = Uncommitted {
+            db: db.clone(),
+            id: Some(id.clone()),
+        };
+
+        // The workspace may have gone (or the key been revoked) while the bytes
+        // streamed: checked again under the DDL lock, where the record commits.
+        let Locked { ddl, org, .. } = self.lock_and_recheck(Operation::UploadFile, ws).await?;
+        let record = FileRecord {
+            id: id.clone(),
+            org_id: org,
+            workspace_id: ws.to_string(),
+            filename: filename.to_string(),
+            media_type,
+            size_bytes,
+            sha256,
+            created_at: now_iso(),
+            seq: 0,
+        };
+        let info = file_info(&record);
+        // From here the commit may land even if this future is dropped: the blob
+        // must stay (an orphan, should the commit fail, goes at the next open).
+        uncommitted.id = None;
+        let committed = self
+            .tarn
+            .commit(vec![Op::Catalog(CatalogOp::PutFile(record))], vec![ddl])
+            .await;
+        if let Err(e) = committed {
+            uncommitted.id = Some(id);
+            return Err(e);
+        }
+        Ok(info)
+    }
+
+    /// A page of workspace `ws`'s files, newest first: `limit` (default 100, at most
+    /// 1000; 0 gives only the count) after skipping `offset` (default 0).
+    pub async fn files(
+        &self,
+        ws: &str,
+        limit: Option<u32>,
+        offset: Option<u64>,
+    ) -> Result<FileList> {
+        let access = self.authorize(Operation::Files, ws)?;
+        let limit = limit.unwrap_or(DEFAULT_FILES_LIMIT);
+        if limit > MAX_FILES_LIMIT {
+            return Err(Error::bad(format!(
+                "limit {limit} exceeds the maximum of {MAX_FILES_LIMIT} files per page"
+            )));
+        }
+        let offset = offset.unwrap_or(0);
+        let (page, total) = access.catalog.files_of(
+            access.org(),
+            ws,
+            limit as usize,
+            usize::try_from(offset).unwrap_or(usize::MAX),
+        );
+        Ok(FileList {
+            data: page.into_iter().map(file_info).collect(),
+            total_count: total as u64,
+            limit,
+            offset,
+        })
+    }
+
+    /// One file's record (404 when workspace `ws` has no file `id`).
+    pub async fn file(&self, ws: &str, id: &str) -> Result<FileInfo> {
+        let access = self.authorize(Operation::File, ws)?;
+        access
+            .catalog
+            .file(access.org(), ws, id)
+            .map(file_info)
+            .ok_or_else(|| file_not_found(id))
+    }
+
+    /// One file's bytes, as an async reader, with its media type.
+    pub async fn file_content(&self, ws: &str, id: &str) -> Result<FileContent> {
+        let access = self.authorize(Operation::FileContent, ws)?;
+        let record = access
+            .catalog
+            .file(access.org(), ws, id)
+            .ok_or_else(|| file_not_found(id))?
+            .clone();
+        let db = self.tarn.db().clone();
+        let blob_id = record.id.clone();
+        let source = tokio::task::spawn_blocking(move || db.blobs().open(&blob_id))
+            .await
+            .map_err(|e| Error::new(ErrorKind::Internal, e.to_string()))??;
+        let reader = match source {
+            Some(BlobSource::File(f)) => {
+                let mut f = tokio::fs::File::from_std(f);
+                // Large reads per trip to the blocking pool (tokio's default is 2 MiB
+                // already; said here so that a change there does not slow downloads).
+                f.set_max_buf_size(2 << 20);
+                ReaderInner::File(f)
+            }
+            Some(BlobSource::Memory(bytes)) => ReaderInner::Memory(std::io::Cursor::new(bytes)),
+            // A committed record always has its blob (it is durable before the commit
+            // and removed only after a durable delete): its absence is damage.
+            None => {
+                return Err(Error::new(
+                    ErrorKind::Internal,
+                    format!("the bytes of file \"{id}\" are missing from the database directory"),
+                ));
+            }
+        };
+        Ok(FileContent {
+            media_type: record.media_type,
+            size_bytes: record.size_bytes,
+            reader: FileReader(reader),
+        })
+    }
+
+    /// Deletes a file: its record at once, its bytes once the delete is durable.
+    pub async fn delete_file(&self, ws: &str, id: &str) -> Result<()> {
+        self.authorize(Operation::DeleteFile, ws)?;
+        let Locked { ddl, catalog, org } = self.lock_and_recheck(Operation::DeleteFile, ws).await?;
+        if catalog.file(&org, ws, id).is_none() {
+            return Err(file_not_found(id));
+        }
+        self.tarn
+            .commit(
+                vec![Op::Catalog(CatalogOp::DeleteFile {
+                    org_id: org,
+                    workspace_id: ws.to_string(),
+                    file_id: id.to_string(),
+                })],
+                vec![ddl],
+            )
+            .await
+    }
+}
+
+/// Lower-case hex of `bytes`.
+pub(crate) fn hex(bytes: &[u8]) -> String {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let mut s = String::with_capacity(2 * bytes.len());
+    for b in bytes {
+        s.push(HEX[usize::from(b >> 4)] as char);
+        s.push(HEX[usize::from(b & 15)] as char);
+    }
+    s
+}

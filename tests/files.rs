@@ -1,0 +1,693 @@
+//! Workspace files (SPEC §7): uploads streamed with their SHA-256, records, paging,
+//! downloads that seek, deletes and cascades, the size limit found while streaming,
+//! uploads that fail or are dropped halfway, and crashes (kill -9 and power cuts) at
+//! any point: never a record without its bytes, never bytes without a record once the
+//! database has opened again.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::SeekFrom;
+use std::path::Path;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use sha2::{Digest, Sha256};
+use tarn::storage::{Fault, FaultOp, FaultyBackend, PowerCutDisk};
+use tarn::{ErrorKind, Options, Session, SyncMode, Tarn};
+use tarn_tests::{Rng, fixture, fixture_with_key, reconnect};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncSeekExt, ReadBuf};
+
+type TestResult = Result<(), Box<dyn std::error::Error>>;
+
+fn sha_hex(bytes: &[u8]) -> String {
+    Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// `n` bytes that differ from file to file (`seed`).
+fn bytes(n: usize, seed: u64) -> Vec<u8> {
+    let mut rng = Rng(seed | 1);
+    (0..n).map(|_| rng.next_u64() as u8).collect()
+}
+
+/// The names in the database's blob directory.
+fn blob_names(dir: &Path) -> BTreeSet<String> {
+    std::fs::read_dir(dir.join("files"))
+        .map(|entries| {
+            entries
+                .filter_map(|e| e.ok())
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+async fn content(s: &Session, ws: &str, id: &str) -> tarn::Result<Vec<u8>> {
+    let mut c = s.file_content(ws, id).await?;
+    let mut out = Vec::new();
+    c.reader
+        .read_to_end(&mut out)
+        .await
+        .map_err(|e| tarn::Error::new(ErrorKind::Internal, e.to_string()))?;
+    Ok(out)
+}
+
+/// A reader that gives `data` in small pieces and then fails, or (with `hang`) never
+/// ends: a client that breaks off or stalls mid-upload.
+struct Broken {
+    data: Vec<u8>,
+    at: usize,
+    hang: bool,
+}
+
+impl AsyncRead for Broken {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        _cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        if self.at < self.data.len() {
+            let n = (self.data.len() - self.at).min(buf.remaining()).min(50_000);
+            let at = self.at;
+            buf.put_slice(&self.data[at..at + n]);
+            self.at += n;
+            return Poll::Ready(Ok(()));
+        }
+        if self.hang {
+            // Never woken: the caller gives up on the upload.
+            Poll::Pending
+        } else {
+            Poll::Ready(Err(std::io::Error::new(
+                std::io::ErrorKind::ConnectionReset,
+                "client went away",
+            )))
+        }
+    }
+}
+
+#[tokio::test]
+async fn files_round_trip_with_their_sha256_and_seek() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let tarn = Tarn::open(dir.path()).await?;
+    let (s, secret) = fixture_with_key(&tarn).await?;
+    // Several of the upload's chunks and an odd tail; an empty file; one in memory.
+    let big = bytes((3 << 20) + 12_345, 1);
+    let info = s
+        .upload_file("ws", "big.bin", "application/octet-stream", &big[..])
+        .await?;
+    assert_eq!(info.workspace_id, "ws");
+    assert_eq!(info.filename, "big.bin");
+    assert_eq!(info.size_bytes, big.len() as u64);
+    assert_eq!(info.sha256, sha_hex(&big));
+    assert_eq!(info.id.len(), 36, "a UUID: {}", info.id);
+    assert!(info.created_at.ends_with('Z'), "{}", info.created_at);
+    assert_eq!(s.file("ws", &info.id).await?, info);
+    assert_eq!(content(&s, "ws", &info.id).await?, big);
+
+    // Ranges: seek, then read.
+    let mut c = s.file_content("ws", &info.id).await?;
+    assert_eq!(c.media_type, "application/octet-stream");
+    assert_eq!(c.size_bytes, big.len() as u64);
+    c.reader.seek(SeekFrom::Start(2_000_000)).await?;
+    let mut part = vec![0u8; 1000];
+    c.reader.read_exact(&mut part).await?;
+    assert_eq!(part, big[2_000_000..2_001_000]);
+    c.reader.seek(SeekFrom::End(-10)).await?;
+    let mut tail = Vec::new();
+    c.reader.read_to_end(&mut tail).await?;
+    assert_eq!(tail, big[big.len() - 10..]);
+
+    let empty = s.upload_file("ws", "empty", "", &b""[..]).await?;
+    assert_eq!(empty.size_bytes, 0);
+    assert_eq!(empty.media_type, "application/octet-stream");
+    assert_eq!(empty.sha256, sha_hex(b""));
+    assert_eq!(content(&s, "ws", &empty.id).await?, b"");
+
+    // The bytes and records survive a reopen.
+    tarn.close().await?;
+    drop(tarn);
+    let tarn = Tarn::open(dir.path()).await?;
+    let s = reconnect(&tarn, &secret).await?;
+    assert_eq!(s.file("ws", &info.id).await?, info);
+    assert_eq!(content(&s, "ws", &info.id).await?, big);
+    assert_eq!(s.files("ws", None, None).await?.total_count, 2);
+    assert_eq!(
+        blob_names(dir.path()),
+        BTreeSet::from([info.id.clone(), empty.id.clone()])
+    );
+    tarn.close().await?;
+
+    let mem = Tarn::in_memory().await?;
+    let m = fixture(&mem).await?;
+    let f = m
+        .upload_file("ws", "m.txt", "text/plain", &big[..1000])
+        .await?;
+    assert_eq!(content(&m, "ws", &f.id).await?, big[..1000]);
+    m.delete_file("ws", &f.id).await?;
+    assert_eq!(
+        m.file_content("ws", &f.id)
+            .await
+            .map(drop)
+            .unwrap_err()
+            .status(),
+        404
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn files_list_newest_first_in_pages() -> TestResult {
+    let tarn = Tarn::in_memory().await?;
+    let s = fixture(&tarn).await?;
+    let mut ids = Vec::new();
+    for i in 0..25 {
+        let name = format!("f{i:02}.txt");
+        ids.push(
+            s.upload_file("ws", &name, "text/plain", name.as_bytes())
+                .await?
+                .id,
+        );
+    }
+    s.upload_file("other", "elsewhere.txt", "text/plain", &b"x"[..])
+        .await?;
+    ids.reverse(); // newest first
+    let all = s.files("ws", None, None).await?;
+    assert_eq!((all.total_count, all.limit, all.offset), (25, 100, 0));
+    let got: Vec<String> = all.data.iter().map(|f| f.id.clone()).collect();
+    assert_eq!(got, ids);
+    let page = s.files("ws", Some(10), Some(20)).await?;
+    assert_eq!(page.data.len(), 5);
+    assert_eq!(page.data[0].id, ids[20]);
+    assert_eq!((page.total_count, page.limit, page.offset), (25, 10, 20));
+    let count_only = s.files("ws", Some(0), None).await?;
+    assert!(count_only.data.is_empty());
+    assert_eq!(count_only.total_count, 25);
+    assert!(
+        s.files("ws", Some(1000), Some(1 << 40))
+            .await?
+            .data
+            .is_empty()
+    );
+    let e = s.files("ws", Some(1001), None).await.unwrap_err();
+    assert_eq!(e.status(), 400);
+    assert!(e.message().contains("1000"), "{e}");
+    // The JSON shape of the service.
+    let v = serde_json::to_value(&page)?;
+    for key in ["data", "total_count", "limit", "offset"] {
+        assert!(v.get(key).is_some(), "{key} in {v}");
+    }
+    let f = &v["data"][0];
+    for key in [
+        "id",
+        "workspace_id",
+        "filename",
+        "media_type",
+        "size_bytes",
+        "sha256",
+        "created_at",
+    ] {
+        assert!(f.get(key).is_some(), "{key} in {f}");
+    }
+    Ok(())
+}
+
+#[tokio::test]
+async fn file_errors_have_their_statuses_and_keep_nothing() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let tarn = Tarn::open_with(dir.path(), Options::new().max_file_bytes(1 << 20)).await?;
+    let s = fixture(&tarn).await?;
+    let f = s
+        .upload_file("ws", "a.txt", "text/plain", &b"a"[..])
+        .await?;
+    let missing = "00000000-0000-4000-8000-000000000000";
+    for (what, status) in [
+        (s.file("ws", missing).await.map(drop), 404),
+        (s.file("ws", "../../etc/passwd").await.map(drop), 404),
+        (s.file_content("ws", missing).await.map(drop), 404),
+        (s.delete_file("ws", missing).await, 404),
+        // A file of `ws` is not one of `other`.
+        (s.file("other", &f.id).await.map(drop), 404),
+        (s.file_content("other", &f.id).await.map(drop), 404),
+        (s.delete_file("other", &f.id).await, 404),
+        (s.files("nope", None, None).await.map(drop), 404),
+        (
+            s.upload_file("nope", "x", "", &b"x"[..]).await.map(drop),
+            404,
+        ),
+        (s.upload_file("ws", "", "", &b"x"[..]).await.map(drop), 400),
+        (
+            s.upload_file("ws", "a/b", "", &b"x"[..]).await.map(drop),
+            400,
+        ),
+        (
+            s.upload_file("ws", "..", "", &b"x"[..]).await.map(drop),
+            400,
+        ),
+        (
+            s.upload_file("ws", "a\nb", "", &b"x"[..]).await.map(drop),
+            400,
+        ),
+        (
+            s.upload_file("ws", &"x".repeat(256), "", &b"x"[..])
+                .await
+                .map(drop),
+            400,
+        ),
+        (
+            s.upload_file("ws", "x", "no-slash", &b"x"[..])
+                .await
+                .map(drop),
+            400,
+        ),
+        (
+            s.upload_file("ws", "x", "text/pl\nain", &b"x"[..])
+                .await
+                .map(drop),
+            400,
+        ),
+    ] {
+        assert_eq!(what.map_err(|e| e.status()), Err(status));
+    }
+    // Over the limit: found while streaming, a 400 naming it, nothing kept.
+    let big = bytes((1 << 20) + 1, 2);
+    let e = s.upload_file("ws", "big", "", &big[..]).await.unwrap_err();
+    assert_eq!(e.status(), 400, "{e}");
+    assert!(e.message().contains("max_file_bytes"), "{e}");
+    let exact = s.upload_file("ws", "exact", "", &big[..1 << 20]).await?;
+    assert_eq!(exact.size_bytes, 1 << 20);
+    // A reader that fails halfway: 400, nothing kept.
+    let e = s
+        .upload_file(
+            "ws",
+            "broken",
+            "",
+            Broken {
+                data: bytes(300_000, 3),
+                at: 0,
+                hang: false,
+            },
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(e.status(), 400, "{e}");
+    // A caller that gives up on a stalled upload: nothing kept either.
+    let stalled = tokio::time::timeout(
+        Duration::from_millis(200),
+        s.upload_file(
+            "ws",
+            "stalled",
+            "",
+            Broken {
+                // Under the limit: the upload waits for more.
+                data: bytes(500_000, 4),
+                at: 0,
+                hang: true,
+            },
+        ),
+    )
+    .await;
+    assert!(stalled.is_err(), "the upload should still be waiting");
+    let want = BTreeSet::from([f.id.clone(), exact.id.clone()]);
+    // The writing thread notices the dropped upload and removes its temporary file.
+    for _ in 0..100 {
+        if blob_names(dir.path()) == want {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(blob_names(dir.path()), want);
+    assert_eq!(s.files("ws", None, None).await?.total_count, 2);
+    tarn.close().await?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn deletes_and_cascades_remove_the_bytes() -> TestResult {
+    for sync in [SyncMode::Full, SyncMode::Process] {
+        let dir = tempfile::tempdir()?;
+        let options = Options::new().sync(sync).background_maintenance(false);
+        let tarn = Tarn::open_with(dir.path(), options).await?;
+        let s = fixture(&tarn).await?;
+        let mut ids = BTreeMap::new();
+        for ws in ["ws", "other"] {
+            for i in 0..3 {
+                let f = s
+                    .upload_file(ws, &format!("{i}.bin"), "", &bytes(1000, i)[..])
+                    .await?;
+                ids.insert(f.id, ws);
+            }
+        }
+        assert_eq!(blob_names(dir.path()).len(), 6);
+        let first = ids.keys().next().cloned().ok_or("no file")?;
+        let first_ws = ids[&first];
+        s.delete_file(first_ws, &first).await?;
+        assert_eq!(s.file(first_ws, &first).await.unwrap_err().status(), 404);
+        assert_eq!(
+            s.delete_file(first_ws, &first).await.unwrap_err().status(),
+            404
+        );
+        s.delete_workspace("other").await?;
+        // A second organization's files are untouched by deleting the first.
+        s.create_organization("acme", "Acme").await?;
+        let acme = s.with_org("acme");
+        acme.create_workspace("ws", "WS").await?;
+        let kept = acme.upload_file("ws", "kept", "", &b"kept"[..]).await?;
+        let left: BTreeSet<String> = ids
+            .iter()
+            .filter(|(id, ws)| **ws == "ws" && **id != first)
+            .map(|(id, _)| id.clone())
+            .collect();
+        let mut want = left.clone();
+        want.insert(kept.id.clone());
+        if sync == SyncMode::Full {
+            // The deletes were durable when they returned: the bytes are gone.
+            assert_eq!(blob_names(dir.path()), want, "{sync:?}");
+        }
+        s.delete_organization("test").await?;
+        if sync == SyncMode::Full {
+            assert_eq!(
+                blob_names(dir.path()),
+                BTreeSet::from([kept.id.clone()]),
+                "{sync:?}"
+            );
+        }
+        tarn.close().await?;
+        // With SyncMode::Process the deletes became durable at the checkpoint of the
+        // commits (a delete makes one due) or at the latest when closing.
+        assert_eq!(
+            blob_names(dir.path()),
+            BTreeSet::from([kept.id.clone()]),
+            "{sync:?}"
+        );
+    }
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_failing_disk_fails_the_upload_and_keeps_nothing() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let disk = Arc::new(FaultyBackend::new());
+    let tarn = Tarn::open_with(dir.path(), Options::new().file_backend(disk.clone())).await?;
+    let s = fixture(&tarn).await?;
+    let data = bytes(2 << 20, 5);
+    for fault in [
+        Fault::Op(FaultOp::Create),
+        Fault::Op(FaultOp::Write),
+        Fault::NoSpace,
+        Fault::SyncIo,
+        Fault::Op(FaultOp::Rename),
+        Fault::Op(FaultOp::SyncDir),
+    ] {
+        disk.set(fault);
+        let e = s
+            .upload_file("ws", "f", "", &data[..])
+            .await
+            .map(drop)
+            .unwrap_err();
+        disk.clear();
+        assert_eq!(e.status(), 500, "{fault:?}: {e}");
+        assert!(blob_names(dir.path()).is_empty(), "{fault:?}");
+        assert_eq!(s.files("ws", None, None).await?.total_count, 0);
+    }
+    let f = s.upload_file("ws", "f", "", &data[..]).await?;
+    assert_eq!(content(&s, "ws", &f.id).await?, data);
+    Ok(())
+}
+
+#[tokio::test]
+async fn uploads_racing_a_workspace_delete_leave_no_orphans() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let tarn = Tarn::open(dir.path()).await?;
+    let s = fixture(&tarn).await?;
+    let mut tasks = Vec::new();
+    for i in 0..16u64 {
+        let s = s.clone();
+        tasks.push(tokio::spawn(async move {
+            s.upload_file("other", &format!("{i}"), "", &bytes(200_000, i)[..])
+                .await
+        }));
+    }
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    s.delete_workspace("other").await?;
+    for t in tasks {
+        match t.await? {
+            Ok(_) => {}
+            Err(e) => assert_eq!(e.status(), 404, "{e}"),
+        }
+    }
+    // Landed before the delete (then deleted with it) or refused: no bytes either way.
+    assert!(
+        blob_names(dir.path()).is_empty(),
+        "{:?}",
+        blob_names(dir.path())
+    );
+    // And many uploads at once all land.
+    let mut tasks = Vec::new();
+    for i in 0..16u64 {
+        let s = s.clone();
+        tasks.push(tokio::spawn(async move {
+            let data = bytes(100_000 + i as usize, i);
+            let f = s.upload_file("ws", &format!("{i}"), "", &data[..]).await?;
+            Ok::<_, tarn::Error>((f, data))
+        }));
+    }
+    for t in tasks {
+        let (f, data) = t.await??;
+        assert_eq!(f.sha256, sha_hex(&data));
+        assert_eq!(content(&s, "ws", &f.id).await?, data);
+    }
+    assert_eq!(blob_names(dir.path()).len(), 16);
+    Ok(())
+}
+
+/// Every record's bytes are there and match its SHA-256, and no bytes lack a record.
+async fn check_consistent(
+    dir: &Path,
+    s: &Session,
+) -> Result<BTreeSet<String>, Box<dyn std::error::Error>> {
+    let list = s.files("ws", Some(1000), None).await?;
+    let mut ids = BTreeSet::new();
+    for f in &list.data {
+        let data = content(s, "ws", &f.id).await?;
+        assert_eq!(sha_hex(&data), f.sha256, "file {}", f.filename);
+        assert_eq!(data.len() as u64, f.size_bytes);
+        ids.insert(f.id.clone());
+    }
+    assert_eq!(blob_names(dir), ids, "blobs on disk vs records");
+    Ok(ids)
+}
+
+/// Not a test on its own: the child process of `kill_9_during_uploads_and_deletes`.
+/// Uploads files (`n`, of `n`-dependent sizes) and deletes every third one, printing
+/// `put N ID` / `del ID` once each call returned.
+#[tokio::test]
+#[ignore = "child process of the kill -9 test"]
+async fn files_crash_child() -> TestResult {
+    let Ok(dir) = std::env::var("TARN_FILES_CRASH_DIR") else {
+        return Ok(());
+    };
+    let start: u64 = std::env::var("TARN_FILES_CRASH_START")?.parse()?;
+    let tarn = Tarn::open_with(&dir, Options::new().memtable_bytes(16 << 10)).await?;
+    let s = reconnect(&tarn, &std::fs::read_to_string(format!("{dir}/key"))?).await?;
+    use std::io::Write;
+    let mut out = std::io::stdout();
+    for n in start.. {
+        let data = bytes(1000 + (n as usize % 7) * 300_000, n);
+        let f = s.upload_file("ws", &format!("{n}"), "", &data[..]).await?;
+        writeln!(out, "put {n} {}", f.id)?;
+        out.flush()?;
+        if n % 3 == 2 {
+            s.delete_file("ws", &f.id).await?;
+            writeln!(out, "del {}", f.id)?;
+            out.flush()?;
+        }
+    }
+    Ok(())
+}
+
+#[tokio::test]
+async fn kill_9_during_uploads_and_deletes() -> TestResult {
+    use std::io::BufRead;
+    let dir = tempfile::tempdir()?;
+    let path = dir.path().to_string_lossy().to_string();
+    {
+        let tarn = Tarn::open(&path).await?;
+        let (_, secret) = fixture_with_key(&tarn).await?;
+        std::fs::write(format!("{path}/key"), &secret)?;
+        tarn.close().await?;
+    }
+    let secret = std::fs::read_to_string(format!("{path}/key"))?;
+    let exe = std::env::current_exe()?;
+    let mut rng = Rng(0xF11E5);
+    let mut put: BTreeSet<String> = BTreeSet::new();
+    let mut deleted: BTreeSet<String> = BTreeSet::new();
+    let mut next = 0u64;
+    for _round in 0..8 {
+        let mut child = std::process::Command::new(&exe)
+            .args([
+                "--ignored",
+                "--exact",
+                "files_crash_child",
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .env("TARN_FILES_CRASH_DIR", &path)
+            .env("TARN_FILES_CRASH_START", next.to_string())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()?;
+        let stdout = child.stdout.take().ok_or("no stdout")?;
+        let lines = std::sync::Arc::new(parking_lot::Mutex::new(Vec::<String>::new()));
+        let reader = {
+            let lines = lines.clone();
+            std::thread::spawn(move || {
+                for line in std::io::BufReader::new(stdout)
+                    .lines()
+                    .map_while(Result::ok)
+                {
+                    let line = line
+                        .rsplit_once("... ")
+                        .map_or(line.clone(), |(_, l)| l.to_string());
+                    lines.lock().push(line);
+                }
+            })
+        };
+        // Kill after a few acknowledgements plus a random wait.
+        let t0 = std::time::Instant::now();
+        while lines.lock().len() < 2 && t0.elapsed() < Duration::from_secs(60) {
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        std::thread::sleep(Duration::from_millis(rng.next_u64() % 200));
+        child.kill()?;
+        child.wait()?;
+        let _ = reader.join();
+        for line in lines.lock().iter() {
+            let words: Vec<&str> = line.split_whitespace().collect();
+            match words.as_slice() {
+                ["put", n, id] => {
+                    put.insert((*id).to_string());
+                    next = next.max(n.parse::<u64>()? + 1);
+                }
+                ["del", id] => {
+                    deleted.insert((*id).to_string());
+                }
+                _ => {}
+            }
+        }
+        next += 1; // the statement under way may or may not have landed
+        let tarn = Tarn::open(&path).await?;
+        let s = reconnect(&tarn, &secret).await?;
+        let ids = check_consistent(dir.path(), &s).await?;
+        for id in &put {
+            assert_eq!(
+                ids.contains(id),
+                !deleted.contains(id),
+                "acknowledged file {id} (deleted: {})",
+                deleted.contains(id)
+            );
+        }
+        tarn.close().await?;
+    }
+    assert!(
+        put.len() >= 8,
+        "the child made too little progress: {}",
+        put.len()
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn power_cuts_during_uploads_and_deletes() -> TestResult {
+    let mut rng = Rng(0xC0FFEE);
+    let base = tempfile::tempdir()?;
+    let mut dir = base.path().join("db0");
+    let secret = {
+        let tarn = Tarn::open(&dir).await?;
+        let (_, secret) = fixture_with_key(&tarn).await?;
+        tarn.close().await?;
+        secret
+    };
+    let mut acked: BTreeSet<String> = BTreeSet::new();
+    let mut deleted: BTreeSet<String> = BTreeSet::new();
+    for round in 0..12u64 {
+        let disk = PowerCutDisk::new(&dir, rng.next_u64());
+        let sync = if round % 4 == 3 {
+            SyncMode::Process
+        } else {
+            SyncMode::Full
+        };
+        let options = Options::new()
+            .sync(sync)
+            .memtable_bytes(8 << 10)
+            .file_backend(Arc::new(disk.clone()));
+        let tarn = Tarn::open_with(&dir, options).await?;
+        let s = reconnect(&tarn, &secret).await?;
+        let done = Arc::new(parking_lot::Mutex::new((
+            Vec::<String>::new(),
+            Vec::<String>::new(),
+        )));
+        let mut tasks = Vec::new();
+        for w in 0..3u64 {
+            let (s, done) = (s.clone(), done.clone());
+            let seed = rng.next_u64() ^ w;
+            tasks.push(tokio::spawn(async move {
+                let mut rng = Rng(seed | 1);
+                for i in 0.. {
+                    let data = bytes(500 + (rng.next_u64() % 400_000) as usize, seed ^ i);
+                    let Ok(f) = s
+                        .upload_file("ws", &format!("{w}-{i}"), "", &data[..])
+                        .await
+                    else {
+                        return;
+                    };
+                    done.lock().0.push(f.id.clone());
+                    if rng.next_u64().is_multiple_of(3) {
+                        if s.delete_file("ws", &f.id).await.is_err() {
+                            return;
+                        }
+                        done.lock().1.push(f.id);
+                    }
+                }
+            }));
+        }
+        tokio::time::sleep(Duration::from_millis(30 + rng.next_u64() % 150)).await;
+        disk.cut_power();
+        for t in tasks {
+            let _ = t.await;
+        }
+        let image = base.path().join(format!("db{}", round + 1));
+        disk.write_image(&image)?;
+        drop(s);
+        drop(tarn);
+        {
+            let (ups, dels) = &*done.lock();
+            if sync == SyncMode::Full {
+                acked.extend(ups.iter().cloned());
+                deleted.extend(dels.iter().cloned());
+            }
+        }
+        dir = image;
+        let tarn = Tarn::open(&dir).await?;
+        let s = reconnect(&tarn, &secret).await?;
+        let ids = check_consistent(&dir, &s).await?;
+        if sync == SyncMode::Full {
+            for id in &acked {
+                assert_eq!(
+                    ids.contains(id),
+                    !deleted.contains(id),
+                    "round {round}: file {id}"
+                );
+            }
+        } else {
+            // Process mode promises nothing about acknowledged work after a power cut:
+            // what survived is the truth from here on.
+            acked = ids.clone();
+            deleted.clear();
+        }
+        tarn.close().await?;
+    }
+    Ok(())
+}
