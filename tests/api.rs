@@ -758,20 +758,23 @@ async fn limits_are_bad_requests() -> TestResult {
     )
     .await?;
     let s = fixture(&tarn).await?;
+    // Each is a 400 whose message names the limit (the `Options` method that sets it).
     let long = format!("SELECT '{}'", "x".repeat(200));
-    assert_eq!(s.query("ws", &long, &[]).await.unwrap_err().status(), 400);
-    assert_eq!(
-        s.query("ws", "SELECT $1", &[json!(1), json!(2), json!(3)])
-            .await
-            .unwrap_err()
-            .status(),
-        400
-    );
+    let err = s.query("ws", &long, &[]).await.unwrap_err();
+    assert_eq!(err.status(), 400);
+    assert!(err.message().contains("max_sql_bytes"), "{err}");
+    let err = s
+        .query("ws", "SELECT $1", &[json!(1), json!(2), json!(3)])
+        .await
+        .unwrap_err();
+    assert_eq!(err.status(), 400);
+    assert!(err.message().contains("max_params"), "{err}");
     let err = s
         .query_batch("ws", "SELECT $1", &vec![vec![json!(1)]; 4])
         .await
         .unwrap_err();
     assert_eq!(err.status(), 400);
+    assert!(err.message().contains("max_batch"), "{err}");
     Ok(())
 }
 

@@ -356,7 +356,7 @@ impl SqlEngine {
         }
         if params_batch.len() > self.limits.max_batch {
             return bad(format!(
-                "a batch may have at most {} parameter sets, not {}",
+                "a batch may have at most {} parameter sets, not {} (limit max_batch)",
                 self.limits.max_batch,
                 params_batch.len()
             ));
@@ -419,7 +419,7 @@ impl SqlEngine {
         match tokio::time::timeout(self.limits.query_timeout, fut).await {
             Ok(r) => r,
             Err(_) => bad(format!(
-                "canceling statement due to statement timeout ({} ms)",
+                "canceling statement due to statement timeout ({} ms, limit query_timeout)",
                 self.limits.query_timeout.as_millis()
             )),
         }
@@ -430,7 +430,7 @@ impl SqlEngine {
         crate::params::check_json_depth(params)?;
         if n > self.limits.max_params {
             return bad(format!(
-                "a statement may bind at most {} parameters, not {n}",
+                "a statement may bind at most {} parameters, not {n} (limit max_params)",
                 self.limits.max_params
             ));
         }
@@ -465,7 +465,7 @@ impl SqlEngine {
     pub fn parse_one(&self, sql: &str) -> Result<Statement> {
         if sql.len() > self.limits.max_sql_bytes {
             return bad(format!(
-                "SQL text of {} bytes exceeds the limit of {} bytes",
+                "SQL text of {} bytes exceeds the limit of {} bytes (max_sql_bytes)",
                 sql.len(),
                 self.limits.max_sql_bytes
             ));

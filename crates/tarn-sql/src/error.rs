@@ -134,7 +134,7 @@ fn classify(e: &DataFusionError) -> Error {
             }
         }
         DataFusionError::ResourcesExhausted(msg) => {
-            Error::BadRequest(format!("query memory limit exceeded: {msg}"))
+            Error::BadRequest(format!("query memory limit (query_memory) exceeded: {msg}"))
         }
         // Not the statement's fault: a bug, I/O (spill files), a task that panicked or
         // was cancelled, the FFI boundary.

@@ -233,7 +233,7 @@ impl Session {
                 sent += chunk.len() as u64;
                 if sent > limit {
                     return Err(Error::bad(format!(
-                        "file exceeds the limit of {limit} bytes (max_file_bytes)"
+                        "file exceeds the limit of {limit} bytes (limit max_file_bytes)"
                     )));
                 }
                 if !chunk.is_empty() && tx.send(Chunk::Data(chunk)).await.is_err() {
