@@ -29,8 +29,11 @@ pub const FILES_DIR: &str = "files";
 /// Suffix of a blob still being written.
 const TMP_SUFFIX: &str = ".tmp";
 
-/// Where blobs live.
-pub struct Blobs {
+/// Where blobs live. Cheap to clone; clones share the blobs.
+#[derive(Clone)]
+pub struct Blobs(Arc<Shared>);
+
+struct Shared {
     dir: Option<PathBuf>,
     backend: Arc<dyn FileBackend>,
     /// The blobs of an in-memory database.
@@ -39,7 +42,7 @@ pub struct Blobs {
 
 impl std::fmt::Debug for Blobs {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Blobs").field("dir", &self.dir).finish()
+        f.debug_struct("Blobs").field("dir", &self.0.dir).finish()
     }
 }
 
@@ -55,8 +58,8 @@ pub enum BlobSource {
 
 /// A blob being written. Nothing is visible under the blob's name until
 /// [`BlobWriter::finish`]; dropping the writer before that removes what was written.
-pub struct BlobWriter<'a> {
-    blobs: &'a Blobs,
+pub struct BlobWriter {
+    blobs: Blobs,
     id: String,
     sink: Sink,
     done: bool,
@@ -85,16 +88,16 @@ fn check_id(id: &str) -> Result<()> {
 impl Blobs {
     /// Blobs in `db_dir/files`, or in memory when `db_dir` is `None`.
     pub(crate) fn new(db_dir: Option<&Path>, backend: Arc<dyn FileBackend>) -> Blobs {
-        Blobs {
+        Blobs(Arc::new(Shared {
             dir: db_dir.map(|d| d.join(FILES_DIR)),
             backend,
             memory: Mutex::new(HashMap::new()),
-        }
+        }))
     }
 
     /// Creates the directory when missing (at open, once the database checked out).
     pub(crate) fn create_dir(&self) -> Result<()> {
-        if let Some(dir) = &self.dir {
+        if let Some(dir) = &self.0.dir {
             std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
         }
         Ok(())
@@ -111,18 +114,22 @@ impl Blobs {
     }
 
     /// Starts writing blob `id`.
-    pub fn create(&self, id: &str) -> Result<BlobWriter<'_>> {
+    pub fn create(&self, id: &str) -> Result<BlobWriter> {
         check_id(id)?;
-        let sink = match &self.dir {
+        let sink = match &self.0.dir {
             Some(dir) => {
                 let tmp = dir.join(format!("{id}{TMP_SUFFIX}"));
-                let file = self.backend.create(&tmp).map_err(|e| Error::io(&tmp, e))?;
+                let file = self
+                    .0
+                    .backend
+                    .create(&tmp)
+                    .map_err(|e| Error::io(&tmp, e))?;
                 Sink::File { file, tmp }
             }
             None => Sink::Memory(Vec::new()),
         };
         Ok(BlobWriter {
-            blobs: self,
+            blobs: self.clone(),
             id: id.to_string(),
             sink,
             done: false,
@@ -132,7 +139,7 @@ impl Blobs {
     /// Opens blob `id` for reading; `None` when there is no such blob.
     pub fn open(&self, id: &str) -> Result<Option<BlobSource>> {
         check_id(id)?;
-        match &self.dir {
+        match &self.0.dir {
             Some(dir) => {
                 let path = self.path(dir, id);
                 match File::open(&path) {
@@ -141,19 +148,25 @@ impl Blobs {
                     Err(e) => Err(Error::io(&path, e)),
                 }
             }
-            None => Ok(self.memory.lock().get(id).cloned().map(BlobSource::Memory)),
+            None => Ok(self
+                .0
+                .memory
+                .lock()
+                .get(id)
+                .cloned()
+                .map(BlobSource::Memory)),
         }
     }
 
     /// Removes blobs (those already gone are skipped). The caller made sure no
     /// committed record names them any more.
     pub(crate) fn remove(&self, ids: &[String]) -> Result<()> {
-        match &self.dir {
+        match &self.0.dir {
             Some(dir) => {
                 for id in ids {
                     check_id(id)?;
                     let path = self.path(dir, id);
-                    match self.backend.remove(&path) {
+                    match self.0.backend.remove(&path) {
                         Ok(()) => {}
                         Err(e) if e.kind() == io::ErrorKind::NotFound => {}
                         Err(e) => return Err(Error::io(&path, e)),
@@ -164,7 +177,7 @@ impl Blobs {
                 Ok(())
             }
             None => {
-                let mut memory = self.memory.lock();
+                let mut memory = self.0.memory.lock();
                 for id in ids {
                     memory.remove(id);
                 }
@@ -176,7 +189,7 @@ impl Blobs {
     /// Removes every blob that `live` does not name, and every unfinished one: what a
     /// crash left behind. Only called when the database opens, before any upload.
     pub(crate) fn sweep(&self, live: &HashSet<String>) -> Result<usize> {
-        let Some(dir) = &self.dir else {
+        let Some(dir) = &self.0.dir else {
             return Ok(0);
         };
         let entries = std::fs::read_dir(dir).map_err(|e| Error::io(dir, e))?;
@@ -191,7 +204,8 @@ impl Blobs {
                     // Not something Tarn writes: leave it to whoever put it there.
                     continue;
                 }
-                self.backend
+                self.0
+                    .backend
                     .remove(&path)
                     .map_err(|e| Error::io(&path, e))?;
                 removed += 1;
@@ -204,7 +218,7 @@ impl Blobs {
     }
 }
 
-impl BlobWriter<'_> {
+impl BlobWriter {
     /// Appends `buf`.
     pub fn write(&mut self, buf: &[u8]) -> Result<()> {
         match &mut self.sink {
@@ -220,27 +234,28 @@ impl BlobWriter<'_> {
     /// this the blob exists whatever happens; until its record commits, only the next
     /// open's sweep would remove it.
     pub fn finish(mut self) -> Result<()> {
-        let blobs = self.blobs;
+        let blobs = self.blobs.clone();
         match &mut self.sink {
             Sink::File { file, tmp } => {
                 file.sync_data().map_err(|e| Error::io(&*tmp, e))?;
-                let dir = blobs.dir.as_deref().unwrap_or(Path::new("."));
+                let dir = blobs.0.dir.as_deref().unwrap_or(Path::new("."));
                 let path = blobs.path(dir, &self.id);
                 blobs
+                    .0
                     .backend
                     .rename(tmp, &path)
                     .map_err(|e| Error::io(&path, e))?;
                 self.done = true;
-                if let Err(e) = blobs.backend.sync_dir(dir) {
+                if let Err(e) = blobs.0.backend.sync_dir(dir) {
                     // Not known durable: no record may name it. Best effort; the next
                     // open sweeps it otherwise.
-                    let _ = blobs.backend.remove(&path);
+                    let _ = blobs.0.backend.remove(&path);
                     return Err(Error::io(dir, e));
                 }
             }
             Sink::Memory(v) => {
                 let bytes: Arc<[u8]> = std::mem::take(v).into();
-                blobs.memory.lock().insert(self.id.clone(), bytes);
+                blobs.0.memory.lock().insert(self.id.clone(), bytes);
                 self.done = true;
             }
         }
@@ -248,14 +263,14 @@ impl BlobWriter<'_> {
     }
 }
 
-impl Drop for BlobWriter<'_> {
+impl Drop for BlobWriter {
     fn drop(&mut self) {
         if self.done {
             return;
         }
         if let Sink::File { tmp, .. } = &self.sink {
             // Best effort: the next open sweeps what is left.
-            let _ = self.blobs.backend.remove(tmp);
+            let _ = self.blobs.0.backend.remove(tmp);
         }
     }
 }

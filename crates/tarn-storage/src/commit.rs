@@ -173,8 +173,11 @@ impl Inner {
     /// Applies logged ops at open (no log, nothing else running).
     pub(crate) fn replay(&self, ops: &[Op]) -> Result<()> {
         let next = if ops.iter().any(|op| matches!(op, Op::Catalog(_))) {
-            // Limits guard new input; what the log holds was accepted once.
-            Some(self.next_catalog(ops, false)?)
+            // Limits guard new input; what the log holds was accepted once. Nothing
+            // else holds the catalog at open: changed in place, not copied per record
+            // (a copy per record made opening quadratic in the records logged).
+            let published = std::mem::take(&mut *self.catalog.write());
+            Some(self.apply_catalog_ops(published, ops, false)?)
         } else {
             None
         };
@@ -187,7 +190,18 @@ impl Inner {
     /// The catalog after `ops`' catalog changes, on a copy of the published one
     /// (`limit`: refuse a catalog over [`MAX_CATALOG_BYTES`]).
     fn next_catalog(&self, ops: &[Op], limit: bool) -> Result<NextCatalog> {
-        let mut catalog = Catalog::clone(&self.catalog.read());
+        let published = self.catalog.read().clone();
+        self.apply_catalog_ops(published, ops, limit)
+    }
+
+    /// [`Inner::next_catalog`] from `catalog` (copied first if anyone else holds it).
+    fn apply_catalog_ops(
+        &self,
+        mut catalog: Arc<Catalog>,
+        ops: &[Op],
+        limit: bool,
+    ) -> Result<NextCatalog> {
+        let catalog_mut = Arc::make_mut(&mut catalog);
         let mut created = Vec::new();
         let mut dropped = Vec::new();
         let mut removed_blobs = Vec::new();
@@ -195,22 +209,31 @@ impl Inner {
         for op in ops {
             let Op::Catalog(c) = op else { continue };
             added_bytes += serde_json::to_vec(c).map_or(0, |v| v.len() as u64);
-            removed_blobs.extend(catalog.files_removed_by(c));
-            dropped.extend(catalog.apply(c)?);
+            removed_blobs.extend(catalog_mut.files_removed_by(c));
+            dropped.extend(catalog_mut.apply(c)?);
             if let CatalogOp::CreateTable(t) = c {
                 created.push(t.id);
             }
         }
-        let size = self.catalog_bytes.load(Ordering::Relaxed) + added_bytes;
-        if limit && size > MAX_CATALOG_BYTES {
-            return Err(Error::TooLarge {
-                what: "the catalog (table definitions, users, keys…)".into(),
-                size,
-                limit: MAX_CATALOG_BYTES,
-            });
+        let max = self.max_catalog_bytes.load(Ordering::Relaxed);
+        let bound = self.catalog_bytes.load(Ordering::Relaxed) + added_bytes;
+        if limit && bound > max {
+            // The running figure only grows between checkpoints (deletes add to it
+            // too): measure before refusing. Catalog commits are serialized, so the
+            // exact figure can replace the bound.
+            let size = crate::database::catalog_size(catalog_mut)?;
+            if size > max {
+                return Err(Error::TooLarge {
+                    what: "the catalog (table definitions, users, keys, file records…)".into(),
+                    size,
+                    limit: max,
+                });
+            }
+            self.catalog_bytes
+                .store(size.saturating_sub(added_bytes), Ordering::Relaxed);
         }
         Ok(NextCatalog {
-            catalog: Arc::new(catalog),
+            catalog,
             added_bytes,
             created,
             dropped,

@@ -110,6 +110,8 @@ pub(crate) struct Inner {
     pub mem_estimate: AtomicU64,
     /// Upper bound of the catalog's encoded size (exact at open and each checkpoint).
     pub catalog_bytes: AtomicU64,
+    /// The catalog's size limit ([`crate::MAX_CATALOG_BYTES`]; lowered by tests).
+    pub max_catalog_bytes: AtomicU64,
     pub worker: Mutex<WorkerState>,
     pub worker_cv: Condvar,
     /// Set by `close`: commits fail.
@@ -200,6 +202,7 @@ impl Inner {
             next_segment_id: AtomicU64::new(1),
             mem_estimate: AtomicU64::new(0),
             catalog_bytes: AtomicU64::new(0),
+            max_catalog_bytes: AtomicU64::new(crate::commit::MAX_CATALOG_BYTES),
             worker: Mutex::new(WorkerState::default()),
             worker_cv: Condvar::new(),
             closed: AtomicBool::new(false),
@@ -1189,19 +1192,27 @@ pub(crate) mod tests {
             err.to_string()
                 .contains(&crate::wal::MAX_RECORD_BYTES.to_string())
         );
+        let workspace = |id: &str| {
+            Op::Catalog(CatalogOp::CreateWorkspace(WorkspaceRecord {
+                id: id.into(),
+                org_id: "o".into(),
+                name: id.into(),
+                created_at: String::new(),
+            }))
+        };
+        // The running size is an upper bound (deletes add to it too): near the limit
+        // the catalog is measured before a commit is refused.
         db.inner
             .catalog_bytes
             .store(crate::commit::MAX_CATALOG_BYTES - 10, Ordering::Relaxed);
-        let err = db
-            .commit(vec![Op::Catalog(CatalogOp::CreateWorkspace(
-                WorkspaceRecord {
-                    id: "w2".into(),
-                    org_id: "o".into(),
-                    name: "w2".into(),
-                    created_at: String::new(),
-                },
-            ))])
-            .unwrap_err();
+        db.commit(vec![workspace("w1")])?;
+        let exact = catalog_size(&db.catalog())?;
+        assert_eq!(db.inner.catalog_bytes.load(Ordering::Relaxed), exact);
+        // A catalog really over the limit is refused and unchanged.
+        db.inner
+            .max_catalog_bytes
+            .store(exact + 10, Ordering::Relaxed);
+        let err = db.commit(vec![workspace("w2")]).unwrap_err();
         assert!(matches!(err, Error::TooLarge { .. }), "{err}");
         assert!(db.catalog().workspace("o", "w2").is_none());
         Ok(())

@@ -9,9 +9,8 @@ use std::task::{Context, Poll};
 
 use sha2::{Digest, Sha256};
 use tarn_catalog::{CatalogOp, FileRecord};
-use tarn_storage::{BlobSource, Database, Op};
+use tarn_storage::{BlobSource, BlobWriter, Database, Op};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncSeek, ReadBuf};
-use tokio::sync::mpsc;
 
 use crate::access::{Locked, Operation};
 use crate::{Error, ErrorKind, FileInfo, FileList, Result, Session, now_iso};
@@ -21,11 +20,9 @@ pub const DEFAULT_FILES_LIMIT: u32 = 100;
 /// The largest page of files.
 pub const MAX_FILES_LIMIT: u32 = 1000;
 
-/// Bytes read from the caller's reader per chunk handed to the writing thread.
+/// Bytes read from the caller's reader per write: with the chunk being written while
+/// the next is read, memory stays at 2 MiB per upload whatever the file's size.
 const CHUNK: usize = 1 << 20;
-/// Chunks in flight between the reading task and the writing thread: with the chunk
-/// being filled, memory stays at a few MiB whatever the file's size.
-const CHUNKS_IN_FLIGHT: usize = 4;
 
 /// A file's bytes and media type, from [`Session::file_content`]. `reader` reads the
 /// bytes as they were uploaded; it can seek (to serve ranges), and keeps reading
@@ -79,12 +76,8 @@ impl AsyncSeek for FileReader {
     }
 }
 
-/// What the reading side sends the writing thread.
-enum Chunk {
-    Data(Vec<u8>),
-    /// The reader is exhausted: make the blob durable. (A channel closed without it
-    /// means the upload failed or was dropped: the blob is abandoned.)
-    End,
+fn join_error(e: tokio::task::JoinError) -> Error {
+    Error::new(ErrorKind::Internal, format!("upload writer failed: {e}"))
 }
 
 /// Removes a finished blob whose record was never committed (the upload failed, or
@@ -190,70 +183,62 @@ impl Session {
         let id = uuid::Uuid::new_v4().to_string();
         let db = self.tarn.db().clone();
 
-        // The blob is written on a blocking thread, fed through a bounded channel: the
-        // caller's reader is polled here while the previous chunk is hashed and written.
-        let (tx, mut rx) = mpsc::channel::<Chunk>(CHUNKS_IN_FLIGHT);
-        let writer = {
+        // Each chunk is hashed and written on the blocking pool while the caller's
+        // reader is polled for the next one: one write in flight at most, and no thread
+        // held while a slow client sends nothing. Dropping this future drops the writer
+        // (or the task that holds it, when it ends), which removes what was written.
+        let blob = {
             let (db, id) = (db.clone(), id.clone());
-            tokio::task::spawn_blocking(move || -> Result<(u64, String)> {
-                let mut blob = db.blobs().create(&id)?;
-                let mut hash = Sha256::new();
-                let mut size = 0u64;
-                loop {
-                    match rx.blocking_recv() {
-                        Some(Chunk::Data(data)) => {
-                            hash.update(&data);
-                            blob.write(&data)?;
-                            size += data.len() as u64;
-                        }
-                        Some(Chunk::End) => break,
-                        // Abandoned: dropping `blob` removes what was written.
-                        None => return Err(Error::bad("upload abandoned")),
-                    }
-                }
-                blob.finish()?;
-                Ok((size, hex(&hash.finalize())))
-            })
+            tokio::task::spawn_blocking(move || db.blobs().create(&id))
+                .await
+                .map_err(join_error)??
         };
-        let mut sent = 0u64;
-        let read: Result<()> = async {
-            loop {
-                let mut chunk = Vec::with_capacity(CHUNK);
-                while chunk.len() < CHUNK {
-                    let n = (&mut reader)
-                        .take((CHUNK - chunk.len()) as u64)
-                        .read_to_end(&mut chunk)
-                        .await
-                        .map_err(|e| Error::bad(format!("reading the upload failed: {e}")))?;
-                    if n == 0 {
-                        break;
-                    }
-                }
-                let last = chunk.len() < CHUNK;
-                sent += chunk.len() as u64;
-                if sent > limit {
-                    return Err(Error::bad(format!(
-                        "file exceeds the limit of {limit} bytes (limit max_file_bytes)"
-                    )));
-                }
-                if !chunk.is_empty() && tx.send(Chunk::Data(chunk)).await.is_err() {
-                    // The writer stopped: its error says why.
-                    return Ok(());
-                }
-                if last {
-                    let _ = tx.send(Chunk::End).await;
-                    return Ok(());
-                }
+        let mut idle = Some((blob, Sha256::new()));
+        let mut writing: Option<tokio::task::JoinHandle<Result<(BlobWriter, Sha256)>>> = None;
+        let mut size_bytes = 0u64;
+        loop {
+            let mut chunk = Vec::with_capacity(CHUNK);
+            (&mut reader)
+                .take(CHUNK as u64)
+                .read_to_end(&mut chunk)
+                .await
+                .map_err(|e| Error::bad(format!("reading the upload failed: {e}")))?;
+            let last = chunk.len() < CHUNK;
+            size_bytes += chunk.len() as u64;
+            if size_bytes > limit {
+                return Err(Error::bad(format!(
+                    "file exceeds the limit of {limit} bytes (limit max_file_bytes)"
+                )));
+            }
+            let (mut blob, mut hash) = match writing.take() {
+                Some(task) => task.await.map_err(join_error)??,
+                None => idle
+                    .take()
+                    .ok_or_else(|| Error::new(ErrorKind::Internal, "upload writer lost"))?,
+            };
+            if !chunk.is_empty() {
+                writing = Some(tokio::task::spawn_blocking(move || {
+                    hash.update(&chunk);
+                    blob.write(&chunk)?;
+                    Ok((blob, hash))
+                }));
+            } else {
+                idle = Some((blob, hash));
+            }
+            if last {
+                break;
             }
         }
-        .await;
-        // On an error the writer sees the channel close and abandons the blob.
-        drop(tx);
-        let written = writer
+        let (blob, hash) = match writing.take() {
+            Some(task) => task.await.map_err(join_error)??,
+            None => idle
+                .take()
+                .ok_or_else(|| Error::new(ErrorKind::Internal, "upload writer lost"))?,
+        };
+        tokio::task::spawn_blocking(move || blob.finish())
             .await
-            .map_err(|e| Error::new(ErrorKind::Internal, format!("upload writer failed: {e}")));
-        read?;
-        let (size_bytes, sha256) = written??;
+            .map_err(join_error)??;
+        let sha256 = hex(&hash.finalize());
         let mut uncommitted = Uncommitted {
             db: db.clone(),
             id: Some(id.clone()),
@@ -350,6 +335,10 @@ impl Session {
                 ReaderInner::File(f)
             }
             Some(BlobSource::Memory(bytes)) => ReaderInner::Memory(std::io::Cursor::new(bytes)),
+            // Deleted since the record was read: as if the delete came first.
+            None if self.tarn.catalog().file(access.org(), ws, id).is_none() => {
+                return Err(file_not_found(id));
+            }
             // A committed record always has its blob (it is durable before the commit
             // and removed only after a durable delete): its absence is damage.
             None => {
