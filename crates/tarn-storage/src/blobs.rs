@@ -11,10 +11,17 @@
 //! - whatever a crash leaves behind (a `.tmp`, or a renamed blob whose record never
 //!   committed) names no record: [`Blobs::sweep`] removes it when the database opens,
 //!   before any upload can start.
+//!
+//! A blob file is the bytes, then a trailer: the CRC-32 of each 1 MiB block of the
+//! bytes, the bytes' length, the CRC-32 of those two, and a magic number. A reader
+//! ([`BlobReader`]) checks the trailer when it opens and each block before it hands out
+//! any of its bytes, so damage on disk is an error naming the file, never data (SPEC
+//! §3), and any range can be read (and checked) without reading the rest.
 
 use std::collections::{HashMap, HashSet};
 use std::fs::File;
 use std::io;
+use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -28,6 +35,15 @@ pub const FILES_DIR: &str = "files";
 
 /// Suffix of a blob still being written.
 const TMP_SUFFIX: &str = ".tmp";
+
+/// Bytes per checksummed block.
+pub const BLOB_BLOCK: u64 = 1 << 20;
+
+/// The last bytes of a blob file.
+const MAGIC: &[u8; 8] = b"TARNBLB1";
+
+/// Length (u64), CRC of the block table and length (u32), magic.
+const FOOTER: u64 = 8 + 4 + 8;
 
 /// Where blobs live. Cheap to clone; clones share the blobs.
 #[derive(Clone)]
@@ -51,7 +67,7 @@ impl std::fmt::Debug for Blobs {
 #[derive(Debug)]
 pub enum BlobSource {
     /// The blob's file.
-    File(File),
+    File(BlobReader),
     /// An in-memory blob.
     Memory(Arc<[u8]>),
 }
@@ -69,8 +85,100 @@ enum Sink {
     File {
         file: Box<dyn WriteFile>,
         tmp: PathBuf,
+        /// Bytes written so far.
+        len: u64,
+        /// The CRC of the block being written, and those of the blocks before it.
+        crc: crc32fast::Hasher,
+        crcs: Vec<u32>,
     },
     Memory(Vec<u8>),
+}
+
+/// A blob file opened for reading, its trailer checked.
+#[derive(Debug)]
+pub struct BlobReader {
+    file: File,
+    path: PathBuf,
+    len: u64,
+    crcs: Vec<u32>,
+}
+
+impl BlobReader {
+    fn open(file: File, path: PathBuf) -> Result<BlobReader> {
+        let corrupt = |message: String| Error::Corrupt {
+            path: path.clone(),
+            message,
+        };
+        let size = file.metadata().map_err(|e| Error::io(&path, e))?.len();
+        if size < FOOTER {
+            return Err(corrupt(format!("blob of {size} bytes has no trailer")));
+        }
+        let mut footer = [0u8; FOOTER as usize];
+        file.read_exact_at(&mut footer, size - FOOTER)
+            .map_err(|e| Error::io(&path, e))?;
+        if &footer[12..] != MAGIC {
+            return Err(corrupt("blob trailer has no magic number".into()));
+        }
+        let len = u64::from_le_bytes(footer[..8].try_into().unwrap_or_default());
+        let stored_crc = u32::from_le_bytes(footer[8..12].try_into().unwrap_or_default());
+        let blocks = len.div_ceil(BLOB_BLOCK);
+        if len.checked_add(blocks * 4 + FOOTER) != Some(size) {
+            return Err(corrupt(format!(
+                "blob of {size} bytes does not hold {len} bytes and their checksums"
+            )));
+        }
+        let mut table = vec![0u8; (blocks * 4) as usize];
+        file.read_exact_at(&mut table, len)
+            .map_err(|e| Error::io(&path, e))?;
+        let mut h = crc32fast::Hasher::new();
+        h.update(&table);
+        h.update(&footer[..8]);
+        if h.finalize() != stored_crc {
+            return Err(corrupt(
+                "blob checksum table does not match its checksum".into(),
+            ));
+        }
+        let crcs = table
+            .chunks_exact(4)
+            .map(|c| u32::from_le_bytes(c.try_into().unwrap_or_default()))
+            .collect();
+        Ok(BlobReader {
+            file,
+            path,
+            len,
+            crcs,
+        })
+    }
+
+    /// Length of the bytes.
+    pub fn len(&self) -> u64 {
+        self.len
+    }
+
+    /// Whether the blob is empty.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Block `k` of the bytes (each [`BLOB_BLOCK`] long but the last), checked against
+    /// its CRC: damage is an error naming the file.
+    pub fn read_block(&self, k: u64) -> Result<Vec<u8>> {
+        let Some(&want) = self.crcs.get(k as usize) else {
+            return Ok(Vec::new());
+        };
+        let start = k * BLOB_BLOCK;
+        let mut buf = vec![0u8; (self.len - start).min(BLOB_BLOCK) as usize];
+        self.file
+            .read_exact_at(&mut buf, start)
+            .map_err(|e| Error::io(&self.path, e))?;
+        if crc32fast::hash(&buf) != want {
+            return Err(Error::Corrupt {
+                path: self.path.clone(),
+                message: format!("block {k} (bytes {start}..) does not match its checksum"),
+            });
+        }
+        Ok(buf)
+    }
 }
 
 /// A blob id is used as a file name: only what `Uuid` prints may be one (this also
@@ -124,7 +232,13 @@ impl Blobs {
                     .backend
                     .create(&tmp)
                     .map_err(|e| Error::io(&tmp, e))?;
-                Sink::File { file, tmp }
+                Sink::File {
+                    file,
+                    tmp,
+                    len: 0,
+                    crc: crc32fast::Hasher::new(),
+                    crcs: Vec::new(),
+                }
             }
             None => Sink::Memory(Vec::new()),
         };
@@ -143,7 +257,7 @@ impl Blobs {
             Some(dir) => {
                 let path = self.path(dir, id);
                 match File::open(&path) {
-                    Ok(f) => Ok(Some(BlobSource::File(f))),
+                    Ok(f) => Ok(Some(BlobSource::File(BlobReader::open(f, path)?))),
                     Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
                     Err(e) => Err(Error::io(&path, e)),
                 }
@@ -222,7 +336,27 @@ impl BlobWriter {
     /// Appends `buf`.
     pub fn write(&mut self, buf: &[u8]) -> Result<()> {
         match &mut self.sink {
-            Sink::File { file, tmp } => file.write_all(buf).map_err(|e| Error::io(&*tmp, e)),
+            Sink::File {
+                file,
+                tmp,
+                len,
+                crc,
+                crcs,
+            } => {
+                file.write_all(buf).map_err(|e| Error::io(&*tmp, e))?;
+                let mut rest = buf;
+                while !rest.is_empty() {
+                    let room = (BLOB_BLOCK - *len % BLOB_BLOCK) as usize;
+                    let (now, later) = rest.split_at(room.min(rest.len()));
+                    crc.update(now);
+                    *len += now.len() as u64;
+                    if len.is_multiple_of(BLOB_BLOCK) {
+                        crcs.push(std::mem::take(crc).finalize());
+                    }
+                    rest = later;
+                }
+                Ok(())
+            }
             Sink::Memory(v) => {
                 v.extend_from_slice(buf);
                 Ok(())
@@ -236,7 +370,25 @@ impl BlobWriter {
     pub fn finish(mut self) -> Result<()> {
         let blobs = self.blobs.clone();
         match &mut self.sink {
-            Sink::File { file, tmp } => {
+            Sink::File {
+                file,
+                tmp,
+                len,
+                crc,
+                crcs,
+            } => {
+                if !len.is_multiple_of(BLOB_BLOCK) {
+                    crcs.push(std::mem::take(crc).finalize());
+                }
+                let mut trailer = Vec::with_capacity(crcs.len() * 4 + FOOTER as usize);
+                for c in crcs.iter() {
+                    trailer.extend_from_slice(&c.to_le_bytes());
+                }
+                trailer.extend_from_slice(&len.to_le_bytes());
+                let table_crc = crc32fast::hash(&trailer);
+                trailer.extend_from_slice(&table_crc.to_le_bytes());
+                trailer.extend_from_slice(MAGIC);
+                file.write_all(&trailer).map_err(|e| Error::io(&*tmp, e))?;
                 file.sync_data().map_err(|e| Error::io(&*tmp, e))?;
                 let dir = blobs.0.dir.as_deref().unwrap_or(Path::new("."));
                 let path = blobs.path(dir, &self.id);

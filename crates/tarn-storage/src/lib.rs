@@ -26,7 +26,7 @@ mod wal;
 pub use backend::{
     Fault, FaultOp, FaultyBackend, FileBackend, PowerCutDisk, StdBackend, WriteFile,
 };
-pub use blobs::{BlobSource, BlobWriter, Blobs, FILES_DIR};
+pub use blobs::{BLOB_BLOCK, BlobReader, BlobSource, BlobWriter, Blobs, FILES_DIR};
 pub use commit::MAX_CATALOG_BYTES;
 pub use database::{
     DB_FORMAT_VERSION, DEFAULT_MEMTABLE_BYTES, Database, StorageOptions, key_specs,

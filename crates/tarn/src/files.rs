@@ -9,7 +9,7 @@ use std::task::{Context, Poll};
 
 use sha2::{Digest, Sha256};
 use tarn_catalog::{CatalogOp, FileRecord};
-use tarn_storage::{BlobSource, BlobWriter, Database, Op};
+use tarn_storage::{BlobReader, BlobSource, BlobWriter, Database, Op};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncSeek, ReadBuf};
 
 use crate::access::{Locked, Operation};
@@ -38,13 +38,84 @@ pub struct FileContent {
 }
 
 /// An async reader of a file's bytes ([`AsyncRead`] + [`AsyncSeek`]).
+///
+/// Bytes stored on disk are read in 1 MiB blocks on the blocking pool, the next block
+/// while the current one is consumed, and each block is checked against its CRC-32
+/// before any of it is returned: a damaged block fails the read with
+/// [`std::io::ErrorKind::InvalidData`] and a message naming the file, never with data.
 #[derive(Debug)]
 pub struct FileReader(ReaderInner);
 
 #[derive(Debug)]
 enum ReaderInner {
-    File(tokio::fs::File),
+    Disk(DiskReader),
     Memory(std::io::Cursor<Arc<[u8]>>),
+}
+
+type BlockRead = tokio::task::JoinHandle<std::result::Result<(u64, Vec<u8>), String>>;
+
+#[derive(Debug)]
+struct DiskReader {
+    blob: Arc<BlobReader>,
+    pos: u64,
+    /// The block at hand (its number and bytes).
+    block: Option<(u64, Vec<u8>)>,
+    /// A block being read (its number, and the task).
+    reading: Option<(u64, BlockRead)>,
+}
+
+impl DiskReader {
+    fn start(&mut self, k: u64) {
+        let blob = self.blob.clone();
+        self.reading = Some((
+            k,
+            tokio::task::spawn_blocking(move || {
+                blob.read_block(k)
+                    .map(|b| (k, b))
+                    .map_err(|e| e.to_string())
+            }),
+        ));
+    }
+
+    fn poll_read(
+        &mut self,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        let block_size = tarn_storage::BLOB_BLOCK;
+        loop {
+            if self.pos >= self.blob.len() || buf.remaining() == 0 {
+                return Poll::Ready(Ok(()));
+            }
+            let k = self.pos / block_size;
+            if let Some((have, bytes)) = &self.block
+                && *have == k
+            {
+                let at = (self.pos - k * block_size) as usize;
+                let n = buf.remaining().min(bytes.len() - at);
+                buf.put_slice(&bytes[at..at + n]);
+                self.pos += n as u64;
+                return Poll::Ready(Ok(()));
+            }
+            // A read of another block (before a seek) is not waited for.
+            if self.reading.as_ref().is_none_or(|(r, _)| *r != k) {
+                self.start(k);
+            }
+            let Some((_, task)) = self.reading.as_mut() else {
+                continue;
+            };
+            let done = std::task::ready!(Pin::new(task).poll(cx));
+            self.reading = None;
+            let (k, bytes) = done
+                .map_err(|e| std::io::Error::other(format!("reading a file failed: {e}")))?
+                .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))?;
+            self.block = Some((k, bytes));
+            // Read ahead: the next block is on its way while this one is consumed.
+            if (k + 1) * block_size < self.blob.len() {
+                self.start(k + 1);
+            }
+        }
+    }
 }
 
 impl AsyncRead for FileReader {
@@ -54,7 +125,7 @@ impl AsyncRead for FileReader {
         buf: &mut ReadBuf<'_>,
     ) -> Poll<std::io::Result<()>> {
         match &mut self.get_mut().0 {
-            ReaderInner::File(f) => Pin::new(f).poll_read(cx, buf),
+            ReaderInner::Disk(d) => d.poll_read(cx, buf),
             ReaderInner::Memory(c) => Pin::new(c).poll_read(cx, buf),
         }
     }
@@ -63,14 +134,27 @@ impl AsyncRead for FileReader {
 impl AsyncSeek for FileReader {
     fn start_seek(self: Pin<&mut Self>, position: SeekFrom) -> std::io::Result<()> {
         match &mut self.get_mut().0 {
-            ReaderInner::File(f) => Pin::new(f).start_seek(position),
+            ReaderInner::Disk(d) => {
+                let to = match position {
+                    SeekFrom::Start(n) => Some(n),
+                    SeekFrom::End(delta) => d.blob.len().checked_add_signed(delta),
+                    SeekFrom::Current(delta) => d.pos.checked_add_signed(delta),
+                };
+                d.pos = to.ok_or_else(|| {
+                    std::io::Error::new(
+                        std::io::ErrorKind::InvalidInput,
+                        "invalid seek to a negative or overflowing position",
+                    )
+                })?;
+                Ok(())
+            }
             ReaderInner::Memory(c) => Pin::new(c).start_seek(position),
         }
     }
 
     fn poll_complete(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<u64>> {
         match &mut self.get_mut().0 {
-            ReaderInner::File(f) => Pin::new(f).poll_complete(cx),
+            ReaderInner::Disk(d) => Poll::Ready(Ok(d.pos)),
             ReaderInner::Memory(c) => Pin::new(c).poll_complete(cx),
         }
     }
@@ -327,12 +411,23 @@ impl Session {
             .await
             .map_err(|e| Error::new(ErrorKind::Internal, e.to_string()))??;
         let reader = match source {
-            Some(BlobSource::File(f)) => {
-                let mut f = tokio::fs::File::from_std(f);
-                // Large reads per trip to the blocking pool (tokio's default is 2 MiB
-                // already; said here so that a change there does not slow downloads).
-                f.set_max_buf_size(2 << 20);
-                ReaderInner::File(f)
+            Some(BlobSource::File(blob)) => {
+                if blob.len() != record.size_bytes {
+                    return Err(Error::new(
+                        ErrorKind::Internal,
+                        format!(
+                            "corruption detected in the bytes of file \"{id}\": {} bytes stored, {} recorded",
+                            blob.len(),
+                            record.size_bytes
+                        ),
+                    ));
+                }
+                ReaderInner::Disk(DiskReader {
+                    blob: Arc::new(blob),
+                    pos: 0,
+                    block: None,
+                    reading: None,
+                })
             }
             Some(BlobSource::Memory(bytes)) => ReaderInner::Memory(std::io::Cursor::new(bytes)),
             // Deleted since the record was read: as if the delete came first.
