@@ -10,7 +10,7 @@ use std::path::Path;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use sha2::{Digest, Sha256};
 use tarn::storage::{Fault, FaultOp, FaultyBackend, PowerCutDisk};
@@ -752,5 +752,201 @@ async fn damaged_bytes_are_an_error_naming_the_file_never_data() -> TestResult {
         assert!(e.message().contains(&f.id), "{e}");
         tarn.close().await?;
     }
+    Ok(())
+}
+
+// Found by review: races with the blocking pool, and uploads given up on.
+
+/// A client that sends `left` bytes and then stalls (never ends the upload).
+struct Stalled {
+    left: usize,
+}
+
+impl AsyncRead for Stalled {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        _cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        if self.left == 0 {
+            return Poll::Pending;
+        }
+        let n = self.left.min(buf.remaining()).min(4096);
+        buf.put_slice(&vec![1u8; n]);
+        self.left -= n;
+        Poll::Ready(Ok(()))
+    }
+}
+
+/// `file_content` checks the record in a catalog snapshot, then opens the blob on a
+/// blocking thread. A `delete_file` that commits in between (SyncMode::Full removes the
+/// bytes at once) makes the read a 500 "the bytes … are missing from the database
+/// directory" — a false corruption report for an ordinary race; it should be a 404.
+/// The interleaving is forced by running `file_content` on a runtime whose only
+/// blocking thread is busy until the delete has returned.
+#[test]
+fn file_content_racing_a_delete_is_404_not_500() -> TestResult {
+    let main = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    let other = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .max_blocking_threads(1)
+        .enable_all()
+        .build()?;
+    let dir = tempfile::tempdir()?;
+    let (tarn, s, id) = main.block_on(async {
+        let tarn = Tarn::open(dir.path()).await?;
+        let s = fixture(&tarn).await?;
+        let f = s
+            .upload_file("ws", "a.txt", "text/plain", &b"hello"[..])
+            .await?;
+        Ok::<_, Box<dyn std::error::Error>>((tarn, s, f.id))
+    })?;
+    let (release_tx, release_rx) = std::sync::mpsc::channel::<()>();
+    let (busy_tx, busy_rx) = std::sync::mpsc::channel::<()>();
+    let _blocker = other.spawn_blocking(move || {
+        let _ = busy_tx.send(());
+        let _ = release_rx.recv();
+    });
+    busy_rx.recv()?;
+    let reader = {
+        let (s, id) = (s.clone(), id.clone());
+        other.spawn(async move { s.file_content("ws", &id).await.map(|c| c.size_bytes) })
+    };
+    // file_content has found the record and waits for a blocking thread to open it.
+    std::thread::sleep(Duration::from_millis(300));
+    main.block_on(s.delete_file("ws", &id))?;
+    release_tx.send(())?;
+    let res = main.block_on(reader)?;
+    let err = res.expect_err("the file was deleted before its bytes were opened");
+    main.block_on(tarn.close())?;
+    assert_eq!(err.status(), 404, "{err}");
+    Ok(())
+}
+
+/// The upload's writing thread holds a blocking-pool thread for the whole upload while
+/// it waits for chunks. A reader that itself needs the blocking pool (Tarn's own
+/// `FileReader`, or any `tokio::fs::File`) then never gets a thread once the pool is
+/// full of upload writers: copying a file from one workspace to another deadlocks. With
+/// tokio's default pool this takes 512 concurrent copies; a pool of 1 makes it certain.
+#[test]
+fn copying_a_file_between_workspaces_does_not_deadlock() -> TestResult {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .max_blocking_threads(1)
+        .enable_all()
+        .build()?;
+    rt.block_on(async {
+        let dir = tempfile::tempdir()?;
+        let tarn = Tarn::open(dir.path()).await?;
+        let s = fixture(&tarn).await?;
+        let data = vec![7u8; 3 << 20];
+        let f = s.upload_file("ws", "src.bin", "", &data[..]).await?;
+        let src = s.file_content("ws", &f.id).await?;
+        let copy = tokio::time::timeout(
+            Duration::from_secs(20),
+            s.upload_file("other", "src.bin", "", src.reader),
+        )
+        .await;
+        let copied = copy.map_err(|_| {
+            "upload_file fed by file_content's reader hung: the writer holds the only \
+             blocking thread that the reader's reads need"
+        })??;
+        assert_eq!(copied.sha256, f.sha256);
+        tarn.close().await?;
+        Ok(())
+    })
+}
+
+/// Slow (or stalled) upload clients each pin one blocking thread until they finish;
+/// every commit in the database runs on the same blocking pool, so once the pool is
+/// full of stalled uploads no statement, DDL or delete can commit. With tokio's default
+/// pool, 512 stalled HTTP uploads freeze the whole database; here the pool is 4.
+#[test]
+fn stalled_uploads_do_not_starve_commits() -> TestResult {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .max_blocking_threads(4)
+        .enable_all()
+        .build()?;
+    rt.block_on(async {
+        let dir = tempfile::tempdir()?;
+        let tarn = Tarn::open(dir.path()).await?;
+        let s = fixture(&tarn).await?;
+        let mut stalled = Vec::new();
+        for i in 0..4 {
+            let s = s.clone();
+            stalled.push(tokio::spawn(async move {
+                s.upload_file("ws", &format!("slow{i}"), "", Stalled { left: 10_000 })
+                    .await
+            }));
+        }
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let t0 = Instant::now();
+        let res = tokio::time::timeout(
+            Duration::from_secs(10),
+            s.create_workspace("later", "Later"),
+        )
+        .await;
+        for t in &stalled {
+            t.abort();
+        }
+        for t in stalled {
+            let _ = t.await;
+        }
+        let done = res.map_err(|_| {
+            format!(
+                "create_workspace did not commit within {:?} while 4 uploads stalled",
+                t0.elapsed()
+            )
+        })?;
+        done?;
+        tarn.close().await?;
+        Ok(())
+    })
+}
+
+/// `upload_file`'s doc: dropping the returned future keeps nothing (unless the record
+/// was already being committed). A caller that gives up (a timeout) while the
+/// blob is being finished (fsync, rename — the slowest part of a small upload) leaves
+/// a finished blob that no record names: on disk until the next open, and with
+/// `Tarn::in_memory` in memory for the life of the process (it never sweeps).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn uploads_given_up_on_keep_nothing() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let tarn = Tarn::open(dir.path()).await?;
+    let s = fixture(&tarn).await?;
+    let data = vec![5u8; 200_000];
+    let t0 = Instant::now();
+    let f = s.upload_file("ws", "kept", "", &data[..]).await?;
+    let typical = t0.elapsed();
+    let mut rng = tarn_tests::Rng(0xD50B);
+    for i in 0..200u32 {
+        let wait = typical.mul_f64((rng.below(2000) as f64) / 1000.0);
+        let _ =
+            tokio::time::timeout(wait, s.upload_file("ws", &format!("{i}"), "", &data[..])).await;
+    }
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let records: std::collections::BTreeSet<String> = s
+        .files("ws", Some(1000), None)
+        .await?
+        .data
+        .into_iter()
+        .map(|f| f.id)
+        .collect();
+    let orphans: Vec<String> = std::fs::read_dir(dir.path().join("files"))?
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| !records.contains(n))
+        .collect();
+    assert!(records.contains(&f.id));
+    tarn.close().await?;
+    assert!(
+        orphans.is_empty(),
+        "{} uploads given up on left blobs that no record names (typical upload {typical:?}): {orphans:?}",
+        orphans.len()
+    );
     Ok(())
 }

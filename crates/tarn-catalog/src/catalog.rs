@@ -69,15 +69,76 @@ pub struct FileRecord {
     pub seq: u64,
 }
 
-/// The files of one workspace, shared between catalog versions until one of them
-/// changes (a catalog commit copies the catalog: copying a workspace's file list is
-/// then only needed for the workspace it touches).
+/// Records per chunk of a workspace's file list.
+const FILE_CHUNK: u64 = 1024;
+/// Shards of a workspace's id → seq map.
+const ID_SHARDS: usize = 256;
+
+/// The files of one workspace. A catalog commit works on a copy of the catalog, so
+/// what a commit copies must not grow with the files: the list is split into chunks
+/// (by `seq`, so an upload touches the last one) and the id map into shards (by the
+/// id's hash), each shared between catalog versions until a commit changes it. An
+/// upload or a delete copies one chunk, one shard and the two lists of pointers.
 #[derive(Debug, Clone, Default)]
 struct WorkspaceFiles {
-    /// seq → record.
-    by_seq: BTreeMap<u64, Arc<FileRecord>>,
-    /// id → seq.
-    by_id: HashMap<String, u64>,
+    /// seq / FILE_CHUNK → (seq → record).
+    chunks: BTreeMap<u64, Arc<BTreeMap<u64, Arc<FileRecord>>>>,
+    /// id → seq, in ID_SHARDS shards (empty until the first file).
+    ids: Vec<Arc<HashMap<String, u64>>>,
+    len: usize,
+}
+
+impl WorkspaceFiles {
+    fn shard(id: &str) -> usize {
+        use std::hash::{BuildHasher, BuildHasherDefault, DefaultHasher};
+        (BuildHasherDefault::<DefaultHasher>::default().hash_one(id) % ID_SHARDS as u64) as usize
+    }
+
+    fn seq_of(&self, id: &str) -> Option<u64> {
+        self.ids.get(Self::shard(id))?.get(id).copied()
+    }
+
+    fn get(&self, id: &str) -> Option<&Arc<FileRecord>> {
+        let seq = self.seq_of(id)?;
+        self.chunks.get(&(seq / FILE_CHUNK))?.get(&seq)
+    }
+
+    fn insert(&mut self, f: FileRecord) {
+        if self.ids.is_empty() {
+            self.ids = (0..ID_SHARDS).map(|_| Arc::default()).collect();
+        }
+        let shard = Self::shard(&f.id);
+        Arc::make_mut(&mut self.ids[shard]).insert(f.id.clone(), f.seq);
+        let chunk = self.chunks.entry(f.seq / FILE_CHUNK).or_default();
+        if Arc::make_mut(chunk).insert(f.seq, Arc::new(f)).is_none() {
+            self.len += 1;
+        }
+    }
+
+    fn remove(&mut self, id: &str) -> Option<u64> {
+        let shard = Self::shard(id);
+        let seq = Arc::make_mut(self.ids.get_mut(shard)?).remove(id)?;
+        let key = seq / FILE_CHUNK;
+        if let Some(chunk) = self.chunks.get_mut(&key) {
+            let chunk = Arc::make_mut(chunk);
+            if chunk.remove(&seq).is_some() {
+                self.len -= 1;
+            }
+            if chunk.is_empty() {
+                self.chunks.remove(&key);
+            }
+        }
+        Some(seq)
+    }
+
+    /// Newest first.
+    fn newest_first(&self) -> impl Iterator<Item = &Arc<FileRecord>> {
+        self.chunks.values().rev().flat_map(|c| c.values().rev())
+    }
+
+    fn ids(&self) -> impl Iterator<Item = &String> {
+        self.ids.iter().flat_map(|s| s.keys())
+    }
 }
 
 /// An organization.
@@ -466,7 +527,7 @@ impl Catalog {
             files: self
                 .files
                 .values()
-                .flat_map(|w| w.by_seq.values().map(|f| FileRecord::clone(f)))
+                .flat_map(|w| w.newest_first().map(|f| FileRecord::clone(f)))
                 .collect(),
             next_file_seq: self.next_file_seq,
         }
@@ -525,14 +586,13 @@ impl Catalog {
                 .entry((f.org_id.clone(), f.workspace_id.clone()))
                 .or_default(),
         );
-        ws.by_id.insert(f.id.clone(), f.seq);
-        ws.by_seq.insert(f.seq, Arc::new(f));
+        ws.insert(f);
     }
 
     /// A workspace file's record.
     pub fn file(&self, org_id: &str, ws_id: &str, file_id: &str) -> Option<&FileRecord> {
         let ws = self.files.get(&(org_id.to_string(), ws_id.to_string()))?;
-        ws.by_seq.get(ws.by_id.get(file_id)?).map(|f| f.as_ref())
+        ws.get(file_id).map(|f| f.as_ref())
     }
 
     /// Up to `limit` files of a workspace, newest first, after skipping `offset`; and
@@ -546,14 +606,12 @@ impl Catalog {
     ) -> (Vec<&FileRecord>, usize) {
         match self.files.get(&(org_id.to_string(), ws_id.to_string())) {
             Some(ws) => (
-                ws.by_seq
-                    .values()
-                    .rev()
+                ws.newest_first()
                     .skip(offset)
                     .take(limit)
                     .map(|f| f.as_ref())
                     .collect(),
-                ws.by_seq.len(),
+                ws.len,
             ),
             None => (Vec::new(), 0),
         }
@@ -561,16 +619,13 @@ impl Catalog {
 
     /// Every file id of the catalog (which blobs must be kept).
     pub fn file_ids(&self) -> std::collections::HashSet<String> {
-        self.files
-            .values()
-            .flat_map(|w| w.by_id.keys().cloned())
-            .collect()
+        self.files.values().flat_map(|w| w.ids().cloned()).collect()
     }
 
     /// The files `op` would remove, applied to this catalog: their blobs go once the
     /// op is durable.
     pub fn files_removed_by(&self, op: &CatalogOp) -> Vec<String> {
-        let of_ws = |w: &WorkspaceFiles| w.by_id.keys().cloned().collect::<Vec<_>>();
+        let of_ws = |w: &WorkspaceFiles| w.ids().cloned().collect::<Vec<_>>();
         match op {
             CatalogOp::DeleteFile {
                 org_id,
@@ -1003,9 +1058,8 @@ impl Catalog {
                 let key = (org_id.clone(), workspace_id.clone());
                 let ws = self.files.get_mut(&key).ok_or_else(|| missing("file"))?;
                 let ws = Arc::make_mut(ws);
-                let seq = ws.by_id.remove(file_id).ok_or_else(|| missing("file"))?;
-                ws.by_seq.remove(&seq);
-                if ws.by_seq.is_empty() {
+                ws.remove(file_id).ok_or_else(|| missing("file"))?;
+                if ws.len == 0 {
                     self.files.remove(&key);
                 }
             }

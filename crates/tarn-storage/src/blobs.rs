@@ -203,10 +203,14 @@ impl Blobs {
         }))
     }
 
-    /// Creates the directory when missing (at open, once the database checked out).
-    pub(crate) fn create_dir(&self) -> Result<()> {
-        if let Some(dir) = &self.0.dir {
+    /// Creates the directory when missing (at open, once the database checked out),
+    /// durably: a record must never outlive the directory its bytes are in.
+    pub(crate) fn create_dir(&self, backend: &dyn FileBackend, db_dir: &Path) -> Result<()> {
+        if let Some(dir) = &self.0.dir
+            && !dir.is_dir()
+        {
             std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+            backend.sync_dir(db_dir).map_err(|e| Error::io(db_dir, e))?;
         }
         Ok(())
     }
@@ -277,18 +281,23 @@ impl Blobs {
     pub(crate) fn remove(&self, ids: &[String]) -> Result<()> {
         match &self.0.dir {
             Some(dir) => {
+                // Each is tried (one failure does not keep the others); the first
+                // failure is reported, and what is left goes at the next open.
+                let mut first = None;
                 for id in ids {
                     check_id(id)?;
                     let path = self.path(dir, id);
                     match self.0.backend.remove(&path) {
                         Ok(()) => {}
                         Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-                        Err(e) => return Err(Error::io(&path, e)),
+                        Err(e) => {
+                            first.get_or_insert(Error::io(&path, e));
+                        }
                     }
                 }
                 // The names' removal need not be durable: a blob that comes back after
                 // a power cut names no record and the next open sweeps it.
-                Ok(())
+                first.map_or(Ok(()), Err)
             }
             None => {
                 let mut memory = self.0.memory.lock();
@@ -302,33 +311,39 @@ impl Blobs {
 
     /// Removes every blob that `live` does not name, and every unfinished one: what a
     /// crash left behind. Only called when the database opens, before any upload.
-    pub(crate) fn sweep(&self, live: &HashSet<String>) -> Result<usize> {
+    /// Best effort: what cannot be listed or removed is logged and tried again at the
+    /// next open (leftover bytes never keep a database shut). Returns how many went.
+    pub(crate) fn sweep(&self, live: &HashSet<String>) -> usize {
         let Some(dir) = &self.0.dir else {
-            return Ok(0);
+            return 0;
         };
-        let entries = std::fs::read_dir(dir).map_err(|e| Error::io(dir, e))?;
+        let entries = match std::fs::read_dir(dir) {
+            Ok(entries) => entries,
+            Err(e) => {
+                tracing::warn!("blobs not swept: listing {} failed: {e}", dir.display());
+                return 0;
+            }
+        };
         let mut removed = 0;
-        for entry in entries {
-            let entry = entry.map_err(|e| Error::io(dir, e))?;
+        for entry in entries.flatten() {
             let name = entry.file_name();
-            let keep = name.to_str().is_some_and(|n| live.contains(n));
-            if !keep {
-                let path = entry.path();
-                if entry.file_type().map_err(|e| Error::io(&path, e))?.is_dir() {
-                    // Not something Tarn writes: leave it to whoever put it there.
-                    continue;
-                }
-                self.0
-                    .backend
-                    .remove(&path)
-                    .map_err(|e| Error::io(&path, e))?;
-                removed += 1;
+            if name.to_str().is_some_and(|n| live.contains(n)) {
+                continue;
+            }
+            // Not something Tarn writes: leave it to whoever put it there.
+            if entry.file_type().is_ok_and(|t| t.is_dir()) {
+                continue;
+            }
+            let path = entry.path();
+            match self.0.backend.remove(&path) {
+                Ok(()) => removed += 1,
+                Err(e) => tracing::warn!("{} not removed: {e}", path.display()),
             }
         }
         if removed > 0 {
             tracing::info!(removed, "removed blobs that no file record names");
         }
-        Ok(removed)
+        removed
     }
 }
 

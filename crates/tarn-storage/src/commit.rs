@@ -89,7 +89,7 @@ impl Inner {
             })
             .sum();
         let changes_catalog = ops.iter().any(|op| matches!(op, Op::Catalog(_)));
-        {
+        let blobs = {
             // 1. Lock.
             let _catalog_commit = changes_catalog.then(|| self.catalog_commit.lock());
             let next = if changes_catalog {
@@ -139,12 +139,13 @@ impl Inner {
                 wal.append(record)?;
             }
             // 4. Publish.
-            let blobs = self.publish(prepared)?;
-            // The deleted records' blobs go once the deletes are durable: now, when the
-            // log was fsynced for this commit (or there is no log).
-            if let Err(e) = self.blobs.remove(&blobs) {
-                tracing::warn!("blobs of deleted files not removed (the next open will): {e}");
-            }
+            self.publish(prepared)?
+        };
+        // The deleted records' blobs go once the deletes are durable: now, when the log
+        // was fsynced for this commit (or there is no log); outside the locks, so that a
+        // workspace of many files does not hold up other commits while they go.
+        if let Err(e) = self.blobs.remove(&blobs) {
+            tracing::warn!("blobs of deleted files not removed (the next open will): {e}");
         }
         if self.wal.is_some() {
             let total = self.mem_estimate.fetch_add(added, Ordering::Relaxed) + added;

@@ -391,12 +391,13 @@ impl Database {
             write_format(backend.as_ref(), dir)?;
         }
         std::fs::create_dir_all(&seg_dir).map_err(|e| Error::io(&seg_dir, e))?;
-        // Blobs no record names: an upload or a delete a crash interrupted.
-        inner.blobs.create_dir()?;
-        inner.blobs.sweep(&inner.catalog.read().file_ids())?;
+        inner.blobs.create_dir(backend.as_ref(), dir)?;
         let wal = recovered.open(inner.options.sync, backend.clone())?;
         let wal_seq = wal.current_seq();
         inner.wal = Some(wal);
+        // Blobs no record names: an upload or a delete a crash interrupted. Best
+        // effort: a blob that cannot be removed now is tried again at the next open.
+        inner.blobs.sweep(&inner.catalog.read().file_ids());
         if new {
             Manifest {
                 wal_seq,

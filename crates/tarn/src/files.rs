@@ -204,14 +204,18 @@ fn check_filename(name: &str) -> Result<()> {
         && name.len() <= 255
         && name != "."
         && name != ".."
-        && !name
-            .chars()
-            .any(|c| c == '/' || c == '\\' || c.is_control());
+        && !name.chars().any(|c| {
+            c == '/'
+                    || c == '\\'
+                    || c.is_control()
+                    // Bidirectional controls, which can disguise a name's extension.
+                    || matches!(c, '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}')
+        });
     if ok {
         Ok(())
     } else {
         Err(Error::bad(format!(
-            "invalid file name {name:?}: use 1-255 bytes without '/', '\\' or control characters"
+            "invalid file name {name:?}: use 1-255 bytes without '/', '\\', control or bidirectional control characters"
         )))
     }
 }
@@ -294,6 +298,9 @@ impl Session {
                     "file exceeds the limit of {limit} bytes (limit max_file_bytes)"
                 )));
             }
+            // A closed database writes nothing more (its directory may be another
+            // process's by now).
+            self.tarn.check_open()?;
             let (mut blob, mut hash) = match writing.take() {
                 Some(task) => task.await.map_err(join_error)??,
                 None => idle
@@ -319,14 +326,20 @@ impl Session {
                 .take()
                 .ok_or_else(|| Error::new(ErrorKind::Internal, "upload writer lost"))?,
         };
-        tokio::task::spawn_blocking(move || blob.finish())
-            .await
-            .map_err(join_error)??;
-        let sha256 = hex(&hash.finalize());
-        let mut uncommitted = Uncommitted {
-            db: db.clone(),
-            id: Some(id.clone()),
+        self.tarn.check_open()?;
+        // The guard comes back with the finished blob: should this future be dropped
+        // while the blob is being finished, tokio drops the task's output, and the
+        // guard removes the blob.
+        let mut uncommitted = {
+            let guard = Uncommitted {
+                db: db.clone(),
+                id: Some(id.clone()),
+            };
+            tokio::task::spawn_blocking(move || blob.finish().map(|()| guard))
+                .await
+                .map_err(join_error)??
         };
+        let sha256 = hex(&hash.finalize());
 
         // The workspace may have gone (or the key been revoked) while the bytes
         // streamed: checked again under the DDL lock, where the record commits.
@@ -351,7 +364,12 @@ impl Session {
             .commit(vec![Op::Catalog(CatalogOp::PutFile(record))], vec![ddl])
             .await;
         if let Err(e) = committed {
-            uncommitted.id = Some(id);
+            // A refusal (4xx) comes before the log; a failure (5xx) may come after the
+            // record reached it, and the record may then replay at the next open: the
+            // blob stays, and that open's sweep removes it if the record did not land.
+            if e.status() < 500 {
+                uncommitted.id = Some(id);
+            }
             return Err(e);
         }
         Ok(info)

@@ -189,9 +189,8 @@ impl Options {
         self
     }
 
-    /// Largest workspace file (`upload_file`) and table file (`upload_table`), in
-    /// bytes (default 10 GiB). Checked while the bytes stream in: a larger upload is a
-    /// 400 and keeps nothing.
+    /// Largest workspace file (`upload_file`), in bytes (default 10 GiB, SPEC §8).
+    /// Checked while the bytes stream in: a larger upload is a 400 and keeps nothing.
     #[must_use]
     pub fn max_file_bytes(mut self, bytes: u64) -> Self {
         self.max_file_bytes = bytes;
