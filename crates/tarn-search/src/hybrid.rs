@@ -31,7 +31,11 @@ struct ArmThread;
 
 impl ArmThread {
     fn claim() -> Option<ArmThread> {
-        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        // Asked once: on Linux the answer reads the cgroup's CPU quota from files,
+        // which cost more than a small hybrid search.
+        static CORES: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+        let cores =
+            *CORES.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
         ARM_THREADS
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
                 (n < cores).then_some(n + 1)
