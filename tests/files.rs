@@ -778,12 +778,11 @@ impl AsyncRead for Stalled {
     }
 }
 
-/// `file_content` checks the record in a catalog snapshot, then opens the blob on a
+/// `file_content` finds the record in a catalog snapshot, then opens the blob on a
 /// blocking thread. A `delete_file` that commits in between (SyncMode::Full removes the
-/// bytes at once) makes the read a 500 "the bytes … are missing from the database
-/// directory" — a false corruption report for an ordinary race; it should be a 404.
-/// The interleaving is forced by running `file_content` on a runtime whose only
-/// blocking thread is busy until the delete has returned.
+/// bytes at once) is an ordinary race, a 404 — not a 500 "bytes missing". The
+/// interleaving is forced by running `file_content` on a runtime whose only blocking
+/// thread is busy until the delete has returned.
 #[test]
 fn file_content_racing_a_delete_is_404_not_500() -> TestResult {
     let main = tokio::runtime::Builder::new_multi_thread()
@@ -826,11 +825,10 @@ fn file_content_racing_a_delete_is_404_not_500() -> TestResult {
     Ok(())
 }
 
-/// The upload's writing thread holds a blocking-pool thread for the whole upload while
-/// it waits for chunks. A reader that itself needs the blocking pool (Tarn's own
-/// `FileReader`, or any `tokio::fs::File`) then never gets a thread once the pool is
-/// full of upload writers: copying a file from one workspace to another deadlocks. With
-/// tokio's default pool this takes 512 concurrent copies; a pool of 1 makes it certain.
+/// An upload must not hold a blocking-pool thread while it waits for its reader: a
+/// reader that itself needs the pool (Tarn's own `FileReader`, any `tokio::fs::File`)
+/// would then never get one, and copying a file from one workspace to another would
+/// deadlock. A pool of one thread makes any such hold certain to hang.
 #[test]
 fn copying_a_file_between_workspaces_does_not_deadlock() -> TestResult {
     let rt = tokio::runtime::Builder::new_multi_thread()
@@ -860,10 +858,9 @@ fn copying_a_file_between_workspaces_does_not_deadlock() -> TestResult {
     })
 }
 
-/// Slow (or stalled) upload clients each pin one blocking thread until they finish;
-/// every commit in the database runs on the same blocking pool, so once the pool is
-/// full of stalled uploads no statement, DDL or delete can commit. With tokio's default
-/// pool, 512 stalled HTTP uploads freeze the whole database; here the pool is 4.
+/// Stalled upload clients must not pin blocking threads: every commit runs on the same
+/// pool, so enough stalled uploads would stop every statement, DDL and delete. Here
+/// the pool has 4 threads and 4 uploads stall.
 #[test]
 fn stalled_uploads_do_not_starve_commits() -> TestResult {
     let rt = tokio::runtime::Builder::new_multi_thread()

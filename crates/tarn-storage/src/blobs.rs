@@ -82,16 +82,58 @@ pub struct BlobWriter {
 }
 
 enum Sink {
-    File {
-        file: Box<dyn WriteFile>,
-        tmp: PathBuf,
-        /// Bytes written so far.
-        len: u64,
-        /// The CRC of the block being written, and those of the blocks before it.
-        crc: crc32fast::Hasher,
-        crcs: Vec<u32>,
-    },
+    File(FileSink),
     Memory(Vec<u8>),
+}
+
+/// A blob file being written, with the checksums of its blocks.
+struct FileSink {
+    file: Box<dyn WriteFile>,
+    tmp: PathBuf,
+    /// Bytes written so far.
+    len: u64,
+    /// The CRC of the block being written, and those of the blocks before it.
+    crc: crc32fast::Hasher,
+    crcs: Vec<u32>,
+}
+
+impl FileSink {
+    fn write(&mut self, buf: &[u8]) -> Result<()> {
+        self.file
+            .write_all(buf)
+            .map_err(|e| Error::io(&self.tmp, e))?;
+        let mut rest = buf;
+        while !rest.is_empty() {
+            let room = (BLOB_BLOCK - self.len % BLOB_BLOCK) as usize;
+            let (now, later) = rest.split_at(room.min(rest.len()));
+            self.crc.update(now);
+            self.len += now.len() as u64;
+            if self.len.is_multiple_of(BLOB_BLOCK) {
+                self.crcs.push(std::mem::take(&mut self.crc).finalize());
+            }
+            rest = later;
+        }
+        Ok(())
+    }
+
+    /// Appends the trailer (the last block's CRC first) and fsyncs.
+    fn seal(&mut self) -> Result<()> {
+        if !self.len.is_multiple_of(BLOB_BLOCK) {
+            self.crcs.push(std::mem::take(&mut self.crc).finalize());
+        }
+        let mut trailer = Vec::with_capacity(self.crcs.len() * 4 + FOOTER as usize);
+        for c in &self.crcs {
+            trailer.extend_from_slice(&c.to_le_bytes());
+        }
+        trailer.extend_from_slice(&self.len.to_le_bytes());
+        let table_crc = crc32fast::hash(&trailer);
+        trailer.extend_from_slice(&table_crc.to_le_bytes());
+        trailer.extend_from_slice(MAGIC);
+        self.file
+            .write_all(&trailer)
+            .map_err(|e| Error::io(&self.tmp, e))?;
+        self.file.sync_data().map_err(|e| Error::io(&self.tmp, e))
+    }
 }
 
 /// A blob file opened for reading, its trailer checked.
@@ -236,13 +278,13 @@ impl Blobs {
                     .backend
                     .create(&tmp)
                     .map_err(|e| Error::io(&tmp, e))?;
-                Sink::File {
+                Sink::File(FileSink {
                     file,
                     tmp,
                     len: 0,
                     crc: crc32fast::Hasher::new(),
                     crcs: Vec::new(),
-                }
+                })
             }
             None => Sink::Memory(Vec::new()),
         };
@@ -351,27 +393,7 @@ impl BlobWriter {
     /// Appends `buf`.
     pub fn write(&mut self, buf: &[u8]) -> Result<()> {
         match &mut self.sink {
-            Sink::File {
-                file,
-                tmp,
-                len,
-                crc,
-                crcs,
-            } => {
-                file.write_all(buf).map_err(|e| Error::io(&*tmp, e))?;
-                let mut rest = buf;
-                while !rest.is_empty() {
-                    let room = (BLOB_BLOCK - *len % BLOB_BLOCK) as usize;
-                    let (now, later) = rest.split_at(room.min(rest.len()));
-                    crc.update(now);
-                    *len += now.len() as u64;
-                    if len.is_multiple_of(BLOB_BLOCK) {
-                        crcs.push(std::mem::take(crc).finalize());
-                    }
-                    rest = later;
-                }
-                Ok(())
-            }
+            Sink::File(f) => f.write(buf),
             Sink::Memory(v) => {
                 v.extend_from_slice(buf);
                 Ok(())
@@ -385,26 +407,9 @@ impl BlobWriter {
     pub fn finish(mut self) -> Result<()> {
         let blobs = self.blobs.clone();
         match &mut self.sink {
-            Sink::File {
-                file,
-                tmp,
-                len,
-                crc,
-                crcs,
-            } => {
-                if !len.is_multiple_of(BLOB_BLOCK) {
-                    crcs.push(std::mem::take(crc).finalize());
-                }
-                let mut trailer = Vec::with_capacity(crcs.len() * 4 + FOOTER as usize);
-                for c in crcs.iter() {
-                    trailer.extend_from_slice(&c.to_le_bytes());
-                }
-                trailer.extend_from_slice(&len.to_le_bytes());
-                let table_crc = crc32fast::hash(&trailer);
-                trailer.extend_from_slice(&table_crc.to_le_bytes());
-                trailer.extend_from_slice(MAGIC);
-                file.write_all(&trailer).map_err(|e| Error::io(&*tmp, e))?;
-                file.sync_data().map_err(|e| Error::io(&*tmp, e))?;
+            Sink::File(f) => {
+                f.seal()?;
+                let tmp = &f.tmp;
                 let dir = blobs.0.dir.as_deref().unwrap_or(Path::new("."));
                 let path = blobs.path(dir, &self.id);
                 blobs
@@ -435,7 +440,7 @@ impl Drop for BlobWriter {
         if self.done {
             return;
         }
-        if let Sink::File { tmp, .. } = &self.sink {
+        if let Sink::File(FileSink { tmp, .. }) = &self.sink {
             // Best effort: the next open sweeps what is left.
             let _ = self.blobs.0.backend.remove(tmp);
         }
