@@ -272,17 +272,14 @@ impl Session {
         let db = self.tarn.db().clone();
 
         // Each chunk is hashed and written on the blocking pool while the caller's
-        // reader is polled for the next one: one write in flight at most, and no thread
-        // held while a slow client sends nothing. Dropping this future drops the writer
-        // (or the task that holds it, when it ends), which removes what was written.
-        let blob = {
+        // reader is polled for the next one: one task in flight at most (the first
+        // creates the blob), and no thread held while a slow client sends nothing.
+        // Dropping this future drops the task, whose output (the writer) then removes
+        // what was written.
+        let mut pending: tokio::task::JoinHandle<Result<(BlobWriter, Sha256)>> = {
             let (db, id) = (db.clone(), id.clone());
-            tokio::task::spawn_blocking(move || db.blobs().create(&id))
-                .await
-                .map_err(join_error)??
+            tokio::task::spawn_blocking(move || Ok((db.blobs().create(&id)?, Sha256::new())))
         };
-        let mut idle = Some((blob, Sha256::new()));
-        let mut writing: Option<tokio::task::JoinHandle<Result<(BlobWriter, Sha256)>>> = None;
         let mut size_bytes = 0u64;
         loop {
             let mut chunk = Vec::with_capacity(CHUNK);
@@ -291,7 +288,6 @@ impl Session {
                 .read_to_end(&mut chunk)
                 .await
                 .map_err(|e| Error::bad(format!("reading the upload failed: {e}")))?;
-            let last = chunk.len() < CHUNK;
             size_bytes += chunk.len() as u64;
             if size_bytes > limit {
                 return Err(Error::bad(format!(
@@ -301,31 +297,21 @@ impl Session {
             // A closed database writes nothing more (its directory may be another
             // process's by now).
             self.tarn.check_open()?;
-            let (mut blob, mut hash) = match writing.take() {
-                Some(task) => task.await.map_err(join_error)??,
-                None => idle
-                    .take()
-                    .ok_or_else(|| Error::new(ErrorKind::Internal, "upload writer lost"))?,
-            };
-            if !chunk.is_empty() {
-                writing = Some(tokio::task::spawn_blocking(move || {
-                    hash.update(&chunk);
-                    blob.write(&chunk)?;
-                    Ok((blob, hash))
-                }));
-            } else {
-                idle = Some((blob, hash));
+            if chunk.is_empty() {
+                break;
             }
+            let last = chunk.len() < CHUNK;
+            let (mut blob, mut hash) = pending.await.map_err(join_error)??;
+            pending = tokio::task::spawn_blocking(move || {
+                hash.update(&chunk);
+                blob.write(&chunk)?;
+                Ok((blob, hash))
+            });
             if last {
                 break;
             }
         }
-        let (blob, hash) = match writing.take() {
-            Some(task) => task.await.map_err(join_error)??,
-            None => idle
-                .take()
-                .ok_or_else(|| Error::new(ErrorKind::Internal, "upload writer lost"))?,
-        };
+        let (blob, hash) = pending.await.map_err(join_error)??;
         self.tarn.check_open()?;
         // The guard comes back with the finished blob: should this future be dropped
         // while the blob is being finished, tokio drops the task's output, and the
