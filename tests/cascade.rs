@@ -21,14 +21,14 @@
 //! `cargo test --workspace --test cascade -- --ignored many_rounds`) runs 100.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::{BufRead, BufReader, Write};
+use std::io::Write;
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use serde_json::json;
 use tarn::{ErrorKind, Options, Session, SyncMode, Tarn};
-use tarn_tests::{Rng, fixture_with_key, reconnect};
+use tarn_tests::{Rng, child_lines, child_test, fixture_with_key, reconnect};
 
 type TestResult = Result<(), Box<dyn std::error::Error>>;
 type BoxResult<T> = Result<T, Box<dyn std::error::Error>>;
@@ -912,35 +912,18 @@ async fn kill_9_rounds(rounds: u64) -> TestResult {
         tarn.close().await?;
         secret
     };
-    let exe = std::env::current_exe()?;
     let mut rng = Rng(0xCA5C_ADE5);
     let mut acks = Acks::default();
     let mut next = 0u64;
     let mut unacknowledged = 0usize;
     let mut replayed_drops = 0usize;
     for round in 0..rounds {
-        let mut child = Command::new(&exe)
-            .args([
-                "--ignored",
-                "--exact",
-                "cascade_child",
-                "--nocapture",
-                "--test-threads=1",
-            ])
+        let mut child = child_test("cascade_child")?
             .env("TARN_CASCADE_DIR", path)
             .env("TARN_CASCADE_START", next.to_string())
             .stdout(Stdio::piped())
-            .stderr(Stdio::null())
             .spawn()?;
-        let stdout = child.stdout.take().ok_or("no stdout")?;
-        let (tx, rx) = std::sync::mpsc::channel();
-        let reader = std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
+        let (rx, reader) = child_lines(&mut child)?;
         // Kill after the k-th acknowledgement of the round (k in 1..=6), at once (0–4
         // ms: in the delete that follows it, or the checkpoint that removes the files
         // of the one it acknowledged) or later (0–80 ms: anywhere, mostly in the next

@@ -8,13 +8,13 @@
 //! `cargo test --workspace --test crash -- --ignored kill_9_many_rounds`) runs 500.
 
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader, Write};
-use std::process::{Command, Stdio};
+use std::io::Write;
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use serde_json::json;
 use tarn::{Options, SyncMode, Tarn};
-use tarn_tests::{fixture_with_key, reconnect};
+use tarn_tests::{child_lines, child_test, fixture_with_key, reconnect};
 
 type TestResult = Result<(), Box<dyn std::error::Error>>;
 
@@ -90,44 +90,24 @@ async fn run_rounds(rounds: u64) -> TestResult {
         .await?;
         secret
     };
-    let exe = std::env::current_exe()?;
     let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
     // What the parent knows: statements acknowledged as inserted / deleted.
     let mut inserted: BTreeMap<u64, bool> = BTreeMap::new();
     let mut deleted: BTreeMap<u64, bool> = BTreeMap::new();
     let mut next = 0u64;
     for round in 0..rounds {
-        let mut child = Command::new(&exe)
-            .args([
-                "--ignored",
-                "--exact",
-                "crash_child_writer",
-                "--nocapture",
-                "--test-threads=1",
-            ])
+        let mut child = child_test("crash_child_writer")?
             .env("TARN_CRASH_DIR", &path)
             .env("TARN_CRASH_START", next.to_string())
             .stdout(Stdio::piped())
-            .stderr(Stdio::null())
             .spawn()?;
-        let stdout = child.stdout.take().ok_or("no stdout")?;
+        let (rx, reader) = child_lines(&mut child)?;
         // Kill after the first acknowledgement plus a random 0–150 ms.
         let delay = Duration::from_millis(rng.next() % 150);
-        let (tx, rx) = std::sync::mpsc::channel();
-        let reader = std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
         let mut killed_at = None;
         let mut max_ins = None;
         let mut note =
             |line: &str, max_ins: &mut Option<u64>| -> Result<bool, Box<dyn std::error::Error>> {
-                // The test harness prints the child's first line after its own
-                // `test crash_child_writer ... `.
-                let line = line.rsplit_once("... ").map_or(line, |(_, l)| l);
                 if let Some(n) = line.strip_prefix("ins ") {
                     let n: u64 = n.trim().parse()?;
                     inserted.insert(n, true);

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use sha2::{Digest, Sha256};
 use tarn::storage::{Fault, FaultOp, FaultyBackend, PowerCutDisk};
 use tarn::{ErrorKind, Options, Session, SyncMode, Tarn};
-use tarn_tests::{Rng, fixture, fixture_with_key, reconnect};
+use tarn_tests::{Rng, child_lines, child_test, fixture, fixture_with_key, reconnect};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncSeekExt, ReadBuf};
 
 type TestResult = Result<(), Box<dyn std::error::Error>>;
@@ -513,7 +513,6 @@ async fn files_crash_child() -> TestResult {
 
 #[tokio::test]
 async fn kill_9_during_uploads_and_deletes() -> TestResult {
-    use std::io::BufRead;
     let dir = tempfile::tempdir()?;
     let path = dir.path().to_string_lossy().to_string();
     {
@@ -523,52 +522,32 @@ async fn kill_9_during_uploads_and_deletes() -> TestResult {
         tarn.close().await?;
     }
     let secret = std::fs::read_to_string(format!("{path}/key"))?;
-    let exe = std::env::current_exe()?;
     let mut rng = Rng(0xF11E5);
     let mut put: BTreeSet<String> = BTreeSet::new();
     let mut deleted: BTreeSet<String> = BTreeSet::new();
     let mut deleting: BTreeSet<String> = BTreeSet::new();
     let mut next = 0u64;
     for _round in 0..8 {
-        let mut child = std::process::Command::new(&exe)
-            .args([
-                "--ignored",
-                "--exact",
-                "files_crash_child",
-                "--nocapture",
-                "--test-threads=1",
-            ])
+        let mut child = child_test("files_crash_child")?
             .env("TARN_FILES_CRASH_DIR", &path)
             .env("TARN_FILES_CRASH_START", next.to_string())
             .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::null())
             .spawn()?;
-        let stdout = child.stdout.take().ok_or("no stdout")?;
-        let lines = std::sync::Arc::new(parking_lot::Mutex::new(Vec::<String>::new()));
-        let reader = {
-            let lines = lines.clone();
-            std::thread::spawn(move || {
-                for line in std::io::BufReader::new(stdout)
-                    .lines()
-                    .map_while(Result::ok)
-                {
-                    let line = line
-                        .rsplit_once("... ")
-                        .map_or(line.clone(), |(_, l)| l.to_string());
-                    lines.lock().push(line);
-                }
-            })
-        };
+        let (rx, reader) = child_lines(&mut child)?;
         // Kill after a few acknowledgements plus a random wait.
-        let t0 = std::time::Instant::now();
-        while lines.lock().len() < 2 && t0.elapsed() < Duration::from_secs(60) {
-            std::thread::sleep(Duration::from_millis(2));
+        let mut lines = Vec::new();
+        while lines.len() < 2 {
+            match rx.recv_timeout(Duration::from_secs(60)) {
+                Ok(line) => lines.push(line),
+                Err(_) => break,
+            }
         }
         std::thread::sleep(Duration::from_millis(rng.next_u64() % 200));
         child.kill()?;
         child.wait()?;
+        lines.extend(rx.iter());
         let _ = reader.join();
-        for line in lines.lock().iter() {
+        for line in &lines {
             let words: Vec<&str> = line.split_whitespace().collect();
             match words.as_slice() {
                 ["put", n, id] => {
@@ -757,25 +736,13 @@ async fn damaged_bytes_are_an_error_naming_the_file_never_data() -> TestResult {
 
 // Found by review: races with the blocking pool, and uploads given up on.
 
-/// A client that sends `left` bytes and then stalls (never ends the upload).
-struct Stalled {
-    left: usize,
-}
-
-impl AsyncRead for Stalled {
-    fn poll_read(
-        mut self: Pin<&mut Self>,
-        _cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<std::io::Result<()>> {
-        if self.left == 0 {
-            return Poll::Pending;
-        }
-        let n = self.left.min(buf.remaining()).min(4096);
-        buf.put_slice(&vec![1u8; n]);
-        self.left -= n;
-        Poll::Ready(Ok(()))
-    }
+/// A runtime of `workers` threads whose blocking pool has at most `blocking` threads.
+fn runtime(workers: usize, blocking: usize) -> std::io::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(workers)
+        .max_blocking_threads(blocking)
+        .enable_all()
+        .build()
 }
 
 /// `file_content` finds the record in a catalog snapshot, then opens the blob on a
@@ -785,15 +752,8 @@ impl AsyncRead for Stalled {
 /// thread is busy until the delete has returned.
 #[test]
 fn file_content_racing_a_delete_is_404_not_500() -> TestResult {
-    let main = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()?;
-    let other = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .max_blocking_threads(1)
-        .enable_all()
-        .build()?;
+    let main = runtime(2, 512)?;
+    let other = runtime(1, 1)?;
     let dir = tempfile::tempdir()?;
     let (tarn, s, id) = main.block_on(async {
         let tarn = Tarn::open(dir.path()).await?;
@@ -831,11 +791,7 @@ fn file_content_racing_a_delete_is_404_not_500() -> TestResult {
 /// deadlock. A pool of one thread makes any such hold certain to hang.
 #[test]
 fn copying_a_file_between_workspaces_does_not_deadlock() -> TestResult {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .max_blocking_threads(1)
-        .enable_all()
-        .build()?;
+    let rt = runtime(2, 1)?;
     rt.block_on(async {
         let dir = tempfile::tempdir()?;
         let tarn = Tarn::open(dir.path()).await?;
@@ -863,11 +819,7 @@ fn copying_a_file_between_workspaces_does_not_deadlock() -> TestResult {
 /// the pool has 4 threads and 4 uploads stall.
 #[test]
 fn stalled_uploads_do_not_starve_commits() -> TestResult {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .max_blocking_threads(4)
-        .enable_all()
-        .build()?;
+    let rt = runtime(2, 4)?;
     rt.block_on(async {
         let dir = tempfile::tempdir()?;
         let tarn = Tarn::open(dir.path()).await?;
@@ -876,8 +828,12 @@ fn stalled_uploads_do_not_starve_commits() -> TestResult {
         for i in 0..4 {
             let s = s.clone();
             stalled.push(tokio::spawn(async move {
-                s.upload_file("ws", &format!("slow{i}"), "", Stalled { left: 10_000 })
-                    .await
+                let stalled = Broken {
+                    data: vec![1; 10_000],
+                    at: 0,
+                    hang: true,
+                };
+                s.upload_file("ws", &format!("slow{i}"), "", stalled).await
             }));
         }
         tokio::time::sleep(Duration::from_millis(300)).await;

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use serde_json::{Value, json};
 use tarn::{ErrorKind, Options, Session, SyncMode, Tarn};
-use tarn_tests::{Rng, fixture, fixture_with_key, reconnect};
+use tarn_tests::{Rng, child_test, fixture, fixture_with_key, reconnect};
 
 type TestResult = Result<(), Box<dyn std::error::Error>>;
 
@@ -706,7 +706,7 @@ async fn index_build_child() -> TestResult {
 
 #[tokio::test]
 async fn kill_9_during_index_builds() -> TestResult {
-    use std::process::{Command, Stdio};
+    use std::process::Stdio;
     let dir = tempfile::tempdir()?;
     let path = dir.path().to_string_lossy().to_string();
     let dim = 32;
@@ -719,20 +719,11 @@ async fn kill_9_during_index_builds() -> TestResult {
         tarn.close().await?;
         secret
     };
-    let exe = std::env::current_exe()?;
     let mut rng = Rng(99);
     for round in 0..5 {
-        let mut child = Command::new(&exe)
-            .args([
-                "--ignored",
-                "--exact",
-                "index_build_child",
-                "--nocapture",
-                "--test-threads=1",
-            ])
+        let mut child = child_test("index_build_child")?
             .env("TARN_INDEX_DIR", &path)
             .stdout(Stdio::null())
-            .stderr(Stdio::null())
             .spawn()?;
         std::thread::sleep(std::time::Duration::from_millis(200 + rng.below(1500)));
         child.kill()?;

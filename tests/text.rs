@@ -478,7 +478,7 @@ async fn text_writer_child() -> TestResult {
 #[tokio::test]
 async fn kill_9_between_writes_and_text_index_builds() -> TestResult {
     use std::io::Read;
-    use std::process::{Command, Stdio};
+    use std::process::Stdio;
     let dir = tempfile::tempdir()?;
     let path = dir.path().to_string_lossy().to_string();
     let secret = {
@@ -489,23 +489,14 @@ async fn kill_9_between_writes_and_text_index_builds() -> TestResult {
         tarn.close().await?;
         secret
     };
-    let exe = std::env::current_exe()?;
     let mut model: BTreeMap<i64, String> = BTreeMap::new();
     let mut next = 0i64;
     let mut rng = tarn_tests::Rng(5);
     for round in 0..5 {
-        let mut child = Command::new(&exe)
-            .args([
-                "--ignored",
-                "--exact",
-                "text_writer_child",
-                "--nocapture",
-                "--test-threads=1",
-            ])
+        let mut child = tarn_tests::child_test("text_writer_child")?
             .env("TARN_TEXT_DIR", &path)
             .env("TARN_TEXT_START", next.to_string())
             .stdout(Stdio::piped())
-            .stderr(Stdio::null())
             .spawn()?;
         std::thread::sleep(std::time::Duration::from_millis(300 + rng.below(1500)));
         child.kill()?;

@@ -1,7 +1,11 @@
 //! Helpers shared by Tarn's integration tests: a fresh database with a user, an
 //! organization and workspaces, reached only through the public API.
 
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
+use std::sync::mpsc::Receiver;
+use std::thread::JoinHandle;
 
 use tarn::arrow::array::{Float64Array, Int64Array, RecordBatch, StringArray};
 use tarn::arrow::datatypes::{DataType, Field, Schema};
@@ -52,6 +56,46 @@ pub fn id_body_x_batch(
             Arc::new(Float64Array::from(x)),
         ],
     )
+}
+
+/// This test binary again, as a child process that runs only the ignored test `name`
+/// (the child of a kill -9 test) with its standard error discarded; the caller adds
+/// the environment and standard output.
+pub fn child_test(name: &str) -> std::io::Result<Command> {
+    let mut command = Command::new(std::env::current_exe()?);
+    command
+        .args([
+            "--ignored",
+            "--exact",
+            name,
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .stderr(Stdio::null());
+    Ok(command)
+}
+
+/// The lines a child (spawned with piped standard output) prints, as they come, from
+/// a thread that ends with the child's output; the test harness's `test name ... `
+/// before the first line is left out.
+pub fn child_lines(child: &mut Child) -> std::io::Result<(Receiver<String>, JoinHandle<()>)> {
+    let stdout = child
+        .stdout
+        .take()
+        .ok_or_else(|| std::io::Error::other("the child's output is not piped"))?;
+    let (tx, rx) = std::sync::mpsc::channel();
+    let reader = std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            let line = match line.rsplit_once("... ") {
+                Some((_, l)) => l.to_string(),
+                None => line,
+            };
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    Ok((rx, reader))
 }
 
 /// A small deterministic generator (xorshift64*) for the randomized tests: fixed seeds,
