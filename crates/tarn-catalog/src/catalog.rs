@@ -464,6 +464,16 @@ pub enum CatalogOp {
     },
 }
 
+/// What a [`CatalogOp`] removed, for storage to drop: tables (their rows and index
+/// files) and workspace files (their bytes).
+#[derive(Debug, Default, PartialEq)]
+pub struct Removed {
+    /// Dropped tables.
+    pub tables: Vec<TableId>,
+    /// Ids of deleted files.
+    pub files: Vec<String>,
+}
+
 /// Every catalog record, indexed for the lookups Tarn makes.
 #[derive(Debug, Default, Clone)]
 pub struct Catalog {
@@ -620,37 +630,6 @@ impl Catalog {
     /// Every file id of the catalog (which blobs must be kept).
     pub fn file_ids(&self) -> std::collections::HashSet<String> {
         self.files.values().flat_map(|w| w.ids().cloned()).collect()
-    }
-
-    /// The files `op` would remove, applied to this catalog: their blobs go once the
-    /// op is durable.
-    pub fn files_removed_by(&self, op: &CatalogOp) -> Vec<String> {
-        let of_ws = |w: &WorkspaceFiles| w.ids().cloned().collect::<Vec<_>>();
-        match op {
-            CatalogOp::DeleteFile {
-                org_id,
-                workspace_id,
-                file_id,
-            } => self
-                .file(org_id, workspace_id, file_id)
-                .map(|f| vec![f.id.clone()])
-                .unwrap_or_default(),
-            CatalogOp::DeleteWorkspace {
-                org_id,
-                workspace_id,
-            } => self
-                .files
-                .get(&(org_id.clone(), workspace_id.clone()))
-                .map(|w| of_ws(w))
-                .unwrap_or_default(),
-            CatalogOp::DeleteOrg { org_id } => self
-                .files
-                .iter()
-                .filter(|((o, _), _)| o == org_id)
-                .flat_map(|(_, w)| of_ws(w))
-                .collect(),
-            _ => Vec::new(),
-        }
     }
 
     /// An empty catalog.
@@ -828,9 +807,9 @@ impl Catalog {
         sets
     }
 
-    /// Applies one op. Returns the ids of tables the op removed, so storage can drop
-    /// their data.
-    pub fn apply(&mut self, op: &CatalogOp) -> Result<Vec<TableId>> {
+    /// Applies one op. Returns the tables and files the op removed, so storage can
+    /// drop their data.
+    pub fn apply(&mut self, op: &CatalogOp) -> Result<Removed> {
         let missing = |what: &str| Error::Inconsistent(format!("{what} does not exist"));
         match op {
             CatalogOp::CreateUser(u) => {
@@ -889,8 +868,18 @@ impl Catalog {
                     .ok_or_else(|| missing("organization"))?;
                 self.members.retain(|(o, _), _| o != org_id);
                 self.workspaces.retain(|(o, _), _| o != org_id);
-                self.files.retain(|(o, _), _| o != org_id);
-                return Ok(self.remove_tables(|t| t.org_id == *org_id));
+                let mut files = Vec::new();
+                self.files.retain(|(o, _), w| {
+                    let keep = o != org_id;
+                    if !keep {
+                        files.extend(w.ids().cloned());
+                    }
+                    keep
+                });
+                return Ok(Removed {
+                    tables: self.remove_tables(|t| t.org_id == *org_id),
+                    files,
+                });
             }
             CatalogOp::PutMember(m) => {
                 if !self.orgs.contains_key(&m.org_id) || !self.users.contains_key(&m.user_id) {
@@ -934,10 +923,16 @@ impl Catalog {
                 self.workspaces
                     .remove(&(org_id.clone(), workspace_id.clone()))
                     .ok_or_else(|| missing("workspace"))?;
-                self.files.remove(&(org_id.clone(), workspace_id.clone()));
-                return Ok(
-                    self.remove_tables(|t| t.org_id == *org_id && t.workspace_id == *workspace_id)
-                );
+                let files = self
+                    .files
+                    .remove(&(org_id.clone(), workspace_id.clone()))
+                    .map(|w| w.ids().cloned().collect())
+                    .unwrap_or_default();
+                return Ok(Removed {
+                    tables: self
+                        .remove_tables(|t| t.org_id == *org_id && t.workspace_id == *workspace_id),
+                    files,
+                });
             }
             CatalogOp::CreateTable(t) => {
                 let key = (t.org_id.clone(), t.workspace_id.clone(), t.name.clone());
@@ -1003,7 +998,10 @@ impl Catalog {
                     t.name.clone(),
                 ));
                 self.remove_indexes_of(&[*table_id]);
-                return Ok(vec![*table_id]);
+                return Ok(Removed {
+                    tables: vec![*table_id],
+                    files: Vec::new(),
+                });
             }
             CatalogOp::CreateIndex(i) => {
                 let table = self
@@ -1062,9 +1060,13 @@ impl Catalog {
                 if ws.len == 0 {
                     self.files.remove(&key);
                 }
+                return Ok(Removed {
+                    tables: Vec::new(),
+                    files: vec![file_id.clone()],
+                });
             }
         }
-        Ok(Vec::new())
+        Ok(Removed::default())
     }
 
     /// Forgets an index and its name.
@@ -1153,7 +1155,7 @@ mod tests {
                 .is_err()
         );
         let dropped = c.apply(&CatalogOp::DeleteOrg { org_id: "a".into() })?;
-        assert_eq!(dropped, vec![1]);
+        assert_eq!(dropped.tables, vec![1]);
         assert!(c.table("a", "docs", "t").is_none());
         assert_eq!(c.table("b", "docs", "t").map(|t| t.id), Some(2));
         assert_eq!(c.next_table_id(), 3);

@@ -10,7 +10,8 @@ mod types;
 
 pub use catalog::{
     ApiKeyRecord, Catalog, CatalogOp, CatalogSnapshot, ColumnDef, ColumnDefault, FileRecord,
-    IndexDef, IndexType, MemberRecord, OrgRecord, Role, TableDef, UserRecord, WorkspaceRecord,
+    IndexDef, IndexType, MemberRecord, OrgRecord, Removed, Role, TableDef, UserRecord,
+    WorkspaceRecord,
 };
 pub use types::SqlType;
 

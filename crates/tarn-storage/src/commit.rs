@@ -210,8 +210,9 @@ impl Inner {
         for op in ops {
             let Op::Catalog(c) = op else { continue };
             added_bytes += serde_json::to_vec(c).map_or(0, |v| v.len() as u64);
-            removed_blobs.extend(catalog_mut.files_removed_by(c));
-            dropped.extend(catalog_mut.apply(c)?);
+            let removed = catalog_mut.apply(c)?;
+            dropped.extend(removed.tables);
+            removed_blobs.extend(removed.files);
             if let CatalogOp::CreateTable(t) = c {
                 created.push(t.id);
             }
