@@ -203,6 +203,14 @@ async fn call(op: Operation, s: &Session, w: &World) -> Result<u16, String> {
             )
             .await
             .map(drop),
+        O::UploadTable => s
+            .upload_table("ws", "up", "up.csv", &b"a,b\n1,x\n"[..])
+            .await
+            .map(drop),
+        O::UploadTableWithProgress => s
+            .upload_table_with_progress("ws", "up", "up.json", &b"[{\"a\": 1}]"[..], |_| {})
+            .await
+            .map(drop),
         O::UploadFile => s
             .upload_file("ws", "b.txt", "text/plain", &b"file b"[..])
             .await

@@ -79,7 +79,9 @@ impl Txn<'_> {
                 }
             }
         }
-        let id = self.catalog.next_table_id();
+        // From the database, not this transaction's catalog: an upload under way holds
+        // an id its table does not have yet.
+        let id = self.engine.db().reserve_table_id();
         let mut def = TableDef {
             id,
             org_id: self.org.clone(),

@@ -983,17 +983,20 @@ pub(crate) fn renamed(schema: &SchemaRef, names: &[String]) -> SchemaRef {
     ))
 }
 
-/// Merges a transaction's ops for the log: catalog ops in order, then each table's
+/// Merges a transaction's ops for the log: catalog ops in order, attached segments, then each table's
 /// inserts concatenated (row ids are consecutive), then deletes, then sequences. Deletes
 /// only name rows that exist by then, so moving them after the inserts is safe.
 fn coalesce(ops: Vec<Op>) -> Result<Vec<Op>> {
     let mut catalog = Vec::new();
+    let mut attaches = Vec::new();
     let mut inserts: Vec<(TableId, u64, Vec<RecordBatch>)> = Vec::new();
     let mut deletes: HashMap<TableId, Vec<u64>> = HashMap::new();
     let mut sequences: HashMap<(TableId, ColumnId), i64> = HashMap::new();
     for op in ops {
         match op {
             Op::Catalog(_) => catalog.push(op),
+            // Rows of a table the catalog ops create, before any other op names it.
+            Op::Attach { .. } => attaches.push(op),
             Op::Insert {
                 table,
                 first_row_id,
@@ -1024,6 +1027,7 @@ fn coalesce(ops: Vec<Op>) -> Result<Vec<Op>> {
         }
     }
     let mut out = catalog;
+    out.extend(attaches);
     for (table, first_row_id, batches) in inserts {
         let batch = if batches.len() == 1 {
             batches

@@ -49,14 +49,17 @@ struct Prepared {
     catalog: Option<NextCatalog>,
     created: Vec<Arc<TableStore>>,
     tables: Vec<(Arc<TableStore>, Arc<TableVersion>, KeyAdditions)>,
+    /// Tables whose staged segments the commit attaches.
+    attached: Vec<TableId>,
 }
 
 fn table_of(op: &Op) -> Option<TableId> {
     match op {
         Op::Catalog(_) => None,
-        Op::Insert { table, .. } | Op::Delete { table, .. } | Op::SetSequence { table, .. } => {
-            Some(*table)
-        }
+        Op::Insert { table, .. }
+        | Op::Delete { table, .. }
+        | Op::SetSequence { table, .. }
+        | Op::Attach { table, .. } => Some(*table),
     }
 }
 
@@ -133,7 +136,7 @@ impl Inner {
             // 2. Prepare.
             let stores: HashMap<TableId, Arc<TableStore>> =
                 stores.iter().map(|s| (s.id(), s.clone())).collect();
-            let prepared = self.prepare(&ops, next, stores)?;
+            let prepared = self.prepare(&ops, next, stores, false)?;
             // 3. Log.
             if let (Some(wal), Some(record)) = (&self.wal, &record) {
                 wal.append(record)?;
@@ -183,7 +186,7 @@ impl Inner {
             None
         };
         let tables = self.tables.read().clone();
-        let prepared = self.prepare(ops, next, tables)?;
+        let prepared = self.prepare(ops, next, tables, true)?;
         // The blobs of files deleted here go with the sweep that follows replay.
         self.publish(prepared).map(drop)
     }
@@ -244,12 +247,14 @@ impl Inner {
     }
 
     /// Every table's next version, on private copies. `stores` holds the published
-    /// tables the ops touch.
+    /// tables the ops touch. `replay`: the ops come from the log at open (attached
+    /// segments are opened from their files, not taken from the staged ones).
     fn prepare(
         &self,
         ops: &[Op],
         catalog: Option<NextCatalog>,
         mut stores: HashMap<TableId, Arc<TableStore>>,
+        replay: bool,
     ) -> Result<Prepared> {
         let mut created = Vec::new();
         if let Some(c) = &catalog {
@@ -263,6 +268,7 @@ impl Inner {
         // one; each op derives the next), and the keys for the memtable maps.
         let mut next: BTreeMap<TableId, (Arc<TableStore>, Arc<TableVersion>, KeyAdditions)> =
             BTreeMap::new();
+        let mut attached = Vec::new();
         for op in ops {
             let Some(id) = table_of(op) else { continue };
             let (store, version, keys) = match next.entry(id) {
@@ -287,6 +293,34 @@ impl Inner {
                 }
                 Op::Delete { row_ids, .. } => version.with_delete(row_ids)?,
                 Op::SetSequence { column, value, .. } => version.with_sequence(*column, *value),
+                Op::Attach {
+                    table,
+                    segments,
+                    rows,
+                } => {
+                    if !version.segments().is_empty() || version.next_row_id() != 0 {
+                        return Err(Error::Internal(format!(
+                            "segments attached to table {table}, which has rows"
+                        )));
+                    }
+                    let segs = if replay {
+                        self.open_attached(*table, segments)?
+                    } else {
+                        attached.push(*table);
+                        self.staging.claim(*table, segments)?
+                    };
+                    let n: u64 = segs.iter().map(|s| s.num_rows() as u64).sum();
+                    if n != *rows {
+                        return Err(Error::Internal(format!(
+                            "table {table}: {n} rows in the attached segments, {rows} expected"
+                        )));
+                    }
+                    TableVersion::from_parts(
+                        crate::staged::attached_segments(segs),
+                        *rows,
+                        version.sequences().clone(),
+                    )
+                }
                 Op::Catalog(_) => continue,
             };
             *version = Arc::new(derived);
@@ -295,7 +329,25 @@ impl Inner {
             catalog,
             created,
             tables: next.into_values().collect(),
+            attached,
         })
+    }
+
+    /// The segment files a logged [`Op::Attach`] names, opened at replay.
+    fn open_attached(&self, table: TableId, ids: &[u64]) -> Result<Vec<Arc<crate::Segment>>> {
+        let dir = self
+            .dir
+            .as_ref()
+            .ok_or_else(|| Error::Internal("replay without a directory".into()))?
+            .join("segments");
+        ids.iter()
+            .map(|&id| {
+                // Ids handed out after the manifest: later segments must not reuse them.
+                self.next_segment_id.fetch_max(id + 1, Ordering::Relaxed);
+                let path = dir.join(crate::segment::file_name(table, id));
+                crate::Segment::open(&path, table, id).map(Arc::new)
+            })
+            .collect()
     }
 
     /// Publishes a prepared commit: pointer swaps that cannot fail. New tables appear
@@ -328,6 +380,10 @@ impl Inner {
             }
             for (store, version, sets) in tables {
                 store.publish(version, sets.as_deref());
+            }
+            // After the tables: a checkpoint reads the staged ids before the tables.
+            for id in &p.attached {
+                self.staging.published(*id);
             }
             if let Some(c) = p.catalog {
                 *self.catalog.write() = c.catalog;

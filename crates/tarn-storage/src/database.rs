@@ -140,6 +140,10 @@ pub(crate) struct Inner {
     /// commit (`SyncMode::Process`): removed by the next checkpoint, once a manifest
     /// without their records is durable (`files_dropped` makes one due).
     pub blobs_dropped: Mutex<Vec<String>>,
+    /// Segments written for tables their commits have not created yet (uploads).
+    pub staging: crate::staged::Staging,
+    /// Table ids handed out by `reserve_table_id` are below this.
+    pub reserved_table_id: AtomicU64,
 }
 
 /// One database: its catalog and tables, durable through one write-ahead log and
@@ -213,6 +217,8 @@ impl Inner {
             files_dropped: AtomicBool::new(false),
             blobs: Blobs::new(dir.as_deref(), options.backend.clone()),
             blobs_dropped: Mutex::new(Vec::new()),
+            staging: Default::default(),
+            reserved_table_id: AtomicU64::new(0),
             dir,
             options,
         }
@@ -384,6 +390,15 @@ impl Database {
                     message: format!("record {} does not apply: {e}", entry.lsn),
                 },
             })?;
+        }
+        // Segments replayed records attached (uploads since the manifest) are the
+        // tables' too.
+        for (id, store) in inner.tables.read().iter() {
+            for seg in store.snapshot().segments() {
+                if let Some(s) = seg.segment().id() {
+                    referenced.insert((*id, s));
+                }
+            }
         }
         // 2. Everything checked out: clean up and start writing.
         let backend = inner.options.backend.clone();

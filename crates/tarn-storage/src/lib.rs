@@ -20,6 +20,7 @@ mod manifest;
 mod mmap;
 mod record;
 mod segment;
+mod staged;
 mod table;
 mod wal;
 
@@ -37,5 +38,6 @@ pub use keys::encode_keys;
 pub use manifest::MANIFEST_FORMAT_VERSION;
 pub use record::Op;
 pub use segment::{BLOCK_ROWS, KeySpec, SEGMENT_FORMAT_VERSION, Segment, SegmentId};
+pub use staged::Stager;
 pub use table::{Chunk, SegmentRef, TableStore, TableVersion, column_field_name, stored_schema};
 pub use wal::{MAX_RECORD_BYTES, SyncMode, WAL_FORMAT_VERSION};

@@ -168,7 +168,7 @@ impl Inner {
             }
         });
         let seg = segment::write(
-            self.options.backend.as_ref(),
+            &self.options.backend,
             &self.seg_dir()?,
             table,
             id,
@@ -374,6 +374,10 @@ impl Inner {
         // 5. What the checkpoint made redundant.
         wal.remove_before(wal_seq)?;
         let mut keep = referenced;
+        // Staged files (uploads not committed yet) before the tables: a commit
+        // publishes its table before it forgets the staged ids, so read in this order
+        // every file is in one or the other.
+        keep.extend(self.staging.ids());
         for store in self.tables.read().values() {
             for s in store.snapshot().segments() {
                 if let Some(id) = s.segment().id() {

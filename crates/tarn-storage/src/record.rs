@@ -7,6 +7,7 @@
 //!   2 insert:   table u64 | first row id u64 | Arrow IPC stream of one batch
 //!   3 delete:   table u64 | count u32 | row id u64 * count
 //!   4 sequence: table u64 | column u32 | value i64
+//!   5 attach:   table u64 | rows u64 | count u32 | segment id u64 * count
 //! ```
 
 use std::io::Cursor;
@@ -50,6 +51,16 @@ pub enum Op {
         column: ColumnId,
         /// Last value handed out.
         value: i64,
+    },
+    /// Staged segment files (see [`crate::Stager`]) become the rows of a table created
+    /// in the same commit: rows `0..rows`, in segment order.
+    Attach {
+        /// The new table.
+        table: TableId,
+        /// Its segments, in row order.
+        segments: Arc<[u64]>,
+        /// Rows in all of them.
+        rows: u64,
     },
 }
 
@@ -131,6 +142,20 @@ pub fn encode(ops: &[Op]) -> Result<Vec<u8>> {
                 bytes.extend_from_slice(&value.to_le_bytes());
                 put_op(&mut out, 4, &bytes)?;
             }
+            Op::Attach {
+                table,
+                segments,
+                rows,
+            } => {
+                let mut bytes = Vec::with_capacity(20 + segments.len() * 8);
+                bytes.extend_from_slice(&table.to_le_bytes());
+                bytes.extend_from_slice(&rows.to_le_bytes());
+                bytes.extend_from_slice(&(segments.len() as u32).to_le_bytes());
+                for id in segments.iter() {
+                    bytes.extend_from_slice(&id.to_le_bytes());
+                }
+                put_op(&mut out, 5, &bytes)?;
+            }
         }
     }
     Ok(out)
@@ -211,6 +236,22 @@ pub fn decode(body: &[u8], bad: impl Fn(String) -> Error) -> Result<Vec<Op>> {
                 column: o.u32().ok_or_else(short)?,
                 value: o.u64().ok_or_else(short)? as i64,
             },
+            5 => {
+                let table = o.u64().ok_or_else(short)?;
+                let rows = o.u64().ok_or_else(short)?;
+                let count = o.u32().ok_or_else(short)? as usize;
+                if len.checked_sub(20) != count.checked_mul(8) {
+                    return Err(short());
+                }
+                let segments = (0..count)
+                    .map(|_| o.u64().ok_or_else(short))
+                    .collect::<Result<Arc<[u64]>>>()?;
+                Op::Attach {
+                    table,
+                    segments,
+                    rows,
+                }
+            }
             t => return Err(bad(format!("unknown op tag {t}"))),
         };
         ops.push(op);

@@ -745,7 +745,7 @@ fn stats_accumulators(schema: &Schema) -> Vec<Option<(MinAccumulator, MaxAccumul
 /// column id and the same schema) with key sections for `keys`, fsyncs it and opens it.
 /// The caller makes the name durable (directory fsync) before referencing it.
 pub fn write(
-    backend: &dyn FileBackend,
+    backend: &Arc<dyn FileBackend>,
     dir: &Path,
     table: TableId,
     id: SegmentId,
@@ -753,58 +753,152 @@ pub fn write(
     blocks: impl IntoIterator<Item = Result<(UInt64Array, RecordBatch)>>,
     keys: &[KeySpec],
 ) -> Result<Segment> {
-    let path = dir.join(file_name(table, id));
-    let file = backend.create(&path).map_err(|e| Error::io(&path, e))?;
-    let res = write_into(file, &path, table, id, schema, blocks, keys);
-    if res.is_err() {
-        let _ = backend.remove(&path);
-    }
-    res?;
-    Segment::open(&path, table, id)
-}
-
-fn write_into(
-    file: Box<dyn WriteFile>,
-    path: &Path,
-    table: TableId,
-    id: SegmentId,
-    schema: &SchemaRef,
-    blocks: impl IntoIterator<Item = Result<(UInt64Array, RecordBatch)>>,
-    keys: &[KeySpec],
-) -> Result<()> {
-    let io = |e: std::io::Error| Error::io(path, e);
-    let mut fields = vec![Field::new(ROW_ID_FIELD, DataType::UInt64, false)];
-    fields.extend(schema.fields().iter().map(|f| f.as_ref().clone()));
-    let file_schema = Arc::new(Schema::new(fields));
-    let out = CrcWriter {
-        file,
-        path: path.to_path_buf(),
-        buf: Vec::with_capacity(1 << 20),
-        pos: 0,
-        crc: crc32fast::Hasher::new(),
-    };
-    let mut writer = FileWriter::try_new(out, &file_schema)?;
-    let ipc_head = Section {
-        offset: 0,
-        len: writer.get_ref().pos,
-        crc: writer.get_mut().take_crc(),
-    };
-    let mut metas = Vec::new();
-    let mut rows = 0u64;
-    let mut accs = stats_accumulators(schema);
-    let mut key_entries: Vec<keys::KeyBuilder> =
-        keys.iter().map(|_| keys::KeyBuilder::default()).collect();
+    let mut writer = SegmentWriter::create(backend, dir, table, id, schema, keys)?;
     for block in blocks {
         let (row_ids, batch) = block?;
+        writer.push(&row_ids, &batch)?;
+    }
+    writer.finish()
+}
+
+/// A segment file being written block by block (for writers that get their rows a
+/// few at a time, such as an upload). Dropped unfinished, it removes its file.
+pub struct SegmentWriter {
+    backend: Arc<dyn FileBackend>,
+    path: PathBuf,
+    table: TableId,
+    id: SegmentId,
+    schema: SchemaRef,
+    keys: Vec<KeySpec>,
+    state: Option<WriterState>,
+}
+
+struct WriterState {
+    writer: FileWriter<CrcWriter>,
+    file_schema: SchemaRef,
+    ipc_head: Section,
+    metas: Vec<BlockMeta>,
+    rows: u64,
+    accs: Vec<Option<(MinAccumulator, MaxAccumulator)>>,
+    key_entries: Vec<keys::KeyBuilder>,
+}
+
+impl SegmentWriter {
+    /// Creates segment file `id` of `table` in `dir` for rows of `schema`.
+    pub fn create(
+        backend: &Arc<dyn FileBackend>,
+        dir: &Path,
+        table: TableId,
+        id: SegmentId,
+        schema: &SchemaRef,
+        keys: &[KeySpec],
+    ) -> Result<Self> {
+        let path = dir.join(file_name(table, id));
+        let file = backend.create(&path).map_err(|e| Error::io(&path, e))?;
+        let mut this = Self {
+            backend: backend.clone(),
+            path: path.clone(),
+            table,
+            id,
+            schema: schema.clone(),
+            keys: keys.to_vec(),
+            state: None,
+        };
+        let mut fields = vec![Field::new(ROW_ID_FIELD, DataType::UInt64, false)];
+        fields.extend(schema.fields().iter().map(|f| f.as_ref().clone()));
+        let file_schema = Arc::new(Schema::new(fields));
+        let out = CrcWriter {
+            file,
+            path,
+            buf: Vec::with_capacity(1 << 20),
+            pos: 0,
+            crc: crc32fast::Hasher::new(),
+        };
+        let mut writer = FileWriter::try_new(out, &file_schema)?;
+        let ipc_head = Section {
+            offset: 0,
+            len: writer.get_ref().pos,
+            crc: writer.get_mut().take_crc(),
+        };
+        this.state = Some(WriterState {
+            writer,
+            file_schema,
+            ipc_head,
+            metas: Vec::new(),
+            rows: 0,
+            accs: stats_accumulators(schema),
+            key_entries: keys.iter().map(|_| keys::KeyBuilder::default()).collect(),
+        });
+        Ok(this)
+    }
+
+    /// Rows written so far.
+    pub fn rows(&self) -> u64 {
+        self.state.as_ref().map_or(0, |s| s.rows)
+    }
+
+    /// Appends one block: `row_ids` ascending and above every earlier block's.
+    pub fn push(&mut self, row_ids: &UInt64Array, batch: &RecordBatch) -> Result<()> {
+        let st = self
+            .state
+            .as_mut()
+            .ok_or_else(|| Error::Internal("segment writer used after an error".into()))?;
+        let res = st.push(&self.schema, &self.keys, row_ids, batch);
+        if res.is_err() {
+            self.state = None;
+        }
+        res
+    }
+
+    /// Writes the statistics, key sections and trailer, fsyncs the file and opens it.
+    pub fn finish(mut self) -> Result<Segment> {
+        let st = self
+            .state
+            .take()
+            .ok_or_else(|| Error::Internal("segment writer used after an error".into()))?;
+        finish_into(
+            st,
+            &self.path,
+            self.table,
+            self.id,
+            &self.schema,
+            &self.keys,
+        )?;
+        let seg = Segment::open(&self.path, self.table, self.id);
+        if seg.is_ok() {
+            // Keep the file: it is the caller's now.
+            self.path = PathBuf::new();
+        }
+        seg
+    }
+}
+
+impl Drop for SegmentWriter {
+    fn drop(&mut self) {
+        if !self.path.as_os_str().is_empty() {
+            self.state = None;
+            let _ = self.backend.remove(&self.path);
+        }
+    }
+}
+
+impl WriterState {
+    fn push(
+        &mut self,
+        schema: &SchemaRef,
+        keys: &[KeySpec],
+        row_ids: &UInt64Array,
+        batch: &RecordBatch,
+    ) -> Result<()> {
         if batch.num_rows() == 0 {
-            continue;
+            return Ok(());
         }
         if batch.schema().fields() != schema.fields() {
             return Err(Error::Internal(
                 "segment blocks with different schemas".into(),
             ));
         }
-        for (acc, col) in accs.iter_mut().zip(batch.columns()) {
+        for (acc, col) in self.accs.iter_mut().zip(batch.columns()) {
             if let Some((min, max)) = acc
                 && (min.update_batch(std::slice::from_ref(col)).is_err()
                     || max.update_batch(std::slice::from_ref(col)).is_err())
@@ -812,7 +906,7 @@ fn write_into(
                 *acc = None;
             }
         }
-        for (spec, entries) in keys.iter().zip(key_entries.iter_mut()) {
+        for (spec, entries) in keys.iter().zip(self.key_entries.iter_mut()) {
             let arrays = spec
                 .columns
                 .iter()
@@ -827,16 +921,37 @@ fn write_into(
         }
         let mut columns: Vec<ArrayRef> = vec![Arc::new(row_ids.clone())];
         columns.extend(batch.columns().iter().cloned());
-        let out_batch = RecordBatch::try_new(file_schema.clone(), columns)?;
-        writer.write(&out_batch)?;
-        metas.push(BlockMeta {
+        let out_batch = RecordBatch::try_new(self.file_schema.clone(), columns)?;
+        self.writer.write(&out_batch)?;
+        self.metas.push(BlockMeta {
             first_row_id: row_ids.values().first().copied().unwrap_or(0),
             last_row_id: row_ids.values().last().copied().unwrap_or(0),
             rows: batch.num_rows() as u64,
-            crc: writer.get_mut().take_crc(),
+            crc: self.writer.get_mut().take_crc(),
         });
-        rows += batch.num_rows() as u64;
+        self.rows += batch.num_rows() as u64;
+        Ok(())
     }
+}
+
+fn finish_into(
+    st: WriterState,
+    path: &Path,
+    table: TableId,
+    id: SegmentId,
+    schema: &SchemaRef,
+    keys: &[KeySpec],
+) -> Result<()> {
+    let io = |e: std::io::Error| Error::io(path, e);
+    let WriterState {
+        mut writer,
+        ipc_head,
+        metas,
+        rows,
+        mut accs,
+        key_entries,
+        ..
+    } = st;
     let footer_start = writer.get_ref().pos;
     writer.finish()?;
     let mut out = writer.into_inner()?;

@@ -79,6 +79,10 @@ pub enum Operation {
     InsertArrow,
     /// [`Session::query_batch`].
     QueryBatch,
+    /// [`Session::upload_table`].
+    UploadTable,
+    /// [`Session::upload_table_with_progress`].
+    UploadTableWithProgress,
     /// [`Session::upload_file`].
     UploadFile,
     /// [`Session::files`].
@@ -185,6 +189,13 @@ pub static PERMISSIONS: &[Permission] = &{
         row(O::QueryArrow, "query_arrow", S::Workspace, MEMBER),
         row(O::InsertArrow, "insert_arrow", S::Workspace, MEMBER),
         row(O::QueryBatch, "query_batch", S::Workspace, MEMBER),
+        row(O::UploadTable, "upload_table", S::Workspace, MEMBER),
+        row(
+            O::UploadTableWithProgress,
+            "upload_table_with_progress",
+            S::Workspace,
+            MEMBER,
+        ),
         row(O::UploadFile, "upload_file", S::Workspace, MEMBER),
         row(O::Files, "files", S::Workspace, MEMBER),
         row(O::File, "file", S::Workspace, MEMBER),

@@ -28,6 +28,7 @@ mod error;
 mod files;
 mod resources;
 mod retry;
+mod upload;
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -52,6 +53,7 @@ pub use resources::*;
 pub use retry::{RetryPolicy, Retryable};
 pub use tarn_catalog::Role;
 pub use tarn_storage::{BuildProgress, SyncMode};
+pub use upload::{UploadProgress, UploadedTable};
 
 /// Storage extension points: the file backend trait, a fault-injecting backend for
 /// testing how a host program copes with a failing disk, and a simulated disk that

@@ -1,0 +1,335 @@
+//! Type inference: what one value looks like ([`Kind`]), how kinds of one column
+//! combine, and the strict parsers inference and decoding share.
+
+use serde_json::Value;
+
+use crate::ColumnType;
+
+/// What the values of a column seen so far look like.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Kind {
+    /// Only NULLs (or nothing) so far.
+    Null,
+    Bool,
+    Int,
+    Float,
+    Date,
+    Timestamp,
+    /// Arrays of numbers, all of this length.
+    Vector(u32),
+    Json,
+    Text,
+}
+
+impl Kind {
+    /// The kind of a column holding values of both `self` and `other`. `json_source`:
+    /// the file is JSON, where every value is also a JSON value (a column of objects and
+    /// numbers stays JSON; in CSV it becomes text).
+    pub(crate) fn merge(self, other: Kind, json_source: bool) -> Kind {
+        use Kind::*;
+        match (self, other) {
+            (Null, k) | (k, Null) => k,
+            (a, b) if a == b => a,
+            (Int, Float) | (Float, Int) => Float,
+            (Date, Timestamp) | (Timestamp, Date) => Timestamp,
+            // Arrays of different lengths, or arrays of numbers beside other JSON.
+            (Vector(_), Vector(_)) | (Vector(_), Json) | (Json, Vector(_)) => Json,
+            (Json, _) | (_, Json) if json_source => Json,
+            (Vector(_), _) | (_, Vector(_)) if json_source => Json,
+            _ => Text,
+        }
+    }
+
+    /// The column type a column of this kind gets.
+    pub(crate) fn column_type(self) -> ColumnType {
+        match self {
+            Kind::Null | Kind::Text => ColumnType::Text,
+            Kind::Bool => ColumnType::Bool,
+            Kind::Int => ColumnType::Int8,
+            Kind::Float => ColumnType::Float8,
+            Kind::Date => ColumnType::Date,
+            Kind::Timestamp => ColumnType::Timestamptz,
+            Kind::Vector(_) => ColumnType::Vector,
+            Kind::Json => ColumnType::Jsonb,
+        }
+    }
+}
+
+/// The kind of one CSV field (`None`: the empty field, NULL).
+pub(crate) fn classify_text(s: &str) -> Kind {
+    if s.is_empty() {
+        return Kind::Null;
+    }
+    let t = s.trim();
+    if t.eq_ignore_ascii_case("true") || t.eq_ignore_ascii_case("false") {
+        return Kind::Bool;
+    }
+    if looks_integer(t) {
+        // Leading zeros (zip codes, ids) and integers beyond int8 keep their text.
+        return if parse_int(t).is_some() && !has_leading_zero(t) {
+            Kind::Int
+        } else {
+            Kind::Text
+        };
+    }
+    if parse_date(t).is_some() {
+        return Kind::Date;
+    }
+    if parse_timestamp(t).is_some() {
+        return Kind::Timestamp;
+    }
+    if looks_decimal(t) {
+        return match t.parse::<f64>() {
+            Ok(v) if v.is_finite() => Kind::Float,
+            _ => Kind::Text,
+        };
+    }
+    if t.starts_with('{') || t.starts_with('[') {
+        let mut scratch = Vec::new();
+        if let Ok(n) = parse_vector(t, &mut scratch) {
+            return Kind::Vector(n);
+        }
+        if serde_json::from_str::<serde::de::IgnoredAny>(t).is_ok() {
+            return Kind::Json;
+        }
+    }
+    Kind::Text
+}
+
+/// The kind of one JSON value (a missing key is NULL).
+pub(crate) fn classify_json(v: &Value) -> Kind {
+    match v {
+        Value::Null => Kind::Null,
+        Value::Bool(_) => Kind::Bool,
+        Value::Number(n) if n.is_i64() => Kind::Int,
+        Value::Number(_) => Kind::Float,
+        // A JSON string is text unless it is an ISO date or timestamp: "42" stays text.
+        Value::String(s) => {
+            if parse_date(s).is_some() {
+                Kind::Date
+            } else if parse_timestamp(s).is_some() {
+                Kind::Timestamp
+            } else {
+                Kind::Text
+            }
+        }
+        Value::Array(items) => {
+            let numbers = items
+                .iter()
+                .all(|x| x.as_f64().is_some_and(|f| (f as f32).is_finite()));
+            if numbers && !items.is_empty() && items.len() <= u32::MAX as usize {
+                Kind::Vector(items.len() as u32)
+            } else {
+                Kind::Json
+            }
+        }
+        Value::Object(_) => Kind::Json,
+    }
+}
+
+fn looks_integer(t: &str) -> bool {
+    let d = t.strip_prefix(['+', '-']).unwrap_or(t);
+    !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit())
+}
+
+fn has_leading_zero(t: &str) -> bool {
+    let d = t.strip_prefix(['+', '-']).unwrap_or(t);
+    d.len() > 1 && d.starts_with('0')
+}
+
+/// A decimal or exponent number: digits with a point or an exponent, nothing else
+/// (`inf`, `NaN`, `1_000` and `0x10` are text).
+fn looks_decimal(t: &str) -> bool {
+    let b = t.as_bytes();
+    b.iter().any(u8::is_ascii_digit)
+        && b.iter()
+            .all(|c| c.is_ascii_digit() || matches!(c, b'.' | b'e' | b'E' | b'+' | b'-'))
+}
+
+/// An int8 from text (surrounding whitespace allowed).
+pub(crate) fn parse_int(s: &str) -> Option<i64> {
+    let t = s.trim();
+    if !looks_integer(t) {
+        return None;
+    }
+    t.parse::<i64>().ok()
+}
+
+/// A finite float8 from text.
+pub(crate) fn parse_float(s: &str) -> Option<f64> {
+    let t = s.trim();
+    if !looks_decimal(t) {
+        return None;
+    }
+    t.parse::<f64>().ok().filter(|v| v.is_finite())
+}
+
+/// `true`/`false` in any case.
+pub(crate) fn parse_bool(s: &str) -> Option<bool> {
+    let t = s.trim();
+    if t.eq_ignore_ascii_case("true") {
+        Some(true)
+    } else if t.eq_ignore_ascii_case("false") {
+        Some(false)
+    } else {
+        None
+    }
+}
+
+fn two(b: &[u8]) -> Option<u32> {
+    match b {
+        [x @ b'0'..=b'9', y @ b'0'..=b'9'] => Some(u32::from(x - b'0') * 10 + u32::from(y - b'0')),
+        _ => None,
+    }
+}
+
+/// Days since 1970-01-01 of an ISO date `YYYY-MM-DD` (a real calendar day).
+pub(crate) fn parse_date(s: &str) -> Option<i32> {
+    let b = s.trim().as_bytes();
+    if b.len() != 10 || b[4] != b'-' || b[7] != b'-' {
+        return None;
+    }
+    let year = two(&b[0..2])? * 100 + two(&b[2..4])?;
+    let date = chrono::NaiveDate::from_ymd_opt(year as i32, two(&b[5..7])?, two(&b[8..10])?)?;
+    Some(chrono::Datelike::num_days_from_ce(&date) - 719_163)
+}
+
+/// Microseconds since the epoch (UTC) of an ISO timestamp: `YYYY-MM-DD`, `T`, `t` or a
+/// space, `HH:MM[:SS[.fraction]]`, then `Z` or an offset `±HH[[:]MM]`, or nothing (UTC).
+/// Digits past microseconds are cut.
+pub(crate) fn parse_timestamp(s: &str) -> Option<i64> {
+    let b = s.trim().as_bytes();
+    if b.len() < 16 || !matches!(b[10], b'T' | b't' | b' ') || b[13] != b':' {
+        return None;
+    }
+    let days = i64::from(parse_date(std::str::from_utf8(&b[..10]).ok()?)?);
+    let (hour, minute) = (two(&b[11..13])?, two(&b[14..16])?);
+    let mut rest = &b[16..];
+    let mut second = 0;
+    let mut micros = 0i64;
+    if let [b':', s1, s2, tail @ ..] = rest {
+        second = two(&[*s1, *s2])?;
+        rest = tail;
+        if let [b'.', tail @ ..] = rest {
+            let n = tail.iter().take_while(|c| c.is_ascii_digit()).count();
+            if n == 0 {
+                return None;
+            }
+            for (i, c) in tail[..n].iter().enumerate().take(6) {
+                micros += i64::from(c - b'0') * 10i64.pow(5 - i as u32);
+            }
+            rest = &tail[n..];
+        }
+    }
+    if hour > 23 || minute > 59 || second > 59 {
+        return None;
+    }
+    let offset_minutes: i64 = match rest {
+        [] | [b'Z'] | [b'z'] => 0,
+        [sign @ (b'+' | b'-'), tz @ ..] => {
+            let (h, m) = match tz {
+                [h1, h2] => (two(&[*h1, *h2])?, 0),
+                [h1, h2, m1, m2] => (two(&[*h1, *h2])?, two(&[*m1, *m2])?),
+                [h1, h2, b':', m1, m2] => (two(&[*h1, *h2])?, two(&[*m1, *m2])?),
+                _ => return None,
+            };
+            if h > 15 || m > 59 {
+                return None;
+            }
+            let off = i64::from(h * 60 + m);
+            if *sign == b'-' { -off } else { off }
+        }
+        _ => return None,
+    };
+    let seconds =
+        days * 86_400 + i64::from(hour * 3600 + minute * 60 + second) - offset_minutes * 60;
+    Some(seconds * 1_000_000 + micros)
+}
+
+/// Appends the elements of an array of numbers (`[1, 2.5]`, or PostgreSQL's `{1,2.5}`)
+/// to `out` and returns its length. Elements must be finite float4 numbers; an empty
+/// array is not a vector.
+pub(crate) fn parse_vector(s: &str, out: &mut Vec<f32>) -> Result<u32, &'static str> {
+    let t = s.trim();
+    let inner = t
+        .strip_prefix('[')
+        .and_then(|x| x.strip_suffix(']'))
+        .or_else(|| t.strip_prefix('{').and_then(|x| x.strip_suffix('}')))
+        .ok_or("not an array of numbers")?;
+    if inner.trim().is_empty() {
+        return Err("an empty array is not a vector");
+    }
+    let start = out.len();
+    for item in inner.split(',') {
+        let v = parse_float(item)
+            .or_else(|| parse_int(item).map(|i| i as f64))
+            .ok_or("not an array of numbers")?;
+        let f = v as f32;
+        if !f.is_finite() {
+            out.truncate(start);
+            return Err("vector elements must be finite float4 numbers");
+        }
+        out.push(f);
+    }
+    u32::try_from(out.len() - start).map_err(|_| "too many elements")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn classifies_fields() {
+        let cases = [
+            ("", Kind::Null),
+            ("42", Kind::Int),
+            ("-7", Kind::Int),
+            ("007", Kind::Text),
+            ("0", Kind::Int),
+            ("99999999999999999999", Kind::Text),
+            ("1.5", Kind::Float),
+            ("1e3", Kind::Float),
+            ("-.5", Kind::Float),
+            ("inf", Kind::Text),
+            ("NaN", Kind::Text),
+            ("TRUE", Kind::Bool),
+            ("false", Kind::Bool),
+            ("2024-02-29", Kind::Date),
+            ("2023-02-29", Kind::Text),
+            ("2024-01-02T03:04:05Z", Kind::Timestamp),
+            ("2024-01-02 03:04", Kind::Timestamp),
+            ("2024-01-02 03:04:05.123456789+05:30", Kind::Timestamp),
+            ("2024-01-02 25:04", Kind::Text),
+            ("[1, 2.5, 3]", Kind::Vector(3)),
+            ("{1,2}", Kind::Vector(2)),
+            ("[]", Kind::Json),
+            ("{\"a\": 1}", Kind::Json),
+            ("[1, \"x\"]", Kind::Json),
+            ("hello", Kind::Text),
+        ];
+        for (s, k) in cases {
+            assert_eq!(classify_text(s), k, "{s:?}");
+        }
+    }
+
+    #[test]
+    fn merges_kinds() {
+        assert_eq!(Kind::Int.merge(Kind::Float, false), Kind::Float);
+        assert_eq!(Kind::Date.merge(Kind::Timestamp, false), Kind::Timestamp);
+        assert_eq!(Kind::Int.merge(Kind::Bool, false), Kind::Text);
+        assert_eq!(Kind::Vector(2).merge(Kind::Vector(3), false), Kind::Json);
+        assert_eq!(Kind::Json.merge(Kind::Int, true), Kind::Json);
+        assert_eq!(Kind::Json.merge(Kind::Text, false), Kind::Text);
+        assert_eq!(Kind::Null.merge(Kind::Int, false), Kind::Int);
+    }
+
+    #[test]
+    fn parses_timestamps() {
+        assert_eq!(parse_timestamp("1970-01-01T00:00:00Z"), Some(0));
+        assert_eq!(parse_timestamp("1970-01-01 01:00:00+01:00"), Some(0));
+        assert_eq!(parse_timestamp("1970-01-01 00:00:01.5"), Some(1_500_000));
+        assert_eq!(parse_timestamp("1969-12-31T23:59:59Z"), Some(-1_000_000));
+        assert_eq!(parse_date("1970-01-02"), Some(1));
+        assert_eq!(parse_date("1969-12-31"), Some(-1));
+    }
+}

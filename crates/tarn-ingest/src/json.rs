@@ -1,0 +1,301 @@
+//! JSON rows from a stream of chunks: one top-level array of objects, or objects one
+//! after another (NDJSON, or any whitespace between them). The framer finds where each
+//! object ends without parsing it, so memory holds one row at a time; serde_json then
+//! parses the row into its keys in document order.
+
+use std::fmt;
+
+use serde::Deserialize;
+use serde::de::{MapAccess, Visitor};
+use serde_json::Value;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    /// Before the first value: an array or a stream.
+    Start,
+    /// Inside the top-level array, expecting a row (or `]` when `after_comma` is false).
+    ArrayValue { after_comma: bool },
+    /// Inside the top-level array after a row: `,` or `]`.
+    ArrayNext,
+    /// After the top-level array: only whitespace.
+    ArrayDone,
+    /// A stream of objects.
+    Stream,
+}
+
+/// What [`Framer::next`] found.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Step {
+    NeedInput,
+    /// A whole row in [`Framer::row`].
+    Row,
+    End,
+}
+
+/// Splits JSON bytes into rows.
+pub(crate) struct Framer {
+    mode: Mode,
+    row: Vec<u8>,
+    in_row: bool,
+    depth: u32,
+    in_string: bool,
+    escape: bool,
+    line: u64,
+    row_line: u64,
+    max_row_bytes: usize,
+}
+
+impl Framer {
+    pub(crate) fn new(max_row_bytes: usize) -> Self {
+        Self {
+            mode: Mode::Start,
+            row: Vec::new(),
+            in_row: false,
+            depth: 0,
+            in_string: false,
+            escape: false,
+            line: 1,
+            row_line: 1,
+            max_row_bytes,
+        }
+    }
+
+    /// The row's bytes (after [`Step::Row`]).
+    pub(crate) fn row(&self) -> &[u8] {
+        &self.row
+    }
+
+    /// The line the last row starts on.
+    pub(crate) fn row_line(&self) -> u64 {
+        self.row_line
+    }
+
+    fn unexpected(&self, b: u8, what: &str) -> String {
+        let shown = if b.is_ascii_graphic() {
+            format!("'{}'", b as char)
+        } else {
+            format!("byte 0x{b:02x}")
+        };
+        format!("line {}: expected {what}, found {shown}", self.line)
+    }
+
+    /// Reads from `input` (an empty slice ends the data) up to the end of the next row.
+    pub(crate) fn next(&mut self, input: &[u8]) -> Result<(usize, Step), String> {
+        if input.is_empty() {
+            if self.in_row {
+                return Err(format!(
+                    "line {}: the data ends inside a row",
+                    self.row_line
+                ));
+            }
+            return match self.mode {
+                Mode::ArrayValue { .. } | Mode::ArrayNext => Err(format!(
+                    "line {}: the data ends before the array's ']'",
+                    self.line
+                )),
+                _ => Ok((0, Step::End)),
+            };
+        }
+        let mut i = 0;
+        while i < input.len() {
+            if self.in_row {
+                // Copy up to the row's end (or the chunk's) in one go.
+                let start = i;
+                let mut done = false;
+                while i < input.len() {
+                    let b = input[i];
+                    i += 1;
+                    if b == b'\n' {
+                        self.line += 1;
+                    }
+                    if self.in_string {
+                        if self.escape {
+                            self.escape = false;
+                        } else if b == b'\\' {
+                            self.escape = true;
+                        } else if b == b'"' {
+                            self.in_string = false;
+                        }
+                        continue;
+                    }
+                    match b {
+                        b'"' => self.in_string = true,
+                        b'{' | b'[' => self.depth += 1,
+                        b'}' | b']' => {
+                            self.depth -= 1;
+                            if self.depth == 0 {
+                                done = true;
+                                break;
+                            }
+                        }
+                        _ => {}
+                    }
+                }
+                self.row.extend_from_slice(&input[start..i]);
+                if self.row.len() > self.max_row_bytes {
+                    return Err(format!(
+                        "line {}: a row longer than {} MiB",
+                        self.row_line,
+                        self.max_row_bytes >> 20
+                    ));
+                }
+                if done {
+                    self.in_row = false;
+                    if matches!(self.mode, Mode::ArrayValue { .. }) {
+                        self.mode = Mode::ArrayNext;
+                    }
+                    return Ok((i, Step::Row));
+                }
+                continue;
+            }
+            let b = input[i];
+            match b {
+                b'\n' => {
+                    self.line += 1;
+                    i += 1;
+                    continue;
+                }
+                b' ' | b'\t' | b'\r' => {
+                    i += 1;
+                    continue;
+                }
+                _ => {}
+            }
+            match self.mode {
+                Mode::Start if b == b'[' => {
+                    self.mode = Mode::ArrayValue { after_comma: false };
+                    i += 1;
+                }
+                Mode::Start => self.mode = Mode::Stream,
+                Mode::ArrayValue { after_comma: false } if b == b']' => {
+                    self.mode = Mode::ArrayDone;
+                    i += 1;
+                }
+                Mode::ArrayNext if b == b',' => {
+                    self.mode = Mode::ArrayValue { after_comma: true };
+                    i += 1;
+                }
+                Mode::ArrayNext if b == b']' => {
+                    self.mode = Mode::ArrayDone;
+                    i += 1;
+                }
+                Mode::ArrayNext => return Err(self.unexpected(b, "',' or ']' between rows")),
+                Mode::ArrayDone => {
+                    return Err(self.unexpected(b, "nothing after the array's ']'"));
+                }
+                Mode::ArrayValue { .. } | Mode::Stream => {
+                    if b != b'{' {
+                        return Err(self.unexpected(b, "a JSON object for each row"));
+                    }
+                    self.row.clear();
+                    self.in_row = true;
+                    self.row_line = self.line;
+                    self.depth = 0;
+                    self.in_string = false;
+                    self.escape = false;
+                }
+            }
+        }
+        Ok((i, Step::NeedInput))
+    }
+}
+
+/// A row's keys and values in document order (serde_json's own map sorts its keys).
+pub(crate) struct Row(pub(crate) Vec<(String, Value)>);
+
+impl<'de> Deserialize<'de> for Row {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct RowVisitor;
+        impl<'de> Visitor<'de> for RowVisitor {
+            type Value = Row;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a JSON object")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Row, A::Error> {
+                let mut out = Vec::with_capacity(map.size_hint().unwrap_or(8));
+                while let Some((k, v)) = map.next_entry::<String, Value>()? {
+                    out.push((k, v));
+                }
+                Ok(Row(out))
+            }
+        }
+        d.deserialize_map(RowVisitor)
+    }
+}
+
+/// Parses a framed row; an error names the line it is on (`first_line`: the row's).
+pub(crate) fn parse_row(bytes: &[u8], first_line: u64) -> Result<Row, String> {
+    serde_json::from_slice::<Row>(bytes).map_err(|e| {
+        let line = first_line + (e.line() as u64).saturating_sub(1);
+        format!("line {line}: invalid JSON: {e}")
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rows(data: &[u8], chunk: usize) -> Result<Vec<(u64, String)>, String> {
+        let mut f = Framer::new(1 << 20);
+        let mut out = Vec::new();
+        let mut chunks = data.chunks(chunk);
+        let mut pending: &[u8] = &[];
+        loop {
+            if pending.is_empty() {
+                match chunks.next() {
+                    Some(c) => pending = c,
+                    None => {
+                        let (_, step) = f.next(&[])?;
+                        assert_eq!(step, Step::End);
+                        return Ok(out);
+                    }
+                }
+            }
+            let (n, step) = f.next(pending)?;
+            pending = &pending[n..];
+            if step == Step::Row {
+                out.push((f.row_line(), String::from_utf8_lossy(f.row()).into_owned()));
+            }
+        }
+    }
+
+    #[test]
+    fn frames_arrays_and_streams() {
+        let array = b"[\n {\"a\": \"}\\\"\"},\n {\"b\": [1, {\"c\": 2}]}\n]\n";
+        let ndjson = b"{\"a\": 1}\n\n{\"b\":\n 2}\n";
+        for chunk in 1..array.len() {
+            let got = rows(array, chunk).expect("array");
+            assert_eq!(got.len(), 2);
+            assert_eq!(got[0], (2, "{\"a\": \"}\\\"\"}".into()));
+            assert_eq!(got[1].0, 3);
+            let got = rows(ndjson, chunk).expect("ndjson");
+            assert_eq!(got.iter().map(|r| r.0).collect::<Vec<_>>(), vec![1, 3]);
+        }
+        assert_eq!(rows(b"[]", 1).expect("empty").len(), 0);
+        assert_eq!(rows(b"", 1).expect("nothing").len(), 0);
+    }
+
+    #[test]
+    fn refuses_what_is_not_rows() {
+        for (bad, needle) in [
+            (&b"[1, 2]"[..], "line 1: expected a JSON object"),
+            (b"{\"a\":1} x", "a JSON object"),
+            (b"[{\"a\":1} {\"b\":2}]", "',' or ']'"),
+            (b"[{\"a\":1}] [", "nothing after"),
+            (b"[{\"a\":1},", "ends before"),
+            (b"{\"a\":\n[1,", "line 1: the data ends inside a row"),
+        ] {
+            let err = rows(bad, 3).expect_err("refused");
+            assert!(err.contains(needle), "{err}");
+        }
+    }
+
+    #[test]
+    fn keeps_key_order() {
+        let row = parse_row(br#"{"z": 1, "a": {"y": 2, "b": 3}}"#, 1).expect("row");
+        let keys: Vec<&str> = row.0.iter().map(|(k, _)| k.as_str()).collect();
+        assert_eq!(keys, vec!["z", "a"]);
+        let err = parse_row(b"{\"a\":\n\n tru}", 7).err().expect("bad");
+        assert!(err.starts_with("line 9:"), "{err}");
+    }
+}
