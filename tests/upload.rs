@@ -12,7 +12,7 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use tarn::storage::PowerCutDisk;
+use tarn::storage::{Fault, FaultOp, FaultyBackend, PowerCutDisk};
 use tarn::{ErrorKind, Options, Session, SyncMode, Tarn};
 use tarn_tests::{Rng, child_lines, child_test, fixture, fixture_with_key, reconnect};
 use tokio::io::{AsyncRead, ReadBuf};
@@ -238,6 +238,30 @@ async fn file_shapes_are_read_as_expected() -> TestResult {
         .upload_table("ws", "pipes", "x.txt", "p|q\n1|2\n".as_bytes())
         .await?;
     assert_eq!(up.columns, ["p", "q"]);
+    // A generated name never repeats a name the header has.
+    let up = s
+        .upload_table("ws", "names", "x.csv", ",column,column\n1,2,3\n".as_bytes())
+        .await?;
+    assert_eq!(up.columns, ["column_1", "column", "column_2"]);
+    // Vectors of different lengths in CSV are text (`{1,2}` is not JSON).
+    s.upload_table(
+        "ws",
+        "ragged",
+        "x.csv",
+        "v\n\"{1,2}\"\n\"{1,2,3}\"\n".as_bytes(),
+    )
+    .await?;
+    assert_eq!(columns(&s, "ragged").await?, vec![col("v", "text", false)]);
+    // A line of 10 million delimiters is refused at the field limit, not buffered.
+    let commas = "a,b\n".to_string() + &",".repeat(10_000_000) + "\n";
+    let err = s
+        .upload_table("ws", "commas", "x.csv", commas.as_bytes())
+        .await
+        .expect_err("too many fields");
+    assert!(
+        err.message().contains("line 2: more than 1600 fields"),
+        "{err:?}"
+    );
     // Header only: text columns, no rows.
     let up = s
         .upload_table("ws", "empty", "x.csv", "a,b\n".as_bytes())
@@ -587,7 +611,12 @@ async fn upload_crash_child() -> TestResult {
     use std::io::Write;
     let mut out = std::io::stdout();
     for n in start.. {
-        let rows = 1 + (n * 150_001) % 400_000;
+        // Now and then more rows than one staged segment file holds (1 Mi rows).
+        let rows = if n % 4 == 3 {
+            1_100_000 + n
+        } else {
+            1 + (n * 150_001) % 400_000
+        };
         writeln!(out, "start {n} {rows}")?;
         out.flush()?;
         let up = s
@@ -698,9 +727,14 @@ async fn kill_9_during_uploads() -> TestResult {
         let s = reconnect(&tarn, &secret).await?;
         let present = check_tables(&s, &sizes).await?;
         tarn.close().await?;
-        if present.is_empty() {
-            assert!(segment_files(dir.path()).is_empty());
-        }
+        // After the closing checkpoint every segment file is a present table's (each
+        // has rows, so each has one or more files): none is left of the uploads the
+        // kills interrupted, or of dropped tables.
+        let owners: std::collections::BTreeSet<String> = segment_files(dir.path())
+            .iter()
+            .filter_map(|f| f.split('-').next().map(str::to_string))
+            .collect();
+        assert_eq!(owners.len(), present.len(), "{owners:?} vs {present:?}");
     }
     assert!(
         done.len() >= 4,
@@ -779,5 +813,54 @@ async fn power_cuts_during_uploads() -> TestResult {
         }
         tarn.close().await?;
     }
+    Ok(())
+}
+
+/// An upload and the DROP of its table both in the log (the checkpoint after the drop
+/// failed), then two crashes in a row: the first open replays both and must keep the
+/// uploaded files, because the second open replays the upload's record again.
+#[tokio::test]
+async fn files_of_a_dropped_upload_stay_until_a_checkpoint_covers_its_record() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let disk = FaultyBackend::new();
+    let secret = {
+        let options = Options::new()
+            .background_maintenance(false)
+            .file_backend(Arc::new(disk.clone()));
+        let tarn = Tarn::open_with(dir.path(), options).await?;
+        let (s, secret) = fixture_with_key(&tarn).await?;
+        s.upload_table("ws", "t", "t.csv", numbers_csv(0, 50_000).as_bytes())
+            .await?;
+        s.upload_table("ws", "kept", "k.csv", numbers_csv(0, 1000).as_bytes())
+            .await?;
+        // No manifest can be written from here: the drop stays in the log only.
+        disk.set(Fault::Op(FaultOp::Rename));
+        s.query("ws", r#"DROP TABLE "ws"."t""#, &[]).await?;
+        // Dropped on the runtime without close: no checkpoint, as after kill -9.
+        drop(s);
+        drop(tarn);
+        secret
+    };
+    for round in 0..3 {
+        let tarn =
+            Tarn::open_with(dir.path(), Options::new().background_maintenance(false)).await?;
+        let s = reconnect(&tarn, &secret).await?;
+        assert!(s.table("ws", "t").await.is_err(), "round {round}");
+        let n = rows(&s, r#"SELECT count(*) FROM "ws"."kept""#).await?;
+        assert_eq!(n, vec![vec![json!(1000)]], "round {round}");
+        drop(s);
+        if round < 2 {
+            drop(tarn); // another crash before any checkpoint
+        } else {
+            tarn.close().await?;
+        }
+    }
+    // Once a checkpoint covers the records, the dropped table's files are gone.
+    assert_eq!(
+        segment_files(dir.path()).len(),
+        1,
+        "{:?}",
+        segment_files(dir.path())
+    );
     Ok(())
 }

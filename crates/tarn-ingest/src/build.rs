@@ -152,7 +152,12 @@ impl ColumnBuilder {
             _ => {}
         }
         match &mut self.values {
-            Values::Int(b) => b.append_value(parse_int(s).ok_or_else(bad)?),
+            // Leading zeros are not an integer (inference keeps such values text).
+            Values::Int(b) => b.append_value(
+                parse_int(s)
+                    .filter(|_| !crate::infer::has_leading_zero(s.trim()))
+                    .ok_or_else(bad)?,
+            ),
             Values::Float(b) => b.append_value(
                 parse_float(s)
                     .or_else(|| parse_int(s).map(|v| v as f64))

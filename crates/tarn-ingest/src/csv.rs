@@ -32,10 +32,13 @@ pub(crate) struct Splitter {
     record_line: u64,
     in_record: bool,
     max_record_bytes: usize,
+    max_fields: usize,
 }
 
 impl Splitter {
-    pub(crate) fn new(delimiter: u8, max_record_bytes: usize) -> Self {
+    /// A splitter refusing records over `max_record_bytes` bytes of field data or
+    /// `max_fields` fields (so that no line, however long, grows memory past them).
+    pub(crate) fn new(delimiter: u8, max_record_bytes: usize, max_fields: usize) -> Self {
         Self {
             core: ReaderBuilder::new().delimiter(delimiter).build(),
             out: vec![0; 4096],
@@ -45,6 +48,7 @@ impl Splitter {
             record_line: 1,
             in_record: false,
             max_record_bytes,
+            max_fields,
         }
     }
 
@@ -119,11 +123,26 @@ impl Splitter {
                     return Ok((consumed, Step::NeedInput));
                 }
                 ReadRecordResult::OutputFull => {
+                    if self.out_len > self.max_record_bytes {
+                        return Err(format!(
+                            "line {}: a row longer than {} MiB (an unterminated quote?)",
+                            self.record_line,
+                            self.max_record_bytes >> 20
+                        ));
+                    }
                     let n = self.out.len() * 2;
                     self.out.resize(n, 0);
                 }
                 ReadRecordResult::OutputEndsFull => {
-                    let n = self.ends.len() * 2;
+                    if self.ends.len() >= self.max_fields {
+                        let most = self.max_fields.saturating_sub(1);
+                        return Err(format!(
+                            "line {}: more than {most} fields; a table can have at most \
+                             {most} columns",
+                            self.record_line
+                        ));
+                    }
+                    let n = (self.ends.len() * 2).min(self.max_fields.max(1));
                     self.ends.resize(n, 0);
                 }
                 ReadRecordResult::Record => {
@@ -145,7 +164,7 @@ impl Splitter {
 pub(crate) fn sniff_delimiter(sample: &[u8], eof: bool) -> u8 {
     let mut best = (b',', 1usize);
     for d in DELIMITERS {
-        let mut s = Splitter::new(d, usize::MAX);
+        let mut s = Splitter::new(d, usize::MAX, usize::MAX);
         let mut rest = sample;
         let mut header = None;
         let mut consistent = true;
@@ -194,7 +213,7 @@ mod tests {
     use super::*;
 
     fn records(data: &[u8], chunk: usize) -> Vec<(u64, Vec<String>)> {
-        let mut s = Splitter::new(b',', 1 << 20);
+        let mut s = Splitter::new(b',', 1 << 20, 100);
         let mut out = Vec::new();
         let mut pending: &[u8] = &[];
         let mut chunks = data.chunks(chunk.max(1));

@@ -32,10 +32,10 @@ impl Kind {
             (a, b) if a == b => a,
             (Int, Float) | (Float, Int) => Float,
             (Date, Timestamp) | (Timestamp, Date) => Timestamp,
-            // Arrays of different lengths, or arrays of numbers beside other JSON.
-            (Vector(_), Vector(_)) | (Vector(_), Json) | (Json, Vector(_)) => Json,
-            (Json, _) | (_, Json) if json_source => Json,
-            (Vector(_), _) | (_, Vector(_)) if json_source => Json,
+            // In JSON files every value is JSON: arrays of different lengths, or beside
+            // other values, are JSON.
+            (Json, _) | (_, Json) | (Vector(_), _) | (_, Vector(_)) if json_source => Json,
+            // In CSV a vector may be written `{1,2}`, which is not JSON: text.
             _ => Text,
         }
     }
@@ -89,7 +89,8 @@ pub(crate) fn classify_text(s: &str) -> Kind {
         if let Ok(n) = parse_vector(t, &mut scratch) {
             return Kind::Vector(n);
         }
-        if serde_json::from_str::<serde::de::IgnoredAny>(t).is_ok() {
+        // Parsed as decoding will parse it (same depth limit, same number range).
+        if serde_json::from_str::<serde_json::Value>(t).is_ok() {
             return Kind::Json;
         }
     }
@@ -132,7 +133,7 @@ fn looks_integer(t: &str) -> bool {
     !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit())
 }
 
-fn has_leading_zero(t: &str) -> bool {
+pub(crate) fn has_leading_zero(t: &str) -> bool {
     let d = t.strip_prefix(['+', '-']).unwrap_or(t);
     d.len() > 1 && d.starts_with('0')
 }
@@ -317,7 +318,9 @@ mod tests {
         assert_eq!(Kind::Int.merge(Kind::Float, false), Kind::Float);
         assert_eq!(Kind::Date.merge(Kind::Timestamp, false), Kind::Timestamp);
         assert_eq!(Kind::Int.merge(Kind::Bool, false), Kind::Text);
-        assert_eq!(Kind::Vector(2).merge(Kind::Vector(3), false), Kind::Json);
+        assert_eq!(Kind::Vector(2).merge(Kind::Vector(3), false), Kind::Text);
+        assert_eq!(Kind::Vector(2).merge(Kind::Vector(3), true), Kind::Json);
+        assert_eq!(Kind::Vector(2).merge(Kind::Json, false), Kind::Text);
         assert_eq!(Kind::Json.merge(Kind::Int, true), Kind::Json);
         assert_eq!(Kind::Json.merge(Kind::Text, false), Kind::Text);
         assert_eq!(Kind::Null.merge(Kind::Int, false), Kind::Int);

@@ -91,12 +91,17 @@ pub enum Format {
 pub struct Limits {
     /// Rows the types are inferred from.
     pub sample_rows: usize,
-    /// Bytes the types are inferred from (more when the first rows are longer).
+    /// Bytes read before the types are inferred a first time: inference waits for
+    /// more (up to `max_sample_bytes`) while the sample has fewer than `sample_rows`.
     pub sample_bytes: usize,
+    /// Most bytes the types are inferred from.
+    pub max_sample_bytes: usize,
     /// Most columns a file may have.
     pub max_columns: usize,
-    /// Longest row (CSV record or JSON object), in bytes.
+    /// Longest CSV record, in bytes.
     pub max_row_bytes: usize,
+    /// Longest JSON row, in bytes (parsed whole, it takes several times its size).
+    pub max_json_row_bytes: usize,
     /// Most rows per batch.
     pub batch_rows: usize,
     /// Most cells per batch (a wide file gets shorter batches).
@@ -110,8 +115,10 @@ impl Default for Limits {
         Self {
             sample_rows: 10_000,
             sample_bytes: 4 << 20,
+            max_sample_bytes: 32 << 20,
             max_columns: 1600,
             max_row_bytes: 64 << 20,
+            max_json_row_bytes: 8 << 20,
             batch_rows: 8192,
             batch_cells: 1 << 20,
             batch_bytes: 16 << 20,
@@ -231,33 +238,53 @@ impl Table {
     }
 }
 
-/// Column names from a header: empty ones named by position, repeats suffixed.
+/// Longest column name, in bytes (PostgreSQL's identifier length): longer header
+/// names are cut (at a character boundary), as PostgreSQL cuts identifiers.
+const MAX_NAME_BYTES: usize = 63;
+
+/// Column names from a header: trimmed and cut to [`MAX_NAME_BYTES`], empty ones named
+/// by position (`column_N`), repeats suffixed (`name_1`, `name_2`, …) with a suffix no
+/// other column has.
 fn column_names(raw: Vec<String>) -> Vec<String> {
-    let mut seen: HashMap<String, usize> = HashMap::new();
-    let mut taken: std::collections::HashSet<String> = raw.iter().cloned().collect();
-    raw.into_iter()
+    let cut = |s: &str, max: usize| {
+        let mut end = s.len().min(max);
+        while !s.is_char_boundary(end) {
+            end -= 1;
+        }
+        s[..end].to_string()
+    };
+    let first: Vec<String> = raw
+        .iter()
         .enumerate()
         .map(|(i, n)| {
-            let n = if n.is_empty() {
+            let n = cut(n.trim(), MAX_NAME_BYTES);
+            if n.is_empty() {
                 format!("column_{}", i + 1)
             } else {
                 n
-            };
-            let count = seen.entry(n.clone()).or_insert(0);
-            *count += 1;
-            if *count == 1 {
-                return n;
-            }
-            let mut k = *count - 1;
-            loop {
-                let candidate = format!("{n}_{k}");
-                if taken.insert(candidate.clone()) {
-                    return candidate;
-                }
-                k += 1;
             }
         })
-        .collect()
+        .collect();
+    let mut taken: std::collections::HashSet<String> = std::collections::HashSet::new();
+    let mut out = Vec::with_capacity(first.len());
+    for n in &first {
+        if taken.insert(n.clone()) {
+            out.push(n.clone());
+            continue;
+        }
+        let mut k = 1;
+        loop {
+            let suffix = format!("_{k}");
+            let candidate = cut(n, MAX_NAME_BYTES - suffix.len()) + &suffix;
+            // A later column may have this name itself: skip names any column has.
+            if !first.contains(&candidate) && taken.insert(candidate.clone()) {
+                out.push(candidate);
+                break;
+            }
+            k += 1;
+        }
+    }
+    out
 }
 
 struct CsvState {
@@ -405,13 +432,23 @@ impl Ingest {
             Format::Json => self.infer_json(eof)?,
         };
         if !inferred {
-            if self.sample.len() > self.limits.max_row_bytes {
+            let max_row = match format {
+                Format::Csv => self.limits.max_row_bytes,
+                Format::Json => self.limits.max_json_row_bytes,
+            };
+            if self.sample.len() > max_row.max(self.limits.max_sample_bytes) {
                 return err(format!(
                     "line 1: a row longer than {} MiB (an unterminated quote?)",
-                    self.limits.max_row_bytes >> 20
+                    max_row >> 20
                 ));
             }
-            self.next_try = self.sample.len() * 2;
+            // Up to the sample's bound, then up to the longest row.
+            let bound = if self.sample.len() < self.limits.max_sample_bytes {
+                self.limits.max_sample_bytes
+            } else {
+                max_row.max(self.limits.max_sample_bytes) + 1
+            };
+            self.next_try = (self.sample.len() * 2).min(bound);
             return Ok(());
         }
         let sample = std::mem::take(&mut self.sample);
@@ -427,7 +464,11 @@ impl Ingest {
         } else {
             csv::sniff_delimiter(&self.sample, eof)
         };
-        let mut s = csv::Splitter::new(delimiter, self.limits.max_row_bytes);
+        let mut s = csv::Splitter::new(
+            delimiter,
+            self.limits.max_row_bytes,
+            self.limits.max_columns + 1,
+        );
         let mut rest: &[u8] = &self.sample;
         let mut names: Option<Vec<String>> = None;
         let mut kinds: Vec<Kind> = Vec::new();
@@ -490,8 +531,12 @@ impl Ingest {
                 Ok(false)
             };
         };
-        // Without a whole data row, wait for one (unless that is all there is).
-        if rows == 0 && !(eof || ended) {
+        // Without the sample's rows, wait for more (unless that is all there is, or
+        // the sample is as large as it gets).
+        if rows < self.limits.sample_rows
+            && !(eof || ended)
+            && (rows == 0 || self.sample.len() < self.limits.max_sample_bytes)
+        {
             return Ok(false);
         }
         let columns = names
@@ -505,7 +550,11 @@ impl Ingest {
             })
             .collect();
         self.state = State::Csv(Box::new(CsvState {
-            splitter: csv::Splitter::new(delimiter, self.limits.max_row_bytes),
+            splitter: csv::Splitter::new(
+                delimiter,
+                self.limits.max_row_bytes,
+                self.limits.max_columns + 1,
+            ),
             table: Table::new(columns, rows, &self.limits),
             header_done: false,
         }));
@@ -513,7 +562,7 @@ impl Ingest {
     }
 
     fn infer_json(&mut self, eof: bool) -> Result<bool> {
-        let mut f = json::Framer::new(self.limits.max_row_bytes);
+        let mut f = json::Framer::new(self.limits.max_json_row_bytes);
         let mut rest: &[u8] = &self.sample;
         let mut order: Vec<String> = Vec::new();
         let mut index: HashMap<String, usize> = HashMap::new();
@@ -558,6 +607,13 @@ impl Ingest {
                 json::Step::NeedInput => {}
             }
         }
+        if rows < self.limits.sample_rows
+            && rows > 0
+            && !(eof || ended)
+            && self.sample.len() < self.limits.max_sample_bytes
+        {
+            return Ok(false);
+        }
         if rows == 0 {
             if eof || ended {
                 return err(if self.sample.iter().all(|b| b.is_ascii_whitespace()) {
@@ -583,7 +639,7 @@ impl Ingest {
             .collect();
         let n = columns.len();
         self.state = State::Json(Box::new(JsonState {
-            framer: json::Framer::new(self.limits.max_row_bytes),
+            framer: json::Framer::new(self.limits.max_json_row_bytes),
             table: Table::new(columns, rows, &self.limits),
             index,
             slots: vec![None; n],

@@ -49,8 +49,8 @@ struct Prepared {
     catalog: Option<NextCatalog>,
     created: Vec<Arc<TableStore>>,
     tables: Vec<(Arc<TableStore>, Arc<TableVersion>, KeyAdditions)>,
-    /// Tables whose staged segments the commit attaches.
-    attached: Vec<TableId>,
+    /// Tables whose staged segments the commit attaches, and the segments.
+    attached: Vec<(TableId, Arc<[u64]>)>,
 }
 
 fn table_of(op: &Op) -> Option<TableId> {
@@ -306,9 +306,9 @@ impl Inner {
                     let segs = if replay {
                         self.open_attached(*table, segments)?
                     } else {
-                        attached.push(*table);
                         self.staging.claim(*table, segments)?
                     };
+                    attached.push((*table, segments.clone()));
                     let n: u64 = segs.iter().map(|s| s.num_rows() as u64).sum();
                     if n != *rows {
                         return Err(Error::Internal(format!(
@@ -382,8 +382,12 @@ impl Inner {
                 store.publish(version, sets.as_deref());
             }
             // After the tables: a checkpoint reads the staged ids before the tables.
-            for id in &p.attached {
-                self.staging.published(*id);
+            if !p.attached.is_empty() {
+                let mut since = self.attached_since_cut.lock();
+                for (id, segments) in &p.attached {
+                    since.extend(segments.iter().map(|s| (*id, *s)));
+                    self.staging.published(*id);
+                }
             }
             if let Some(c) = p.catalog {
                 *self.catalog.write() = c.catalog;

@@ -35,6 +35,7 @@ use crate::index::{IndexFile, index_file_name};
 use crate::maintenance::{list_segment_files, remove_unreferenced};
 use crate::manifest::{MANIFEST_FILE, Manifest};
 use crate::record::{self, Op};
+use crate::segment::SegmentId;
 use crate::segment::{self, KeySpec, Segment};
 use crate::table::{SegmentRef, TableStore, TableVersion};
 use crate::wal::{SyncMode, Wal};
@@ -144,6 +145,9 @@ pub(crate) struct Inner {
     pub staging: crate::staged::Staging,
     /// Table ids handed out by `reserve_table_id` are below this.
     pub reserved_table_id: AtomicU64,
+    /// Segments attached (`Op::Attach`) by records after the last checkpoint's cut:
+    /// kept until a manifest covers those records.
+    pub attached_since_cut: Mutex<Vec<(TableId, crate::SegmentId)>>,
 }
 
 /// One database: its catalog and tables, durable through one write-ahead log and
@@ -219,6 +223,7 @@ impl Inner {
             blobs_dropped: Mutex::new(Vec::new()),
             staging: Default::default(),
             reserved_table_id: AtomicU64::new(0),
+            attached_since_cut: Mutex::new(Vec::new()),
             dir,
             options,
         }
@@ -391,8 +396,10 @@ impl Database {
                 },
             })?;
         }
-        // Segments replayed records attached (uploads since the manifest) are the
-        // tables' too.
+        // Segments replayed records attached (uploads since the manifest): the log
+        // names them until the next checkpoint, also when their table was dropped
+        // since (replay needs them again if this process dies before that).
+        referenced.extend(inner.attached_since_cut.lock().iter().copied());
         for (id, store) in inner.tables.read().iter() {
             for seg in store.snapshot().segments() {
                 if let Some(s) = seg.segment().id() {
@@ -427,6 +434,7 @@ impl Database {
                 &seg_dir,
                 &referenced,
                 &referenced_indexes,
+                SegmentId::MAX,
                 true,
             )?;
         }

@@ -203,6 +203,9 @@ impl Inner {
             // out of this checkpoint's manifest (and its files deleted); one dropped
             // after it sets the flag again.
             let files_dropped = self.files_dropped.swap(false, Ordering::AcqRel);
+            // Attached before the cut: this manifest covers them (or their table was
+            // dropped before it, and replay starts after their records).
+            self.attached_since_cut.lock().clear();
             let catalog = self.catalog.read().clone();
             let versions: Vec<(TableId, Arc<TableStore>, Arc<TableVersion>)> = self
                 .tables
@@ -374,10 +377,17 @@ impl Inner {
         // 5. What the checkpoint made redundant.
         wal.remove_before(wal_seq)?;
         let mut keep = referenced;
+        // Segments numbered from here on are written after these lists are taken (an
+        // upload stages one at any time): they stay.
+        let keep_from = self.next_segment_id.load(Ordering::Acquire);
         // Staged files (uploads not committed yet) before the tables: a commit
         // publishes its table before it forgets the staged ids, so read in this order
         // every file is in one or the other.
         keep.extend(self.staging.ids());
+        // Files attached since the cut: the log after this checkpoint's manifest has
+        // their `Attach` records, which replay needs even if the table was dropped
+        // since.
+        keep.extend(self.attached_since_cut.lock().iter().copied());
         for store in self.tables.read().values() {
             for s in store.snapshot().segments() {
                 if let Some(id) = s.segment().id() {
@@ -394,6 +404,7 @@ impl Inner {
             &self.seg_dir()?,
             &keep,
             &keep_indexes,
+            keep_from,
             false,
         )
     }
@@ -542,11 +553,15 @@ impl Iterator for LiveBlocks<'_> {
 /// Deletes segment files in `dir` that `keep` does not list, index files that
 /// `keep_indexes` does not list, and (when `temporaries`, at open) unfinished index
 /// builds.
+/// Deletes the segment and index files in `dir` that `keep` / `keep_indexes` do not
+/// name, except those of segments numbered `keep_from` or higher (written after the
+/// caller took its lists), and `.idx.tmp` files when `temporaries`.
 pub(crate) fn remove_unreferenced(
     backend: &dyn FileBackend,
     dir: &Path,
     keep: &HashSet<(TableId, SegmentId)>,
     keep_indexes: &HashSet<(TableId, SegmentId, IndexId)>,
+    keep_from: SegmentId,
     temporaries: bool,
 ) -> Result<()> {
     let entries = match std::fs::read_dir(dir) {
@@ -561,9 +576,9 @@ pub(crate) fn remove_unreferenced(
             continue;
         };
         let remove = if let Some(ids) = segment::parse_file_name(name) {
-            !keep.contains(&ids)
+            ids.1 < keep_from && !keep.contains(&ids)
         } else if let Some(ids) = parse_index_file_name(name) {
-            !keep_indexes.contains(&ids)
+            ids.1 < keep_from && !keep_indexes.contains(&ids)
         } else {
             temporaries && name.ends_with(".idx.tmp")
         };

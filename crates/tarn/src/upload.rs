@@ -289,11 +289,17 @@ impl Session {
         };
         let mut ops = vec![Op::Catalog(CatalogOp::CreateTable(def))];
         ops.extend(attach);
-        // The stager stays alive through the commit: dropped first (this future given
-        // up before the commit took the rows), it deletes them and the commit fails;
-        // once the commit took them, dropping it changes nothing.
-        self.tarn.commit(ops, vec![ddl]).await?;
-        drop(job);
+        // The commit runs in a task of its own that holds the stager until it is done:
+        // a commit under way completes even if this future is given up (SPEC §3), and
+        // the staged rows stay until it has taken them.
+        let tarn = self.tarn.clone();
+        tokio::spawn(async move {
+            let res = tarn.commit(ops, vec![ddl]).await;
+            drop(job);
+            res
+        })
+        .await
+        .map_err(join_error)??;
         Ok(UploadedTable {
             name: table_name.to_string(),
             row_count: rows,
