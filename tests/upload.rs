@@ -372,6 +372,9 @@ async fn a_bad_row_is_a_400_naming_its_line_and_nothing_is_created() -> TestResu
         assert_eq!(err.status(), 400, "{what}: {err:?}");
         assert!(err.message().contains(needle), "{what}: {}", err.message());
         assert!(s.table("ws", "bad").await.is_err(), "{what}: table created");
+        // The refused upload removed its staged files itself (no checkpoint or open
+        // has run to sweep them).
+        assert_eq!(segment_files(dir.path()), Vec::<String>::new(), "{what}");
     }
     // Invalid UTF-8 in a value.
     let mut body = b"a,b\n1,ok\n2,".to_vec();

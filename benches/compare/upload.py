@@ -165,12 +165,12 @@ def main() -> None:
         results[kind] = row
     print(json.dumps({"cpus": os.cpu_count(), "results": results}, indent=2))
     print()
-    print(f"{'file':8} {'engine':16} {'seconds':>8} {'MB/s':>8} {'rows/s':>11} {'tarn ÷ it':>9}")
+    print(f"{'file':8} {'engine':16} {'seconds':>8} {'MB/s':>8} {'rows/s':>11} {'tarn speed-up':>13}")
     for kind, row in results.items():
         for engine in ("tarn", "duckdb_1_thread", "duckdb", "sqlite"):
             s = row[engine]
             print(f"{kind:8} {engine:16} {s:8.3f} {row['bytes'] / s / 1e6:8.1f} "
-                  f"{row['rows'] / s:11,.0f} {s / row['tarn']:9.2f}")
+                  f"{row['rows'] / s:11,.0f} {s / row['tarn']:13.2f}")
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ use datafusion::arrow::array::{
     ListBuilder, StringBuilder, TimestampMicrosecondBuilder,
 };
 use datafusion::arrow::datatypes::{DataType, Field};
+use serde::Deserialize;
 use serde_json::Value;
 
 use crate::ColumnType;
@@ -27,10 +28,6 @@ pub(crate) fn quote(s: &str) -> String {
         out.push('…');
     }
     format!("{out:?}")
-}
-
-fn quote_json(v: &Value) -> String {
-    quote(&v.to_string())
 }
 
 enum Values {
@@ -94,7 +91,7 @@ impl ColumnBuilder {
         }
     }
 
-    fn expected(&self) -> &'static str {
+    pub(crate) fn expected(&self) -> &'static str {
         match self.ty {
             ColumnType::Int8 => "an integer",
             ColumnType::Float8 => "a number",
@@ -176,68 +173,6 @@ impl ColumnBuilder {
         Ok(())
     }
 
-    /// Appends one JSON value (`None`: the key is missing, NULL).
-    pub(crate) fn push_json(&mut self, v: Option<&Value>) -> Result<(), String> {
-        let v = match v {
-            None | Some(Value::Null) => {
-                self.push_null();
-                return Ok(());
-            }
-            Some(v) => v,
-        };
-        let expected = self.expected();
-        let bad = || format!("{} is not {expected}", quote_json(v));
-        if self.ty == ColumnType::Vector {
-            let Value::Array(items) = v else {
-                return Err(bad());
-            };
-            if items.is_empty() {
-                return Err(format!("{} is not a vector: an empty array", quote_json(v)));
-            }
-            for item in items {
-                match item.as_f64().map(|f| f as f32) {
-                    Some(f) if f.is_finite() => self.scratch.push(f),
-                    _ => {
-                        self.scratch.clear();
-                        return Err(format!(
-                            "{} is not a vector: elements must be finite float4 numbers",
-                            quote_json(v)
-                        ));
-                    }
-                }
-            }
-            let n = u32::try_from(items.len()).map_err(|_| "too many elements".to_string())?;
-            return self.push_vector_scratch(n);
-        }
-        let jsonb = self.ty == ColumnType::Jsonb;
-        match &mut self.values {
-            Values::Int(b) => b.append_value(v.as_i64().ok_or_else(bad)?),
-            Values::Float(b) => b.append_value(
-                v.as_f64()
-                    .filter(|f| v.is_number() && f.is_finite())
-                    .ok_or_else(bad)?,
-            ),
-            Values::Bool(b) => b.append_value(v.as_bool().ok_or_else(bad)?),
-            Values::Date(b) => b.append_value(v.as_str().and_then(parse_date).ok_or_else(bad)?),
-            Values::Timestamp(b) => b.append_value(
-                v.as_str()
-                    .and_then(|s| {
-                        parse_timestamp(s)
-                            .or_else(|| parse_date(s).map(|d| i64::from(d) * DAY_MICROS))
-                    })
-                    .ok_or_else(bad)?,
-            ),
-            Values::Text(b) if jsonb => b.append_value(v.to_string()),
-            // A text column takes any value: strings as they are, the rest as JSON text.
-            Values::Text(b) => match v {
-                Value::String(s) => b.append_value(s),
-                other => b.append_value(other.to_string()),
-            },
-            Values::Vector(_) => return Err(bad()),
-        }
-        Ok(())
-    }
-
     /// The values appended since the last call, as one array.
     pub(crate) fn finish(&mut self) -> ArrayRef {
         match &mut self.values {
@@ -267,5 +202,161 @@ pub(crate) fn arrow_type(ty: ColumnType) -> DataType {
         ColumnType::Vector => {
             DataType::List(Arc::new(Field::new_list_field(DataType::Float32, true)))
         }
+    }
+}
+
+/// Where a failed cell leaves its reason: serde's error carries the position, this the
+/// cause (so the message can name the column and say what was wrong).
+#[derive(Default)]
+pub(crate) struct CellFailure(pub(crate) Option<String>);
+
+/// Deserializes one JSON value straight into a column builder, without building a
+/// `serde_json::Value` for scalars (the common case: numbers, strings, booleans).
+pub(crate) struct CellSeed<'a> {
+    pub(crate) column: &'a mut ColumnBuilder,
+    pub(crate) failure: &'a mut CellFailure,
+}
+
+impl CellSeed<'_> {
+    fn fail<E: serde::de::Error>(&mut self, why: String) -> E {
+        self.failure.0 = Some(why);
+        E::custom("cell")
+    }
+
+    fn mismatch<E: serde::de::Error>(&mut self, shown: &str) -> E {
+        let why = format!("{} is not {}", quote(shown), self.column.expected());
+        self.fail(why)
+    }
+
+    /// A whole JSON value (objects, arrays), as jsonb or text takes it.
+    fn value<E: serde::de::Error>(&mut self, v: Value) -> Result<(), E> {
+        match self.column.ty {
+            ColumnType::Jsonb | ColumnType::Text => {
+                if let Values::Text(b) = &mut self.column.values {
+                    b.append_value(v.to_string());
+                }
+                Ok(())
+            }
+            _ => Err(self.mismatch(&v.to_string())),
+        }
+    }
+}
+
+impl<'de> serde::de::DeserializeSeed<'de> for CellSeed<'_> {
+    type Value = ();
+
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for CellSeed<'_> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a JSON value")
+    }
+
+    fn visit_unit<E: serde::de::Error>(self) -> Result<(), E> {
+        self.column.push_null();
+        Ok(())
+    }
+
+    fn visit_none<E: serde::de::Error>(self) -> Result<(), E> {
+        self.column.push_null();
+        Ok(())
+    }
+
+    fn visit_bool<E: serde::de::Error>(mut self, v: bool) -> Result<(), E> {
+        match &mut self.column.values {
+            Values::Bool(b) => b.append_value(v),
+            Values::Text(b) => b.append_value(if v { "true" } else { "false" }),
+            _ => return Err(self.mismatch(if v { "true" } else { "false" })),
+        }
+        Ok(())
+    }
+
+    fn visit_i64<E: serde::de::Error>(mut self, v: i64) -> Result<(), E> {
+        match &mut self.column.values {
+            Values::Int(b) => b.append_value(v),
+            Values::Float(b) => b.append_value(v as f64),
+            Values::Text(b) => b.append_value(v.to_string()),
+            _ => return Err(self.mismatch(&v.to_string())),
+        }
+        Ok(())
+    }
+
+    fn visit_u64<E: serde::de::Error>(mut self, v: u64) -> Result<(), E> {
+        match (&mut self.column.values, i64::try_from(v)) {
+            (Values::Int(b), Ok(i)) => b.append_value(i),
+            (Values::Float(b), _) => b.append_value(v as f64),
+            (Values::Text(b), _) => b.append_value(v.to_string()),
+            _ => return Err(self.mismatch(&v.to_string())),
+        }
+        Ok(())
+    }
+
+    fn visit_f64<E: serde::de::Error>(mut self, v: f64) -> Result<(), E> {
+        match &mut self.column.values {
+            Values::Float(b) if v.is_finite() => b.append_value(v),
+            // The number's JSON text, as a `Value` would print it.
+            Values::Text(b) => b.append_value(Value::from(v).to_string()),
+            _ => return Err(self.mismatch(&Value::from(v).to_string())),
+        }
+        Ok(())
+    }
+
+    fn visit_str<E: serde::de::Error>(mut self, s: &str) -> Result<(), E> {
+        let jsonb = self.column.ty == ColumnType::Jsonb;
+        match &mut self.column.values {
+            Values::Text(b) if jsonb => b.append_value(Value::from(s).to_string()),
+            Values::Text(b) => b.append_value(s),
+            Values::Date(b) => match parse_date(s) {
+                Some(d) => b.append_value(d),
+                None => return Err(self.mismatch(&Value::from(s).to_string())),
+            },
+            Values::Timestamp(b) => {
+                match parse_timestamp(s)
+                    .or_else(|| parse_date(s).map(|d| i64::from(d) * DAY_MICROS))
+                {
+                    Some(t) => b.append_value(t),
+                    None => return Err(self.mismatch(&Value::from(s).to_string())),
+                }
+            }
+            _ => return Err(self.mismatch(&Value::from(s).to_string())),
+        }
+        Ok(())
+    }
+
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(mut self, mut seq: A) -> Result<(), A::Error> {
+        if self.column.ty != ColumnType::Vector {
+            let v = Value::deserialize(serde::de::value::SeqAccessDeserializer::new(seq))?;
+            return self.value(v);
+        }
+        let start = self.column.scratch.len();
+        loop {
+            match seq.next_element::<f64>() {
+                Ok(Some(f)) if (f as f32).is_finite() => self.column.scratch.push(f as f32),
+                Ok(None) => break,
+                _ => {
+                    self.column.scratch.truncate(start);
+                    return Err(self
+                        .fail("not a vector: elements must be finite float4 numbers".to_string()));
+                }
+            }
+        }
+        let n = self.column.scratch.len() - start;
+        if n == 0 {
+            return Err(self.fail("[] is not a vector: an empty array".to_string()));
+        }
+        let n = u32::try_from(n).map_err(|_| self.fail::<A::Error>("too many elements".into()))?;
+        self.column
+            .push_vector_scratch(n)
+            .map_err(|why| self.fail::<A::Error>(why))
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(mut self, map: A) -> Result<(), A::Error> {
+        let v = Value::deserialize(serde::de::value::MapAccessDeserializer::new(map))?;
+        self.value(v)
     }
 }

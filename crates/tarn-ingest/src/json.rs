@@ -3,6 +3,7 @@
 //! object ends without parsing it, so memory holds one row at a time; serde_json then
 //! parses the row into its keys in document order.
 
+use std::collections::HashMap;
 use std::fmt;
 
 use serde::Deserialize;
@@ -298,4 +299,144 @@ mod tests {
         let err = parse_row(b"{\"a\":\n\n tru}", 7).err().expect("bad");
         assert!(err.starts_with("line 9:"), "{err}");
     }
+}
+
+/// Why [`decode_row`] refused a row.
+pub(crate) enum RowError {
+    /// A value that does not fit its column (`why` says how).
+    Cell {
+        line: u64,
+        column: usize,
+        why: String,
+    },
+    /// Anything else, with its line.
+    Row(String),
+}
+
+/// What went wrong inside the deserializer (its error carries only the position).
+#[derive(Default)]
+struct Trouble {
+    cell: crate::build::CellFailure,
+    column: Option<usize>,
+    message: Option<String>,
+}
+
+struct KeySeed<'a> {
+    names: &'a [String],
+    index: &'a HashMap<String, usize>,
+    guess: usize,
+    trouble: &'a mut Trouble,
+}
+
+impl<'de> serde::de::DeserializeSeed<'de> for KeySeed<'_> {
+    type Value = usize;
+
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<usize, D::Error> {
+        d.deserialize_str(self)
+    }
+}
+
+impl<'de> Visitor<'de> for KeySeed<'_> {
+    type Value = usize;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a key")
+    }
+
+    fn visit_str<E: serde::de::Error>(self, s: &str) -> Result<usize, E> {
+        // Rows usually list their keys in one order: try the next column first.
+        if self.names.get(self.guess).is_some_and(|n| n == s) {
+            return Ok(self.guess);
+        }
+        match self.index.get(s) {
+            Some(&i) => Ok(i),
+            None => {
+                self.trouble.message = Some(format!("key \"{s}\" is not a column"));
+                Err(E::custom("key"))
+            }
+        }
+    }
+}
+
+struct RowSeed<'a> {
+    builders: &'a mut [crate::build::ColumnBuilder],
+    names: &'a [String],
+    index: &'a HashMap<String, usize>,
+    seen: &'a mut [bool],
+    trouble: &'a mut Trouble,
+}
+
+impl<'de> Visitor<'de> for RowSeed<'_> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a JSON object")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        self.seen.iter_mut().for_each(|s| *s = false);
+        let mut guess = 0;
+        loop {
+            let key = map.next_key_seed(KeySeed {
+                names: self.names,
+                index: self.index,
+                guess,
+                trouble: self.trouble,
+            })?;
+            let Some(i) = key else { break };
+            if self.seen[i] {
+                self.trouble.message = Some(format!("key \"{}\" appears twice", self.names[i]));
+                return Err(serde::de::Error::custom("twice"));
+            }
+            self.seen[i] = true;
+            self.trouble.column = Some(i);
+            map.next_value_seed(crate::build::CellSeed {
+                column: &mut self.builders[i],
+                failure: &mut self.trouble.cell,
+            })?;
+            guess = i + 1;
+        }
+        for (b, seen) in self.builders.iter_mut().zip(self.seen.iter()) {
+            if !seen {
+                b.push_null();
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Decodes one framed row (starting on `first_line`) straight into the column
+/// builders: each column gets one value (NULL for a missing key).
+pub(crate) fn decode_row(
+    bytes: &[u8],
+    first_line: u64,
+    builders: &mut [crate::build::ColumnBuilder],
+    names: &[String],
+    index: &HashMap<String, usize>,
+    seen: &mut [bool],
+) -> Result<(), RowError> {
+    let mut trouble = Trouble::default();
+    let mut de = serde_json::Deserializer::from_slice(bytes);
+    let res = serde::Deserializer::deserialize_map(
+        &mut de,
+        RowSeed {
+            builders,
+            names,
+            index,
+            seen,
+            trouble: &mut trouble,
+        },
+    )
+    .and_then(|()| de.end());
+    let Err(e) = res else {
+        return Ok(());
+    };
+    let line = first_line + (e.line() as u64).saturating_sub(1);
+    if let (Some(why), Some(column)) = (trouble.cell.0.take(), trouble.column) {
+        return Err(RowError::Cell { line, column, why });
+    }
+    Err(RowError::Row(match trouble.message {
+        Some(m) => format!("line {line}: {m}"),
+        None => format!("line {line}: invalid JSON: {e}"),
+    }))
 }

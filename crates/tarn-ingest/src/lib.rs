@@ -297,8 +297,10 @@ struct JsonState {
     framer: json::Framer,
     table: Table,
     index: HashMap<String, usize>,
-    /// Per column: the row being assembled (index into the row's entries).
-    slots: Vec<Option<usize>>,
+    /// Column names by position.
+    names: Vec<String>,
+    /// Per column: the row being decoded gave it a value.
+    seen: Vec<bool>,
 }
 
 enum State {
@@ -638,11 +640,13 @@ impl Ingest {
             })
             .collect();
         let n = columns.len();
+        let names = columns.iter().map(|c| c.name.clone()).collect();
         self.state = State::Json(Box::new(JsonState {
             framer: json::Framer::new(self.limits.max_json_row_bytes),
             table: Table::new(columns, rows, &self.limits),
             index,
-            slots: vec![None; n],
+            names,
+            seen: vec![false; n],
         }));
         Ok(true)
     }
@@ -733,25 +737,23 @@ fn decode_csv_row(s: &mut CsvState, limits: &Limits, out: &mut Vec<RecordBatch>)
 fn decode_json_row(s: &mut JsonState, limits: &Limits, out: &mut Vec<RecordBatch>) -> Result<()> {
     let line = s.framer.row_line();
     let bytes = s.framer.row().len();
-    let row = json::parse_row(s.framer.row(), line).map_err(IngestError)?;
-    s.slots.iter_mut().for_each(|x| *x = None);
-    for (j, (k, _)) in row.0.iter().enumerate() {
-        match s.index.get(k) {
-            Some(&i) => s.slots[i] = Some(j),
-            None => {
-                return err(format!(
-                    "line {line}: key \"{k}\" is not a column (the columns were taken from \
-                     the keys of the first {} rows)",
-                    s.table.sampled
-                ));
-            }
+    let res = json::decode_row(
+        s.framer.row(),
+        line,
+        &mut s.table.builders,
+        &s.names,
+        &s.index,
+        &mut s.seen,
+    );
+    match res {
+        Ok(()) => s.table.end_row(bytes, limits, out),
+        Err(json::RowError::Cell { line, column, why }) => {
+            Err(s.table.cell_error(line, column, why))
         }
+        Err(json::RowError::Row(m)) if m.contains(" is not a column") => Err(IngestError(format!(
+            "{m} (the columns were taken from the keys of the first {} rows)",
+            s.table.sampled
+        ))),
+        Err(json::RowError::Row(m)) => Err(IngestError(m)),
     }
-    for i in 0..s.slots.len() {
-        let v = s.slots[i].map(|j| &row.0[j].1);
-        if let Err(why) = s.table.builders[i].push_json(v) {
-            return Err(s.table.cell_error(line, i, why));
-        }
-    }
-    s.table.end_row(bytes, limits, out)
 }

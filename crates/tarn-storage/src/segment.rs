@@ -850,6 +850,12 @@ impl SegmentWriter {
         res
     }
 
+    /// Leaves the file where it is when this writer is dropped (its directory may
+    /// belong to another process by then).
+    pub fn keep_file(&mut self) {
+        self.path = PathBuf::new();
+    }
+
     /// Writes the statistics, key sections and trailer, fsyncs the file and opens it.
     pub fn finish(mut self) -> Result<Segment> {
         let st = self

@@ -183,6 +183,9 @@ impl Stager {
         let mut off = 0;
         while off < batch.num_rows() {
             if self.writer.is_none() {
+                // Checked before each new file: after `close` the directory may be
+                // another process's.
+                self.inner.check_open()?;
                 let id = self.inner.next_segment_id.fetch_add(1, Ordering::Relaxed);
                 // Registered before the file exists, so no checkpoint deletes it.
                 self.register(id, None)?;
@@ -253,6 +256,12 @@ impl Stager {
 
 impl Drop for Stager {
     fn drop(&mut self) {
+        let released = self.inner.released.load(Ordering::Acquire);
+        if let Some((_, w)) = &mut self.writer
+            && released
+        {
+            w.keep_file();
+        }
         // The writer removes its own unfinished file.
         self.writer = None;
         let mut tables = self.inner.staging.tables.lock();
