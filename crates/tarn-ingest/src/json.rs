@@ -100,25 +100,34 @@ impl Framer {
         let mut i = 0;
         while i < input.len() {
             if self.in_row {
-                // Copy up to the row's end (or the chunk's) in one go.
+                // Copy up to the row's end (or the chunk's) in one go. Strings are
+                // skipped with memchr (to the next quote or backslash), structure is
+                // walked byte by byte, line ends are counted once at the end.
                 let start = i;
                 let mut done = false;
                 while i < input.len() {
-                    let b = input[i];
-                    i += 1;
-                    if b == b'\n' {
-                        self.line += 1;
-                    }
                     if self.in_string {
                         if self.escape {
                             self.escape = false;
-                        } else if b == b'\\' {
-                            self.escape = true;
-                        } else if b == b'"' {
-                            self.in_string = false;
+                            i += 1;
+                            continue;
+                        }
+                        match memchr::memchr2(b'"', b'\\', &input[i..]) {
+                            None => i = input.len(),
+                            Some(k) => {
+                                i += k;
+                                if input[i] == b'"' {
+                                    self.in_string = false;
+                                } else {
+                                    self.escape = true;
+                                }
+                                i += 1;
+                            }
                         }
                         continue;
                     }
+                    let b = input[i];
+                    i += 1;
                     match b {
                         b'"' => self.in_string = true,
                         b'{' | b'[' => self.depth += 1,
@@ -132,6 +141,7 @@ impl Framer {
                         _ => {}
                     }
                 }
+                self.line += memchr::memchr_iter(b'\n', &input[start..i]).count() as u64;
                 self.row.extend_from_slice(&input[start..i]);
                 if self.row.len() > self.max_row_bytes {
                     return Err(format!(
