@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use sha2::{Digest, Sha256};
 use tarn::storage::{Fault, FaultOp, FaultyBackend, PowerCutDisk};
 use tarn::{ErrorKind, Options, Session, SyncMode, Tarn};
-use tarn_tests::{Rng, child_lines, child_test, fixture, fixture_with_key, reconnect};
+use tarn_tests::{Rng, fixture, fixture_with_key, reconnect, run_and_kill};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncSeekExt, ReadBuf};
 
 type TestResult = Result<(), Box<dyn std::error::Error>>;
@@ -528,25 +528,17 @@ async fn kill_9_during_uploads_and_deletes() -> TestResult {
     let mut deleting: BTreeSet<String> = BTreeSet::new();
     let mut next = 0u64;
     for _round in 0..8 {
-        let mut child = child_test("files_crash_child")?
-            .env("TARN_FILES_CRASH_DIR", &path)
-            .env("TARN_FILES_CRASH_START", next.to_string())
-            .stdout(std::process::Stdio::piped())
-            .spawn()?;
-        let (rx, reader) = child_lines(&mut child)?;
         // Kill after a few acknowledgements plus a random wait.
-        let mut lines = Vec::new();
-        while lines.len() < 2 {
-            match rx.recv_timeout(Duration::from_secs(60)) {
-                Ok(line) => lines.push(line),
-                Err(_) => break,
-            }
-        }
-        std::thread::sleep(Duration::from_millis(rng.next_u64() % 200));
-        child.kill()?;
-        child.wait()?;
-        lines.extend(rx.iter());
-        let _ = reader.join();
+        let lines = run_and_kill(
+            "files_crash_child",
+            &[
+                ("TARN_FILES_CRASH_DIR", path.clone()),
+                ("TARN_FILES_CRASH_START", next.to_string()),
+            ],
+            2,
+            Duration::from_secs(60),
+            Duration::from_millis(rng.next_u64() % 200),
+        )?;
         for line in &lines {
             let words: Vec<&str> = line.split_whitespace().collect();
             match words.as_slice() {

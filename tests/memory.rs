@@ -6,17 +6,9 @@
 use serde_json::json;
 use tarn::arrow::array::RecordBatch;
 use tarn::{Options, SyncMode, Tarn};
-use tarn_tests::{fixture, id_body_x_batch};
+use tarn_tests::{fixture, id_body_x_batch, rss_anon};
 
 type TestResult = Result<(), Box<dyn std::error::Error>>;
-
-/// Anonymous resident memory of this process in bytes (Linux), if known.
-fn rss_anon() -> Option<u64> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let line = status.lines().find(|l| l.starts_with("RssAnon:"))?;
-    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kb * 1024)
-}
 
 const ROWS: i64 = 2_000_000;
 const QUERY_MEMORY: usize = 256 << 20;

@@ -14,7 +14,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use tarn::storage::{Fault, FaultOp, FaultyBackend, PowerCutDisk};
 use tarn::{ErrorKind, Options, Session, SyncMode, Tarn};
-use tarn_tests::{Rng, child_lines, child_test, fixture, fixture_with_key, reconnect};
+use tarn_tests::{Rng, fixture, fixture_with_key, reconnect, run_and_kill};
 use tokio::io::{AsyncRead, ReadBuf};
 
 type TestResult = Result<(), Box<dyn std::error::Error>>;
@@ -243,6 +243,14 @@ async fn file_shapes_are_read_as_expected() -> TestResult {
         .upload_table("ws", "names", "x.csv", ",column,column\n1,2,3\n".as_bytes())
         .await?;
     assert_eq!(up.columns, ["column_1", "column", "column_2"]);
+    // JSON keys are named as headers are; rows still match by the key as written.
+    let long = "k".repeat(80);
+    let body = format!("[{{\"\": 1, \"{long}\": 2}}, {{\"{long}\": 3}}]");
+    let up = s
+        .upload_table("ws", "keys", "k.json", body.as_bytes())
+        .await?;
+    assert_eq!(up.columns, ["column_1".to_string(), "k".repeat(63)]);
+    assert_eq!(up.row_count, 2);
     // Vectors of different lengths in CSV are text (`{1,2}` is not JSON).
     s.upload_table(
         "ws",
@@ -680,24 +688,16 @@ async fn kill_9_during_uploads() -> TestResult {
     let mut dropped: Vec<u64> = Vec::new();
     let mut next = 0u64;
     for _round in 0..6 {
-        let mut child = child_test("upload_crash_child")?
-            .env("TARN_UPLOAD_CRASH_DIR", &path)
-            .env("TARN_UPLOAD_CRASH_START", next.to_string())
-            .stdout(std::process::Stdio::piped())
-            .spawn()?;
-        let (rx, reader) = child_lines(&mut child)?;
-        let mut lines = Vec::new();
-        while lines.len() < 3 {
-            match rx.recv_timeout(Duration::from_secs(120)) {
-                Ok(line) => lines.push(line),
-                Err(_) => break,
-            }
-        }
-        std::thread::sleep(Duration::from_millis(rng.next_u64() % 400));
-        child.kill()?;
-        child.wait()?;
-        lines.extend(rx.iter());
-        let _ = reader.join();
+        let lines = run_and_kill(
+            "upload_crash_child",
+            &[
+                ("TARN_UPLOAD_CRASH_DIR", path.clone()),
+                ("TARN_UPLOAD_CRASH_START", next.to_string()),
+            ],
+            3,
+            Duration::from_secs(120),
+            Duration::from_millis(rng.next_u64() % 400),
+        )?;
         for line in &lines {
             let words: Vec<&str> = line.split_whitespace().collect();
             match words.as_slice() {

@@ -10,18 +10,10 @@ use std::task::{Context, Poll};
 
 use serde_json::json;
 use tarn::{Options, SyncMode, Tarn};
-use tarn_tests::fixture;
+use tarn_tests::{fixture, rss_anon};
 use tokio::io::{AsyncRead, ReadBuf};
 
 type TestResult = Result<(), Box<dyn std::error::Error>>;
-
-/// Anonymous resident memory of this process in bytes (Linux), if known.
-fn rss_anon() -> Option<u64> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let line = status.lines().find(|l| l.starts_with("RssAnon:"))?;
-    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kb * 1024)
-}
 
 const FILE_BYTES: u64 = 2 << 30;
 

@@ -191,3 +191,44 @@ pub fn cisi_texts() -> Vec<String> {
         })
         .collect()
 }
+
+/// Anonymous resident memory of this process in bytes (Linux), if known: the memory
+/// tests' measure (pages of mapped segment files don't count).
+pub fn rss_anon() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("RssAnon:"))?;
+    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb * 1024)
+}
+
+/// Runs the ignored test `name` of this binary as a child with `envs`, lets it print
+/// `lines` lines (or waits up to `wait` for them), waits `pause` more, kills it
+/// (SIGKILL) and returns every line it printed: what a kill -9 test learns of the
+/// work the child acknowledged.
+pub fn run_and_kill(
+    name: &str,
+    envs: &[(&str, String)],
+    lines: usize,
+    wait: std::time::Duration,
+    pause: std::time::Duration,
+) -> std::io::Result<Vec<String>> {
+    let mut command = child_test(name)?;
+    for (k, v) in envs {
+        command.env(k, v);
+    }
+    let mut child = command.stdout(Stdio::piped()).spawn()?;
+    let (rx, reader) = child_lines(&mut child)?;
+    let mut out = Vec::new();
+    while out.len() < lines {
+        match rx.recv_timeout(wait) {
+            Ok(line) => out.push(line),
+            Err(_) => break,
+        }
+    }
+    std::thread::sleep(pause);
+    child.kill()?;
+    child.wait()?;
+    out.extend(rx.iter());
+    let _ = reader.join();
+    Ok(out)
+}

@@ -297,7 +297,7 @@ struct JsonState {
     framer: json::Framer,
     table: Table,
     index: HashMap<String, usize>,
-    /// Column names by position.
+    /// The keys of the columns by position, as rows write them.
     names: Vec<String>,
     /// Per column: the row being decoded gave it a value.
     seen: Vec<bool>,
@@ -629,7 +629,9 @@ impl Ingest {
         if order.is_empty() {
             return err("the rows have no keys: there is nothing to make columns of");
         }
-        let columns: Vec<Column> = order
+        // Columns are named as CSV headers are (cut to 63 bytes, empty keys named by
+        // position); rows are matched by their keys as written.
+        let columns: Vec<Column> = column_names(order.clone())
             .into_iter()
             .zip(kinds)
             .map(|(name, k)| Column {
@@ -640,7 +642,7 @@ impl Ingest {
             })
             .collect();
         let n = columns.len();
-        let names = columns.iter().map(|c| c.name.clone()).collect();
+        let names = order;
         self.state = State::Json(Box::new(JsonState {
             framer: json::Framer::new(self.limits.max_json_row_bytes),
             table: Table::new(columns, rows, &self.limits),

@@ -160,8 +160,34 @@ impl AsyncSeek for FileReader {
     }
 }
 
-fn join_error(e: tokio::task::JoinError) -> Error {
-    Error::new(ErrorKind::Internal, format!("upload writer failed: {e}"))
+/// The next chunk (up to 1 MiB; empty at the end) of an upload `read` bytes into:
+/// read from the caller's reader, counted against [`crate::Options::max_file_bytes`]
+/// (a 400 as soon as it is passed), and refused once the database is closed (its
+/// directory may be another process's by then).
+pub(crate) async fn next_chunk<R: AsyncRead + Unpin>(
+    tarn: &crate::Tarn,
+    reader: &mut R,
+    read: &mut u64,
+) -> Result<Vec<u8>> {
+    let limit = tarn.inner.options.max_file_bytes;
+    let mut chunk = Vec::with_capacity(CHUNK);
+    reader
+        .take(CHUNK as u64)
+        .read_to_end(&mut chunk)
+        .await
+        .map_err(|e| Error::bad(format!("reading the upload failed: {e}")))?;
+    *read += chunk.len() as u64;
+    if *read > limit {
+        return Err(Error::bad(format!(
+            "file exceeds the limit of {limit} bytes (limit max_file_bytes)"
+        )));
+    }
+    tarn.check_open()?;
+    Ok(chunk)
+}
+
+pub(crate) fn join_error(e: tokio::task::JoinError) -> Error {
+    Error::new(ErrorKind::Internal, format!("upload task failed: {e}"))
 }
 
 /// Removes a finished blob whose record was never committed (the upload failed, or
@@ -267,7 +293,6 @@ impl Session {
         self.authorize(Operation::UploadFile, ws)?;
         check_filename(filename)?;
         let media_type = media_type_or_default(media_type)?;
-        let limit = self.tarn.inner.options.max_file_bytes;
         let id = uuid::Uuid::new_v4().to_string();
         let db = self.tarn.db().clone();
 
@@ -282,21 +307,7 @@ impl Session {
         };
         let mut size_bytes = 0u64;
         loop {
-            let mut chunk = Vec::with_capacity(CHUNK);
-            (&mut reader)
-                .take(CHUNK as u64)
-                .read_to_end(&mut chunk)
-                .await
-                .map_err(|e| Error::bad(format!("reading the upload failed: {e}")))?;
-            size_bytes += chunk.len() as u64;
-            if size_bytes > limit {
-                return Err(Error::bad(format!(
-                    "file exceeds the limit of {limit} bytes (limit max_file_bytes)"
-                )));
-            }
-            // A closed database writes nothing more (its directory may be another
-            // process's by now).
-            self.tarn.check_open()?;
+            let chunk = next_chunk(&self.tarn, &mut reader, &mut size_bytes).await?;
             if chunk.is_empty() {
                 break;
             }

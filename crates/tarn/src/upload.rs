@@ -11,13 +11,11 @@ use serde::{Deserialize, Serialize};
 use tarn_catalog::{CatalogOp, ColumnDef, SqlType, TableDef, TableId};
 use tarn_ingest::{ColumnType, Ingest};
 use tarn_storage::{Database, Op, Stager, stored_schema};
-use tokio::io::{AsyncRead, AsyncReadExt};
+use tokio::io::AsyncRead;
 
 use crate::access::{Access, Locked, Operation};
+use crate::files::{join_error, next_chunk};
 use crate::{Error, ErrorKind, Result, Session, now_iso};
-
-/// Bytes read from the caller's reader per step.
-const CHUNK: usize = 1 << 20;
 
 /// The table an upload created: `{name, row_count, columns}` as the service returns it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -113,10 +111,6 @@ fn internal(message: impl Into<String>) -> Error {
     Error::new(ErrorKind::Internal, message)
 }
 
-fn join_error(e: tokio::task::JoinError) -> Error {
-    internal(format!("upload task failed: {e}"))
-}
-
 impl Session {
     /// Creates table `table_name` in workspace `ws` from a CSV (header row; delimiter
     /// sniffed) or JSON (an array of objects, or NDJSON) file read from `reader`,
@@ -197,7 +191,6 @@ impl Session {
                 "relation \"{ws}\".\"{table_name}\" already exists"
             )));
         }
-        let limit = self.tarn.inner.options.max_file_bytes;
         let db = self.tarn.db().clone();
         let table = db.reserve_table_id();
         let mut idle = Some(Box::new(Job {
@@ -215,19 +208,7 @@ impl Session {
         let mut pending: Option<tokio::task::JoinHandle<(Box<Job>, Result<()>)>> = None;
         let mut bytes = 0u64;
         loop {
-            let mut chunk = Vec::with_capacity(CHUNK);
-            (&mut reader)
-                .take(CHUNK as u64)
-                .read_to_end(&mut chunk)
-                .await
-                .map_err(|e| Error::bad(format!("reading the upload failed: {e}")))?;
-            bytes += chunk.len() as u64;
-            if bytes > limit {
-                return Err(Error::bad(format!(
-                    "file exceeds the limit of {limit} bytes (limit max_file_bytes)"
-                )));
-            }
-            self.tarn.check_open()?;
+            let chunk = next_chunk(&self.tarn, &mut reader, &mut bytes).await?;
             if let Some(task) = pending.take() {
                 let (job, res) = task.await.map_err(join_error)?;
                 res?;
