@@ -385,7 +385,11 @@ impl Inner {
             if !p.attached.is_empty() {
                 let mut since = self.attached_since_cut.lock();
                 for (id, segments) in &p.attached {
-                    since.extend(segments.iter().map(|s| (*id, *s)));
+                    // In memory there are no files to keep (and no checkpoint to
+                    // empty the list).
+                    if self.dir.is_some() {
+                        since.extend(segments.iter().map(|s| (*id, *s)));
+                    }
                     self.staging.published(*id);
                 }
             }
