@@ -17,6 +17,11 @@ use crate::infer::{parse_bool, parse_date, parse_float, parse_int, parse_timesta
 /// Microseconds in a day (a date in a timestamp column is its midnight, UTC).
 const DAY_MICROS: i64 = 86_400_000_000;
 
+/// A timestamptz column's value: a timestamp, or a date (its midnight, UTC).
+fn timestamp_or_date(s: &str) -> Option<i64> {
+    parse_timestamp(s).or_else(|| parse_date(s).map(|d| i64::from(d) * DAY_MICROS))
+}
+
 /// Longest value quoted back in an error message.
 const QUOTED_CHARS: usize = 60;
 
@@ -162,11 +167,7 @@ impl ColumnBuilder {
             ),
             Values::Bool(b) => b.append_value(parse_bool(s).ok_or_else(bad)?),
             Values::Date(b) => b.append_value(parse_date(s).ok_or_else(bad)?),
-            Values::Timestamp(b) => b.append_value(
-                parse_timestamp(s)
-                    .or_else(|| parse_date(s).map(|d| i64::from(d) * DAY_MICROS))
-                    .ok_or_else(bad)?,
-            ),
+            Values::Timestamp(b) => b.append_value(timestamp_or_date(s).ok_or_else(bad)?),
             Values::Text(b) => b.append_value(s),
             Values::Vector(_) => return Err(bad()),
         }
@@ -205,21 +206,19 @@ pub(crate) fn arrow_type(ty: ColumnType) -> DataType {
     }
 }
 
-/// Where a failed cell leaves its reason: serde's error carries the position, this the
-/// cause (so the message can name the column and say what was wrong).
-#[derive(Default)]
-pub(crate) struct CellFailure(pub(crate) Option<String>);
-
 /// Deserializes one JSON value straight into a column builder, without building a
 /// `serde_json::Value` for scalars (the common case: numbers, strings, booleans).
 pub(crate) struct CellSeed<'a> {
     pub(crate) column: &'a mut ColumnBuilder,
-    pub(crate) failure: &'a mut CellFailure,
+    /// Where a value that does not fit leaves the reason: serde's error carries the
+    /// position, this the cause (so the message can name the column and say what was
+    /// wrong).
+    pub(crate) failure: &'a mut Option<String>,
 }
 
 impl CellSeed<'_> {
     fn fail<E: serde::de::Error>(&mut self, why: String) -> E {
-        self.failure.0 = Some(why);
+        *self.failure = Some(why);
         E::custom("cell")
     }
 
@@ -315,14 +314,10 @@ impl<'de> serde::de::Visitor<'de> for CellSeed<'_> {
                 Some(d) => b.append_value(d),
                 None => return Err(self.mismatch(&Value::from(s).to_string())),
             },
-            Values::Timestamp(b) => {
-                match parse_timestamp(s)
-                    .or_else(|| parse_date(s).map(|d| i64::from(d) * DAY_MICROS))
-                {
-                    Some(t) => b.append_value(t),
-                    None => return Err(self.mismatch(&Value::from(s).to_string())),
-                }
-            }
+            Values::Timestamp(b) => match timestamp_or_date(s) {
+                Some(t) => b.append_value(t),
+                None => return Err(self.mismatch(&Value::from(s).to_string())),
+            },
             _ => return Err(self.mismatch(&Value::from(s).to_string())),
         }
         Ok(())

@@ -326,7 +326,8 @@ pub(crate) enum RowError {
 /// What went wrong inside the deserializer (its error carries only the position).
 #[derive(Default)]
 struct Trouble {
-    cell: crate::build::CellFailure,
+    /// Why a value did not fit its column.
+    cell: Option<String>,
     column: Option<usize>,
     message: Option<String>,
 }
@@ -442,7 +443,7 @@ pub(crate) fn decode_row(
         return Ok(());
     };
     let line = first_line + (e.line() as u64).saturating_sub(1);
-    if let (Some(why), Some(column)) = (trouble.cell.0.take(), trouble.column) {
+    if let (Some(why), Some(column)) = (trouble.cell.take(), trouble.column) {
         return Err(RowError::Cell { line, column, why });
     }
     Err(RowError::Row(match trouble.message {

@@ -353,24 +353,22 @@ impl Ingest {
         self.bytes
     }
 
-    /// The columns, once inferred (their nullability and dimension are final only
-    /// after [`Ingest::finish`]).
-    pub fn columns(&self) -> Option<Vec<Column>> {
-        match &self.state {
-            State::Sampling => None,
-            State::Csv(s) => Some(s.table.final_columns()),
-            State::Json(s) => Some(s.table.final_columns()),
-            State::Done(c) => Some(c.clone()),
+    /// The columns and batch being decoded (none while sampling or once finished).
+    fn table(&mut self) -> Option<&mut Table> {
+        match &mut self.state {
+            State::Csv(s) => Some(&mut s.table),
+            State::Json(s) => Some(&mut s.table),
+            State::Sampling | State::Done(_) => None,
         }
     }
 
-    /// The schema batches come with (fields named as the columns, all nullable).
-    pub fn schema(&self) -> Option<SchemaRef> {
-        match &self.state {
-            State::Csv(s) => Some(s.table.schema.clone()),
-            State::Json(s) => Some(s.table.schema.clone()),
-            _ => None,
+    /// The columns, once inferred (their nullability and dimension are final only
+    /// after [`Ingest::finish`]).
+    pub fn columns(&mut self) -> Option<Vec<Column>> {
+        if let State::Done(c) = &self.state {
+            return Some(c.clone());
         }
+        self.table().map(|t| t.final_columns())
     }
 
     /// Takes the next bytes of the file; finished batches are appended to `out`.
@@ -394,22 +392,12 @@ impl Ingest {
         if matches!(self.state, State::Sampling) {
             self.start(true, out)?;
         }
-        if matches!(self.state, State::Sampling) {
-            return err("internal error: no columns after the whole file");
-        }
         self.feed(&[], out)?;
-        let columns = match &mut self.state {
-            State::Csv(s) => {
-                s.table.flush(out)?;
-                s.table.final_columns()
-            }
-            State::Json(s) => {
-                s.table.flush(out)?;
-                s.table.final_columns()
-            }
-            State::Done(c) => c.clone(),
-            State::Sampling => unreachable_columns()?,
-        };
+        let table = self
+            .table()
+            .ok_or_else(|| IngestError("internal error: no columns after the whole file".into()))?;
+        table.flush(out)?;
+        let columns = table.final_columns();
         self.state = State::Done(columns.clone());
         Ok(columns)
     }
@@ -707,10 +695,6 @@ impl Ingest {
         }
         Ok(())
     }
-}
-
-fn unreachable_columns() -> Result<Vec<Column>> {
-    err("internal error: the upload ended while sampling")
 }
 
 fn field_count(line: u64, expected: usize, found: usize) -> String {

@@ -18,6 +18,17 @@ fn now_iso() -> String {
     chrono::Utc::now().format("%Y-%m-%dT%H:%M:%SZ").to_string()
 }
 
+/// Refuses a name a new table cannot have (CREATE TABLE, uploads): 1-63 characters,
+/// as PostgreSQL's identifiers.
+pub fn check_table_name(name: &str) -> Result<()> {
+    if name.is_empty() || name.len() > 63 {
+        return bad(format!(
+            "invalid table name \"{name}\": use 1-63 characters"
+        ));
+    }
+    Ok(())
+}
+
 impl Txn<'_> {
     /// `(workspace, table)` of a name being created: it must be qualified with a
     /// workspace of this organization.
@@ -28,9 +39,7 @@ impl Txn<'_> {
                 if self.catalog.workspace(&self.org, ws).is_none() {
                     return Err(Error::NotFound(format!("schema \"{ws}\" does not exist")));
                 }
-                if t.is_empty() || t.len() > 63 {
-                    return bad(format!("invalid table name \"{t}\": use 1-63 characters"));
-                }
+                check_table_name(t)?;
                 Ok((ws.clone(), t.clone()))
             }
             _ => bad(format!(

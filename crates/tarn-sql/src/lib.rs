@@ -38,6 +38,7 @@ mod types;
 mod values;
 mod values_subquery;
 
+pub use ddl::check_table_name;
 pub use dialect::EngineDialect;
 pub use encode::{encode_rows, encode_value};
 pub use engine::{BatchTotals, Limits, Locks, SqlEngine, StatementResult};

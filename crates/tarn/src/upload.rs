@@ -8,8 +8,9 @@ use std::sync::Arc;
 
 use datafusion::arrow::record_batch::RecordBatch;
 use serde::{Deserialize, Serialize};
-use tarn_catalog::{CatalogOp, ColumnDef, SqlType, TableDef, TableId};
+use tarn_catalog::{CatalogOp, ColumnDef, ColumnId, SqlType, TableDef, TableId};
 use tarn_ingest::{ColumnType, Ingest};
+use tarn_sql::arrow_type;
 use tarn_storage::{Database, Op, Stager, stored_schema};
 use tokio::io::AsyncRead;
 
@@ -51,13 +52,17 @@ impl Job {
     fn stage(&mut self) -> Result<()> {
         for batch in std::mem::take(&mut self.batches) {
             if self.stager.is_none() {
+                // The types the table's columns are stored as (a batch of any other
+                // shape is refused below rather than stored).
+                let columns = self
+                    .ingest
+                    .columns()
+                    .ok_or_else(|| internal("a batch before the columns"))?;
                 let schema = stored_schema(
-                    &batch
-                        .schema()
-                        .fields()
+                    &columns
                         .iter()
                         .enumerate()
-                        .map(|(i, f)| (i as u32 + 1, f.data_type().clone(), true))
+                        .map(|(i, c)| (column_id(i), arrow_type(&sql_type(c.ty)), true))
                         .collect::<Vec<_>>(),
                 );
                 self.stager = Some(self.db.stage(self.table, schema)?);
@@ -92,6 +97,11 @@ impl Job {
         };
         Ok((columns, attach))
     }
+}
+
+/// The id of the `i`-th column of an uploaded table.
+fn column_id(i: usize) -> ColumnId {
+    i as ColumnId + 1
 }
 
 fn sql_type(ty: ColumnType) -> SqlType {
@@ -178,19 +188,17 @@ impl Session {
         R: AsyncRead + Unpin + Send,
         F: Fn(UploadProgress) + Send + Sync,
     {
-        if table_name.is_empty() || table_name.len() > 63 {
-            return Err(Error::bad(format!(
-                "invalid table name \"{table_name}\": use 1-63 characters"
-            )));
-        }
-        let exists = |catalog: &tarn_catalog::Catalog, org: &str| {
-            catalog.relation_exists(org, ws, table_name)
+        tarn_sql::check_table_name(table_name)?;
+        // Checked now, before the file is read, and again where the table is created.
+        let taken = |catalog: &tarn_catalog::Catalog, org: &str| -> Result<()> {
+            if catalog.relation_exists(org, ws, table_name) {
+                return Err(Error::conflict(format!(
+                    "relation \"{ws}\".\"{table_name}\" already exists"
+                )));
+            }
+            Ok(())
         };
-        if exists(&access.catalog, access.org()) {
-            return Err(Error::conflict(format!(
-                "relation \"{ws}\".\"{table_name}\" already exists"
-            )));
-        }
+        taken(&access.catalog, access.org())?;
         let db = self.tarn.db().clone();
         let table = db.reserve_table_id();
         let mut idle = Some(Box::new(Job {
@@ -244,11 +252,7 @@ impl Session {
         let Locked {
             ddl, org, catalog, ..
         } = self.lock_and_recheck(op, ws).await?;
-        if exists(&catalog, &org) {
-            return Err(Error::conflict(format!(
-                "relation \"{ws}\".\"{table_name}\" already exists"
-            )));
-        }
+        taken(&catalog, &org)?;
         let def = TableDef {
             id: table,
             org_id: org,
@@ -261,10 +265,10 @@ impl Session {
                 .map(|(i, c)| ColumnDef {
                     nullable: c.nullable,
                     vector_dim: c.dim,
-                    ..ColumnDef::plain(i as u32 + 1, c.name.clone(), sql_type(c.ty))
+                    ..ColumnDef::plain(column_id(i), c.name.clone(), sql_type(c.ty))
                 })
                 .collect(),
-            next_column_id: columns.len() as u32 + 1,
+            next_column_id: column_id(columns.len()),
             unique_constraints: vec![],
             created_at: now_iso(),
         };
