@@ -29,6 +29,28 @@ impl AsyncDB for TarnDb {
     type ColumnType = DefaultColumnType;
 
     async fn run(&mut self, sql: &str) -> Result<DBOutput<DefaultColumnType>, SltError> {
+        // A statement followed by a `-- params` line and one JSON array per line runs
+        // as `query_batch`, and reads as one row: statements, rows_affected, row_count.
+        if let Some((stmt, sets)) = sql.split_once("\n-- params\n") {
+            let sets: Vec<Vec<serde_json::Value>> = sets
+                .lines()
+                .filter(|l| !l.trim().is_empty())
+                .map(|l| serde_json::from_str(l).expect("a parameter set is a JSON array"))
+                .collect();
+            let r = self
+                .session
+                .query_batch("ws", stmt, &sets)
+                .await
+                .map_err(SltError)?;
+            return Ok(DBOutput::Rows {
+                types: vec![DefaultColumnType::Integer; 3],
+                rows: vec![vec![
+                    r.statements.to_string(),
+                    r.rows_affected.to_string(),
+                    r.row_count.to_string(),
+                ]],
+            });
+        }
         let r = self.session.query("ws", sql, &[]).await.map_err(SltError)?;
         match r.rows {
             None => Ok(DBOutput::StatementComplete(r.rows_affected)),
@@ -88,13 +110,17 @@ async fn main() {
     }
     let (mut passed, mut failed) = (0, 0);
     for file in &files {
-        // Every file runs twice: in memory, and on disk with a memtable so small that
-        // each statement is sealed into segment files and compacted, so results must
-        // not depend on where the rows live.
-        for mode in ["memory", "segments"] {
+        // Every file runs three times: in memory; in memory with the fast paths off
+        // (every statement and parameter set planned); and on disk with a memtable so
+        // small that each statement is sealed into segment files and compacted. Results
+        // and errors must not depend on the path a statement takes or where rows live.
+        for mode in ["memory", "planned", "segments"] {
             let dir = tempfile::tempdir().expect("temp dir");
             let tarn = match mode {
                 "memory" => Tarn::in_memory().await.expect("in-memory database"),
+                "planned" => Tarn::in_memory_with(Options::new().fast_paths(false))
+                    .await
+                    .expect("in-memory database"),
                 _ => Tarn::open_with(
                     dir.path(),
                     Options::new()

@@ -1,6 +1,8 @@
 //! Tarn's side of `benches/compare/compare.py`: loads the shared TSV input into fresh
 //! on-disk databases and times bulk insert, a scan + aggregate and primary-key point
-//! lookups. Prints one JSON object on stdout (progress goes to stderr).
+//! lookups; bulk loads are timed three ways: `insert_arrow`, 1000-row literal INSERTs
+//! and `query_batch` in 10,000-row batches. Prints one JSON object on stdout (progress
+//! goes to stderr).
 //!
 //! ```text
 //! tarn-compare --data DIR [--rows N] [--batch-rows 100000] [--lookups 10000]
@@ -227,6 +229,31 @@ fn values_statements(batches: &[RecordBatch], per: usize) -> Vec<String> {
     out
 }
 
+/// The batch INSERT whose parameter sets [`parameter_sets`] builds.
+const INSERT_PARAMS: &str = r#"INSERT INTO "ws"."t" VALUES ($1, $2, $3, $4)"#;
+
+/// One parameter set per row: id, body, x and meta (JSON text, as a client sends it).
+fn parameter_sets(batches: &[RecordBatch]) -> Vec<Vec<serde_json::Value>> {
+    use datafusion::arrow::array::AsArray;
+    use datafusion::arrow::datatypes::{Float64Type, Int64Type};
+    let mut out = Vec::new();
+    for b in batches {
+        let ids = b.column(0).as_primitive::<Int64Type>();
+        let bodies = b.column(1).as_string::<i32>();
+        let xs = b.column(2).as_primitive::<Float64Type>();
+        let metas = b.column(3).as_string::<i32>();
+        for i in 0..b.num_rows() {
+            out.push(vec![
+                json!(ids.value(i)),
+                json!(bodies.value(i)),
+                json!(xs.value(i)),
+                json!(metas.value(i)),
+            ]);
+        }
+    }
+    out
+}
+
 fn quantile(sorted: &[f64], q: f64) -> f64 {
     if sorted.is_empty() {
         return f64::NAN;
@@ -279,6 +306,25 @@ async fn run(args: Args) -> Result<serde_json::Value, String> {
         eprintln!("tarn: values_1000 {exec_s:.2} s (+{build_s:.2} s building the text)");
         values = Some((exec_s, build_s));
         drop((stmts, s, t));
+        std::fs::remove_dir_all(&dir).map_err(|e| e.to_string())?;
+    }
+    // (1d) query_batch of `INSERT … VALUES ($1, $2, $3, $4)`, 10,000 parameter sets per
+    // call (sets built first, untimed).
+    let mut batch_10k = None;
+    if !args.skip_values {
+        let dir = args.data.join("tarn-batch");
+        let (t, s) = fresh(&dir, SyncMode::Process).await?;
+        let sets = parameter_sets(&batches);
+        let exec = Instant::now();
+        for chunk in sets.chunks(10_000) {
+            s.query_batch("ws", INSERT_PARAMS, chunk)
+                .await
+                .map_err(|e| e.to_string())?;
+        }
+        let exec_s = exec.elapsed().as_secs_f64();
+        eprintln!("tarn: query_batch 10k {exec_s:.2} s");
+        batch_10k = Some(exec_s);
+        drop((sets, s, t));
         std::fs::remove_dir_all(&dir).map_err(|e| e.to_string())?;
     }
     drop(batches);
@@ -355,6 +401,7 @@ async fn run(args: Args) -> Result<serde_json::Value, String> {
         "insert_arrow_full_s": insert_arrow_full,
         "values_1000_s": values.map(|v| v.0),
         "values_1000_build_s": values.map(|v| v.1),
+        "batch_10k_s": batch_10k,
         "disk_bytes": disk_bytes,
         "scan_runs_s": scan_runs,
         "scan_best_s": scan_best,

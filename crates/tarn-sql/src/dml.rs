@@ -45,12 +45,13 @@ pub(crate) fn quote_ident(s: &str) -> String {
 type TargetRows = (Vec<u64>, Vec<ArrayRef>, usize);
 
 /// A literal cell of a VALUES list, as a scalar; `None` when the cell is not a literal.
-enum Cell {
+#[derive(Debug, Clone)]
+pub(crate) enum Cell {
     Default,
     Scalar(ScalarValue),
 }
 
-fn literal_cell(e: &Expr, col: &ColumnDef) -> Option<Cell> {
+pub(crate) fn literal_cell(e: &Expr, col: &ColumnDef) -> Option<Cell> {
     match e {
         Expr::Identifier(id)
             if id.quote_style.is_none() && id.value.eq_ignore_ascii_case("default") =>
@@ -107,7 +108,7 @@ fn is_array_type(t: &SqlType) -> bool {
     )
 }
 
-fn number_scalar(n: &str, col: &ColumnDef) -> ScalarValue {
+pub(crate) fn number_scalar(n: &str, col: &ColumnDef) -> ScalarValue {
     if matches!(
         col.ty,
         SqlType::Numeric { .. } | SqlType::Text | SqlType::Varchar(_)
@@ -154,6 +155,19 @@ fn array_text(e: &Expr) -> Option<String> {
     }
 }
 
+/// Whether the non-NULL `scalars` all have one type (so typing them together or one by
+/// one gives the same values).
+fn one_type(scalars: &[ScalarValue]) -> bool {
+    let mut types = scalars
+        .iter()
+        .filter(|s| !s.is_null())
+        .map(|s| s.data_type());
+    match types.next() {
+        None => true,
+        Some(first) => types.all(|t| t == first),
+    }
+}
+
 /// Builds one array from scalars of possibly different literal types.
 fn scalars_to_array(cells: Vec<ScalarValue>) -> Result<ArrayRef> {
     let mut ty: Option<DataType> = None;
@@ -193,7 +207,7 @@ fn scalars_to_array(cells: Vec<ScalarValue>) -> Result<ArrayRef> {
 
 impl Txn<'_> {
     /// Resolves and locks the table a DML statement writes.
-    async fn target(&mut self, name: &ast::ObjectName) -> Result<TableDef> {
+    pub(crate) async fn target(&mut self, name: &ast::ObjectName) -> Result<TableDef> {
         let def = self.resolve(name)?;
         self.lock_table(def.id).await?.ok_or_else(|| {
             Error::NotFound(format!(
@@ -215,6 +229,29 @@ impl Txn<'_> {
             })
     }
 
+    /// The columns an INSERT names (all of them, in order, when it names none), as
+    /// indexes into `def.columns`.
+    pub(crate) fn insert_targets(
+        def: &TableDef,
+        columns: &[ast::ObjectName],
+    ) -> Result<Vec<usize>> {
+        if columns.is_empty() {
+            return Ok((0..def.columns.len()).collect());
+        }
+        let mut seen = HashSet::new();
+        columns
+            .iter()
+            .map(|c| {
+                let parts = name_parts(c)?;
+                let n = parts.last().cloned().unwrap_or_default();
+                if !seen.insert(n.clone()) {
+                    return bad(format!("column \"{n}\" specified more than once"));
+                }
+                Self::column_index(def, &n)
+            })
+            .collect()
+    }
+
     pub(crate) async fn insert(&mut self, mut ins: ast::Insert) -> Result<StatementResult> {
         let source = ins.source.take();
         let TableObject::TableName(name) = &ins.table else {
@@ -226,22 +263,7 @@ impl Txn<'_> {
             Some(OnInsert::OnConflict(oc)) => Some(self.conflict_plan(&def, oc)?),
             Some(_) => return bad("ON DUPLICATE KEY UPDATE is not supported; use ON CONFLICT"),
         };
-        let targets: Vec<usize> = if ins.columns.is_empty() {
-            (0..def.columns.len()).collect()
-        } else {
-            let mut seen = HashSet::new();
-            ins.columns
-                .iter()
-                .map(|c| {
-                    let parts = name_parts(c)?;
-                    let n = parts.last().cloned().unwrap_or_default();
-                    if !seen.insert(n.clone()) {
-                        return bad(format!("column \"{n}\" specified more than once"));
-                    }
-                    Self::column_index(&def, &n)
-                })
-                .collect::<Result<_>>()?
-        };
+        let targets = Self::insert_targets(&def, &ins.columns)?;
         let has_source = source.is_some();
         let (arrays, n) = match source {
             None => (vec![], 1),
@@ -300,25 +322,12 @@ impl Txn<'_> {
                 let mut arrays = Vec::with_capacity(targets.len());
                 for (j, &t) in targets.iter().enumerate() {
                     let col = &def.columns[t];
-                    let mut scalars = Vec::with_capacity(n);
-                    let mut defaults = Vec::new();
-                    for (i, row) in values.rows.iter().enumerate() {
-                        match literal_cell(&row[j], col) {
-                            Some(Cell::Scalar(s)) => scalars.push(s),
-                            _ => {
-                                scalars.push(ScalarValue::Null);
-                                defaults.push(i);
-                            }
-                        }
-                    }
-                    let mut array =
-                        coerce_column(&scalars_to_array(scalars)?, &nullable(col))?.array;
-                    if !defaults.is_empty() {
-                        let d = self.default_array(def, col, defaults.len()).await?;
-                        let d = coerce_column(&d, &nullable(col))?.array;
-                        array = splice(&array, &defaults, &d)?;
-                    }
-                    arrays.push(array);
+                    let cells = values
+                        .rows
+                        .iter()
+                        .map(|row| literal_cell(&row[j], col).unwrap_or(Cell::Default))
+                        .collect();
+                    arrays.push(self.cells_to_array(def, col, cells, false).await?);
                 }
                 return Ok((arrays, n));
             }
@@ -332,6 +341,50 @@ impl Txn<'_> {
         }
         let batch = concat_batches(&schema, &batches)?;
         Ok((batch.columns().to_vec(), batch.num_rows()))
+    }
+
+    /// The literal cells of one column as an array of the column's type, `DEFAULT`
+    /// cells filled with the column default (sequences advance in row order).
+    ///
+    /// A multi-row VALUES list types its cells together, as PostgreSQL does (`1` and
+    /// `'2'` in one column are read as text, then converted). `per_row` types each cell
+    /// on its own instead: a batch's parameter sets are separate statements, and their
+    /// rows must convert as each statement would have.
+    pub(crate) async fn cells_to_array(
+        &mut self,
+        def: &TableDef,
+        col: &ColumnDef,
+        cells: Vec<Cell>,
+        per_row: bool,
+    ) -> Result<ArrayRef> {
+        let col_nullable = nullable(col);
+        let mut scalars = Vec::with_capacity(cells.len());
+        let mut defaults = Vec::new();
+        for (i, cell) in cells.into_iter().enumerate() {
+            match cell {
+                Cell::Scalar(s) => scalars.push(s),
+                Cell::Default => {
+                    scalars.push(ScalarValue::Null);
+                    defaults.push(i);
+                }
+            }
+        }
+        let mut array = if per_row && !one_type(&scalars) {
+            let arrays = scalars
+                .into_iter()
+                .map(|s| Ok(coerce_column(&scalars_to_array(vec![s])?, &col_nullable)?.array))
+                .collect::<Result<Vec<_>>>()?;
+            let refs: Vec<&dyn Array> = arrays.iter().map(|a| a.as_ref()).collect();
+            datafusion::arrow::compute::concat(&refs)?
+        } else {
+            coerce_column(&scalars_to_array(scalars)?, &col_nullable)?.array
+        };
+        if !defaults.is_empty() {
+            let d = self.default_array(def, col, defaults.len()).await?;
+            let d = coerce_column(&d, &col_nullable)?.array;
+            array = splice(&array, &defaults, &d)?;
+        }
+        Ok(array)
     }
 
     /// Writes `n` new rows: `arrays[i]` holds the values of column `targets[i]`, other
@@ -524,7 +577,7 @@ impl Txn<'_> {
     }
 
     /// Evaluates RETURNING items over `rows` (named as the table's columns).
-    async fn returning(
+    pub(crate) async fn returning(
         &mut self,
         def: &TableDef,
         relation: &str,

@@ -25,6 +25,7 @@ use tarn_catalog::{Catalog, CatalogOp, ColumnId, TableDef, TableId};
 use tarn_storage::{Database, Op, TableStore, TableVersion};
 use tokio::sync::{Mutex as AsyncMutex, OwnedMutexGuard};
 
+use crate::bulk;
 use crate::dialect::EngineDialect;
 use crate::error::{Error, Result, bad};
 use crate::names::OutputNames;
@@ -49,6 +50,10 @@ pub struct Limits {
     pub query_timeout: Duration,
     /// Memory one query may use before it spills or fails.
     pub query_memory: usize,
+    /// Whether statements may take the planner-free paths that give the statement
+    /// path's answer faster: key lookups, `<#>` top-k searches, batch and literal
+    /// inserts. Off, every statement is planned; tests compare the two.
+    pub fast_paths: bool,
 }
 
 impl Default for Limits {
@@ -59,6 +64,7 @@ impl Default for Limits {
             max_batch: 100_000,
             query_timeout: Duration::from_secs(60),
             query_memory: 2 << 30,
+            fast_paths: true,
         }
     }
 }
@@ -221,15 +227,28 @@ impl SqlEngine {
         params: &[Json],
         settings: &Mutex<Settings>,
     ) -> Result<StatementResult> {
+        if self.limits.fast_paths
+            && sql.len() <= self.limits.max_sql_bytes
+            && let Some(lit) = bulk::scan_literal_insert(sql)
+        {
+            self.check_params(params)?;
+            let mut txn = Txn::new(self, org, ws);
+            txn.settings = settings.lock().clone();
+            if let Some(out) = self.with_timeout(Box::pin(txn.insert_literal(lit))).await? {
+                txn.commit().await?;
+                return Ok(out);
+            }
+        }
         let stmt = self.parse_cached(org, sql)?;
         self.check_params(params)?;
         if settings::is_session_command(&stmt) {
             return settings::run(&stmt, &mut settings.lock());
         }
         let session = settings.lock().clone();
-        if let Some(out) = self
-            .with_timeout(self.try_fast_search(org, &stmt, params, &session))
-            .await?
+        if self.limits.fast_paths
+            && let Some(out) = self
+                .with_timeout(self.try_fast_search(org, &stmt, params, &session))
+                .await?
         {
             return Ok(out);
         }
@@ -237,7 +256,9 @@ impl SqlEngine {
         if needs_binding(sql) {
             bind(&mut stmt, params)?;
         }
-        if let Some(out) = self.try_key_lookup(org, &stmt).await? {
+        if self.limits.fast_paths
+            && let Some(out) = self.try_key_lookup(org, &stmt).await?
+        {
             return Ok(out);
         }
         if let Statement::Vacuum(v) = &stmt {
@@ -361,6 +382,30 @@ impl SqlEngine {
                 params_batch.len()
             ));
         }
+        if self.limits.fast_paths
+            && !params_batch.is_empty()
+            && let Statement::Insert(ins) = &stmt
+            && bulk::batch_shape(ins)
+        {
+            let mut txn = Txn::new(self, org, ws);
+            txn.settings = settings.lock().clone();
+            let attempt = tokio::time::timeout(
+                self.limits.query_timeout,
+                Box::pin(txn.insert_batch(ins, params_batch)),
+            )
+            .await;
+            match attempt {
+                Err(_) => return Err(self.timeout_error()),
+                Ok(Ok(Some(totals))) => {
+                    txn.commit().await?;
+                    return Ok(totals);
+                }
+                // Not a batch of literals, or a failing one: the statement path below
+                // runs it (after this transaction and its locks are gone) and names
+                // the set that fails.
+                Ok(_) => {}
+            }
+        }
         let mut totals = BatchTotals::default();
         let mut txn = Txn::new(self, org, ws);
         txn.settings = settings.lock().clone();
@@ -418,14 +463,18 @@ impl SqlEngine {
     async fn with_timeout<T>(&self, fut: impl Future<Output = Result<T>>) -> Result<T> {
         match tokio::time::timeout(self.limits.query_timeout, fut).await {
             Ok(r) => r,
-            Err(_) => bad(format!(
-                "canceling statement due to statement timeout ({} ms, limit query_timeout)",
-                self.limits.query_timeout.as_millis()
-            )),
+            Err(_) => Err(self.timeout_error()),
         }
     }
 
-    fn check_params(&self, params: &[Json]) -> Result<()> {
+    fn timeout_error(&self) -> Error {
+        Error::BadRequest(format!(
+            "canceling statement due to statement timeout ({} ms, limit query_timeout)",
+            self.limits.query_timeout.as_millis()
+        ))
+    }
+
+    pub(crate) fn check_params(&self, params: &[Json]) -> Result<()> {
         let n = params.len();
         crate::params::check_json_depth(params)?;
         if n > self.limits.max_params {

@@ -12,7 +12,7 @@
 use std::ops::ControlFlow;
 
 use datafusion::sql::sqlparser::ast::{
-    self, ArrayElemTypeDef, Expr, Statement, Value, visit_expressions_mut,
+    self, ArrayElemTypeDef, Expr, Value, VisitMut, visit_expressions_mut,
 };
 use serde_json::Value as Json;
 
@@ -25,8 +25,9 @@ pub fn needs_binding(sql: &str) -> bool {
     sql.contains('$') || sql.contains("::") || sql.to_ascii_lowercase().contains("cast")
 }
 
-/// Replaces every `$n` in `stmt` with `params[n-1]` and rewrites array-text casts.
-pub fn bind(stmt: &mut Statement, params: &[Json]) -> Result<()> {
+/// Replaces every `$n` in `stmt` (a statement or one expression) with `params[n-1]` and
+/// rewrites array-text casts.
+pub fn bind<V: VisitMut>(stmt: &mut V, params: &[Json]) -> Result<()> {
     let mut err: Option<Error> = None;
     let _ = visit_expressions_mut(stmt, |expr| {
         match rewrite(expr, params) {
@@ -231,24 +232,29 @@ fn lit(v: Value) -> Expr {
     Expr::Value(v.with_empty_span())
 }
 
+/// The SQL text a JSON number binds as (with its sign): integers as they are, floats
+/// always with a `.` or an exponent, so that `2.0` does not bind as the integer 2.
+pub fn json_number_text(n: &serde_json::Number) -> String {
+    if n.is_i64() || n.is_u64() {
+        n.to_string()
+    } else {
+        let f = n.as_f64().unwrap_or(0.0);
+        let s = format!("{f:?}");
+        if s.contains(['.', 'e', 'E']) {
+            s
+        } else {
+            format!("{s}.0")
+        }
+    }
+}
+
 /// The literal a JSON parameter value binds as.
 pub fn json_to_expr(value: &Json) -> Expr {
     match value {
         Json::Null => lit(Value::Null),
         Json::Bool(b) => lit(Value::Boolean(*b)),
         Json::Number(n) => {
-            let text = if n.is_i64() || n.is_u64() {
-                n.to_string()
-            } else {
-                // Keep a float a float: `2.0` must not bind as the integer 2.
-                let f = n.as_f64().unwrap_or(0.0);
-                let s = format!("{f:?}");
-                if s.contains(['.', 'e', 'E']) {
-                    s
-                } else {
-                    format!("{s}.0")
-                }
-            };
+            let text = json_number_text(n);
             if let Some(pos) = text.strip_prefix('-') {
                 Expr::UnaryOp {
                     op: ast::UnaryOperator::Minus,

@@ -191,6 +191,16 @@ impl Options {
         self
     }
 
+    /// Whether statements may take Tarn's planner-free fast paths (default on): key
+    /// lookups, `<#>` top-k searches, `query_batch` inserts bound into one write and
+    /// literal multi-row INSERTs read without the SQL parser. They give the same rows
+    /// and errors as the planned path; off is for comparing the two.
+    #[must_use]
+    pub fn fast_paths(mut self, on: bool) -> Self {
+        self.limits.fast_paths = on;
+        self
+    }
+
     /// Largest workspace file (`upload_file`), in bytes (default 10 GiB, SPEC §8).
     /// Checked while the bytes stream in: a larger upload is a 400 and keeps nothing.
     #[must_use]
@@ -329,6 +339,12 @@ impl Tarn {
     /// A database without files, for tests and throwaway work.
     pub async fn in_memory() -> Result<Tarn> {
         Self::from_db(Database::in_memory(), Options::default())
+    }
+
+    /// An in-memory database with `options` (their limits and fast paths; the storage
+    /// options, such as sync mode and memtable size, have no files to apply to).
+    pub async fn in_memory_with(options: Options) -> Result<Tarn> {
+        Self::from_db(Database::in_memory(), options)
     }
 
     fn from_db(db: Database, options: Options) -> Result<Tarn> {
