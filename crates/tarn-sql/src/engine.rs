@@ -588,7 +588,7 @@ pub(crate) struct TxnTable {
     pub version: TableVersion,
     pub deleted: HashSet<u64>,
     /// Keys of rows this transaction inserted, per unique constraint name.
-    pub local_keys: HashMap<String, HashMap<Vec<u8>, u64>>,
+    pub local_keys: HashMap<String, tarn_storage::KeyMap>,
 }
 
 /// One atomic unit of work: a statement, or every parameter set of a batch. Writes go to
@@ -946,22 +946,22 @@ impl<'e> Txn<'e> {
                 "duplicate key value violates unique constraint \"{constraint}\""
             ))
         };
+        let keys = tarn_storage::encode_keys_packed(arrays)?;
         if let Some(store) = &t.store {
-            let matches = store.key_matches(columns, arrays)?;
+            let matches = store.key_matches_encoded(columns, &keys)?;
             if matches.iter().flatten().any(|r| !t.deleted.contains(r)) {
                 return Err(violation());
             }
         }
         let local = t.local_keys.entry(constraint.to_string()).or_default();
-        for (i, key) in tarn_storage::encode_keys(arrays)?.into_iter().enumerate() {
+        local.reserve(keys.len(), keys.total_bytes());
+        for (i, key) in keys.iter().enumerate() {
             // A NULL key part never conflicts, as in PostgreSQL.
             let Some(key) = key else { continue };
-            if let Some(existing) = local.get(&key)
-                && !t.deleted.contains(existing)
-            {
+            if local.get(key).iter().any(|r| !t.deleted.contains(r)) {
                 return Err(violation());
             }
-            local.insert(key, first_row_id + i as u64);
+            local.push(key, first_row_id + i as u64);
         }
         Ok(())
     }

@@ -336,10 +336,13 @@ impl Txn<'_> {
             .map(|(i, p)| {
                 let key = keys.get(i)?;
                 p.filter(|r| !t.deleted.contains(r)).or_else(|| {
-                    local
-                        .and_then(|l| l.get(key))
-                        .copied()
-                        .filter(|r| !t.deleted.contains(r))
+                    local.and_then(|l| {
+                        l.get(key)
+                            .iter()
+                            .rev()
+                            .copied()
+                            .find(|r| !t.deleted.contains(r))
+                    })
                 })
             })
             .collect())

@@ -14,6 +14,7 @@ mod commit;
 mod database;
 mod error;
 mod index;
+mod keymap;
 mod keys;
 mod maintenance;
 mod manifest;
@@ -34,7 +35,8 @@ pub use database::{
 };
 pub use error::{Error, Result};
 pub use index::{BuildProgress, IndexBuilder, IndexFile, index_file_name};
-pub use keys::encode_keys;
+pub use keymap::KeyMap;
+pub use keys::{EncodedKeys, encode_keys, encode_keys_packed};
 pub use manifest::MANIFEST_FORMAT_VERSION;
 pub use record::Op;
 pub use segment::{BLOCK_ROWS, KeySpec, SEGMENT_FORMAT_VERSION, Segment, SegmentId};

@@ -43,7 +43,7 @@ use tarn_catalog::{ColumnId, IndexId, TableId};
 
 use crate::backend::{FileBackend, WriteFile};
 use crate::index::IndexFile;
-use crate::keys::{self, KeySection};
+use crate::keys::{self, EncodedKeys, KeyFilter, KeySection};
 use crate::table::{Chunk, column_field_name};
 use crate::{Error, Result};
 
@@ -148,6 +148,8 @@ pub struct Segment {
     /// Key sections built in memory for keys the file does not carry (an index created
     /// after the segment was written).
     built_keys: Mutex<HashMap<Vec<ColumnId>, Arc<Vec<u8>>>>,
+    /// Bloom filters of the key sections, built on first probe.
+    key_filters: Mutex<HashMap<Vec<ColumnId>, Arc<KeyFilter>>>,
     /// Search index files built over this segment, by index id.
     indexes: Mutex<std::collections::BTreeMap<IndexId, Arc<IndexFile>>>,
     /// What the search layer derived from the rows for an index without a file here
@@ -202,6 +204,7 @@ impl Segment {
             stats: Stats::new(),
             frozen: AtomicBool::new(false),
             built_keys: Mutex::new(HashMap::new()),
+            key_filters: Mutex::new(HashMap::new()),
             indexes: Mutex::new(std::collections::BTreeMap::new()),
             derived: Mutex::new(std::collections::BTreeMap::new()),
         }
@@ -457,6 +460,42 @@ impl Segment {
         }
     }
 
+    /// [`Segment::key_lookup`] for every key of `keys`: adds row ids to `found[i]` for
+    /// key `i`. Reads the section once, and skips keys its filter rules out.
+    pub fn key_lookup_many(
+        &self,
+        columns: &[ColumnId],
+        keys: &EncodedKeys,
+        found: &mut [Vec<u64>],
+    ) -> Result<()> {
+        let section = self.key_section(columns)?;
+        let bytes: &[u8] = match &section {
+            KeyBytes::Stored(b) => b,
+            KeyBytes::Built(b) => b,
+        };
+        let s = KeySection::parse(bytes).map_err(|e| self.corrupt(e.to_string()))?;
+        if s.is_empty() {
+            return Ok(());
+        }
+        let cached = self.key_filters.lock().get(columns).cloned();
+        let filter = match cached {
+            Some(f) => f,
+            None => {
+                let f = Arc::new(KeyFilter::new(&s));
+                self.key_filters.lock().insert(columns.to_vec(), f.clone());
+                f
+            }
+        };
+        for (key, f) in keys.iter().zip(found.iter_mut()) {
+            if let Some(key) = key
+                && filter.may_contain(key)
+            {
+                f.extend(s.lookup(key));
+            }
+        }
+        Ok(())
+    }
+
     fn build_key_section(&self, columns: &[ColumnId]) -> Result<Vec<u8>> {
         let mut b = keys::KeyBuilder::default();
         for i in 0..self.blocks.len() {
@@ -617,6 +656,7 @@ impl Segment {
             stats,
             frozen: AtomicBool::new(true),
             built_keys: Mutex::new(HashMap::new()),
+            key_filters: Mutex::new(HashMap::new()),
             indexes: Mutex::new(std::collections::BTreeMap::new()),
             derived: Mutex::new(std::collections::BTreeMap::new()),
         })

@@ -12,7 +12,8 @@ use parking_lot::{Mutex, RwLock};
 use roaring::RoaringBitmap;
 use tarn_catalog::{ColumnId, TableId};
 
-use crate::keys;
+use crate::keymap::KeyMap;
+use crate::keys::{self, EncodedKeys};
 use crate::segment::Segment;
 use crate::{Error, Result};
 
@@ -432,7 +433,7 @@ impl TableVersion {
 }
 
 /// In-memory key maps over the memtable rows, per key column set.
-type MemKeys = HashMap<Vec<ColumnId>, HashMap<Vec<u8>, Vec<u64>>>;
+type MemKeys = HashMap<Vec<ColumnId>, KeyMap>;
 
 /// What a commit adds to a table's memtable key maps: the keys of its inserted rows for
 /// every column set that had a map when the commit was prepared.
@@ -440,8 +441,8 @@ type MemKeys = HashMap<Vec<ColumnId>, HashMap<Vec<u8>, Vec<u64>>>;
 pub(crate) struct KeyAdditions {
     /// The column sets with a map at prepare time (in the order of `keys`).
     sets: Vec<Vec<ColumnId>>,
-    /// Per set, `(key, row id)` of the inserted rows.
-    keys: Vec<Vec<(Vec<u8>, u64)>>,
+    /// Per set, the keys of each inserted batch with the batch's first row id.
+    keys: Vec<Vec<(EncodedKeys, u64)>>,
     /// Whether the commit inserted rows at all.
     inserted: bool,
 }
@@ -465,32 +466,29 @@ impl std::fmt::Debug for TableStore {
     }
 }
 
-fn add_mem_keys(
-    map: &mut HashMap<Vec<u8>, Vec<u64>>,
-    columns: &[ColumnId],
-    chunk: &Chunk,
-) -> Result<()> {
-    for (k, r) in chunk_keys(columns, chunk)? {
-        map.entry(k).or_default().push(r);
+fn add_mem_keys(map: &mut KeyMap, columns: &[ColumnId], chunk: &Chunk) -> Result<()> {
+    if let Some(keys) = chunk_keys(columns, chunk)? {
+        map.reserve(keys.len(), keys.total_bytes());
+        for (k, &r) in keys.iter().zip(chunk.row_ids.values().iter()) {
+            if let Some(k) = k {
+                map.push(k, r);
+            }
+        }
     }
     Ok(())
 }
 
-/// `(key, row id)` of every row of `chunk` with a non-NULL key over `columns` (none when
-/// the chunk predates one of the columns).
-fn chunk_keys(columns: &[ColumnId], chunk: &Chunk) -> Result<Vec<(Vec<u8>, u64)>> {
+/// The keys over `columns` of every row of `chunk` (`None` when the chunk predates one
+/// of the columns).
+fn chunk_keys(columns: &[ColumnId], chunk: &Chunk) -> Result<Option<EncodedKeys>> {
     let Some(arrays) = columns
         .iter()
         .map(|c| chunk.column(*c).cloned())
         .collect::<Option<Vec<_>>>()
     else {
-        return Ok(Vec::new());
+        return Ok(None);
     };
-    Ok(keys::encode_keys(&arrays)?
-        .into_iter()
-        .zip(chunk.row_ids.values().iter())
-        .filter_map(|(k, &r)| k.map(|k| (k, r)))
-        .collect())
+    Ok(Some(keys::encode_keys_packed(&arrays)?))
 }
 
 impl TableStore {
@@ -557,7 +555,15 @@ impl TableStore {
         columns: &[ColumnId],
         arrays: &[ArrayRef],
     ) -> Result<(Arc<TableVersion>, Vec<Vec<u64>>)> {
-        let encoded = keys::encode_keys(arrays)?;
+        self.key_lookup_encoded(columns, &keys::encode_keys_packed(arrays)?)
+    }
+
+    /// [`TableStore::key_lookup`] of keys already encoded.
+    pub fn key_lookup_encoded(
+        &self,
+        columns: &[ColumnId],
+        encoded: &EncodedKeys,
+    ) -> Result<(Arc<TableVersion>, Vec<Vec<u64>>)> {
         // A missing map is built without the lock (it reads the whole memtable, and
         // commits that insert publish under the lock) from the version of the moment,
         // and kept only if nothing was published meanwhile; after a few tries it is
@@ -577,7 +583,7 @@ impl TableStore {
                 drop(mem);
                 None
             };
-            let mut map = HashMap::new();
+            let mut map = KeyMap::new();
             for s in version.segments.iter().filter(|s| s.segment.in_memory()) {
                 add_mem_keys(&mut map, columns, s.segment.block(0)?.as_ref())?;
             }
@@ -588,22 +594,24 @@ impl TableStore {
         };
         // Commits publish the maps and the version under both locks: read them together.
         let version = self.snapshot();
-        let map = mem.get(columns);
-        let mut out = Vec::with_capacity(encoded.len());
-        for key in encoded {
-            let Some(key) = key else {
-                out.push(Vec::new());
-                continue;
-            };
-            let mut found = Vec::new();
-            if let Some(ids) = map.and_then(|m| m.get(&key)) {
-                found.extend(ids.iter().copied());
+        let mut found: Vec<Vec<u64>> = vec![Vec::new(); encoded.len()];
+        if let Some(map) = mem.get(columns) {
+            for (key, f) in encoded.iter().zip(found.iter_mut()) {
+                if let Some(key) = key {
+                    f.extend_from_slice(map.get(key));
+                }
             }
-            for s in version.segments.iter().filter(|s| !s.segment.in_memory()) {
-                found.extend(s.segment.key_lookup(columns, &key)?);
-            }
-            let mut live = Vec::with_capacity(found.len());
-            for id in found {
+        }
+        drop(mem);
+        // Each sealed segment is probed for all keys at once (its section and filter
+        // looked up once).
+        for s in version.segments.iter().filter(|s| !s.segment.in_memory()) {
+            s.segment.key_lookup_many(columns, encoded, &mut found)?;
+        }
+        let mut out = Vec::with_capacity(found.len());
+        for ids in found {
+            let mut live = Vec::with_capacity(ids.len());
+            for id in ids {
                 if version.contains(id)? {
                     live.push(id);
                 }
@@ -626,6 +634,16 @@ impl TableStore {
         Ok(found.into_iter().map(|ids| ids.first().copied()).collect())
     }
 
+    /// [`TableStore::key_matches`] of keys already encoded.
+    pub fn key_matches_encoded(
+        &self,
+        columns: &[ColumnId],
+        encoded: &EncodedKeys,
+    ) -> Result<Vec<Option<u64>>> {
+        let (_, found) = self.key_lookup_encoded(columns, encoded)?;
+        Ok(found.into_iter().map(|ids| ids.first().copied()).collect())
+    }
+
     /// Encodes the keys that inserting `batch` as rows `first_row_id..` adds to the
     /// memtable key maps (part of preparing a commit: it can fail, publishing cannot).
     pub(crate) fn key_additions(
@@ -637,7 +655,7 @@ impl TableStore {
         if !into.inserted {
             into.inserted = true;
             into.sets = self.mem_keys.lock().keys().cloned().collect();
-            into.keys = vec![Vec::new(); into.sets.len()];
+            into.keys = (0..into.sets.len()).map(|_| Vec::new()).collect();
         }
         if into.sets.is_empty() || batch.num_rows() == 0 {
             return Ok(());
@@ -647,7 +665,9 @@ impl TableStore {
             batch.clone(),
         );
         for (cols, keys) in into.sets.iter().zip(into.keys.iter_mut()) {
-            keys.extend(chunk_keys(cols, &chunk)?);
+            if let Some(k) = chunk_keys(cols, &chunk)? {
+                keys.push((k, first_row_id));
+            }
         }
         Ok(())
     }
@@ -666,8 +686,13 @@ impl TableStore {
         mem.retain(|cols, _| additions.sets.contains(cols));
         for (cols, keys) in additions.sets.iter().zip(additions.keys) {
             if let Some(map) = mem.get_mut(cols) {
-                for (k, r) in keys {
-                    map.entry(k).or_default().push(r);
+                for (batch, first) in keys {
+                    map.reserve(batch.len(), batch.total_bytes());
+                    for (i, k) in batch.iter().enumerate() {
+                        if let Some(k) = k {
+                            map.push(k, first + i as u64);
+                        }
+                    }
                 }
             }
         }
