@@ -379,7 +379,7 @@ impl KeyFilter {
         use std::hash::BuildHasher;
         let h = self.hasher.hash_one(key);
         // Double hashing from the two halves; an odd step visits distinct bits.
-        (h, (h >> 32 | h << 32) | 1)
+        (h, h.rotate_left(32) | 1)
     }
 
     /// `false` when `key` is certainly not in the section.
