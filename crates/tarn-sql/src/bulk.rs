@@ -28,7 +28,7 @@ use datafusion::sql::sqlparser::ast::{
     self, Expr, Ident, ObjectName, SelectItem, SetExpr, TableObject, Value, visit_expressions,
 };
 use serde_json::Value as Json;
-use tarn_catalog::ColumnDef;
+use tarn_catalog::{ColumnDef, SqlType};
 
 use crate::dml::{Cell, literal_cell, number_scalar};
 use crate::engine::{BatchTotals, StatementResult, Txn};
@@ -100,7 +100,20 @@ fn json_cell(v: &Json, col: &ColumnDef) -> Option<Cell> {
     Some(Cell::Scalar(match v {
         Json::Null => ScalarValue::Null,
         Json::Bool(b) => ScalarValue::Boolean(Some(*b)),
-        Json::Number(n) => number_scalar(&json_number_text(n), col),
+        Json::Number(n) => match (n.as_i64(), n.as_f64()) {
+            // What parsing the bound literal's text gives, without writing it: the text
+            // of a float is its shortest round-trip form, so it parses back to itself.
+            _ if matches!(
+                col.ty,
+                SqlType::Numeric { .. } | SqlType::Text | SqlType::Varchar(_)
+            ) =>
+            {
+                number_scalar(&json_number_text(n), col)
+            }
+            (Some(i), _) => ScalarValue::Int64(Some(i)),
+            (None, Some(f)) if n.is_f64() => ScalarValue::Float64(Some(f)),
+            _ => number_scalar(&json_number_text(n), col),
+        },
         Json::String(s) => ScalarValue::Utf8(Some(s.clone())),
         Json::Object(_) => ScalarValue::Utf8(Some(v.to_string())),
         Json::Array(_) => return literal_cell(&json_to_expr(v), col),

@@ -22,7 +22,7 @@ use datafusion::sql::sqlparser::parser::Parser;
 use datafusion::sql::sqlparser::tokenizer::Tokenizer;
 use serde_json::Value as Json;
 use tarn_catalog::{Catalog, CatalogOp, ColumnId, TableDef, TableId};
-use tarn_storage::{Database, Op, TableStore, TableVersion};
+use tarn_storage::{BuiltVersion, Database, Op, TableStore, TableVersion};
 use tokio::sync::{Mutex as AsyncMutex, OwnedMutexGuard};
 
 use crate::bulk;
@@ -585,6 +585,9 @@ pub(crate) struct TxnTable {
     /// The table's writer lock; moves into the commit, which releases it once published.
     guard: Option<OwnedMutexGuard<()>>,
     pub store: Option<Arc<TableStore>>,
+    /// The published version `version` started from (`None` for a table this
+    /// transaction created).
+    pub base: Option<Arc<TableVersion>>,
     pub version: TableVersion,
     pub deleted: HashSet<u64>,
     /// Keys of rows this transaction inserted, per unique constraint name.
@@ -651,12 +654,14 @@ impl<'e> Txn<'e> {
             let Some(store) = self.engine.db.table(id) else {
                 return Ok(None);
             };
-            let version = TableVersion::clone(&store.snapshot());
+            let base = store.snapshot();
+            let version = TableVersion::clone(&base);
             self.tables.insert(
                 id,
                 TxnTable {
                     guard: Some(guard),
                     store: Some(store),
+                    base: Some(base),
                     version,
                     deleted: HashSet::new(),
                     local_keys: HashMap::new(),
@@ -674,6 +679,7 @@ impl<'e> Txn<'e> {
             TxnTable {
                 guard: Some(guard),
                 store: None,
+                base: None,
                 version: TableVersion::default(),
                 deleted: HashSet::new(),
                 local_keys: HashMap::new(),
@@ -973,7 +979,20 @@ impl<'e> Txn<'e> {
         let mut guards: Vec<OwnedMutexGuard<()>> = self.ddl_guard.take().into_iter().collect();
         guards.extend(self.tables.values_mut().filter_map(|t| t.guard.take()));
         let ops = coalesce(std::mem::take(&mut self.ops))?;
-        commit_detached(self.engine.db.clone(), ops, guards).await
+        // The versions this transaction built are published as they are (storage
+        // checks that nothing changed the tables meanwhile) instead of being rebuilt.
+        let built = self
+            .tables
+            .iter_mut()
+            .filter_map(|(id, t)| {
+                Some(BuiltVersion {
+                    table: *id,
+                    base: t.base.take()?,
+                    version: std::mem::take(&mut t.version),
+                })
+            })
+            .collect();
+        commit_built(self.engine.db.clone(), ops, built, guards).await
     }
 }
 
@@ -987,6 +1006,17 @@ pub(crate) async fn commit_detached(
     ops: Vec<Op>,
     guards: Vec<OwnedMutexGuard<()>>,
 ) -> Result<()> {
+    commit_built(db, ops, Vec::new(), guards).await
+}
+
+/// [`commit_detached`] with the table versions the writer built (see
+/// [`Database::commit_built`]).
+async fn commit_built(
+    db: Arc<Database>,
+    ops: Vec<Op>,
+    built: Vec<BuiltVersion>,
+    guards: Vec<OwnedMutexGuard<()>>,
+) -> Result<()> {
     if ops.is_empty() {
         return Ok(());
     }
@@ -994,7 +1024,7 @@ pub(crate) async fn commit_detached(
     // waiting for them wakes on this worker instead of being woken from another thread.
     // If this future is gone, the task's output (the guards) is dropped where the task
     // finished: still only after the commit.
-    let (res, guards) = tokio::task::spawn_blocking(move || (db.commit(ops), guards))
+    let (res, guards) = tokio::task::spawn_blocking(move || (db.commit_built(ops, built), guards))
         .await
         .map_err(|e| Error::Internal(format!("commit task failed: {e}")))?;
     drop(guards);

@@ -17,7 +17,7 @@
 //! The locks are held from prepare to publish, so what was validated is what is
 //! published. Replay at open runs the same prepare and publish without the log.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -45,6 +45,20 @@ struct NextCatalog {
 }
 
 /// A commit, prepared and ready to publish.
+/// A table version a writer built by applying its own ops to `base` (a published
+/// version): the commit publishes it instead of applying the ops again, when `base` is
+/// still the published version. Saves rebuilding the memtable (copying every inserted
+/// row a second time).
+#[derive(Debug)]
+pub struct BuiltVersion {
+    /// The table.
+    pub table: TableId,
+    /// The published version the writer started from.
+    pub base: Arc<TableVersion>,
+    /// `base` with the commit's ops of this table applied.
+    pub version: TableVersion,
+}
+
 struct Prepared {
     catalog: Option<NextCatalog>,
     created: Vec<Arc<TableStore>>,
@@ -75,7 +89,7 @@ impl Inner {
         Ok(())
     }
 
-    pub(crate) fn commit(&self, ops: Vec<Op>) -> Result<()> {
+    pub(crate) fn commit(&self, ops: Vec<Op>, built: Vec<BuiltVersion>) -> Result<()> {
         if ops.is_empty() {
             return Ok(());
         }
@@ -136,7 +150,7 @@ impl Inner {
             // 2. Prepare.
             let stores: HashMap<TableId, Arc<TableStore>> =
                 stores.iter().map(|s| (s.id(), s.clone())).collect();
-            let prepared = self.prepare(&ops, next, stores, false)?;
+            let prepared = self.prepare(&ops, next, stores, built, false)?;
             // 3. Log.
             if let (Some(wal), Some(record)) = (&self.wal, &record) {
                 wal.append(record)?;
@@ -186,7 +200,7 @@ impl Inner {
             None
         };
         let tables = self.tables.read().clone();
-        let prepared = self.prepare(ops, next, tables, true)?;
+        let prepared = self.prepare(ops, next, tables, Vec::new(), true)?;
         // The blobs of files deleted here go with the sweep that follows replay.
         self.publish(prepared).map(drop)
     }
@@ -254,8 +268,23 @@ impl Inner {
         ops: &[Op],
         catalog: Option<NextCatalog>,
         mut stores: HashMap<TableId, Arc<TableStore>>,
+        built: Vec<BuiltVersion>,
         replay: bool,
     ) -> Result<Prepared> {
+        let mut built: HashMap<TableId, BuiltVersion> =
+            built.into_iter().map(|b| (b.table, b)).collect();
+        // A catalog change may touch table storage as it publishes: such commits apply
+        // their ops here. Attached segments are opened here, not in the writer's version.
+        if catalog.is_some() {
+            built.clear();
+        }
+        for op in ops {
+            if let Op::Attach { table, .. } = op {
+                built.remove(table);
+            }
+        }
+        // Tables whose writer's version is published as it is: their ops only add keys.
+        let mut reuse: HashSet<TableId> = HashSet::new();
         let mut created = Vec::new();
         if let Some(c) = &catalog {
             for id in &c.created {
@@ -279,9 +308,33 @@ impl Inner {
                         .cloned()
                         .ok_or_else(|| Error::Internal(format!("table {id} has no storage")))?;
                     let version = store.snapshot();
+                    // The writer built on the published version, and no checkpoint
+                    // froze its memtable since (the writer's inserts may have merged
+                    // into segments a checkpoint is now sealing): its version is what
+                    // applying the ops would give.
+                    if let Some(b) = built.get(&id)
+                        && Arc::ptr_eq(&b.base, &version)
+                        && !version
+                            .segments()
+                            .iter()
+                            .any(|s| s.segment().in_memory() && s.segment().is_frozen())
+                    {
+                        reuse.insert(id);
+                    }
                     e.insert((store, version, KeyAdditions::default()))
                 }
             };
+            if reuse.contains(&id) {
+                if let Op::Insert {
+                    first_row_id,
+                    batch,
+                    ..
+                } = op
+                {
+                    store.key_additions(keys, *first_row_id, batch)?;
+                }
+                continue;
+            }
             let derived = match op {
                 Op::Insert {
                     first_row_id,
@@ -324,6 +377,13 @@ impl Inner {
                 Op::Catalog(_) => continue,
             };
             *version = Arc::new(derived);
+        }
+        for (id, (_, version, _)) in next.iter_mut() {
+            if reuse.contains(id)
+                && let Some(b) = built.remove(id)
+            {
+                *version = Arc::new(b.version);
+            }
         }
         Ok(Prepared {
             catalog,

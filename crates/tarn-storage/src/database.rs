@@ -31,6 +31,7 @@ use tarn_catalog::{Catalog, TableId};
 
 use crate::backend::{FileBackend, StdBackend};
 use crate::blobs::Blobs;
+use crate::commit::BuiltVersion;
 use crate::index::{IndexFile, index_file_name};
 use crate::maintenance::{list_segment_files, remove_unreferenced};
 use crate::manifest::{MANIFEST_FILE, Manifest};
@@ -478,7 +479,14 @@ impl Database {
     /// locks that make the ops valid (the DDL lock for catalog changes, the writer lock
     /// of each table written) until this returns.
     pub fn commit(&self, ops: Vec<Op>) -> Result<()> {
-        self.inner.commit(ops)
+        self.inner.commit(ops, Vec::new())
+    }
+
+    /// [`Database::commit`] of ops whose writer already applied them to versions of its
+    /// tables (see [`BuiltVersion`]): those are published as they are when nothing
+    /// changed the tables meanwhile, instead of applying the ops again.
+    pub fn commit_built(&self, ops: Vec<Op>, built: Vec<BuiltVersion>) -> Result<()> {
+        self.inner.commit(ops, built)
     }
 
     /// Seals the memtable into segment files, writes a new manifest and cuts the WAL.

@@ -29,7 +29,7 @@ pub use backend::{
     Fault, FaultOp, FaultyBackend, FileBackend, PowerCutDisk, StdBackend, WriteFile,
 };
 pub use blobs::{BLOB_BLOCK, BlobReader, BlobSource, BlobWriter, Blobs, FILES_DIR};
-pub use commit::MAX_CATALOG_BYTES;
+pub use commit::{BuiltVersion, MAX_CATALOG_BYTES};
 pub use database::{
     DB_FORMAT_VERSION, DEFAULT_MEMTABLE_BYTES, Database, StorageOptions, key_specs,
 };
