@@ -518,14 +518,20 @@ mod tests {
         }
     }
 
-    #[test]
-    fn a_logged_commit_that_fails_to_publish_stops_writes() -> Result<()> {
+    /// A temporary directory and options without fsync or background maintenance.
+    fn scratch() -> Result<(tempfile::TempDir, StorageOptions)> {
         let dir = tempfile::tempdir().map_err(|e| Error::io("tmp", e))?;
         let options = StorageOptions {
             sync: SyncMode::Process,
             background: false,
             ..StorageOptions::default()
         };
+        Ok((dir, options))
+    }
+
+    #[test]
+    fn a_logged_commit_that_fails_to_publish_stops_writes() -> Result<()> {
+        let (dir, options) = scratch()?;
         {
             let db = Database::open(dir.path(), options.clone())?;
             let create = crate::database::tests::create_ops(vec![], vec![]);
@@ -551,12 +557,7 @@ mod tests {
 
     #[test]
     fn a_writers_version_is_published_only_if_its_base_is_current() -> Result<()> {
-        let dir = tempfile::tempdir().map_err(|e| Error::io("tmp", e))?;
-        let options = StorageOptions {
-            sync: SyncMode::Process,
-            background: false,
-            ..StorageOptions::default()
-        };
+        let (dir, options) = scratch()?;
         let db = Database::open(dir.path(), options.clone())?;
         db.commit(crate::database::tests::create_ops(vec![], vec![]))?;
         db.commit(vec![insert(0, 10)])?;
