@@ -420,7 +420,8 @@ impl<'a> Scanner<'a> {
             return Some(Ident::with_quote('"', body));
         }
         let w = self.word()?;
-        // Words the grammar gives a meaning here are the parser's to read.
+        // Words the grammar gives a meaning here are the parser's to read (it reads
+        // `INSERT INTO local|directory|table …` as keywords, for one).
         if [
             "values",
             "default",
@@ -429,6 +430,9 @@ impl<'a> Scanner<'a> {
             "as",
             "on",
             "returning",
+            "local",
+            "directory",
+            "table",
         ]
         .iter()
         .any(|k| w.eq_ignore_ascii_case(k))
@@ -596,6 +600,9 @@ mod tests {
             "INSERT INTO t SELECT 1",
             "INSERT INTO t DEFAULT VALUES",
             "INSERT INTO t AS x VALUES (1)",
+            "INSERT INTO local VALUES (1)",
+            "INSERT INTO TABLE t VALUES (1)",
+            "INSERT INTO Directory.x VALUES (1)",
             "INSERT INTO \"\" VALUES (1)",
             "INSERT INTO tå VALUES (1)",
             "INSERT INTO t$ VALUES (1)",

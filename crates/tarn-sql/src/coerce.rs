@@ -107,7 +107,10 @@ fn coerce_plain(array: &ArrayRef, col: &ColumnDef) -> Result<ArrayRef> {
                     }
                     None => encode_value(&field, array, i)?,
                 };
-                b.append_value(value.to_string());
+                // Written into the builder's buffer, then the row is closed.
+                std::fmt::Write::write_fmt(&mut b, format_args!("{value}"))
+                    .map_err(|e| Error::Internal(e.to_string()))?;
+                b.append_value("");
             }
             Ok(Arc::new(b.finish()))
         }

@@ -376,6 +376,10 @@ impl Txn<'_> {
                 .collect::<Result<Vec<_>>>()?;
             let refs: Vec<&dyn Array> = arrays.iter().map(|a| a.as_ref()).collect();
             datafusion::arrow::compute::concat(&refs)?
+        } else if defaults.is_empty() {
+            // Converted once, with the other columns, by `prepare_rows` (a conversion
+            // here too would, for one, parse every jsonb value twice).
+            return scalars_to_array(scalars);
         } else {
             coerce_column(&scalars_to_array(scalars)?, &col_nullable)?.array
         };
