@@ -22,7 +22,9 @@
 
 use std::borrow::Cow;
 use std::ops::ControlFlow;
+use std::sync::Arc;
 
+use datafusion::arrow::array::{ArrayRef, BooleanArray, Float64Array, Int64Array, StringBuilder};
 use datafusion::common::ScalarValue;
 use datafusion::sql::sqlparser::ast::{
     self, Expr, Ident, ObjectName, SelectItem, SetExpr, TableObject, Value, visit_expressions,
@@ -120,6 +122,58 @@ fn json_cell(v: &Json, col: &ColumnDef) -> Option<Cell> {
     }))
 }
 
+/// The array of parameter `p` over all `sets` when every non-NULL value is of one kind
+/// that [`json_cell`] maps to one scalar type (strings, integers, floats or booleans),
+/// built without a scalar per cell: what `cells_to_array` makes of those cells. `None`
+/// otherwise (mixed kinds, numbers for text-like columns, arrays, objects, all NULL, a
+/// set without the parameter).
+fn direct_array(sets: &[Vec<Json>], p: usize, col: &ColumnDef) -> Option<ArrayRef> {
+    #[derive(PartialEq, Clone, Copy)]
+    enum Kind {
+        Str,
+        Int,
+        Float,
+        Bool,
+    }
+    let mut kind = None;
+    for set in sets {
+        let k = match set.get(p)? {
+            Json::Null => continue,
+            Json::String(_) => Kind::Str,
+            Json::Number(n) if n.is_i64() => Kind::Int,
+            Json::Number(n) if n.is_f64() => Kind::Float,
+            Json::Bool(_) => Kind::Bool,
+            _ => return None,
+        };
+        match kind {
+            None => kind = Some(k),
+            Some(prev) if prev != k => return None,
+            Some(_) => {}
+        }
+    }
+    let text_like = matches!(
+        col.ty,
+        SqlType::Numeric { .. } | SqlType::Text | SqlType::Varchar(_)
+    );
+    let values = sets.iter().map(|s| &s[p]);
+    Some(match kind? {
+        Kind::Str => {
+            let mut b = StringBuilder::with_capacity(sets.len(), sets.len() * 16);
+            for v in values {
+                match v {
+                    Json::String(s) => b.append_value(s),
+                    _ => b.append_null(),
+                }
+            }
+            Arc::new(b.finish())
+        }
+        Kind::Int if !text_like => Arc::new(Int64Array::from_iter(values.map(Json::as_i64))),
+        Kind::Float if !text_like => Arc::new(Float64Array::from_iter(values.map(Json::as_f64))),
+        Kind::Bool => Arc::new(BooleanArray::from_iter(values.map(Json::as_bool))),
+        _ => return None,
+    })
+}
+
 impl Txn<'_> {
     /// Writes every parameter set of a batch of `ins` (of [`batch_shape`]) as one
     /// insert. `Ok(None)` when a cell is not a literal once bound (`now()`, `$1 + 1`):
@@ -161,10 +215,33 @@ impl Txn<'_> {
             });
         }
         let n = sets.len();
-        let mut columns: Vec<Vec<Cell>> = (0..row.len()).map(|_| Vec::with_capacity(n)).collect();
         for params in sets {
             self.engine.check_params(params)?;
-            for ((template, &t), cells) in templates.iter().zip(&targets).zip(&mut columns) {
+        }
+        // A parameter column of one JSON kind becomes its array directly; the others
+        // go cell by cell.
+        let direct: Vec<Option<ArrayRef>> = templates
+            .iter()
+            .zip(&targets)
+            .map(|(template, &t)| match template {
+                Template::Param(p) => direct_array(sets, *p, &def.columns[t]),
+                _ => None,
+            })
+            .collect();
+        let mut columns: Vec<Vec<Cell>> = direct
+            .iter()
+            .map(|d| Vec::with_capacity(if d.is_some() { 0 } else { n }))
+            .collect();
+        for params in sets {
+            for (((template, &t), cells), d) in templates
+                .iter()
+                .zip(&targets)
+                .zip(&mut columns)
+                .zip(&direct)
+            {
+                if d.is_some() {
+                    continue;
+                }
                 let col = &def.columns[t];
                 let cell = match template {
                     Template::Param(p) => params.get(*p).and_then(|v| json_cell(v, col)),
@@ -182,9 +259,15 @@ impl Txn<'_> {
             }
         }
         let mut arrays = Vec::with_capacity(columns.len());
-        for (cells, &t) in columns.into_iter().zip(&targets) {
-            let col = def.columns[t].clone();
-            arrays.push(self.cells_to_array(&def, &col, cells, true).await?);
+        for ((cells, &t), d) in columns.into_iter().zip(&targets).zip(direct) {
+            match d {
+                // What `cells_to_array` gives for cells of one type and no DEFAULT.
+                Some(array) => arrays.push(array),
+                None => {
+                    let col = def.columns[t].clone();
+                    arrays.push(self.cells_to_array(&def, &col, cells, true).await?);
+                }
+            }
         }
         let rows = self.write_rows(&def, &targets, arrays, n).await?;
         let row_count = match &ins.returning {

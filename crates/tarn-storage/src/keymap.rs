@@ -19,6 +19,9 @@ enum Rows {
 
 #[derive(Debug, Clone)]
 struct Entry {
+    /// The key's hash, kept so that growing the table re-hashes nothing and a probe
+    /// compares bytes only on a full hash match.
+    hash: u64,
     offset: usize,
     len: u32,
     rows: Rows,
@@ -77,11 +80,11 @@ impl KeyMap {
     /// Adds row `row` under `key`.
     pub fn push(&mut self, key: &[u8], row: u64) {
         let hash = self.hasher.hash_one(key);
-        let (arena, hasher) = (&mut self.arena, &self.hasher);
+        let arena = &mut self.arena;
         match self.table.entry(
             hash,
-            |e| &arena[e.offset..e.offset + e.len as usize] == key,
-            |e| hasher.hash_one(&arena[e.offset..e.offset + e.len as usize]),
+            |e| e.hash == hash && &arena[e.offset..e.offset + e.len as usize] == key,
+            |e| e.hash,
         ) {
             hashbrown::hash_table::Entry::Occupied(mut o) => {
                 let rows = &mut o.get_mut().rows;
@@ -94,6 +97,7 @@ impl KeyMap {
                 let offset = arena.len();
                 arena.extend_from_slice(key);
                 v.insert(Entry {
+                    hash,
                     offset,
                     len: key.len() as u32,
                     rows: Rows::One(row),
