@@ -310,18 +310,100 @@ impl Txn<'_> {
         let mut arrays = Vec::with_capacity(targets.len());
         for (j, &t) in targets.iter().enumerate() {
             let col = def.columns[t].clone();
-            let cells = lit
-                .cells
-                .iter()
-                .skip(j)
-                .step_by(lit.width)
-                .map(|l| l.cell(&col))
-                .collect();
+            let column = || lit.cells.iter().skip(j).step_by(lit.width);
+            if let Some(array) = direct_literal_array(column, &col) {
+                arrays.push(array);
+                continue;
+            }
+            let cells = column().map(|l| l.cell(&col)).collect();
             arrays.push(self.cells_to_array(&def, &col, cells, false).await?);
         }
         let rows = self.write_rows(&def, &targets, arrays, n).await?;
         Ok(Some(StatementResult::none(rows.num_rows() as u64)))
     }
+}
+
+/// The array of a literal column when its non-NULL cells are all strings, all booleans,
+/// or all numbers that [`number_scalar`] reads as integers or floats: what
+/// `cells_to_array` makes of their cells (integers among floats widen to float), without
+/// a scalar per cell. `None` otherwise (DEFAULT, mixed kinds, numbers for text-like
+/// columns, all NULL).
+fn direct_literal_array<'a, 'b: 'a, I>(column: impl Fn() -> I, col: &ColumnDef) -> Option<ArrayRef>
+where
+    I: Iterator<Item = &'a Lit<'b>>,
+{
+    #[derive(PartialEq, Clone, Copy)]
+    enum Kind {
+        Str,
+        Num,
+        Bool,
+    }
+    let mut kind = None;
+    for l in column() {
+        let k = match l {
+            Lit::Null => continue,
+            Lit::Str(_) => Kind::Str,
+            Lit::Number(_) => Kind::Num,
+            Lit::Bool(_) => Kind::Bool,
+            Lit::Default => return None,
+        };
+        match kind {
+            None => kind = Some(k),
+            Some(prev) if prev != k => return None,
+            Some(_) => {}
+        }
+    }
+    let n = column().count();
+    Some(match kind? {
+        Kind::Str => {
+            let mut b = StringBuilder::with_capacity(n, n * 16);
+            for l in column() {
+                match l {
+                    Lit::Str(s) => b.append_value(s),
+                    _ => b.append_null(),
+                }
+            }
+            Arc::new(b.finish())
+        }
+        Kind::Bool => Arc::new(BooleanArray::from_iter(column().map(|l| match l {
+            Lit::Bool(b) => Some(*b),
+            _ => None,
+        }))),
+        Kind::Num => {
+            if matches!(
+                col.ty,
+                SqlType::Numeric { .. } | SqlType::Text | SqlType::Varchar(_)
+            ) {
+                return None;
+            }
+            let mut ints = Vec::with_capacity(n);
+            let mut float = false;
+            for l in column() {
+                ints.push(match l {
+                    Lit::Number(t) => match t.parse::<i64>() {
+                        Ok(i) => Some(Ok(i)),
+                        Err(_) => {
+                            float = true;
+                            Some(Err(t.parse::<f64>().ok()?))
+                        }
+                    },
+                    _ => None,
+                });
+            }
+            if float {
+                Arc::new(Float64Array::from_iter(ints.into_iter().map(|v| {
+                    v.map(|v| match v {
+                        Ok(i) => i as f64,
+                        Err(f) => f,
+                    })
+                })))
+            } else {
+                Arc::new(Int64Array::from_iter(
+                    ints.into_iter().map(|v| v.and_then(|v| v.ok())),
+                ))
+            }
+        }
+    })
 }
 
 /// A literal multi-row INSERT read straight from its text.
