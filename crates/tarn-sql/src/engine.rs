@@ -952,7 +952,7 @@ impl<'e> Txn<'e> {
                 "duplicate key value violates unique constraint \"{constraint}\""
             ))
         };
-        let keys = tarn_storage::encode_keys_packed(arrays)?;
+        let keys = tarn_storage::encode_keys(arrays)?;
         if let Some(store) = &t.store {
             let matches = store.key_matches_encoded(columns, &keys)?;
             if matches.iter().flatten().any(|r| !t.deleted.contains(r)) {

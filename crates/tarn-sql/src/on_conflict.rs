@@ -34,6 +34,7 @@ use datafusion::sql::sqlparser::ast::{
     AssignmentTarget, ConflictTarget, OnConflict, OnConflictAction,
 };
 use tarn_catalog::{ColumnId, TableDef};
+use tarn_storage::EncodedKeys;
 
 use crate::coerce::coerce_column;
 use crate::dml::{nullable, parse_query, quote_ident};
@@ -65,11 +66,11 @@ struct DoUpdate {
 /// One arbiter constraint while the proposed rows are decided.
 struct Arbiter {
     /// Keys of the proposed rows.
-    keys: Keys,
+    keys: EncodedKeys,
     /// The existing row each proposed row meets, if any.
     existing: Vec<Option<u64>>,
     /// Keys of the DO UPDATE query's result rows.
-    updated_keys: Option<Keys>,
+    updated_keys: Option<EncodedKeys>,
     /// Keys of the rows this statement inserted or updated so far.
     touched: HashSet<Vec<u8>>,
 }
@@ -81,20 +82,6 @@ enum Source {
     Proposed(usize),
     /// Row i of the DO UPDATE query's result, replacing an existing row.
     Updated(usize),
-}
-
-/// Encoded keys of rows, in storage's key encoding (the one every uniqueness check
-/// uses); `None` for rows with a NULL key part, which never conflict, as in PostgreSQL.
-struct Keys(Vec<Option<Vec<u8>>>);
-
-impl Keys {
-    fn encode(arrays: &[ArrayRef]) -> Result<Keys> {
-        Ok(Keys(tarn_storage::encode_keys(arrays)?))
-    }
-
-    fn get(&self, i: usize) -> Option<&[u8]> {
-        self.0.get(i).and_then(|k| k.as_deref())
-    }
 }
 
 fn key_arrays(def: &TableDef, columns: &[ColumnId], stored: &[ArrayRef]) -> Result<Vec<ArrayRef>> {
@@ -220,9 +207,9 @@ impl Txn<'_> {
         let mut arbiters = Vec::with_capacity(plan.arbiters.len());
         for (name, cols) in &plan.arbiters {
             let arrays = key_arrays(def, cols, &proposed)?;
-            let keys = Keys::encode(&arrays)?;
+            let keys = tarn_storage::encode_keys(&arrays)?;
             self.ready_keys(def.id, cols).await?;
-            let existing = self.existing_rows(def, name, cols, &arrays, &keys)?;
+            let existing = self.existing_rows(def, name, cols, &keys)?;
             arbiters.push(Arbiter {
                 keys,
                 existing,
@@ -245,7 +232,9 @@ impl Txn<'_> {
                 )
                 .await?;
             for (a, (_, cols)) in arbiters.iter_mut().zip(&plan.arbiters) {
-                a.updated_keys = Some(Keys::encode(&key_arrays(def, cols, &columns)?)?);
+                a.updated_keys = Some(tarn_storage::encode_keys(&key_arrays(
+                    def, cols, &columns,
+                )?)?);
             }
             updated = Some((by_row, columns));
         }
@@ -318,16 +307,15 @@ impl Txn<'_> {
         def: &TableDef,
         name: &str,
         cols: &[ColumnId],
-        arrays: &[ArrayRef],
-        keys: &Keys,
+        keys: &EncodedKeys,
     ) -> Result<Vec<Option<u64>>> {
         let t = self
             .tables
             .get(&def.id)
             .ok_or_else(|| Error::Internal("conflict check on an unlocked table".into()))?;
         let published = match &t.store {
-            Some(store) => store.key_matches(cols, arrays)?,
-            None => vec![None; keys.0.len()],
+            Some(store) => store.key_matches_encoded(cols, keys)?,
+            None => vec![None; keys.len()],
         };
         let local = t.local_keys.get(name);
         Ok(published

@@ -99,26 +99,21 @@ fn encode_value(a: &dyn Array, i: usize, out: &mut Vec<u8>) -> Result<bool> {
     Ok(true)
 }
 
-/// The keys of every row of `arrays` (one array per key column); `None` for rows with a
-/// NULL key part (NULLs never conflict, as in PostgreSQL).
-pub fn encode_keys(arrays: &[ArrayRef]) -> Result<Vec<Option<Vec<u8>>>> {
-    let n = arrays.first().map_or(0, |a| a.len());
-    let mut out = Vec::with_capacity(n);
-    for i in 0..n {
-        let mut key = Vec::with_capacity(16);
-        let mut null = false;
-        for a in arrays {
-            if !encode_value(a.as_ref(), i, &mut key)? {
-                null = true;
-                break;
-            }
+/// Appends the key of row `i` of `arrays` (one array per key column) to `out`. `false`,
+/// with `out` as it was, when a key part is NULL (NULLs never conflict, as in
+/// PostgreSQL).
+fn encode_row(arrays: &[ArrayRef], i: usize, out: &mut Vec<u8>) -> Result<bool> {
+    let start = out.len();
+    for a in arrays {
+        if !encode_value(a.as_ref(), i, out)? {
+            out.truncate(start);
+            return Ok(false);
         }
-        out.push((!null).then_some(key));
     }
-    Ok(out)
+    Ok(true)
 }
 
-/// The keys of a batch of rows in one buffer (see [`encode_keys_packed`]).
+/// The keys of a batch of rows in one buffer (see [`encode_keys`]).
 #[derive(Debug, Default)]
 pub struct EncodedKeys {
     bytes: Vec<u8>,
@@ -139,9 +134,9 @@ impl EncodedKeys {
         self.null.is_empty()
     }
 
-    /// The key of row `i`; `None` when a key part is NULL.
+    /// The key of row `i`; `None` when a key part is NULL (or there is no row `i`).
     pub fn get(&self, i: usize) -> Option<&[u8]> {
-        (!self.null[i]).then(|| &self.bytes[self.offsets[i]..self.offsets[i + 1]])
+        (!*self.null.get(i)?).then(|| &self.bytes[self.offsets[i]..self.offsets[i + 1]])
     }
 
     /// Every row's key, in order.
@@ -155,8 +150,9 @@ impl EncodedKeys {
     }
 }
 
-/// [`encode_keys`] into one buffer: no allocation per row.
-pub fn encode_keys_packed(arrays: &[ArrayRef]) -> Result<EncodedKeys> {
+/// The keys of every row of `arrays` (one array per key column), in one buffer (no
+/// allocation per row); rows with a NULL key part have none.
+pub fn encode_keys(arrays: &[ArrayRef]) -> Result<EncodedKeys> {
     let n = arrays.first().map_or(0, |a| a.len());
     let mut out = EncodedKeys {
         bytes: Vec::with_capacity(n * 9),
@@ -165,18 +161,7 @@ pub fn encode_keys_packed(arrays: &[ArrayRef]) -> Result<EncodedKeys> {
     };
     out.offsets.push(0);
     for i in 0..n {
-        let start = out.bytes.len();
-        let mut null = false;
-        for a in arrays {
-            if !encode_value(a.as_ref(), i, &mut out.bytes)? {
-                null = true;
-                break;
-            }
-        }
-        if null {
-            out.bytes.truncate(start);
-        }
-        out.null.push(null);
+        out.null.push(!encode_row(arrays, i, &mut out.bytes)?);
         out.offsets.push(out.bytes.len());
     }
     Ok(out)
@@ -198,16 +183,7 @@ impl KeyBuilder {
     pub fn add(&mut self, arrays: &[ArrayRef], row_ids: &[u64]) -> Result<()> {
         for (i, &row) in row_ids.iter().enumerate() {
             let start = self.arena.len();
-            let mut null = false;
-            for a in arrays {
-                if !encode_value(a.as_ref(), i, &mut self.arena)? {
-                    null = true;
-                    break;
-                }
-            }
-            if null {
-                self.arena.truncate(start);
-            } else {
+            if encode_row(arrays, i, &mut self.arena)? {
                 self.entries
                     .push((start, (self.arena.len() - start) as u32, row));
             }
@@ -406,8 +382,8 @@ mod tests {
         let b: ArrayRef = Arc::new(Int64Array::from(vec![7, 8]));
         let ka = encode_keys(&[a])?;
         let kb = encode_keys(&[b])?;
-        assert_eq!(ka[0], kb[0]);
-        assert_eq!(ka[1], None);
+        assert_eq!(ka.get(0), kb.get(0));
+        assert_eq!(ka.get(1), None);
         Ok(())
     }
 
@@ -423,7 +399,10 @@ mod tests {
             256,
             i64::MAX,
         ]));
-        let k = encode_keys(&[ints])?;
+        let k: Vec<_> = encode_keys(&[ints])?
+            .iter()
+            .map(|k| k.map(<[u8]>::to_vec))
+            .collect();
         assert!(k.windows(2).all(|w| w[0] < w[1]), "{k:?}");
         let floats: ArrayRef = Arc::new(datafusion::arrow::array::Float64Array::from(vec![
             f64::NEG_INFINITY,
@@ -433,7 +412,10 @@ mod tests {
             3.0,
             f64::INFINITY,
         ]));
-        let k = encode_keys(&[floats])?;
+        let k: Vec<_> = encode_keys(&[floats])?
+            .iter()
+            .map(|k| k.map(<[u8]>::to_vec))
+            .collect();
         assert!(k.windows(2).all(|w| w[0] < w[1]), "{k:?}");
         Ok(())
     }
@@ -443,7 +425,7 @@ mod tests {
         let a: ArrayRef = Arc::new(StringArray::from(vec!["ab", "a"]));
         let b: ArrayRef = Arc::new(StringArray::from(vec!["c", "bc"]));
         let k = encode_keys(&[a, b])?;
-        assert_ne!(k[0], k[1]);
+        assert_ne!(k.get(0), k.get(1));
         Ok(())
     }
 
@@ -472,11 +454,14 @@ mod tests {
         let bytes = b.finish();
         let section = KeySection::parse(&bytes)?;
         let f = KeyFilter::new(&section);
-        let enc = |v: i64| encode_keys(&[Arc::new(Int64Array::from(vec![v])) as ArrayRef]);
+        let enc = |v: i64| -> Result<Vec<u8>> {
+            let k = encode_keys(&[Arc::new(Int64Array::from(vec![v])) as ArrayRef])?;
+            Ok(k.get(0).expect("a key").to_vec())
+        };
         let mut passed = 0;
         for i in 0..20_000i64 {
-            assert!(f.may_contain(enc(i * 2)?[0].as_deref().unwrap()));
-            passed += f.may_contain(enc(i * 2 + 1)?[0].as_deref().unwrap()) as usize;
+            assert!(f.may_contain(&enc(i * 2)?));
+            passed += f.may_contain(&enc(i * 2 + 1)?) as usize;
         }
         assert!(
             passed < 600,

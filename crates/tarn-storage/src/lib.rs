@@ -36,7 +36,7 @@ pub use database::{
 pub use error::{Error, Result};
 pub use index::{BuildProgress, IndexBuilder, IndexFile, index_file_name};
 pub use keymap::KeyMap;
-pub use keys::{EncodedKeys, encode_keys, encode_keys_packed};
+pub use keys::{EncodedKeys, encode_keys};
 pub use manifest::MANIFEST_FORMAT_VERSION;
 pub use record::Op;
 pub use segment::{BLOCK_ROWS, KeySpec, SEGMENT_FORMAT_VERSION, Segment, SegmentId};

@@ -488,7 +488,7 @@ fn chunk_keys(columns: &[ColumnId], chunk: &Chunk) -> Result<Option<EncodedKeys>
     else {
         return Ok(None);
     };
-    Ok(Some(keys::encode_keys_packed(&arrays)?))
+    Ok(Some(keys::encode_keys(&arrays)?))
 }
 
 impl TableStore {
@@ -555,7 +555,7 @@ impl TableStore {
         columns: &[ColumnId],
         arrays: &[ArrayRef],
     ) -> Result<(Arc<TableVersion>, Vec<Vec<u64>>)> {
-        self.key_lookup_encoded(columns, &keys::encode_keys_packed(arrays)?)
+        self.key_lookup_encoded(columns, &keys::encode_keys(arrays)?)
     }
 
     /// [`TableStore::key_lookup`] of keys already encoded.
