@@ -17,7 +17,7 @@
 //! The locks are held from prepare to publish, so what was validated is what is
 //! published. Replay at open runs the same prepare and publish without the log.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -283,8 +283,6 @@ impl Inner {
                 built.remove(table);
             }
         }
-        // Tables whose writer's version is published as it is: their ops only add keys.
-        let mut reuse: HashSet<TableId> = HashSet::new();
         let mut created = Vec::new();
         if let Some(c) = &catalog {
             for id in &c.created {
@@ -308,23 +306,25 @@ impl Inner {
                         .cloned()
                         .ok_or_else(|| Error::Internal(format!("table {id} has no storage")))?;
                     let version = store.snapshot();
-                    // The writer built on the published version, and no checkpoint
-                    // froze its memtable since (the writer's inserts may have merged
-                    // into segments a checkpoint is now sealing): its version is what
-                    // applying the ops would give.
-                    if let Some(b) = built.get(&id)
-                        && Arc::ptr_eq(&b.base, &version)
-                        && !version
-                            .segments()
-                            .iter()
-                            .any(|s| s.segment().in_memory() && s.segment().is_frozen())
-                    {
-                        reuse.insert(id);
+                    // The writer's version is what applying the ops would give when it
+                    // built on the published version and no checkpoint froze the
+                    // memtable since (its inserts may have merged into segments a
+                    // checkpoint is now sealing). Any other is dropped: from here on,
+                    // `built` holds the tables whose ops only add keys.
+                    let current = built.get(&id).is_some_and(|b| {
+                        Arc::ptr_eq(&b.base, &version)
+                            && !version
+                                .segments()
+                                .iter()
+                                .any(|s| s.segment().in_memory() && s.segment().is_frozen())
+                    });
+                    if !current {
+                        built.remove(&id);
                     }
                     e.insert((store, version, KeyAdditions::default()))
                 }
             };
-            if reuse.contains(&id) {
+            if built.contains_key(&id) {
                 if let Op::Insert {
                     first_row_id,
                     batch,
@@ -379,9 +379,7 @@ impl Inner {
             *version = Arc::new(derived);
         }
         for (id, (_, version, _)) in next.iter_mut() {
-            if reuse.contains(id)
-                && let Some(b) = built.remove(id)
-            {
+            if let Some(b) = built.remove(id) {
                 *version = Arc::new(b.version);
             }
         }

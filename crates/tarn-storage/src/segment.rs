@@ -448,20 +448,9 @@ impl Segment {
         }))
     }
 
-    /// Row ids stored under `key` in the key index over `columns` (built in memory first
-    /// when the file has no such section).
-    pub fn key_lookup(&self, columns: &[ColumnId], key: &[u8]) -> Result<Vec<u64>> {
-        match self.key_section(columns)? {
-            KeyBytes::Stored(bytes) => {
-                let s = KeySection::parse(bytes).map_err(|e| self.corrupt(e.to_string()))?;
-                Ok(s.lookup(key))
-            }
-            KeyBytes::Built(b) => Ok(KeySection::parse(&b)?.lookup(key)),
-        }
-    }
-
-    /// [`Segment::key_lookup`] for every key of `keys`: adds row ids to `found[i]` for
-    /// key `i`. Reads the section once, and skips keys its filter rules out.
+    /// Adds to `found[i]` the row ids stored under key `i` of `keys` in the key index over
+    /// `columns` (built in memory first when the file has no such section). Reads the
+    /// section once, and skips keys its filter rules out.
     pub fn key_lookup_many(
         &self,
         columns: &[ColumnId],
