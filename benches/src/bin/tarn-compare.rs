@@ -192,41 +192,28 @@ fn sql_text(v: &str) -> String {
     format!("'{}'", v.replace('\'', "''"))
 }
 
-/// `INSERT … VALUES` statements of `per` rows each, built from the batches.
-fn values_statements(batches: &[RecordBatch], per: usize) -> Vec<String> {
+/// Every row of the batches: id, body, x and meta (JSON text).
+fn rows(batches: &[RecordBatch]) -> impl Iterator<Item = (i64, &str, f64, &str)> {
     use datafusion::arrow::array::AsArray;
     use datafusion::arrow::datatypes::{Float64Type, Int64Type};
-    let mut out = Vec::new();
-    let mut rows: Vec<String> = Vec::with_capacity(per);
-    for b in batches {
+    batches.iter().flat_map(|b| {
         let ids = b.column(0).as_primitive::<Int64Type>();
         let bodies = b.column(1).as_string::<i32>();
         let xs = b.column(2).as_primitive::<Float64Type>();
         let metas = b.column(3).as_string::<i32>();
-        for i in 0..b.num_rows() {
-            rows.push(format!(
-                "({}, {}, {:?}, {})",
-                ids.value(i),
-                sql_text(bodies.value(i)),
-                xs.value(i),
-                sql_text(metas.value(i))
-            ));
-            if rows.len() == per {
-                out.push(format!(
-                    r#"INSERT INTO "ws"."t" VALUES {}"#,
-                    rows.join(", ")
-                ));
-                rows.clear();
-            }
-        }
-    }
-    if !rows.is_empty() {
-        out.push(format!(
-            r#"INSERT INTO "ws"."t" VALUES {}"#,
-            rows.join(", ")
-        ));
-    }
-    out
+        (0..b.num_rows()).map(move |i| (ids.value(i), bodies.value(i), xs.value(i), metas.value(i)))
+    })
+}
+
+/// `INSERT … VALUES` statements of `per` rows each, built from the batches.
+fn values_statements(batches: &[RecordBatch], per: usize) -> Vec<String> {
+    let tuples: Vec<String> = rows(batches)
+        .map(|(id, body, x, meta)| format!("({id}, {}, {x:?}, {})", sql_text(body), sql_text(meta)))
+        .collect();
+    tuples
+        .chunks(per)
+        .map(|c| format!(r#"INSERT INTO "ws"."t" VALUES {}"#, c.join(", ")))
+        .collect()
 }
 
 /// The batch INSERT whose parameter sets [`parameter_sets`] builds.
@@ -234,24 +221,9 @@ const INSERT_PARAMS: &str = r#"INSERT INTO "ws"."t" VALUES ($1, $2, $3, $4)"#;
 
 /// One parameter set per row: id, body, x and meta (JSON text, as a client sends it).
 fn parameter_sets(batches: &[RecordBatch]) -> Vec<Vec<serde_json::Value>> {
-    use datafusion::arrow::array::AsArray;
-    use datafusion::arrow::datatypes::{Float64Type, Int64Type};
-    let mut out = Vec::new();
-    for b in batches {
-        let ids = b.column(0).as_primitive::<Int64Type>();
-        let bodies = b.column(1).as_string::<i32>();
-        let xs = b.column(2).as_primitive::<Float64Type>();
-        let metas = b.column(3).as_string::<i32>();
-        for i in 0..b.num_rows() {
-            out.push(vec![
-                json!(ids.value(i)),
-                json!(bodies.value(i)),
-                json!(xs.value(i)),
-                json!(metas.value(i)),
-            ]);
-        }
-    }
-    out
+    rows(batches)
+        .map(|(id, body, x, meta)| vec![json!(id), json!(body), json!(x), json!(meta)])
+        .collect()
 }
 
 fn quantile(sorted: &[f64], q: f64) -> f64 {

@@ -30,9 +30,9 @@ use datafusion::sql::sqlparser::ast::{
     self, Expr, Ident, ObjectName, SelectItem, SetExpr, TableObject, Value, visit_expressions,
 };
 use serde_json::Value as Json;
-use tarn_catalog::{ColumnDef, SqlType};
+use tarn_catalog::ColumnDef;
 
-use crate::dml::{Cell, literal_cell, number_scalar};
+use crate::dml::{Cell, literal_cell, number_scalar, numbers_as_text};
 use crate::engine::{BatchTotals, StatementResult, Txn};
 use crate::error::Result;
 use crate::params::{bind, json_number_text, json_to_expr};
@@ -105,13 +105,7 @@ fn json_cell(v: &Json, col: &ColumnDef) -> Option<Cell> {
         Json::Number(n) => match (n.as_i64(), n.as_f64()) {
             // What parsing the bound literal's text gives, without writing it: the text
             // of a float is its shortest round-trip form, so it parses back to itself.
-            _ if matches!(
-                col.ty,
-                SqlType::Numeric { .. } | SqlType::Text | SqlType::Varchar(_)
-            ) =>
-            {
-                number_scalar(&json_number_text(n), col)
-            }
+            _ if numbers_as_text(col) => number_scalar(&json_number_text(n), col),
             (Some(i), _) => ScalarValue::Int64(Some(i)),
             (None, Some(f)) if n.is_f64() => ScalarValue::Float64(Some(f)),
             _ => number_scalar(&json_number_text(n), col),
@@ -120,6 +114,26 @@ fn json_cell(v: &Json, col: &ColumnDef) -> Option<Cell> {
         Json::Object(_) => ScalarValue::Utf8(Some(v.to_string())),
         Json::Array(_) => return literal_cell(&json_to_expr(v), col),
     }))
+}
+
+/// The one kind of a column's non-NULL cells, for building its array directly. `kind`
+/// gives a cell's kind, `Some(None)` for NULL, or `None` for a cell that needs the cell
+/// by cell path. `None` for such a cell, mixed kinds, or no non-NULL cell.
+fn one_kind<T, K: PartialEq>(
+    cells: impl IntoIterator<Item = T>,
+    kind: impl Fn(T) -> Option<Option<K>>,
+) -> Option<K> {
+    let mut found = None;
+    for c in cells {
+        if let Some(k) = kind(c)? {
+            match &found {
+                None => found = Some(k),
+                Some(prev) if *prev != k => return None,
+                Some(_) => {}
+            }
+        }
+    }
+    found
 }
 
 /// The array of parameter `p` over all `sets` when every non-NULL value is of one kind
@@ -135,26 +149,17 @@ fn direct_array(sets: &[Vec<Json>], p: usize, col: &ColumnDef) -> Option<ArrayRe
         Float,
         Bool,
     }
-    let mut kind = None;
-    for set in sets {
-        let k = match set.get(p)? {
-            Json::Null => continue,
+    let kind = one_kind(sets, |set| {
+        Some(Some(match set.get(p)? {
+            Json::Null => return Some(None),
             Json::String(_) => Kind::Str,
             Json::Number(n) if n.is_i64() => Kind::Int,
             Json::Number(n) if n.is_f64() => Kind::Float,
             Json::Bool(_) => Kind::Bool,
             _ => return None,
-        };
-        match kind {
-            None => kind = Some(k),
-            Some(prev) if prev != k => return None,
-            Some(_) => {}
-        }
-    }
-    let text_like = matches!(
-        col.ty,
-        SqlType::Numeric { .. } | SqlType::Text | SqlType::Varchar(_)
-    );
+        }))
+    });
+    let text_like = numbers_as_text(col);
     let values = sets.iter().map(|s| &s[p]);
     Some(match kind? {
         Kind::Str => {
@@ -338,21 +343,13 @@ where
         Num,
         Bool,
     }
-    let mut kind = None;
-    for l in column() {
-        let k = match l {
-            Lit::Null => continue,
-            Lit::Str(_) => Kind::Str,
-            Lit::Number(_) => Kind::Num,
-            Lit::Bool(_) => Kind::Bool,
-            Lit::Default => return None,
-        };
-        match kind {
-            None => kind = Some(k),
-            Some(prev) if prev != k => return None,
-            Some(_) => {}
-        }
-    }
+    let kind = one_kind(column(), |l| match l {
+        Lit::Null => Some(None),
+        Lit::Str(_) => Some(Some(Kind::Str)),
+        Lit::Number(_) => Some(Some(Kind::Num)),
+        Lit::Bool(_) => Some(Some(Kind::Bool)),
+        Lit::Default => None,
+    });
     let n = column().count();
     Some(match kind? {
         Kind::Str => {
@@ -370,10 +367,7 @@ where
             _ => None,
         }))),
         Kind::Num => {
-            if matches!(
-                col.ty,
-                SqlType::Numeric { .. } | SqlType::Text | SqlType::Varchar(_)
-            ) {
+            if numbers_as_text(col) {
                 return None;
             }
             let mut ints = Vec::with_capacity(n);

@@ -108,11 +108,17 @@ fn is_array_type(t: &SqlType) -> bool {
     )
 }
 
-pub(crate) fn number_scalar(n: &str, col: &ColumnDef) -> ScalarValue {
-    if matches!(
+/// Whether a number literal for `col` stays its text (numeric keeps every digit; text
+/// columns store the number as written).
+pub(crate) fn numbers_as_text(col: &ColumnDef) -> bool {
+    matches!(
         col.ty,
         SqlType::Numeric { .. } | SqlType::Text | SqlType::Varchar(_)
-    ) {
+    )
+}
+
+pub(crate) fn number_scalar(n: &str, col: &ColumnDef) -> ScalarValue {
+    if numbers_as_text(col) {
         return ScalarValue::Utf8(Some(n.to_string()));
     }
     match n.parse::<i64>() {
