@@ -17,6 +17,7 @@ use tarn_catalog::{ColumnDef, SqlType};
 
 use crate::encode::encode_value;
 use crate::error::{Error, Result, bad};
+use crate::json_text::canonical_json;
 use crate::params::{ArrayText, parse_array_text};
 use crate::types::arrow_type;
 
@@ -91,10 +92,18 @@ fn coerce_plain(array: &ArrayRef, col: &ColumnDef) -> Result<ArrayRef> {
                 DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View
             );
             let text = if is_text { Some(strings(array)?) } else { None };
+            let mut scratch = String::new();
             for i in 0..array.len() {
                 if array.is_null(i) {
                     b.append_null();
                     continue;
+                }
+                if let Some(t) = &text {
+                    scratch.clear();
+                    if canonical_json(t.value(i), &mut scratch) {
+                        b.append_value(&scratch);
+                        continue;
+                    }
                 }
                 let value = match &text {
                     Some(t) => {

@@ -54,17 +54,14 @@ impl KeyMap {
     /// Room for `n` more keys of `bytes` bytes in all.
     pub fn reserve(&mut self, n: usize, bytes: usize) {
         self.arena.reserve(bytes);
-        let (arena, hasher) = (&self.arena, &self.hasher);
-        self.table.reserve(n, |e| {
-            hasher.hash_one(&arena[e.offset..e.offset + e.len as usize])
-        });
+        self.table.reserve(n, |e| e.hash);
     }
 
     /// The row ids of `key` (empty if absent).
     pub fn get(&self, key: &[u8]) -> &[u64] {
         let hash = self.hasher.hash_one(key);
         match self.table.find(hash, |e| {
-            &self.arena[e.offset..e.offset + e.len as usize] == key
+            e.hash == hash && &self.arena[e.offset..e.offset + e.len as usize] == key
         }) {
             None => &[],
             Some(Entry {
