@@ -10,21 +10,20 @@
 use hashbrown::{DefaultHashBuilder, HashTable};
 use std::hash::BuildHasher;
 
-/// The row ids of one key: almost always one.
-#[derive(Debug, Clone)]
-enum Rows {
-    One(u64),
-    Many(Vec<u64>),
-}
+/// A row id with this bit set is an index into [`KeyMap::many`] instead (row ids are
+/// counters far below it).
+const MANY: u64 = 1 << 63;
 
+/// One key: 24 bytes, so that growing a table of a million keys moves little memory.
 #[derive(Debug, Clone)]
 struct Entry {
     /// The key's hash, kept so that growing the table re-hashes nothing and a probe
     /// compares bytes only on a full hash match.
     hash: u64,
+    /// Where the key starts in the arena: a `u32` length, then the bytes.
     offset: usize,
-    len: u32,
-    rows: Rows,
+    /// The key's only row, or `MANY | i` for the rows in `many[i]`.
+    row: u64,
 }
 
 /// Encoded key → row ids. Row ids of a key keep their insertion order.
@@ -32,7 +31,15 @@ struct Entry {
 pub struct KeyMap {
     arena: Vec<u8>,
     table: HashTable<Entry>,
+    /// Row ids of keys with more than one row (rare: only non-unique indexes).
+    many: Vec<Vec<u64>>,
     hasher: DefaultHashBuilder,
+}
+
+/// The key stored at `offset`.
+fn key_at(arena: &[u8], offset: usize) -> &[u8] {
+    let len = u32::from_le_bytes(arena[offset..offset + 4].try_into().expect("4 bytes"));
+    &arena[offset + 4..offset + 4 + len as usize]
 }
 
 impl KeyMap {
@@ -53,52 +60,48 @@ impl KeyMap {
 
     /// Room for `n` more keys of `bytes` bytes in all.
     pub fn reserve(&mut self, n: usize, bytes: usize) {
-        self.arena.reserve(bytes);
+        self.arena.reserve(bytes + 4 * n);
         self.table.reserve(n, |e| e.hash);
     }
 
     /// The row ids of `key` (empty if absent).
     pub fn get(&self, key: &[u8]) -> &[u64] {
         let hash = self.hasher.hash_one(key);
-        match self.table.find(hash, |e| {
-            e.hash == hash && &self.arena[e.offset..e.offset + e.len as usize] == key
-        }) {
+        match self
+            .table
+            .find(hash, |e| e.hash == hash && key_at(&self.arena, e.offset) == key)
+        {
             None => &[],
-            Some(Entry {
-                rows: Rows::One(r), ..
-            }) => std::slice::from_ref(r),
-            Some(Entry {
-                rows: Rows::Many(v),
-                ..
-            }) => v,
+            Some(e) if e.row & MANY != 0 => &self.many[(e.row & !MANY) as usize],
+            Some(e) => std::slice::from_ref(&e.row),
         }
     }
 
     /// Adds row `row` under `key`.
     pub fn push(&mut self, key: &[u8], row: u64) {
+        assert!(row & MANY == 0, "row id {row} out of range");
         let hash = self.hasher.hash_one(key);
         let arena = &mut self.arena;
         match self.table.entry(
             hash,
-            |e| e.hash == hash && &arena[e.offset..e.offset + e.len as usize] == key,
+            |e| e.hash == hash && key_at(arena, e.offset) == key,
             |e| e.hash,
         ) {
             hashbrown::hash_table::Entry::Occupied(mut o) => {
-                let rows = &mut o.get_mut().rows;
-                match rows {
-                    Rows::One(r) => *rows = Rows::Many(vec![*r, row]),
-                    Rows::Many(v) => v.push(row),
+                let e = o.get_mut();
+                if e.row & MANY != 0 {
+                    self.many[(e.row & !MANY) as usize].push(row);
+                } else {
+                    self.many.push(vec![e.row, row]);
+                    e.row = MANY | (self.many.len() - 1) as u64;
                 }
             }
             hashbrown::hash_table::Entry::Vacant(v) => {
                 let offset = arena.len();
+                let len = u32::try_from(key.len()).expect("keys are far below 4 GiB");
+                arena.extend_from_slice(&len.to_le_bytes());
                 arena.extend_from_slice(key);
-                v.insert(Entry {
-                    hash,
-                    offset,
-                    len: key.len() as u32,
-                    rows: Rows::One(row),
-                });
+                v.insert(Entry { hash, offset, row });
             }
         }
     }
@@ -120,5 +123,9 @@ mod tests {
         assert_eq!(m.get(b""), &[7]);
         assert!(m.get(&6000u64.to_be_bytes()).is_empty());
         assert!(m.get(&[0, 0, 0]).is_empty());
+        m.push(&3u64.to_be_bytes(), 20_000);
+        assert_eq!(m.get(&3u64.to_be_bytes()), &[3, 5003, 20_000]);
+        assert_eq!(m.get(&4u64.to_be_bytes()), &[4, 5004]);
+        assert_eq!(std::mem::size_of::<Entry>(), 24);
     }
 }
