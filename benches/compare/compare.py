@@ -434,8 +434,11 @@ def report(t: dict, d: dict, s: dict, parse_s: float) -> str:
     out.append(f"Tarn TSV parse {fmt_secs(t['parse_s'])}, SQLite (Python) TSV parse "
                f"{fmt_secs(parse_s)}; Tarn values text build "
                f"{fmt_secs(t.get('values_1000_build_s'))} (untimed)")
-    out.append(f"on disk after bulk load: Tarn {t['disk_bytes'] / 1e6:.0f} MB, DuckDB "
-               f"{d['disk_bytes'] / 1e6:.0f} MB, SQLite {s['disk_bytes'] / 1e6:.0f} MB")
+    closed = t.get("disk_bytes_closed")
+    closed = f" ({closed / 1e6:.0f} MB once closed: segments only, log emptied)" if closed else ""
+    out.append(f"on disk after bulk load: Tarn {t['disk_bytes'] / 1e6:.0f} MB log + segments"
+               f"{closed}, DuckDB {d['disk_bytes'] / 1e6:.0f} MB, SQLite "
+               f"{s['disk_bytes'] / 1e6:.0f} MB")
     checks = {e: x["scan_check"] for e, x in (("tarn", t), ("duckdb", d), ("sqlite", s))}
     same = all(c[0] == t["scan_check"][0]
                and abs(c[1] - t["scan_check"][1]) <= 1e-6 * abs(t["scan_check"][1])

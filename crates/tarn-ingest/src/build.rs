@@ -8,11 +8,11 @@ use datafusion::arrow::array::{
     ListBuilder, StringBuilder, TimestampMicrosecondBuilder,
 };
 use datafusion::arrow::datatypes::{DataType, Field};
-use serde::Deserialize;
 use serde_json::Value;
 
 use crate::ColumnType;
 use crate::infer::{parse_bool, parse_date, parse_float, parse_int, parse_timestamp, parse_vector};
+use crate::jsonb::JsonbText;
 
 /// Microseconds in a day (a date in a timestamp column is its midnight, UTC).
 const DAY_MICROS: i64 = 86_400_000_000;
@@ -56,6 +56,8 @@ pub(crate) struct ColumnBuilder {
     /// The vector length every row must have (set by the first vector).
     pub(crate) dim: Option<u32>,
     scratch: Vec<f32>,
+    /// Writes nested JSON values as their stored text (jsonb and text columns).
+    json: JsonbText,
 }
 
 impl ColumnBuilder {
@@ -80,6 +82,7 @@ impl ColumnBuilder {
             has_null: false,
             dim,
             scratch: Vec::new(),
+            json: JsonbText::new(),
         }
     }
 
@@ -144,10 +147,12 @@ impl ColumnBuilder {
                 return self.push_vector_scratch(n);
             }
             ColumnType::Jsonb => {
-                let v: Value = serde_json::from_str(s)
+                let text = self
+                    .json
+                    .canonical(s)
                     .map_err(|e| format!("{} is not JSON ({e})", quote(s)))?;
                 if let Values::Text(b) = &mut self.values {
-                    b.append_value(v.to_string());
+                    b.append_value(text);
                 }
                 return Ok(());
             }
@@ -227,16 +232,23 @@ impl CellSeed<'_> {
         self.fail(why)
     }
 
-    /// A whole JSON value (objects, arrays), as jsonb or text takes it.
-    fn value<E: serde::de::Error>(&mut self, v: Value) -> Result<(), E> {
-        match self.column.ty {
-            ColumnType::Jsonb | ColumnType::Text => {
-                if let Values::Text(b) = &mut self.column.values {
-                    b.append_value(v.to_string());
-                }
+    /// A whole JSON value (objects, arrays) written by `write` into the column's
+    /// [`JsonbText`], as jsonb or text takes it.
+    fn nested<E: serde::de::Error>(
+        &mut self,
+        write: impl FnOnce(&mut JsonbText) -> Result<(), E>,
+    ) -> Result<(), E> {
+        self.column.json.clear();
+        write(&mut self.column.json)?;
+        match (self.column.ty, &mut self.column.values) {
+            (ColumnType::Jsonb | ColumnType::Text, Values::Text(b)) => {
+                b.append_value(self.column.json.text());
                 Ok(())
             }
-            _ => Err(self.mismatch(&v.to_string())),
+            _ => {
+                let shown = self.column.json.text().to_string();
+                Err(self.mismatch(&shown))
+            }
         }
     }
 }
@@ -308,7 +320,12 @@ impl<'de> serde::de::Visitor<'de> for CellSeed<'_> {
     fn visit_str<E: serde::de::Error>(mut self, s: &str) -> Result<(), E> {
         let jsonb = self.column.ty == ColumnType::Jsonb;
         match &mut self.column.values {
-            Values::Text(b) if jsonb => b.append_value(Value::from(s).to_string()),
+            Values::Text(b) if jsonb => {
+                let json = &mut self.column.json;
+                json.clear();
+                json.push_string(s);
+                b.append_value(json.text());
+            }
             Values::Text(b) => b.append_value(s),
             Values::Date(b) => match parse_date(s) {
                 Some(d) => b.append_value(d),
@@ -325,8 +342,7 @@ impl<'de> serde::de::Visitor<'de> for CellSeed<'_> {
 
     fn visit_seq<A: serde::de::SeqAccess<'de>>(mut self, mut seq: A) -> Result<(), A::Error> {
         if self.column.ty != ColumnType::Vector {
-            let v = Value::deserialize(serde::de::value::SeqAccessDeserializer::new(seq))?;
-            return self.value(v);
+            return self.nested(|json| json.visitor().visit_seq(seq));
         }
         let start = self.column.scratch.len();
         loop {
@@ -351,7 +367,6 @@ impl<'de> serde::de::Visitor<'de> for CellSeed<'_> {
     }
 
     fn visit_map<A: serde::de::MapAccess<'de>>(mut self, map: A) -> Result<(), A::Error> {
-        let v = Value::deserialize(serde::de::value::MapAccessDeserializer::new(map))?;
-        self.value(v)
+        self.nested(|json| json.visitor().visit_map(map))
     }
 }

@@ -16,6 +16,7 @@ mod build;
 mod csv;
 mod infer;
 mod json;
+mod jsonb;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -25,6 +26,7 @@ use datafusion::arrow::record_batch::RecordBatch;
 
 use build::{ColumnBuilder, arrow_type};
 use infer::Kind;
+pub use jsonb::JsonbText;
 
 /// A column type uploads infer (each is one SQL type; see [`ColumnType::sql_name`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

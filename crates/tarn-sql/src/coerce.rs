@@ -17,7 +17,6 @@ use tarn_catalog::{ColumnDef, SqlType};
 
 use crate::encode::encode_value;
 use crate::error::{Error, Result, bad};
-use crate::json_text::canonical_json;
 use crate::params::{ArrayText, parse_array_text};
 use crate::types::arrow_type;
 
@@ -92,30 +91,23 @@ fn coerce_plain(array: &ArrayRef, col: &ColumnDef) -> Result<ArrayRef> {
                 DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View
             );
             let text = if is_text { Some(strings(array)?) } else { None };
-            let mut scratch = String::new();
+            let mut json = tarn_ingest::JsonbText::new();
             for i in 0..array.len() {
                 if array.is_null(i) {
                     b.append_null();
                     continue;
                 }
                 if let Some(t) = &text {
-                    scratch.clear();
-                    if canonical_json(t.value(i), &mut scratch) {
-                        b.append_value(&scratch);
-                        continue;
-                    }
+                    let stored = json.canonical(t.value(i)).map_err(|e| {
+                        Error::BadRequest(format!(
+                            "invalid input syntax for type json (column \"{}\"): {e}",
+                            col.name
+                        ))
+                    })?;
+                    b.append_value(stored);
+                    continue;
                 }
-                let value = match &text {
-                    Some(t) => {
-                        serde_json::from_str::<serde_json::Value>(t.value(i)).map_err(|e| {
-                            Error::BadRequest(format!(
-                                "invalid input syntax for type json (column \"{}\"): {e}",
-                                col.name
-                            ))
-                        })?
-                    }
-                    None => encode_value(&field, array, i)?,
-                };
+                let value = encode_value(&field, array, i)?;
                 // Written into the builder's buffer, then the row is closed.
                 std::fmt::Write::write_fmt(&mut b, format_args!("{value}"))
                     .map_err(|e| Error::Internal(e.to_string()))?;

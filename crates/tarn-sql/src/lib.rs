@@ -24,7 +24,6 @@ mod fast_search;
 mod functions;
 mod hybrid;
 mod index_ddl;
-mod json_text;
 mod jsonb;
 mod names;
 mod on_conflict;

@@ -67,10 +67,9 @@ impl KeyMap {
     /// The row ids of `key` (empty if absent).
     pub fn get(&self, key: &[u8]) -> &[u64] {
         let hash = self.hasher.hash_one(key);
-        match self
-            .table
-            .find(hash, |e| e.hash == hash && key_at(&self.arena, e.offset) == key)
-        {
+        match self.table.find(hash, |e| {
+            e.hash == hash && key_at(&self.arena, e.offset) == key
+        }) {
             None => &[],
             Some(e) if e.row & MANY != 0 => &self.many[(e.row & !MANY) as usize],
             Some(e) => std::slice::from_ref(&e.row),
