@@ -100,9 +100,11 @@ impl Framer {
         let mut i = 0;
         while i < input.len() {
             if self.in_row {
-                // Copy up to the row's end (or the chunk's) in one go. Strings are
-                // skipped with memchr (to the next quote or backslash), structure is
-                // walked byte by byte, line ends are counted once at the end.
+                // Copy up to the row's end (or the chunk's) in one go. Structure is
+                // walked byte by byte; strings are skipped to the next quote or
+                // backslash (a short look first, then memchr for long strings). Line
+                // ends are counted outside strings only: a raw line end inside a string
+                // is invalid JSON, so that row fails with serde_json's own line number.
                 let start = i;
                 let mut done = false;
                 while i < input.len() {
@@ -112,7 +114,7 @@ impl Framer {
                             i += 1;
                             continue;
                         }
-                        match memchr::memchr2(b'"', b'\\', &input[i..]) {
+                        match find_quote_or_backslash(&input[i..]) {
                             None => i = input.len(),
                             Some(k) => {
                                 i += k;
@@ -130,6 +132,7 @@ impl Framer {
                     i += 1;
                     match b {
                         b'"' => self.in_string = true,
+                        b'\n' => self.line += 1,
                         b'{' | b'[' => self.depth += 1,
                         b'}' | b']' => {
                             self.depth -= 1;
@@ -141,7 +144,6 @@ impl Framer {
                         _ => {}
                     }
                 }
-                self.line += memchr::memchr_iter(b'\n', &input[start..i]).count() as u64;
                 self.row.extend_from_slice(&input[start..i]);
                 if self.row.len() > self.max_row_bytes {
                     return Err(format!(
@@ -209,6 +211,20 @@ impl Framer {
         }
         Ok((i, Step::NeedInput))
     }
+}
+
+/// The offset of the first `"` or `\\` in `bytes`. Most strings in rows are short, so
+/// a plain loop looks at the first bytes before memchr's vector search takes over.
+fn find_quote_or_backslash(bytes: &[u8]) -> Option<usize> {
+    const SHORT: usize = 24;
+    let head = &bytes[..bytes.len().min(SHORT)];
+    if let Some(k) = head.iter().position(|&b| b == b'"' || b == b'\\') {
+        return Some(k);
+    }
+    if bytes.len() <= SHORT {
+        return None;
+    }
+    memchr::memchr2(b'"', b'\\', &bytes[SHORT..]).map(|k| k + SHORT)
 }
 
 /// A row's keys and values in document order (serde_json's own map sorts its keys).
@@ -416,6 +432,14 @@ impl<'de> Visitor<'de> for RowSeed<'_> {
     }
 }
 
+fn deserialize_row<'de, R: serde_json::de::Read<'de>>(
+    mut de: serde_json::Deserializer<R>,
+    seed: RowSeed<'_>,
+) -> serde_json::Result<()> {
+    serde::Deserializer::deserialize_map(&mut de, seed)?;
+    de.end()
+}
+
 /// Decodes one framed row (starting on `first_line`) straight into the column
 /// builders: each column gets one value (NULL for a missing key).
 pub(crate) fn decode_row(
@@ -427,18 +451,19 @@ pub(crate) fn decode_row(
     seen: &mut [bool],
 ) -> Result<(), RowError> {
     let mut trouble = Trouble::default();
-    let mut de = serde_json::Deserializer::from_slice(bytes);
-    let res = serde::Deserializer::deserialize_map(
-        &mut de,
-        RowSeed {
-            builders,
-            names,
-            index,
-            seen,
-            trouble: &mut trouble,
-        },
-    )
-    .and_then(|()| de.end());
+    let seed = RowSeed {
+        builders,
+        names,
+        index,
+        seen,
+        trouble: &mut trouble,
+    };
+    // Checked as UTF-8 once (one fast pass) rather than string by string; a row that is
+    // not UTF-8 is parsed as bytes, so that serde_json says where.
+    let res = match std::str::from_utf8(bytes) {
+        Ok(text) => deserialize_row(serde_json::Deserializer::from_str(text), seed),
+        Err(_) => deserialize_row(serde_json::Deserializer::from_slice(bytes), seed),
+    };
     let Err(e) = res else {
         return Ok(());
     };
