@@ -430,6 +430,30 @@ async fn a_bad_row_is_a_400_naming_its_line_and_nothing_is_created() -> TestResu
         .await
         .expect_err("syntax");
     assert!(err.message().starts_with("line 3: invalid JSON"), "{err:?}");
+    // Line numbers after rows that span lines and strings long enough for the framer's
+    // vector search, and a row that is not UTF-8.
+    let long = "a string longer than twenty-four bytes, with } ] { and \\\" inside";
+    let lead =
+        format!("{{\"id\": 1,\n \"s\": \"{long}\"}}\n{{\"id\": 2, \"s\":\n\n \"{long}\"}}\n");
+    let err = s
+        .upload_table(
+            "ws",
+            "bad",
+            "x.ndjson",
+            format!("{lead}{{\"id\": 3, \"s\": \"x\"}}\n{{\"id\": 4, \"s\": tru}}\n").as_bytes(),
+        )
+        .await
+        .expect_err("syntax after multi-line rows");
+    assert!(err.message().starts_with("line 7: invalid JSON"), "{err:?}");
+    let mut body = format!("{lead}{{\"id\": 3, \"s\": \"").into_bytes();
+    body.extend_from_slice(&[0xff, 0xfe]);
+    body.extend_from_slice(b"\"}\n");
+    let err = s
+        .upload_table("ws", "bad", "x.ndjson", &body[..])
+        .await
+        .expect_err("utf-8 in a JSON row");
+    assert_eq!(err.status(), 400);
+    assert!(err.message().starts_with("line 6: invalid JSON"), "{err:?}");
     let err = s
         .upload_table("ws", "bad", "x.json", "[{\"a\": 1}, 2]".as_bytes())
         .await

@@ -377,8 +377,9 @@ async fn run(args: Args) -> Result<serde_json::Value, String> {
         quantile(&lat, 0.5) * 1e6,
         lat.len()
     );
-    drop((s, tarn));
     // Closing checkpoints: the log's rows are in segments and the log is empty.
+    tarn.close().await.map_err(|e| e.to_string())?;
+    drop((s, tarn));
     let disk_bytes_closed = dir_bytes(&dir);
 
     Ok(json!({

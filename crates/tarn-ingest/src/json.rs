@@ -298,6 +298,19 @@ mod tests {
             let got = rows(ndjson, chunk).expect("ndjson");
             assert_eq!(got.iter().map(|r| r.0).collect::<Vec<_>>(), vec![1, 3]);
         }
+        // Line numbers after rows that span lines, with strings past the short scan.
+        let long = "twenty-five bytes or more: } ] { [ \\\" \\\\ and more";
+        let text = format!(
+            "{{\"a\":\n\"{long}\"}}\n{{\"b\": \"{long}\",\n\n \"c\": [\n1]}}\r\n{{\"d\": 4}}\n"
+        );
+        for chunk in 1..text.len() {
+            let got = rows(text.as_bytes(), chunk).expect("multi-line rows");
+            assert_eq!(got.iter().map(|r| r.0).collect::<Vec<_>>(), vec![1, 3, 7]);
+            assert_eq!(got[2].1, "{\"d\": 4}");
+            let bad = format!("{text}\n x");
+            let err = rows(bad.as_bytes(), chunk).expect_err("not an object");
+            assert!(err.starts_with("line 9: expected a JSON object"), "{err}");
+        }
         assert_eq!(rows(b"[]", 1).expect("empty").len(), 0);
         assert_eq!(rows(b"", 1).expect("nothing").len(), 0);
     }

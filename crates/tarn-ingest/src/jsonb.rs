@@ -14,6 +14,9 @@ use std::fmt::{self, Write as _};
 
 use serde::de::{DeserializeSeed, MapAccess, SeqAccess, Visitor};
 
+/// Capacity a [`JsonbText`] keeps between values (larger buffers are freed).
+const KEPT_BYTES: usize = 64 << 10;
+
 /// Writes the stored text of JSON values; keeps its buffers between values.
 #[derive(Debug, Default)]
 pub struct JsonbText {
@@ -48,11 +51,16 @@ impl JsonbText {
         Ok(&self.out)
     }
 
-    /// Forgets the last value.
+    /// Forgets the last value. Buffers a huge value grew are given back, so that a
+    /// writer kept per column holds no more than [`KEPT_BYTES`] between values.
     pub(crate) fn clear(&mut self) {
-        self.out.clear();
-        self.keys.clear();
+        for buf in [&mut self.out, &mut self.keys] {
+            buf.clear();
+            buf.shrink_to(KEPT_BYTES);
+        }
         self.members.clear();
+        self.members
+            .shrink_to(KEPT_BYTES / std::mem::size_of::<Member>());
     }
 
     /// The text written since the last [`JsonbText::clear`].

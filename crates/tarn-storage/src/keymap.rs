@@ -1,9 +1,9 @@
 //! An in-memory map from encoded keys to row ids, for the memtable's key index and a
 //! transaction's own inserted keys.
 //!
-//! Keys live in one byte arena and the table holds `(offset, length, rows)`: inserting a
-//! million keys makes a few large allocations instead of a million small ones (whose
-//! frees dominated bulk inserts), and hashing uses foldhash rather than SipHash (keys
+//! Keys live in one byte arena (each after its length) and the table holds 24-byte
+//! `(hash, offset, row)` entries: inserting a million keys makes a few large allocations
+//! instead of a million small ones (whose frees dominated bulk inserts), and hashing uses foldhash rather than SipHash (keys
 //! are not attacker-chosen in a way that matters here: a host's own rows in its own
 //! process).
 
@@ -78,7 +78,6 @@ impl KeyMap {
 
     /// Adds row `row` under `key`.
     pub fn push(&mut self, key: &[u8], row: u64) {
-        assert!(row & MANY == 0, "row id {row} out of range");
         let hash = self.hasher.hash_one(key);
         let arena = &mut self.arena;
         match self.table.entry(
@@ -100,6 +99,14 @@ impl KeyMap {
                 let len = u32::try_from(key.len()).expect("keys are far below 4 GiB");
                 arena.extend_from_slice(&len.to_le_bytes());
                 arena.extend_from_slice(key);
+                // A row id with the flag bit (never made by Tarn, but a log record could
+                // carry one) goes to the side list like a second row would.
+                let row = if row & MANY == 0 {
+                    row
+                } else {
+                    self.many.push(vec![row]);
+                    MANY | (self.many.len() - 1) as u64
+                };
                 v.insert(Entry { hash, offset, row });
             }
         }
@@ -125,6 +132,14 @@ mod tests {
         m.push(&3u64.to_be_bytes(), 20_000);
         assert_eq!(m.get(&3u64.to_be_bytes()), &[3, 5003, 20_000]);
         assert_eq!(m.get(&4u64.to_be_bytes()), &[4, 5004]);
-        assert_eq!(std::mem::size_of::<Entry>(), 24);
+        m.push(b"huge", u64::MAX);
+        m.push(b"huge", 1);
+        assert_eq!(m.get(b"huge"), &[u64::MAX, 1]);
+        m.push(b"huge2", MANY | 5);
+        assert_eq!(m.get(b"huge2"), &[MANY | 5]);
+        assert_eq!(
+            std::mem::size_of::<Entry>(),
+            16 + std::mem::size_of::<usize>()
+        );
     }
 }
