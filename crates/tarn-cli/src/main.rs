@@ -1,4 +1,5 @@
-//! The `tarn` command: try Tarn from a shell. It acts as a local superuser: it creates
+//! The `tarn` command: try Tarn from a shell, load files into tables, export query
+//! results and manage a workspace's files. It acts as a local superuser: it creates
 //! (once) a local admin user, an API key kept in `DIR/cli.key` (mode 0600) and the
 //! organization `local`, and creates the workspace given by `-w` when it is missing.
 
@@ -15,6 +16,7 @@ use serde_json::Value;
 use tarn::{ErrorKind, Options, QueryResult, Session, Tarn};
 
 mod demo;
+mod transfer;
 
 const LOCAL_ORG: &str = "local";
 const LOCAL_EMAIL: &str = "local@localhost";
@@ -36,6 +38,10 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Run SQL: one statement, or `-` to read `;`-terminated statements from stdin.
+    #[command(after_help = "Examples:\n  \
+        tarn sql -w ws 'SELECT 1'\n  \
+        tarn sql -w ws -p 42 'SELECT * FROM \"ws\".\"t\" WHERE id = $1'\n  \
+        tarn sql -w ws - < script.sql")]
     Sql {
         /// Workspace (created if missing).
         #[arg(short = 'w', long = "workspace")]
@@ -50,6 +56,7 @@ enum Command {
         sql: String,
     },
     /// List tables of a workspace, or show one table.
+    #[command(after_help = "Examples:\n  tarn tables -w ws\n  tarn tables -w ws docs --json")]
     Tables {
         /// Workspace.
         #[arg(short = 'w', long = "workspace")]
@@ -60,8 +67,57 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Create a table from a CSV, JSON (an array of objects) or NDJSON file, with the
+    /// column types inferred; a progress bar shows on a terminal.
+    #[command(after_help = "Example:\n  tarn import -w ws papers papers.csv")]
+    Import {
+        /// Workspace (created if missing).
+        #[arg(short = 'w', long = "workspace")]
+        workspace: String,
+        /// The new table's name.
+        table: String,
+        /// The file (its extension, else its content, tells the format).
+        file: PathBuf,
+        /// Print the result as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Write a query's rows to a file: CSV, NDJSON or Arrow IPC, by the file's extension
+    /// (.csv, .ndjson/.jsonl, .arrow) or --format; `-` writes to standard output.
+    #[command(after_help = "Examples:\n  \
+        tarn export -w ws 'SELECT * FROM \"ws\".\"papers\"' papers.csv\n  \
+        tarn export -w ws --format ndjson 'SELECT id, title FROM \"ws\".\"papers\"' -")]
+    Export {
+        /// Workspace.
+        #[arg(short = 'w', long = "workspace")]
+        workspace: String,
+        /// The query.
+        sql: String,
+        /// The output file, or `-` for standard output.
+        file: PathBuf,
+        /// The format, when the file name does not tell it.
+        #[arg(long, value_enum)]
+        format: Option<transfer::ExportFormat>,
+    },
+    /// A workspace's stored files: list, store, fetch, delete.
+    #[command(after_help = "Examples:\n  \
+        tarn files -w docs put report.pdf\n  \
+        tarn files -w docs ls\n  \
+        tarn files -w docs get ID report-copy.pdf\n  \
+        tarn files -w docs rm ID")]
+    Files {
+        /// Workspace (created if missing).
+        #[arg(short = 'w', long = "workspace")]
+        workspace: String,
+        /// Print results as JSON.
+        #[arg(long, global = true)]
+        json: bool,
+        #[command(subcommand)]
+        action: transfer::FilesAction,
+    },
     /// Load the CISI abstracts into workspace `demo`, index them and run each kind of
     /// search (BM25, vector, hybrid, filtered). A second run reuses the data.
+    #[command(after_help = "Example:\n  tarn --data /tmp/tarn-demo demo")]
     Demo,
 }
 
@@ -159,6 +215,33 @@ async fn run(cli: Cli) -> ExitCode {
                 Err(e) => report(&e, json),
             }
         }
+        Command::Import {
+            workspace,
+            table,
+            file,
+            json,
+        } => {
+            if let Err(e) = ensure_workspace(&session, &workspace).await {
+                return report(&e, json);
+            }
+            transfer::import(&session, &workspace, &table, &file, json).await
+        }
+        Command::Export {
+            workspace,
+            sql,
+            file,
+            format,
+        } => transfer::export(&session, &workspace, &sql, &file, format).await,
+        Command::Files {
+            workspace,
+            json,
+            action,
+        } => {
+            if let Err(e) = ensure_workspace(&session, &workspace).await {
+                return report(&e, json);
+            }
+            transfer::files(&session, &workspace, action, json).await
+        }
         Command::Demo => match demo::run(&session, &cli.data).await {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => report(&e, false),
@@ -166,7 +249,7 @@ async fn run(cli: Cli) -> ExitCode {
     }
 }
 
-fn report(e: &tarn::Error, json: bool) -> ExitCode {
+pub(crate) fn report(e: &tarn::Error, json: bool) -> ExitCode {
     if json {
         println!("{}", serde_json::json!({ "error": e }));
     } else {

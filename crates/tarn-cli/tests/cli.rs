@@ -259,3 +259,265 @@ fn demo_searches_every_way_and_reuses_its_data() {
         .count();
     assert_eq!(indexes, 2, "an HNSW and a BM25 file for the one segment");
 }
+
+fn stdout_text(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn assert_code(out: &Output, code: i32, what: &str) {
+    assert_eq!(
+        out.status.code(),
+        Some(code),
+        "{what}: stdout {} stderr {}",
+        stdout_text(out),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// `import` makes a table from CSV and NDJSON (no progress bar when piped); `export`
+/// writes CSV, NDJSON and Arrow IPC that read back as the same rows; usage errors exit
+/// 2 and failed statements 1.
+#[test]
+fn import_and_export_round_trip() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("data");
+    let csv = dir.path().join("papers.csv");
+    std::fs::write(
+        &csv,
+        "id,title,score,e\n1,plain,0.5,\"[1,0]\"\n2,\"with, comma and \"\"quotes\"\"\",,\"[0,1]\"\n3,\"two\nlines\",2.25,\"[0.5,0.5]\"\n",
+    )
+    .expect("write csv");
+    let out = tarn(
+        &data,
+        &[
+            "import",
+            "-w",
+            "ws",
+            "papers",
+            csv.to_str().expect("path"),
+            "--json",
+        ],
+        None,
+    );
+    assert_code(&out, 0, "import");
+    assert_eq!(
+        json_lines(&out)[0],
+        json!({"name": "papers", "row_count": 3,
+               "columns": ["id", "title", "score", "e"]})
+    );
+    assert!(out.stderr.is_empty(), "no bar when piped: {:?}", out.stderr);
+    let all = r#"SELECT * FROM "ws"."papers" ORDER BY id"#;
+    let original =
+        json_lines(&tarn(&data, &["sql", "-w", "ws", "--json", all], None))[0]["rows"].clone();
+    assert_eq!(
+        original[1],
+        json!([2, "with, comma and \"quotes\"", null, [0.0, 1.0]])
+    );
+
+    // CSV out and back in: the same rows.
+    let exported = dir.path().join("out.csv");
+    let out = tarn(
+        &data,
+        &["export", "-w", "ws", all, exported.to_str().expect("path")],
+        None,
+    );
+    assert_code(&out, 0, "export csv");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("exported 3 rows"));
+    let text = std::fs::read_to_string(&exported).expect("csv written");
+    assert!(
+        text.starts_with("id,title,score,e\n1,plain,0.5,\"[1.0,0.0]\"\n"),
+        "{text}"
+    );
+    let out = tarn(
+        &data,
+        &[
+            "import",
+            "-w",
+            "ws",
+            "again",
+            exported.to_str().expect("path"),
+        ],
+        None,
+    );
+    assert_code(&out, 0, "import the export");
+    assert!(stdout_text(&out).starts_with("imported 3 rows into \"ws\".\"again\""));
+    let again = r#"SELECT * FROM "ws"."again" ORDER BY id"#;
+    assert_eq!(
+        json_lines(&tarn(&data, &["sql", "-w", "ws", "--json", again], None))[0]["rows"],
+        original
+    );
+
+    // NDJSON to standard output, keys in column order; and back in from a file.
+    let out = tarn(
+        &data,
+        &["export", "-w", "ws", "--format", "ndjson", all, "-"],
+        None,
+    );
+    assert_code(&out, 0, "export ndjson");
+    let text = stdout_text(&out);
+    assert!(
+        text.starts_with("{\"id\":1,\"title\":\"plain\",\"score\":0.5,\"e\":[1.0,0.0]}\n"),
+        "{text}"
+    );
+    let nd = dir.path().join("out.ndjson");
+    std::fs::write(&nd, &text).expect("write ndjson");
+    let out = tarn(
+        &data,
+        &["import", "-w", "ws", "nd", nd.to_str().expect("path")],
+        None,
+    );
+    assert_code(&out, 0, "import ndjson");
+    let nd_all = r#"SELECT * FROM "ws"."nd" ORDER BY id"#;
+    assert_eq!(
+        json_lines(&tarn(&data, &["sql", "-w", "ws", "--json", nd_all], None))[0]["rows"],
+        original
+    );
+
+    // Arrow IPC: the file format's magic at both ends.
+    let arrow = dir.path().join("out.arrow");
+    let out = tarn(
+        &data,
+        &["export", "-w", "ws", all, arrow.to_str().expect("path")],
+        None,
+    );
+    assert_code(&out, 0, "export arrow");
+    let bytes = std::fs::read(&arrow).expect("arrow written");
+    assert!(bytes.starts_with(b"ARROW1") && bytes.ends_with(b"ARROW1"));
+
+    // Failures: 1 for a failed statement or an existing table, 2 for usage.
+    let bad = dir.path().join("bad.csv");
+    let out = tarn(
+        &data,
+        &[
+            "export",
+            "-w",
+            "ws",
+            "SELECT * FROM nope",
+            bad.to_str().expect("path"),
+        ],
+        None,
+    );
+    assert_code(&out, 1, "export of a failing query");
+    assert!(!bad.exists(), "no file for a failed export");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("ERROR (404)"));
+    let out = tarn(&data, &["export", "-w", "ws", all, "out.txt"], None);
+    assert_code(&out, 2, "unknown extension");
+    let out = tarn(
+        &data,
+        &[
+            "import",
+            "-w",
+            "ws",
+            "papers",
+            csv.to_str().expect("path"),
+            "--json",
+        ],
+        None,
+    );
+    assert_code(&out, 1, "existing table");
+    assert_eq!(json_lines(&out)[0]["error"]["status"], 409);
+    let out = tarn(
+        &data,
+        &["import", "-w", "ws", "x", "/nonexistent/file.csv"],
+        None,
+    );
+    assert_code(&out, 1, "missing file");
+    let out = tarn(&data, &["import", "-w", "ws"], None);
+    assert_code(&out, 2, "missing arguments");
+    for cmd in ["sql", "tables", "import", "export", "files", "demo"] {
+        let out = tarn(&data, &[cmd, "--help"], None);
+        assert_code(&out, 0, cmd);
+        assert!(
+            stdout_text(&out).contains("Example"),
+            "{cmd} --help has an example"
+        );
+    }
+}
+
+/// `files put|ls|get|rm`: the bytes come back as stored, `get` never overwrites a file
+/// it was not told to, and a deleted file is a 404.
+#[test]
+fn files_put_list_get_remove() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("data");
+    let src = dir.path().join("report.pdf");
+    let body: Vec<u8> = (0..300_000u32).map(|i| (i * 7 % 251) as u8).collect();
+    std::fs::write(&src, &body).expect("write");
+    let out = tarn(
+        &data,
+        &[
+            "files",
+            "-w",
+            "docs",
+            "put",
+            src.to_str().expect("path"),
+            "--json",
+        ],
+        None,
+    );
+    assert_code(&out, 0, "put");
+    let rec = json_lines(&out)[0].clone();
+    assert_eq!(rec["filename"], "report.pdf");
+    assert_eq!(rec["media_type"], "application/pdf");
+    assert_eq!(rec["size_bytes"], body.len());
+    let id = rec["id"].as_str().expect("id").to_string();
+
+    let out = tarn(&data, &["files", "-w", "docs", "ls", "--json"], None);
+    assert_code(&out, 0, "ls");
+    assert_eq!(json_lines(&out)[0]["total_count"], 1);
+    let out = tarn(&data, &["files", "-w", "docs", "ls"], None);
+    assert!(
+        stdout_text(&out).contains("report.pdf")
+            && stdout_text(&out).contains("(1 of 1 file, from 0)")
+    );
+
+    let copy = dir.path().join("copy.pdf");
+    let out = tarn(
+        &data,
+        &[
+            "files",
+            "-w",
+            "docs",
+            "get",
+            &id,
+            copy.to_str().expect("path"),
+        ],
+        None,
+    );
+    assert_code(&out, 0, "get to a file");
+    assert_eq!(std::fs::read(&copy).expect("copied"), body);
+    let out = tarn(&data, &["files", "-w", "docs", "get", &id, "-"], None);
+    assert_code(&out, 0, "get to stdout");
+    assert_eq!(out.stdout, body);
+    // Without a name: the stored name in the current directory, never replaced.
+    let cwd = tempfile::tempdir().expect("cwd");
+    let get_here = || {
+        Command::new(env!("CARGO_BIN_EXE_tarn"))
+            .current_dir(cwd.path())
+            .arg("--data")
+            .arg(&data)
+            .args(["files", "-w", "docs", "get", &id])
+            .output()
+            .expect("tarn runs")
+    };
+    assert_code(&get_here(), 0, "get by stored name");
+    assert_eq!(
+        std::fs::read(cwd.path().join("report.pdf")).expect("there"),
+        body
+    );
+    assert_code(&get_here(), 1, "get onto an existing file");
+
+    let out = tarn(&data, &["files", "-w", "docs", "rm", &id], None);
+    assert_code(&out, 0, "rm");
+    let out = tarn(
+        &data,
+        &["files", "-w", "docs", "get", &id, "-", "--json"],
+        None,
+    );
+    assert_code(&out, 1, "get after rm");
+    assert_eq!(json_lines(&out)[0]["error"]["status"], 404);
+    let out = tarn(&data, &["files", "-w", "docs", "put", "/nonexistent"], None);
+    assert_code(&out, 1, "put of a missing file");
+    let out = tarn(&data, &["files", "-w", "docs", "frob"], None);
+    assert_code(&out, 2, "unknown action");
+}
