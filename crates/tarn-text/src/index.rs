@@ -490,7 +490,7 @@ impl TextIndex {
     /// union or intersection of words) skips blocks of postings that cannot beat the
     /// running k-th score. Its scores sum the clauses in its own order, so they may
     /// differ from the exact ones in the last bits: the pruning runs slightly below the
-    /// k-th score ([`slack`]), and every survivor is scored again exactly.
+    /// k-th score (by a small slack), and every survivor is scored again exactly.
     pub fn top(
         &self,
         weights: &Weights,

@@ -280,6 +280,28 @@ impl Session {
     /// `application/octet-stream`. A file larger than [`crate::Options::max_file_bytes`]
     /// is a 400 (found while streaming; nothing is kept). Dropping the returned future
     /// keeps nothing either, unless the record was already being committed.
+    ///
+    /// ```
+    /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+    /// # let tarn = tarn::Tarn::in_memory().await?;
+    /// # let user = tarn.create_user("ada@example.com", "Ada").await?;
+    /// # let key = tarn.create_api_key(&user.id, "laptop").await?;
+    /// # let session = tarn.connect(&key.secret).await?;
+    /// # session.create_organization("acme", "Acme").await?;
+    /// # let acme = session.with_org("acme");
+    /// # acme.create_workspace("docs", "Docs").await?;
+    /// use tokio::io::AsyncReadExt;
+    /// let f = acme.upload_file("docs", "notes.txt", "text/plain", &b"hello"[..]).await?;
+    /// assert_eq!(f.size_bytes, 5);
+    /// let mut c = acme.file_content("docs", &f.id).await?;
+    /// let mut bytes = Vec::new();
+    /// c.reader.read_to_end(&mut bytes).await.expect("read");
+    /// assert_eq!((c.media_type.as_str(), &bytes[..]), ("text/plain", &b"hello"[..]));
+    /// assert_eq!(acme.files("docs", None, None).await?.total_count, 1);
+    /// acme.delete_file("docs", &f.id).await?;
+    /// # Ok::<(), tarn::Error>(())
+    /// # }).unwrap();
+    /// ```
     pub async fn upload_file<R>(
         &self,
         ws: &str,

@@ -1,9 +1,18 @@
 //! Tarn: an embedded data-workspace engine. Organizations, members, API keys, workspaces
-//! (SQL schemas), tables and a PostgreSQL-flavoured SQL dialect, stored durably in one
-//! local directory and linked into your program: no server, no HTTP.
+//! (SQL schemas), tables and a PostgreSQL-flavoured SQL dialect with vector, BM25 and
+//! hybrid search, stored durably in one local directory and linked into your program: no
+//! server, no HTTP.
+//!
+//! # Quick start
+//!
+//! Open a database ([`Tarn::open`] for a directory, [`Tarn::in_memory`] for a scratch
+//! one), make a user and an API key, [`connect`](Tarn::connect) with the key, and work
+//! in an organization's workspace through the [`Session`]:
 //!
 //! ```
 //! # tokio::runtime::Runtime::new().unwrap().block_on(async {
+//! use serde_json::json;
+//!
 //! let tarn = tarn::Tarn::in_memory().await?;
 //! let user = tarn.create_user("ada@example.com", "Ada").await?;
 //! let key = tarn.create_api_key(&user.id, "laptop").await?;
@@ -11,13 +20,43 @@
 //! session.create_organization("acme", "Acme").await?;
 //! let acme = session.with_org("acme");
 //! acme.create_workspace("docs", "Docs").await?;
-//! acme.query("docs", r#"CREATE TABLE "docs"."notes" (id SERIAL PRIMARY KEY, body TEXT) USING engine"#, &[]).await?;
-//! acme.query("docs", r#"INSERT INTO "docs"."notes" (body) VALUES ($1)"#, &["hello".into()]).await?;
-//! let r = acme.query("docs", r#"SELECT id, body FROM "docs"."notes""#, &[]).await?;
-//! assert_eq!(r.rows, Some(vec![vec![1.into(), "hello".into()]]));
+//!
+//! // A table with a text column and a vector column, and three rows.
+//! acme.query("docs", r#"CREATE TABLE "docs"."notes"
+//!     (id SERIAL PRIMARY KEY, body TEXT, embedding FLOAT4[]) USING engine"#, &[]).await?;
+//! acme.query_batch("docs", r#"INSERT INTO "docs"."notes" (body, embedding) VALUES ($1, $2)"#, &[
+//!     vec![json!("red apples and green pears"), json!([1.0, 0.0, 0.0])],
+//!     vec![json!("a field of green grass"), json!([0.0, 1.0, 0.0])],
+//!     vec![json!("red sky at night"), json!([0.7, 0.0, 0.7])],
+//! ]).await?;
+//!
+//! // Vector search: `<#>` is cosine similarity, higher is better.
+//! let r = acme.query("docs", r#"SELECT id FROM "docs"."notes"
+//!     ORDER BY embedding <#> $1 DESC LIMIT 2"#, &[json!([1.0, 0.0, 0.1])]).await?;
+//! assert_eq!(r.rows, Some(vec![vec![json!(1)], vec![json!(3)]]));
+//!
+//! // Text search ranks with BM25 once the column has a bm25 index.
+//! acme.query("docs", r#"CREATE INDEX notes_body ON "docs"."notes"
+//!     USING engine_index (body) WITH (index_type = 'bm25')"#, &[]).await?;
+//! let r = acme.query("docs", r#"SELECT id FROM "docs"."notes"
+//!     ORDER BY body <#> 'green grass' DESC LIMIT 1"#, &[]).await?;
+//! assert_eq!(r.rows, Some(vec![vec![json!(2)]]));
 //! # Ok::<(), tarn::Error>(())
 //! # }).unwrap();
 //! ```
+//!
+//! # Where to go next
+//!
+//! - [`Session::query`] (JSON rows), [`Session::query_arrow`] and
+//!   [`Session::insert_arrow`] (Arrow batches), [`Session::query_batch`] (one statement,
+//!   many parameter sets, one transaction);
+//! - [`Session::upload_table`] (a table from CSV/JSON) and the workspace files
+//!   ([`Session::upload_file`], [`Session::files`], [`Session::file_content`]);
+//! - organizations, members and API keys ([`Session::add_member`],
+//!   [`Tarn::create_api_key`]) and the [`PERMISSIONS`] table of who may call what;
+//! - [`Options`] for durability ([`SyncMode`]), limits and rate limits;
+//! - errors: every call returns [`Error`], whose [`ErrorKind`] maps to an HTTP status
+//!   ([`Error::status`]) as the hosted service's REST interface does.
 //!
 //! Decisions where the specification is silent are documented on the items they affect.
 
@@ -65,6 +104,22 @@ pub mod storage {
 }
 
 /// Options for opening a database (SPEC §8 limits and more). Builder style.
+///
+/// ```
+/// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+/// # let dir = tempfile::tempdir().expect("tempdir");
+/// use std::time::Duration;
+/// use tarn::{Options, SyncMode, Tarn};
+/// let options = Options::new()
+///     .sync(SyncMode::Full)                      // fsync every commit (the default)
+///     .query_timeout(Duration::from_secs(10))    // a longer statement is cancelled (400)
+///     .max_file_bytes(1 << 30)                   // uploads above 1 GiB are refused
+///     .rate_limit(100.0, 200);                   // per API key: 100 requests/s, bursts of 200
+/// let tarn = Tarn::open_with(dir.path(), options).await?;
+/// tarn.close().await?;
+/// # Ok::<(), tarn::Error>(())
+/// # }).unwrap();
+/// ```
 #[derive(Debug, Clone)]
 pub struct Options {
     sync: SyncMode,
@@ -1070,6 +1125,30 @@ impl Session {
     }
 
     /// Runs one SQL statement in workspace `ws` with positional parameters.
+    ///
+    /// ```
+    /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+    /// # let tarn = tarn::Tarn::in_memory().await?;
+    /// # let user = tarn.create_user("ada@example.com", "Ada").await?;
+    /// # let key = tarn.create_api_key(&user.id, "laptop").await?;
+    /// # let session = tarn.connect(&key.secret).await?;
+    /// # session.create_organization("acme", "Acme").await?;
+    /// # let acme = session.with_org("acme");
+    /// # acme.create_workspace("docs", "Docs").await?;
+    /// use serde_json::json;
+    /// acme.query("docs", r#"CREATE TABLE "docs"."t" (id INT8 PRIMARY KEY, tags TEXT[])"#, &[]).await?;
+    /// let r = acme.query("docs", r#"INSERT INTO "docs"."t" VALUES ($1, $2)"#,
+    ///     &[json!(7), json!(["a", "b"])]).await?;
+    /// assert_eq!(r.rows_affected, 1);
+    /// let r = acme.query("docs", r#"SELECT tags FROM "docs"."t" WHERE id = $1"#, &[json!(7)]).await?;
+    /// assert_eq!(r.columns, ["tags"]);
+    /// assert_eq!(r.rows, Some(vec![vec![json!(["a", "b"])]]));
+    /// // Errors carry the HTTP status the hosted service would answer with.
+    /// let e = acme.query("docs", r#"SELECT * FROM "docs"."nope""#, &[]).await.unwrap_err();
+    /// assert_eq!(e.status(), 404);
+    /// # Ok::<(), tarn::Error>(())
+    /// # }).unwrap();
+    /// ```
     pub async fn query(
         &self,
         ws: &str,
@@ -1101,6 +1180,36 @@ impl Session {
     }
 
     /// Runs one statement and returns its rows as Arrow record batches.
+    ///
+    /// ```
+    /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+    /// # let tarn = tarn::Tarn::in_memory().await?;
+    /// # let user = tarn.create_user("ada@example.com", "Ada").await?;
+    /// # let key = tarn.create_api_key(&user.id, "laptop").await?;
+    /// # let session = tarn.connect(&key.secret).await?;
+    /// # session.create_organization("acme", "Acme").await?;
+    /// # let acme = session.with_org("acme");
+    /// # acme.create_workspace("docs", "Docs").await?;
+    /// use std::sync::Arc;
+    /// use tarn::arrow::array::{Int64Array, StringArray};
+    /// use tarn::arrow::datatypes::{DataType, Field, Schema};
+    /// use tarn::arrow::record_batch::RecordBatch;
+    /// acme.query("docs", r#"CREATE TABLE "docs"."t" (id INT8, name TEXT)"#, &[]).await?;
+    /// let schema = Arc::new(Schema::new(vec![
+    ///     Field::new("id", DataType::Int64, false),
+    ///     Field::new("name", DataType::Utf8, true),
+    /// ]));
+    /// let batch = RecordBatch::try_new(schema, vec![
+    ///     Arc::new(Int64Array::from(vec![1, 2])),
+    ///     Arc::new(StringArray::from(vec![Some("one"), None])),
+    /// ]).expect("a batch");
+    /// assert_eq!(acme.insert_arrow("docs", "t", &[batch]).await?, 2);
+    /// let out = acme.query_arrow("docs", r#"SELECT count(name) AS n FROM "docs"."t""#, &[]).await?;
+    /// let batches = out.batches.expect("rows");
+    /// assert_eq!(batches[0].num_rows(), 1);
+    /// # Ok::<(), tarn::Error>(())
+    /// # }).unwrap();
+    /// ```
     pub async fn query_arrow(
         &self,
         ws: &str,
@@ -1136,7 +1245,31 @@ impl Session {
     }
 
     /// Runs one statement once per parameter set, atomically: all sets apply or none.
-    /// An error names the failing set: `parameter set i: …`.
+    /// An error names the failing set, counted from 0: `parameter set i: …`.
+    ///
+    /// ```
+    /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+    /// # let tarn = tarn::Tarn::in_memory().await?;
+    /// # let user = tarn.create_user("ada@example.com", "Ada").await?;
+    /// # let key = tarn.create_api_key(&user.id, "laptop").await?;
+    /// # let session = tarn.connect(&key.secret).await?;
+    /// # session.create_organization("acme", "Acme").await?;
+    /// # let acme = session.with_org("acme");
+    /// # acme.create_workspace("docs", "Docs").await?;
+    /// use serde_json::json;
+    /// acme.query("docs", r#"CREATE TABLE "docs"."t" (id INT8 PRIMARY KEY, x FLOAT8)"#, &[]).await?;
+    /// let insert = r#"INSERT INTO "docs"."t" VALUES ($1, $2)"#;
+    /// let sets: Vec<Vec<serde_json::Value>> = (0..1000).map(|i| vec![json!(i), json!(i as f64 / 2.0)]).collect();
+    /// acme.query_batch("docs", insert, &sets).await?;
+    /// // A failing set rolls back the whole batch and is named.
+    /// let e = acme.query_batch("docs", insert, &[vec![json!(5000), json!(1)], vec![json!(7), json!(1)]])
+    ///     .await.unwrap_err();
+    /// assert!(e.message().starts_with("parameter set 1: duplicate key"), "{e}");
+    /// let r = acme.query("docs", r#"SELECT count(*) FROM "docs"."t""#, &[]).await?;
+    /// assert_eq!(r.rows, Some(vec![vec![json!(1000)]]));
+    /// # Ok::<(), tarn::Error>(())
+    /// # }).unwrap();
+    /// ```
     pub async fn query_batch(
         &self,
         ws: &str,

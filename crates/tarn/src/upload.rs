@@ -129,6 +129,25 @@ impl Session {
     /// that contradicts the inferred types is a 400 naming its line and column, an
     /// existing table a 409; either way nothing is created. The table appears
     /// atomically, with all rows or none, also across a crash.
+    ///
+    /// ```
+    /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+    /// # let tarn = tarn::Tarn::in_memory().await?;
+    /// # let user = tarn.create_user("ada@example.com", "Ada").await?;
+    /// # let key = tarn.create_api_key(&user.id, "laptop").await?;
+    /// # let session = tarn.connect(&key.secret).await?;
+    /// # session.create_organization("acme", "Acme").await?;
+    /// # let acme = session.with_org("acme");
+    /// # acme.create_workspace("docs", "Docs").await?;
+    /// let csv = "id,title,score\n1,Alpha,0.5\n2,Beta,\n";
+    /// let t = acme.upload_table("docs", "papers", "papers.csv", csv.as_bytes()).await?;
+    /// assert_eq!((t.name.as_str(), t.row_count), ("papers", 2));
+    /// let d = acme.table("docs", "papers").await?;
+    /// let types: Vec<_> = d.columns.iter().map(|c| (c.name.as_str(), c.data_type.as_str(), c.nullable)).collect();
+    /// assert_eq!(types, [("id", "int8", false), ("title", "text", false), ("score", "float8", true)]);
+    /// # Ok::<(), tarn::Error>(())
+    /// # }).unwrap();
+    /// ```
     pub async fn upload_table<R>(
         &self,
         ws: &str,
