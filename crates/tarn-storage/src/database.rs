@@ -90,7 +90,7 @@ pub(crate) struct Inner {
     pub wal: Option<Wal>,
     pub options: StorageOptions,
     /// The directory lock, released by `close`.
-    lock: Mutex<Option<File>>,
+    lock: Mutex<Option<DirLock>>,
     pub catalog: RwLock<Arc<Catalog>>,
     pub tables: RwLock<HashMap<TableId, Arc<TableStore>>>,
     /// Commits hold it shared from prepare to publish; a checkpoint's cut holds it
@@ -168,7 +168,20 @@ impl std::fmt::Debug for Database {
     }
 }
 
-fn lock_dir(dir: &Path) -> Result<File> {
+/// The directory's `LOCK` file, locked. The lock is released explicitly when this is
+/// dropped: a child process the host forks keeps a copy of the descriptor until it
+/// executes, and closing ours alone would leave the directory locked until then (a
+/// reopen right after `close` could fail with "locked by another process").
+#[derive(Debug)]
+struct DirLock(File);
+
+impl Drop for DirLock {
+    fn drop(&mut self) {
+        let _ = self.0.unlock();
+    }
+}
+
+fn lock_dir(dir: &Path) -> Result<DirLock> {
     let lock_path = dir.join("LOCK");
     let lock = OpenOptions::new()
         .create(true)
@@ -177,7 +190,7 @@ fn lock_dir(dir: &Path) -> Result<File> {
         .open(&lock_path)
         .map_err(|e| Error::io(&lock_path, e))?;
     match lock.try_lock() {
-        Ok(()) => Ok(lock),
+        Ok(()) => Ok(DirLock(lock)),
         Err(std::fs::TryLockError::WouldBlock) => Err(Error::Locked {
             path: dir.to_path_buf(),
         }),
@@ -196,7 +209,7 @@ pub fn key_specs(catalog: &Catalog, table: TableId) -> Vec<KeySpec> {
 }
 
 impl Inner {
-    fn new(dir: Option<PathBuf>, options: StorageOptions, lock: Option<File>) -> Self {
+    fn new(dir: Option<PathBuf>, options: StorageOptions, lock: Option<DirLock>) -> Self {
         Inner {
             wal: None,
             lock: Mutex::new(lock),
