@@ -16,6 +16,7 @@ use serde_json::Value;
 use tarn::{ErrorKind, Options, QueryResult, Session, Tarn};
 
 mod demo;
+mod shell;
 mod transfer;
 
 const LOCAL_ORG: &str = "local";
@@ -114,6 +115,18 @@ enum Command {
         json: bool,
         #[command(subcommand)]
         action: transfer::FilesAction,
+    },
+    /// An interactive SQL shell: multi-line statements ended by `;`, history, `\d`,
+    /// `\d TABLE`, `\di`, `\dw`, `\timing`, `\x`, `\i FILE` (`\?` lists them); Ctrl-C
+    /// cancels the running statement, Ctrl-D quits.
+    #[command(after_help = "Example:\n  tarn --data ./tarn-data shell -w ws")]
+    Shell {
+        /// Workspace (created if missing).
+        #[arg(short = 'w', long = "workspace")]
+        workspace: String,
+        /// History file (default: ~/.tarn_history).
+        #[arg(long)]
+        history: Option<PathBuf>,
     },
     /// Load the CISI abstracts into workspace `demo`, index them and run each kind of
     /// search (BM25, vector, hybrid, filtered). A second run reuses the data.
@@ -242,6 +255,13 @@ async fn run(cli: Cli) -> ExitCode {
             }
             transfer::files(&session, &workspace, action, json).await
         }
+        Command::Shell { workspace, history } => {
+            if let Err(e) = ensure_workspace(&session, &workspace).await {
+                return report(&e, false);
+            }
+            let history = history.unwrap_or_else(|| shell::default_history(&cli.data));
+            shell::run(&session, &workspace, &history).await
+        }
         Command::Demo => match demo::run(&session, &cli.data).await {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => report(&e, false),
@@ -323,7 +343,7 @@ pub(crate) async fn ensure_workspace(s: &Session, ws: &str) -> tarn::Result<()> 
 /// Splits complete `;`-terminated statements off the front of `buf` with sqlparser's
 /// tokenizer (a `;` inside a string or comment is not a terminator). Returns the
 /// statements and the unfinished rest; at end of input the rest is a statement too.
-fn split_statements(buf: &str, at_eof: bool) -> (Vec<String>, String) {
+pub(crate) fn split_statements(buf: &str, at_eof: bool) -> (Vec<String>, String) {
     let tokens = match Tokenizer::new(&PostgreSqlDialect {}, buf).tokenize_with_location() {
         Ok(t) => t,
         // An unterminated string or comment: wait for more input, or let the engine

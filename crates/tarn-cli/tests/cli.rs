@@ -521,3 +521,93 @@ fn files_put_list_get_remove() {
     let out = tarn(&data, &["files", "-w", "docs", "frob"], None);
     assert_code(&out, 2, "unknown action");
 }
+
+/// `tarn shell` in a real pseudo-terminal: multi-line statements, the backslash
+/// commands, errors that do not end it, Ctrl-C cancelling a running statement and
+/// dropping unfinished input, `\i`, Ctrl-D, and the history file.
+#[test]
+fn shell_in_a_terminal() -> Result<(), rexpect::error::Error> {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("data");
+    let history = dir.path().join("history");
+    let script = dir.path().join("script.sql");
+    std::fs::write(
+        &script,
+        "INSERT INTO \"ws\".\"t\" VALUES (2, NULL);\nSELECT count(*) AS n FROM \"ws\".\"t\";\n",
+    )
+    .expect("script");
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_tarn"));
+    cmd.arg("--data")
+        .arg(&data)
+        .args(["shell", "-w", "ws", "--history"])
+        .arg(&history);
+    let mut p = rexpect::session::spawn_command(cmd, Some(60_000))?;
+    p.exp_string("Type \\? for help")?;
+    p.exp_string("ws=> ")?;
+    // A statement over two lines: the second prompt says it continues.
+    p.send_line("CREATE TABLE \"ws\".\"t\" (id INT8 PRIMARY KEY,")?;
+    p.exp_string("ws-> ")?;
+    p.send_line("e FLOAT4[]) USING engine;")?;
+    p.exp_string("OK, 0 row(s) affected")?;
+    p.send_line("INSERT INTO \"ws\".\"t\" VALUES (1, '{1,2,3,4,5,6,7,8,9,10}');")?;
+    p.exp_string("OK, 1 row(s) affected")?;
+    // Long vectors are cut, in the table and in expanded rows.
+    p.send_line("SELECT * FROM \"ws\".\"t\";")?;
+    // (rexpect reads the output byte by byte as Latin-1: match the ASCII around "…".)
+    p.exp_string("[1.0,2.0,3.0,4.0,5.0,6.0, ")?;
+    p.exp_string(" (10 values)]")?;
+    p.exp_string("(1 row, ")?;
+    p.send_line("\\x")?;
+    p.exp_string("Expanded display is on.")?;
+    p.send_line("SELECT id, e FROM \"ws\".\"t\";")?;
+    p.exp_string("-[ RECORD 1 ]")?;
+    p.exp_string("e  | [1.0,2.0,3.0,4.0,5.0,6.0, ")?;
+    p.exp_string(" (10 values)]")?;
+    p.send_line("\\x")?;
+    p.exp_string("Expanded display is off.")?;
+    p.send_line("\\timing")?;
+    p.exp_string("Timing is off.")?;
+    // The catalog commands.
+    p.send_line("\\d")?;
+    p.exp_string("(1 table)")?;
+    p.send_line("\\d t")?;
+    p.exp_string("Table \"ws\".\"t\" (1 row")?;
+    p.exp_string("not null")?;
+    p.send_line("\\dw")?;
+    p.exp_string("(1 workspace)")?;
+    p.send_line("\\di")?;
+    p.exp_string("(0 indexes)")?;
+    p.send_line("\\?")?;
+    p.exp_string("\\d TABLE")?;
+    p.send_line("\\nope")?;
+    p.exp_string("unknown command \\nope")?;
+    // An error shows status, kind and message, and the shell goes on.
+    p.send_line("SELECT * FROM nope;")?;
+    p.exp_string("ERROR 404 NotFound:")?;
+    // Ctrl-C while a long statement runs cancels it, and only it.
+    p.send_line("SELECT count(*) FROM generate_series(1, 100000000000) AS a;")?;
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    p.send_control('c')?;
+    p.exp_string("cancelled")?;
+    // Each line is sent once the prompt is back, as a person types: input that arrives
+    // while the shell switches the terminal's mode may be dropped.
+    p.exp_string("ws=> ")?;
+    // Ctrl-C at the prompt drops unfinished input.
+    p.send_line("SELECT 'never")?;
+    p.exp_string("ws-> ")?;
+    p.send_control('c')?;
+    p.exp_string("ws=> ")?;
+    p.send_line("SELECT 41 + 1 AS answer;")?;
+    p.exp_string("42")?;
+    p.exp_string("(1 row)")?;
+    p.send_line(&format!("\\i {}", script.display()))?;
+    p.exp_string("OK, 1 row(s) affected")?;
+    p.exp_string("(1 row)")?;
+    // Ctrl-D ends the shell; the history is saved.
+    p.send_control('d')?;
+    p.exp_eof()?;
+    let saved = std::fs::read_to_string(&history).expect("history saved");
+    assert!(saved.contains("SELECT 41 + 1 AS answer;"), "{saved}");
+    assert!(saved.contains("\\timing"), "{saved}");
+    Ok(())
+}
