@@ -1,0 +1,868 @@
+//! The hosted data-workspace service's REST interface, served from a Tarn directory.
+//!
+//! Tarn is a library with no HTTP in it; this crate is an example host program that puts
+//! the service's transport in front of it, using nothing but `tarn`'s public API. Every
+//! endpoint of the service reference is one [`tarn::Session`] call: the same paths and
+//! methods, the same JSON bodies (the library's resource structs serialize to them),
+//! multipart uploads, `Authorization: Bearer <key>` and `X-Service-Org-Id` headers, and
+//! the same statuses. Errors are `{"error": {"status", "kind", "message"}}`.
+//!
+//! What HTTP adds, and how it is decided here:
+//! - **Request bodies are bounded**: JSON bodies by [`Config::max_body_bytes`], uploads by
+//!   [`Config::max_upload_bytes`] (and by the database's own `max_file_bytes`); past the
+//!   bound the answer is 413 and nothing is kept. Uploads are streamed into Tarn as they
+//!   arrive, so memory does not grow with the file.
+//! - **Cancellation is safe**: when a client disconnects, the server drops the handler's
+//!   future, and every Tarn call applies wholly or not at all when dropped; what was
+//!   acknowledged (a response sent) is durable.
+//! - **Shutdown is graceful** (see `main.rs`): the listener closes, requests under way
+//!   finish and are answered, then the database is closed (checkpointed).
+
+use std::io::SeekFrom;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::{Body, Bytes};
+use axum::extract::{
+    DefaultBodyLimit, FromRequest, FromRequestParts, Multipart, Path, Query, Request, State,
+};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, Uri, header, request::Parts};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use futures::TryStreamExt;
+use serde::Deserialize;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+use tarn::{Session, Tarn};
+use tokio::io::{AsyncRead, AsyncSeekExt, AsyncWriteExt};
+use tokio_util::io::{ReaderStream, StreamReader};
+
+/// Limits of the HTTP layer.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Largest JSON request body (a query, a batch): 413 beyond it.
+    pub max_body_bytes: usize,
+    /// Largest multipart upload body (tables and files): 413 beyond it.
+    pub max_upload_bytes: u64,
+}
+
+impl Default for Config {
+    /// 256 MiB for JSON bodies (a batch of 100,000 parameter sets of a few fields fits),
+    /// 10 GiB for uploads (SPEC §8's file limit).
+    fn default() -> Self {
+        Config {
+            max_body_bytes: 256 << 20,
+            max_upload_bytes: 10 << 30,
+        }
+    }
+}
+
+#[derive(Clone)]
+struct AppState {
+    tarn: Tarn,
+}
+
+/// The service's routes over `tarn`.
+pub fn router(tarn: Tarn, config: Config) -> Router {
+    let upload_limit =
+        DefaultBodyLimit::max(usize::try_from(config.max_upload_bytes).unwrap_or(usize::MAX));
+    Router::new()
+        .route("/health", get(health))
+        .route("/ready", get(ready))
+        .route("/me", get(me))
+        .route(
+            "/organizations",
+            get(organizations).post(create_organization),
+        )
+        .route(
+            "/organizations/{org_id}",
+            get(organization)
+                .patch(update_organization)
+                .delete(delete_organization),
+        )
+        .route(
+            "/organizations/{org_id}/members",
+            get(members).post(add_member),
+        )
+        .route(
+            "/organizations/{org_id}/members/{user_id}",
+            axum::routing::patch(update_member).delete(remove_member),
+        )
+        .route("/workspaces", get(workspaces).post(create_workspace))
+        .route(
+            "/workspaces/{ws}",
+            get(workspace)
+                .patch(update_workspace)
+                .delete(delete_workspace),
+        )
+        .route(
+            "/workspaces/{ws}/tables",
+            get(tables).post(upload_table).layer(upload_limit),
+        )
+        .route(
+            "/workspaces/{ws}/tables/{table}",
+            get(table).delete(drop_table),
+        )
+        // `query` is a path of its own; a table named "query" keeps GET and DELETE.
+        .route(
+            "/workspaces/{ws}/tables/query",
+            post(query)
+                .get(table_named_query)
+                .delete(drop_table_named_query),
+        )
+        .route("/workspaces/{ws}/tables/query/batch", post(query_batch))
+        .route(
+            "/workspaces/{ws}/files",
+            get(files).post(upload_file).layer(upload_limit),
+        )
+        .route("/workspaces/{ws}/files/{id}", get(file).delete(delete_file))
+        .route("/workspaces/{ws}/files/{id}/content", get(file_content))
+        .fallback(no_route)
+        .method_not_allowed_fallback(wrong_method)
+        .layer(DefaultBodyLimit::max(config.max_body_bytes))
+        .with_state(AppState { tarn })
+}
+
+// ---------------------------------------------------------------------------------------
+// Errors
+
+/// An error answer: `{"error": {"status", "kind", "message"}}` with that status (and
+/// `Retry-After` for 429).
+#[derive(Debug)]
+pub struct ApiError {
+    status: StatusCode,
+    kind: String,
+    message: String,
+    retry_after: Option<Duration>,
+}
+
+impl ApiError {
+    fn new(status: StatusCode, kind: &str, message: impl Into<String>) -> Self {
+        ApiError {
+            status,
+            kind: kind.to_string(),
+            message: message.into(),
+            retry_after: None,
+        }
+    }
+
+    fn bad(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::BAD_REQUEST, "BadRequest", message)
+    }
+
+    fn unauthorized(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::UNAUTHORIZED, "Unauthorized", message)
+    }
+
+    fn too_large(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::PAYLOAD_TOO_LARGE, "PayloadTooLarge", message)
+    }
+
+    /// An error of the HTTP layer (a body, a header) with the status axum gave it.
+    fn of_status(status: StatusCode, message: impl Into<String>) -> Self {
+        match status {
+            StatusCode::PAYLOAD_TOO_LARGE => Self::too_large(message),
+            s if s.is_server_error() => Self::new(s, "Internal", message),
+            _ => Self::bad(message),
+        }
+    }
+}
+
+impl From<tarn::Error> for ApiError {
+    fn from(e: tarn::Error) -> Self {
+        let kind = match serde_json::to_value(e.kind()) {
+            Ok(Value::String(s)) => s,
+            _ => format!("{:?}", e.kind()),
+        };
+        ApiError {
+            status: StatusCode::from_u16(e.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
+            kind,
+            message: e.message().to_string(),
+            retry_after: e.retry_after(),
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let body = serde_json::json!({
+            "error": {"status": self.status.as_u16(), "kind": self.kind, "message": self.message}
+        });
+        let mut response = (self.status, Json(body)).into_response();
+        if let Some(wait) = self.retry_after {
+            // Whole seconds, rounded up: a client that waits this long is let in.
+            let secs = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from(secs.max(1)));
+        }
+        response
+    }
+}
+
+type ApiResult<T> = Result<T, ApiError>;
+
+async fn no_route(method: Method, uri: Uri) -> ApiError {
+    ApiError::new(
+        StatusCode::NOT_FOUND,
+        "NotFound",
+        format!("no endpoint {method} {}", uri.path()),
+    )
+}
+
+async fn wrong_method(method: Method, uri: Uri) -> ApiError {
+    ApiError::new(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "MethodNotAllowed",
+        format!("{} does not take {method}", uri.path()),
+    )
+}
+
+// ---------------------------------------------------------------------------------------
+// Extractors
+
+/// The caller's session: `Authorization: Bearer <key>` (401 when missing or unknown),
+/// scoped to `X-Service-Org-Id` when that header is given.
+struct Authed(Session);
+
+/// The organization header.
+const ORG_HEADER: &str = "x-service-org-id";
+
+impl FromRequestParts<AppState> for Authed {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> ApiResult<Self> {
+        let auth = parts
+            .headers
+            .get(header::AUTHORIZATION)
+            .ok_or_else(|| ApiError::unauthorized("missing Authorization: Bearer header"))?;
+        let token = auth
+            .to_str()
+            .ok()
+            .and_then(|v| {
+                let (scheme, token) = v.trim().split_once(' ')?;
+                scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
+            })
+            .filter(|t| !t.is_empty())
+            .ok_or_else(|| {
+                ApiError::unauthorized("the Authorization header is not \"Bearer <API key>\"")
+            })?;
+        let session = state.tarn.connect(token).await?;
+        Ok(Authed(match parts.headers.get(ORG_HEADER) {
+            None => session,
+            Some(v) => {
+                let org = v
+                    .to_str()
+                    .map_err(|_| ApiError::bad("the X-Service-Org-Id header is not text"))?
+                    .trim();
+                if org.is_empty() {
+                    session
+                } else {
+                    session.with_org(org)
+                }
+            }
+        }))
+    }
+}
+
+/// A JSON body, read whatever its content type says: 413 past the body limit, 400 for
+/// anything that is not the expected object.
+struct JsonBody<T>(T);
+
+impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for JsonBody<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> ApiResult<Self> {
+        let bytes = Bytes::from_request(req, state)
+            .await
+            .map_err(|e| ApiError::of_status(e.status(), e.body_text()))?;
+        serde_json::from_slice(&bytes)
+            .map(JsonBody)
+            .map_err(|e| ApiError::bad(format!("invalid JSON body: {e}")))
+    }
+}
+
+fn created<T: serde::Serialize>(value: T) -> (StatusCode, Json<T>) {
+    (StatusCode::CREATED, Json(value))
+}
+
+// ---------------------------------------------------------------------------------------
+// Health, user, organizations, members
+
+async fn health(State(s): State<AppState>) -> ApiResult<Json<tarn::Status>> {
+    Ok(Json(s.tarn.health().await?))
+}
+
+async fn ready(State(s): State<AppState>) -> ApiResult<Json<tarn::Status>> {
+    Ok(Json(s.tarn.ready().await?))
+}
+
+async fn me(Authed(s): Authed) -> ApiResult<Json<tarn::User>> {
+    Ok(Json(s.me().await?))
+}
+
+async fn organizations(Authed(s): Authed) -> ApiResult<Json<Vec<tarn::Organization>>> {
+    Ok(Json(s.organizations().await?))
+}
+
+#[derive(Deserialize)]
+struct IdNameRequest {
+    id: String,
+    name: String,
+}
+
+#[derive(Deserialize)]
+struct NameRequest {
+    name: Option<String>,
+}
+
+async fn create_organization(
+    Authed(s): Authed,
+    JsonBody(r): JsonBody<IdNameRequest>,
+) -> ApiResult<impl IntoResponse> {
+    Ok(created(s.create_organization(&r.id, &r.name).await?))
+}
+
+async fn organization(
+    Authed(s): Authed,
+    Path(org): Path<String>,
+) -> ApiResult<Json<tarn::OrganizationDetail>> {
+    Ok(Json(s.organization(&org).await?))
+}
+
+/// `name` is optional here (the reference): without it the organization is unchanged
+/// and its `{id, name}` is returned.
+async fn update_organization(
+    Authed(s): Authed,
+    Path(org): Path<String>,
+    JsonBody(r): JsonBody<NameRequest>,
+) -> ApiResult<Json<tarn::IdName>> {
+    Ok(Json(match r.name {
+        Some(name) => s.update_organization(&org, &name).await?,
+        None => {
+            let o = s.organization(&org).await?.organization;
+            tarn::IdName {
+                id: o.id,
+                name: o.name,
+            }
+        }
+    }))
+}
+
+async fn delete_organization(Authed(s): Authed, Path(org): Path<String>) -> ApiResult<StatusCode> {
+    s.delete_organization(&org).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+async fn members(Authed(s): Authed, Path(org): Path<String>) -> ApiResult<Json<tarn::MemberList>> {
+    Ok(Json(s.members(&org).await?))
+}
+
+#[derive(Deserialize)]
+struct AddMemberRequest {
+    email: String,
+    role: String,
+}
+
+#[derive(Deserialize)]
+struct RoleRequest {
+    role: String,
+}
+
+async fn add_member(
+    Authed(s): Authed,
+    Path(org): Path<String>,
+    JsonBody(r): JsonBody<AddMemberRequest>,
+) -> ApiResult<impl IntoResponse> {
+    Ok(created(s.add_member(&org, &r.email, &r.role).await?))
+}
+
+async fn update_member(
+    Authed(s): Authed,
+    Path((org, user)): Path<(String, String)>,
+    JsonBody(r): JsonBody<RoleRequest>,
+) -> ApiResult<Json<tarn::MemberRole>> {
+    Ok(Json(s.update_member(&org, &user, &r.role).await?))
+}
+
+async fn remove_member(
+    Authed(s): Authed,
+    Path((org, user)): Path<(String, String)>,
+) -> ApiResult<StatusCode> {
+    s.remove_member(&org, &user).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+// ---------------------------------------------------------------------------------------
+// Workspaces and tables
+
+async fn workspaces(Authed(s): Authed) -> ApiResult<Json<tarn::WorkspaceList>> {
+    Ok(Json(s.workspaces().await?))
+}
+
+async fn workspace(
+    Authed(s): Authed,
+    Path(ws): Path<String>,
+) -> ApiResult<Json<tarn::WorkspaceDetail>> {
+    Ok(Json(s.workspace(&ws).await?))
+}
+
+async fn create_workspace(
+    Authed(s): Authed,
+    JsonBody(r): JsonBody<IdNameRequest>,
+) -> ApiResult<impl IntoResponse> {
+    Ok(created(s.create_workspace(&r.id, &r.name).await?))
+}
+
+/// `name` is required (SPEC §1).
+async fn update_workspace(
+    Authed(s): Authed,
+    Path(ws): Path<String>,
+    JsonBody(r): JsonBody<NameRequest>,
+) -> ApiResult<Json<tarn::IdName>> {
+    let name = r
+        .name
+        .ok_or_else(|| ApiError::bad("field \"name\" is required"))?;
+    Ok(Json(s.update_workspace(&ws, &name).await?))
+}
+
+async fn delete_workspace(Authed(s): Authed, Path(ws): Path<String>) -> ApiResult<StatusCode> {
+    s.delete_workspace(&ws).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+async fn tables(
+    Authed(s): Authed,
+    Path(ws): Path<String>,
+) -> ApiResult<Json<Vec<tarn::TableSummary>>> {
+    Ok(Json(s.tables(&ws).await?))
+}
+
+async fn table(
+    Authed(s): Authed,
+    Path((ws, table)): Path<(String, String)>,
+) -> ApiResult<Json<tarn::TableDetails>> {
+    Ok(Json(s.table(&ws, &table).await?))
+}
+
+async fn table_named_query(
+    Authed(s): Authed,
+    Path(ws): Path<String>,
+) -> ApiResult<Json<tarn::TableDetails>> {
+    Ok(Json(s.table(&ws, "query").await?))
+}
+
+async fn drop_table(
+    Authed(s): Authed,
+    Path((ws, table)): Path<(String, String)>,
+) -> ApiResult<StatusCode> {
+    s.drop_table(&ws, &table).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+async fn drop_table_named_query(
+    Authed(s): Authed,
+    Path(ws): Path<String>,
+) -> ApiResult<StatusCode> {
+    s.drop_table(&ws, "query").await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+// ---------------------------------------------------------------------------------------
+// SQL
+
+#[derive(Deserialize)]
+struct QueryRequest {
+    query: String,
+    #[serde(default)]
+    params: Option<Vec<Value>>,
+}
+
+#[derive(Deserialize)]
+struct BatchRequest {
+    query: String,
+    params_batch: Vec<Vec<Value>>,
+}
+
+async fn query(
+    Authed(s): Authed,
+    Path(ws): Path<String>,
+    JsonBody(r): JsonBody<QueryRequest>,
+) -> ApiResult<Json<tarn::QueryResult>> {
+    let params = r.params.unwrap_or_default();
+    Ok(Json(s.query(&ws, &r.query, &params).await?))
+}
+
+async fn query_batch(
+    Authed(s): Authed,
+    Path(ws): Path<String>,
+    JsonBody(r): JsonBody<BatchRequest>,
+) -> ApiResult<Json<tarn::BatchResult>> {
+    Ok(Json(s.query_batch(&ws, &r.query, &r.params_batch).await?))
+}
+
+// ---------------------------------------------------------------------------------------
+// Uploads
+
+/// A multipart part as an [`AsyncRead`] for Tarn. A failure of the request body (the
+/// client went away, the body limit was crossed) is remembered in `failed`, so the
+/// answer carries the HTTP layer's status instead of the upload's read error.
+fn part_reader<'a>(
+    field: axum::extract::multipart::Field<'a>,
+    failed: Arc<BodyFailure>,
+) -> impl AsyncRead + Unpin + Send + 'a {
+    StreamReader::new(field.map_err(move |e| {
+        let err = std::io::Error::other(e.body_text());
+        failed.set(ApiError::of_status(e.status(), e.body_text()));
+        err
+    }))
+}
+
+/// The first failure of a request body during an upload (a one-shot cell).
+#[derive(Default)]
+struct BodyFailure(std::sync::Mutex<Option<ApiError>>);
+
+impl BodyFailure {
+    fn set(&self, e: ApiError) {
+        let mut s = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        s.get_or_insert(e);
+    }
+
+    fn take(&self) -> Option<ApiError> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).take()
+    }
+}
+
+fn multipart_error(e: axum::extract::multipart::MultipartError) -> ApiError {
+    ApiError::of_status(e.status(), e.body_text())
+}
+
+fn multipart_rejection(e: axum::extract::multipart::MultipartRejection) -> ApiError {
+    ApiError::of_status(e.status(), e.body_text())
+}
+
+/// `POST /workspaces/{ws}/tables`: multipart `file`, `filename`, `table_name` → 201
+/// `{name, row_count, columns}`. When `table_name` comes before `file` (as browsers and
+/// most clients send form fields), the file streams straight into the table; when it
+/// comes after, the file is first spooled to an anonymous temporary file.
+async fn upload_table(
+    Authed(s): Authed,
+    Path(ws): Path<String>,
+    mp: Result<Multipart, axum::extract::multipart::MultipartRejection>,
+) -> ApiResult<impl IntoResponse> {
+    let mut mp = mp.map_err(multipart_rejection)?;
+    let mut table_name: Option<String> = None;
+    let mut filename: Option<String> = None;
+    let mut spooled: Option<(tokio::fs::File, Option<String>)> = None;
+    let mut uploaded = None;
+    while let Some(field) = mp.next_field().await.map_err(multipart_error)? {
+        match field.name() {
+            Some("table_name") => table_name = Some(field.text().await.map_err(multipart_error)?),
+            Some("filename") => filename = Some(field.text().await.map_err(multipart_error)?),
+            Some("file") if uploaded.is_none() && spooled.is_none() => {
+                let part_name = field.file_name().map(str::to_string);
+                match &table_name {
+                    Some(t) => {
+                        let name = filename.clone().or(part_name).ok_or_else(no_filename)?;
+                        let failed = Arc::new(BodyFailure::default());
+                        let reader = part_reader(field, failed.clone());
+                        let result = s.upload_table(&ws, t, &name, reader).await;
+                        uploaded = Some(result.map_err(|e| failed.take().unwrap_or(e.into()))?);
+                    }
+                    None => spooled = Some((spool(field).await?, part_name)),
+                }
+            }
+            _ => {
+                // Unknown parts (and a second `file`) are read and ignored.
+                let mut field = field;
+                while field.chunk().await.map_err(multipart_error)?.is_some() {}
+            }
+        }
+    }
+    if let Some(done) = uploaded {
+        return Ok(created(done));
+    }
+    let table_name =
+        table_name.ok_or_else(|| ApiError::bad("multipart field \"table_name\" is required"))?;
+    let (file, part_name) =
+        spooled.ok_or_else(|| ApiError::bad("multipart field \"file\" is required"))?;
+    let name = filename.or(part_name).ok_or_else(no_filename)?;
+    Ok(created(
+        s.upload_table(&ws, &table_name, &name, file).await?,
+    ))
+}
+
+fn no_filename() -> ApiError {
+    ApiError::bad("multipart field \"filename\" is required (or a filename on the \"file\" part)")
+}
+
+/// Copies a part to an anonymous temporary file (gone when closed) and rewinds it.
+async fn spool(field: axum::extract::multipart::Field<'_>) -> ApiResult<tokio::fs::File> {
+    let internal = |e: std::io::Error| {
+        ApiError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "Internal",
+            format!("cannot spool the upload: {e}"),
+        )
+    };
+    let mut file = tokio::fs::File::from_std(tempfile::tempfile().map_err(internal)?);
+    let mut field = field;
+    while let Some(chunk) = field.chunk().await.map_err(multipart_error)? {
+        file.write_all(&chunk).await.map_err(internal)?;
+    }
+    file.flush().await.map_err(internal)?;
+    file.seek(SeekFrom::Start(0)).await.map_err(internal)?;
+    Ok(file)
+}
+
+/// `POST /workspaces/{ws}/files`: the `file` part (its filename and media type) → 201
+/// with the file record.
+async fn upload_file(
+    Authed(s): Authed,
+    Path(ws): Path<String>,
+    mp: Result<Multipart, axum::extract::multipart::MultipartRejection>,
+) -> ApiResult<impl IntoResponse> {
+    let mut mp = mp.map_err(multipart_rejection)?;
+    let mut filename: Option<String> = None;
+    let mut stored = None;
+    while let Some(mut field) = mp.next_field().await.map_err(multipart_error)? {
+        match field.name() {
+            Some("filename") => filename = Some(field.text().await.map_err(multipart_error)?),
+            Some("file") if stored.is_none() => {
+                let name = field
+                    .file_name()
+                    .map(str::to_string)
+                    .or_else(|| filename.clone())
+                    .ok_or_else(no_filename)?;
+                let media_type = field.content_type().unwrap_or("").to_string();
+                let failed = Arc::new(BodyFailure::default());
+                let reader = part_reader(field, failed.clone());
+                let result = s.upload_file(&ws, &name, &media_type, reader).await;
+                stored = Some(result.map_err(|e| failed.take().unwrap_or(e.into()))?);
+            }
+            _ => while field.chunk().await.map_err(multipart_error)?.is_some() {},
+        }
+    }
+    let info = stored.ok_or_else(|| ApiError::bad("multipart field \"file\" is required"))?;
+    Ok(created(info))
+}
+
+// ---------------------------------------------------------------------------------------
+// Files
+
+async fn files(
+    Authed(s): Authed,
+    Path(ws): Path<String>,
+    Query(q): Query<std::collections::HashMap<String, String>>,
+) -> ApiResult<Json<tarn::FileList>> {
+    fn int<T: std::str::FromStr>(
+        q: &std::collections::HashMap<String, String>,
+        k: &str,
+    ) -> ApiResult<Option<T>> {
+        q.get(k)
+            .map(|v| {
+                v.parse().map_err(|_| {
+                    ApiError::bad(format!(
+                        "query parameter \"{k}\" must be a non-negative integer, not \"{v}\""
+                    ))
+                })
+            })
+            .transpose()
+    }
+    let limit = int::<u32>(&q, "limit")?;
+    let offset = int::<u64>(&q, "offset")?;
+    Ok(Json(s.files(&ws, limit, offset).await?))
+}
+
+async fn file(
+    Authed(s): Authed,
+    Path((ws, id)): Path<(String, String)>,
+) -> ApiResult<Json<tarn::FileInfo>> {
+    Ok(Json(s.file(&ws, &id).await?))
+}
+
+async fn delete_file(
+    Authed(s): Authed,
+    Path((ws, id)): Path<(String, String)>,
+) -> ApiResult<StatusCode> {
+    s.delete_file(&ws, &id).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// `GET …/files/{id}/content`: the bytes, streamed, with the media type, a
+/// `Content-Disposition` naming the file, and single byte ranges (`Range: bytes=a-b`,
+/// `a-`, `-n`) answered with 206.
+async fn file_content(
+    Authed(s): Authed,
+    Path((ws, id)): Path<(String, String)>,
+    headers: HeaderMap,
+) -> ApiResult<Response> {
+    let info = s.file(&ws, &id).await?;
+    let mut content = s.file_content(&ws, &id).await?;
+    let size = content.size_bytes;
+    let range = match headers.get(header::RANGE).map(|v| parse_range(v, size)) {
+        None | Some(Range::Ignore) => None,
+        Some(Range::Unsatisfiable) => {
+            let mut r = ApiError::new(
+                StatusCode::RANGE_NOT_SATISFIABLE,
+                "RangeNotSatisfiable",
+                format!("the file has {size} bytes"),
+            )
+            .into_response();
+            r.headers_mut().insert(
+                header::CONTENT_RANGE,
+                header_value(&format!("bytes */{size}")),
+            );
+            return Ok(r);
+        }
+        Some(Range::Bytes(a, b)) => Some((a, b)),
+    };
+    let media_type = header_value(&content.media_type);
+    let mut builder = Response::builder()
+        .header(header::CONTENT_TYPE, media_type)
+        .header(header::ACCEPT_RANGES, "bytes")
+        .header(
+            header::CONTENT_DISPOSITION,
+            content_disposition(&info.filename),
+        );
+    let body = match range {
+        None => {
+            builder = builder
+                .status(StatusCode::OK)
+                .header(header::CONTENT_LENGTH, size);
+            Body::from_stream(ReaderStream::new(content.reader))
+        }
+        Some((a, b)) => {
+            content.reader.seek(SeekFrom::Start(a)).await.map_err(|e| {
+                ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "Internal", e.to_string())
+            })?;
+            builder = builder
+                .status(StatusCode::PARTIAL_CONTENT)
+                .header(header::CONTENT_LENGTH, b - a + 1)
+                .header(header::CONTENT_RANGE, format!("bytes {a}-{b}/{size}"));
+            Body::from_stream(ReaderStream::new(tokio::io::AsyncReadExt::take(
+                content.reader,
+                b - a + 1,
+            )))
+        }
+    };
+    builder
+        .body(body)
+        .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "Internal", e.to_string()))
+}
+
+/// A `Range` header against a file of `size` bytes.
+#[derive(Debug, PartialEq)]
+enum Range {
+    /// Not a single byte range we serve (several ranges, another unit): send it all,
+    /// as RFC 9110 allows.
+    Ignore,
+    Unsatisfiable,
+    /// First and last byte, inclusive.
+    Bytes(u64, u64),
+}
+
+fn parse_range(v: &HeaderValue, size: u64) -> Range {
+    let Some(spec) = v
+        .to_str()
+        .ok()
+        .and_then(|s| s.trim().strip_prefix("bytes="))
+    else {
+        return Range::Ignore;
+    };
+    if spec.contains(',') {
+        return Range::Ignore;
+    }
+    let Some((a, b)) = spec.trim().split_once('-') else {
+        return Range::Ignore;
+    };
+    let (a, b) = (a.trim(), b.trim());
+    let parsed = match (a.is_empty(), b.is_empty()) {
+        // `-n`: the last n bytes.
+        (true, false) => b.parse::<u64>().ok().map(|n| {
+            if n == 0 || size == 0 {
+                None
+            } else {
+                Some((size.saturating_sub(n), size - 1))
+            }
+        }),
+        (false, _) => a.parse::<u64>().ok().and_then(|a| {
+            let b = if b.is_empty() {
+                Some(u64::MAX)
+            } else {
+                b.parse::<u64>().ok()
+            };
+            b.map(|b| (a < size && a <= b).then(|| (a, b.min(size - 1))))
+        }),
+        (true, true) => None,
+    };
+    match parsed {
+        None => Range::Ignore,
+        Some(None) => Range::Unsatisfiable,
+        Some(Some((a, b))) => Range::Bytes(a, b),
+    }
+}
+
+fn header_value(s: &str) -> HeaderValue {
+    HeaderValue::from_str(s)
+        .unwrap_or_else(|_| HeaderValue::from_static("application/octet-stream"))
+}
+
+/// `attachment; filename="…"` for plain ASCII names, else RFC 5987's `filename*=UTF-8''…`.
+fn content_disposition(name: &str) -> HeaderValue {
+    let plain = name
+        .bytes()
+        .all(|b| (0x20..0x7f).contains(&b) && b != b'"' && b != b'\\');
+    let value = if plain {
+        format!("attachment; filename=\"{name}\"")
+    } else {
+        let mut enc = String::new();
+        for b in name.bytes() {
+            if b.is_ascii_alphanumeric() || b"!#$&+-.^_`|~".contains(&b) {
+                enc.push(b as char);
+            } else {
+                enc.push_str(&format!("%{b:02X}"));
+            }
+        }
+        format!("attachment; filename*=UTF-8''{enc}")
+    };
+    HeaderValue::from_str(&value).unwrap_or_else(|_| HeaderValue::from_static("attachment"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn range(s: &str, size: u64) -> Range {
+        parse_range(&HeaderValue::from_str(s).expect("header"), size)
+    }
+
+    #[test]
+    fn ranges_follow_rfc_9110() {
+        assert_eq!(range("bytes=0-9", 100), Range::Bytes(0, 9));
+        assert_eq!(range("bytes=90-200", 100), Range::Bytes(90, 99));
+        assert_eq!(range("bytes=90-", 100), Range::Bytes(90, 99));
+        assert_eq!(range("bytes=-10", 100), Range::Bytes(90, 99));
+        assert_eq!(range("bytes=-1000", 100), Range::Bytes(0, 99));
+        assert_eq!(range("bytes=100-", 100), Range::Unsatisfiable);
+        assert_eq!(range("bytes=5-4", 100), Range::Unsatisfiable);
+        assert_eq!(range("bytes=-0", 100), Range::Unsatisfiable);
+        assert_eq!(range("bytes=0-0", 0), Range::Unsatisfiable);
+        assert_eq!(range("bytes=0-1,5-6", 100), Range::Ignore);
+        assert_eq!(range("items=0-1", 100), Range::Ignore);
+        assert_eq!(range("bytes=x-1", 100), Range::Ignore);
+    }
+
+    #[test]
+    fn content_disposition_quotes_or_encodes() {
+        assert_eq!(
+            content_disposition("a b.txt"),
+            "attachment; filename=\"a b.txt\""
+        );
+        assert_eq!(
+            content_disposition("été \"x\".txt"),
+            "attachment; filename*=UTF-8''%C3%A9t%C3%A9%20%22x%22.txt"
+        );
+    }
+}

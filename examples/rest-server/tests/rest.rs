@@ -1,0 +1,1156 @@
+//! The REST host, run as its own process on 127.0.0.1 and driven with a real HTTP client:
+//! every endpoint of the service reference, its error statuses and body, the body limits,
+//! clients that disconnect mid-request, and graceful shutdown.
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use reqwest::{Client, Method, StatusCode, multipart};
+use serde_json::{Value, json};
+
+const BIN: &str = env!("CARGO_BIN_EXE_tarn-rest-server");
+
+/// `add-user` before the server starts: the API key's secret.
+fn add_user(dir: &Path, email: &str) -> String {
+    let out = Command::new(BIN)
+        .arg("--data")
+        .arg(dir)
+        .args(["add-user", email, "--name", "Someone"])
+        .output()
+        .expect("run add-user");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).expect("json");
+    v["secret"].as_str().expect("secret").to_string()
+}
+
+/// A server process; killed if the test ends without stopping it.
+struct Server {
+    child: Child,
+    base: String,
+}
+
+impl Server {
+    fn start(dir: &Path, extra: &[&str]) -> Server {
+        let mut child = Command::new(BIN)
+            .arg("--data")
+            .arg(dir)
+            .args(["serve", "--listen", "127.0.0.1:0"])
+            .args(extra)
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("start the server");
+        let mut line = String::new();
+        BufReader::new(child.stdout.as_mut().expect("stdout"))
+            .read_line(&mut line)
+            .expect("read the address");
+        let base = line
+            .trim()
+            .strip_prefix("listening on ")
+            .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
+            .to_string();
+        Server { child, base }
+    }
+
+    fn addr(&self) -> &str {
+        self.base.trim_start_matches("http://")
+    }
+
+    /// SIGTERM, then the exit status.
+    fn stop(mut self) -> std::process::ExitStatus {
+        let pid = self.child.id().to_string();
+        let killed = Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .expect("kill");
+        assert!(killed.success());
+        let status = self.child.wait().expect("wait");
+        std::mem::forget(self);
+        status
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A client for one key, with an optional organization header.
+struct Api {
+    http: Client,
+    base: String,
+    key: String,
+    org: Option<String>,
+}
+
+impl Api {
+    fn new(server: &Server, key: &str, org: Option<&str>) -> Api {
+        Api {
+            http: Client::new(),
+            base: server.base.clone(),
+            key: key.to_string(),
+            org: org.map(str::to_string),
+        }
+    }
+
+    fn req(&self, method: Method, path: &str) -> reqwest::RequestBuilder {
+        let mut r = self
+            .http
+            .request(method, format!("{}{path}", self.base))
+            .bearer_auth(&self.key);
+        if let Some(org) = &self.org {
+            r = r.header("X-Service-Org-Id", org);
+        }
+        r
+    }
+
+    async fn call(&self, method: Method, path: &str, body: Option<Value>) -> (StatusCode, Value) {
+        let mut r = self.req(method, path);
+        if let Some(b) = body {
+            r = r.json(&b);
+        }
+        answer(r.send().await.expect("send")).await
+    }
+
+    async fn get(&self, path: &str) -> (StatusCode, Value) {
+        self.call(Method::GET, path, None).await
+    }
+
+    async fn post(&self, path: &str, body: Value) -> (StatusCode, Value) {
+        self.call(Method::POST, path, Some(body)).await
+    }
+
+    async fn patch(&self, path: &str, body: Value) -> (StatusCode, Value) {
+        self.call(Method::PATCH, path, Some(body)).await
+    }
+
+    async fn delete(&self, path: &str) -> (StatusCode, Value) {
+        self.call(Method::DELETE, path, None).await
+    }
+
+    async fn sql(&self, ws: &str, query: &str, params: Value) -> (StatusCode, Value) {
+        self.post(
+            &format!("/workspaces/{ws}/tables/query"),
+            json!({"query": query, "params": params}),
+        )
+        .await
+    }
+
+    async fn count(&self, ws: &str, table: &str) -> i64 {
+        let (s, v) = self
+            .sql(
+                ws,
+                &format!("SELECT count(*) FROM \"{ws}\".\"{table}\""),
+                json!([]),
+            )
+            .await;
+        assert_eq!(s, StatusCode::OK, "{v}");
+        v["rows"][0][0].as_i64().expect("count")
+    }
+}
+
+async fn answer(r: reqwest::Response) -> (StatusCode, Value) {
+    let status = r.status();
+    let bytes = r.bytes().await.expect("body");
+    let v = if bytes.is_empty() {
+        Value::Null
+    } else {
+        serde_json::from_slice(&bytes)
+            .unwrap_or_else(|_| panic!("not JSON: {}", String::from_utf8_lossy(&bytes)))
+    };
+    (status, v)
+}
+
+/// An error answer: its status, `{"error": {"status", "kind", "message"}}` agreeing with
+/// it, and the message.
+fn error_of(got: &(StatusCode, Value), status: u16, kind: &str) -> String {
+    assert_eq!(got.0.as_u16(), status, "{}", got.1);
+    let e = &got.1["error"];
+    assert_eq!(e["status"], status, "{}", got.1);
+    assert_eq!(e["kind"], kind, "{}", got.1);
+    e["message"].as_str().expect("message").to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_endpoint_over_http() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let admin_key = add_user(dir.path(), "admin@example.com");
+    let member_key = add_user(dir.path(), "member@example.com");
+    let server = Server::start(dir.path(), &[]);
+    let http = Client::new();
+
+    // Health needs no headers.
+    for (path, status) in [("/health", "ok"), ("/ready", "ready")] {
+        let r = answer(
+            http.get(format!("{}{path}", server.base))
+                .send()
+                .await
+                .expect("get"),
+        )
+        .await;
+        assert_eq!(r, (StatusCode::OK, json!({ "status": status })));
+    }
+
+    // 401: no header, another scheme, an unknown key.
+    let r = answer(
+        http.get(format!("{}/me", server.base))
+            .send()
+            .await
+            .expect("get"),
+    )
+    .await;
+    error_of(&r, 401, "Unauthorized");
+    let r = http
+        .get(format!("{}/me", server.base))
+        .header("Authorization", format!("Basic {admin_key}"))
+        .send()
+        .await
+        .expect("get");
+    error_of(&answer(r).await, 401, "Unauthorized");
+    error_of(
+        &Api::new(&server, "tarn_nope", None).get("/me").await,
+        401,
+        "Unauthorized",
+    );
+
+    // The user and organizations.
+    let admin = Api::new(&server, &admin_key, None);
+    let (s, me) = admin.get("/me").await;
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(me["email"], "admin@example.com");
+    assert_eq!(me["organizations"], json!([]));
+    let r = admin
+        .post("/organizations", json!({"id": "acme", "name": "Acme"}))
+        .await;
+    assert_eq!(
+        r,
+        (StatusCode::CREATED, json!({"id": "acme", "name": "Acme"}))
+    );
+    error_of(
+        &admin
+            .post("/organizations", json!({"id": "acme", "name": "Again"}))
+            .await,
+        409,
+        "Conflict",
+    );
+    error_of(
+        &admin
+            .post("/organizations", json!({"id": "BAD ID", "name": "x"}))
+            .await,
+        400,
+        "BadRequest",
+    );
+    error_of(
+        &admin.post("/organizations", json!({"name": "no id"})).await,
+        400,
+        "BadRequest",
+    );
+    let (s, orgs) = admin.get("/organizations").await;
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(orgs[0]["id"], "acme");
+    assert_eq!(orgs[0]["creator"], me["id"]);
+    let (s, detail) = admin.get("/organizations/acme").await;
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(
+        (
+            detail["organization"]["name"].clone(),
+            detail["member_count"].clone()
+        ),
+        (json!("Acme"), json!(1))
+    );
+    assert_eq!(
+        admin
+            .patch("/organizations/acme", json!({"name": "Acme Inc"}))
+            .await,
+        (StatusCode::OK, json!({"id": "acme", "name": "Acme Inc"}))
+    );
+    assert_eq!(
+        admin.patch("/organizations/acme", json!({})).await,
+        (StatusCode::OK, json!({"id": "acme", "name": "Acme Inc"}))
+    );
+    error_of(&admin.get("/organizations/nope").await, 404, "NotFound");
+
+    // Members.
+    let (s, m) = admin
+        .post(
+            "/organizations/acme/members",
+            json!({"email": "member@example.com", "role": "member"}),
+        )
+        .await;
+    assert_eq!(s, StatusCode::CREATED, "{m}");
+    assert_eq!(
+        (m["email"].clone(), m["role"].clone()),
+        (json!("member@example.com"), json!("member"))
+    );
+    let member_id = m["user_id"].as_str().expect("user_id").to_string();
+    let (s, list) = admin.get("/organizations/acme/members").await;
+    assert_eq!((s, list["total_count"].clone()), (StatusCode::OK, json!(2)));
+    error_of(
+        &admin
+            .post(
+                "/organizations/acme/members",
+                json!({"email": "x@example.com", "role": "owner"}),
+            )
+            .await,
+        400,
+        "BadRequest",
+    );
+    let path = format!("/organizations/acme/members/{member_id}");
+    assert_eq!(
+        admin.patch(&path, json!({"role": "admin"})).await,
+        (
+            StatusCode::OK,
+            json!({"user_id": member_id, "role": "admin"})
+        )
+    );
+    assert_eq!(
+        admin.patch(&path, json!({"role": "member"})).await.0,
+        StatusCode::OK
+    );
+    error_of(
+        &admin
+            .patch(
+                "/organizations/acme/members/nobody",
+                json!({"role": "member"}),
+            )
+            .await,
+        404,
+        "NotFound",
+    );
+    let member = Api::new(&server, &member_key, Some("acme"));
+    error_of(
+        &member.delete("/organizations/acme").await,
+        403,
+        "Forbidden",
+    );
+    error_of(
+        &member
+            .patch("/organizations/acme", json!({"name": "Mine"}))
+            .await,
+        403,
+        "Forbidden",
+    );
+
+    // Workspaces: the organization header is required.
+    error_of(&admin.get("/workspaces").await, 400, "BadRequest");
+    let acme = Api::new(&server, &admin_key, Some("acme"));
+    let r = acme
+        .post("/workspaces", json!({"id": "docs", "name": "Docs"}))
+        .await;
+    assert_eq!(
+        r,
+        (StatusCode::CREATED, json!({"id": "docs", "name": "Docs"}))
+    );
+    error_of(
+        &acme
+            .post("/workspaces", json!({"id": "docs", "name": "Docs"}))
+            .await,
+        409,
+        "Conflict",
+    );
+    let (s, list) = acme.get("/workspaces").await;
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(list["data"][0]["id"], "docs");
+    assert_eq!(list["data"][0]["type"], "generic");
+    assert_eq!(list["data"][0]["org_id"], "acme");
+    let (s, w) = acme.get("/workspaces/docs").await;
+    assert_eq!(
+        (s, w["workspace"]["name"].clone()),
+        (StatusCode::OK, json!("Docs"))
+    );
+    assert_eq!(
+        acme.patch("/workspaces/docs", json!({"name": "Papers"}))
+            .await,
+        (StatusCode::OK, json!({"id": "docs", "name": "Papers"}))
+    );
+    error_of(
+        &acme.patch("/workspaces/docs", json!({})).await,
+        400,
+        "BadRequest",
+    );
+    error_of(&acme.get("/workspaces/nope").await, 404, "NotFound");
+    // Another organization's header: 404, never 403.
+    error_of(
+        &Api::new(&server, &member_key, Some("other"))
+            .get("/workspaces")
+            .await,
+        404,
+        "NotFound",
+    );
+
+    // SQL: create, insert with parameters, batch, search, and the error statuses.
+    let create = "CREATE TABLE \"docs\".\"papers\" (id SERIAL PRIMARY KEY, title TEXT NOT NULL, \
+                  meta JSONB, embedding FLOAT4[], created_at TIMESTAMPTZ DEFAULT NOW()) USING engine";
+    let (s, v) = acme.sql("docs", create, json!([])).await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    assert_eq!(
+        (v["columns"].clone(), v["rows"].clone()),
+        (json!([]), Value::Null)
+    );
+    error_of(&acme.sql("docs", create, json!([])).await, 409, "Conflict");
+    let insert =
+        "INSERT INTO \"docs\".\"papers\" (title, meta, embedding) VALUES ($1, $2::jsonb, $3)";
+    let (s, v) = acme
+        .sql(
+            "docs",
+            insert,
+            json!(["first", "{\"k\": 1}", [1.0, 0.0, 0.0]]),
+        )
+        .await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    let (s, v) = acme
+        .post(
+            "/workspaces/docs/tables/query/batch",
+            json!({"query": insert, "params_batch": [
+                ["second", "{\"k\": 2}", [0.0, 1.0, 0.0]],
+                ["third", "{\"k\": 3}", [0.0, 0.0, 1.0]],
+            ]}),
+        )
+        .await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    assert_eq!(
+        (v["statements"].clone(), v["rows_affected"].clone()),
+        (json!(2), json!(2))
+    );
+    let (s, v) = acme
+        .sql(
+            "docs",
+            "CREATE INDEX IF NOT EXISTS papers_vec ON \"docs\".\"papers\" USING engine_index (embedding DESC)",
+            json!([]),
+        )
+        .await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    let (s, v) = acme
+        .sql(
+            "docs",
+            "SELECT title, meta, embedding <#> ARRAY[0.1, 0.9, 0.0]::float4[] AS score \
+             FROM \"docs\".\"papers\" ORDER BY score DESC LIMIT 2",
+            json!([]),
+        )
+        .await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    assert_eq!(v["columns"], json!(["title", "meta", "score"]));
+    assert_eq!(v["rows"][0][0], "second");
+    assert_eq!(v["rows"][0][1], json!({"k": 2}));
+    assert_eq!(v["row_count"], 2);
+    assert!(v["execution_time_ms"].is_number());
+    let (s, v) = acme
+        .sql(
+            "docs",
+            "SELECT meta->>$1 FROM \"docs\".\"papers\" WHERE id = $2",
+            json!(["k", 3]),
+        )
+        .await;
+    assert_eq!((s, v["rows"].clone()), (StatusCode::OK, json!([["3"]])));
+    let msg = error_of(
+        &acme.sql("docs", "SELEC 1", json!([])).await,
+        400,
+        "BadRequest",
+    );
+    assert!(!msg.contains("DataFusion"), "{msg}");
+    let msg = error_of(
+        &acme.sql("docs", "SELECT * FROM papers", json!([])).await,
+        404,
+        "NotFound",
+    );
+    assert!(msg.contains("does not exist"), "{msg}");
+    error_of(
+        &acme
+            .sql(
+                "docs",
+                "INSERT INTO \"docs\".\"papers\" (id, title) VALUES (1, 'dup')",
+                json!([]),
+            )
+            .await,
+        409,
+        "Conflict",
+    );
+    error_of(
+        &acme
+            .post("/workspaces/docs/tables/query", json!({"params": []}))
+            .await,
+        400,
+        "BadRequest",
+    );
+    let r = acme
+        .req(Method::POST, "/workspaces/docs/tables/query")
+        .header("Content-Type", "application/json")
+        .body("{\"query\": ")
+        .send()
+        .await
+        .expect("send");
+    error_of(&answer(r).await, 400, "BadRequest");
+    error_of(
+        &acme
+            .post(
+                "/workspaces/docs/tables/query/batch",
+                json!({"query": insert}),
+            )
+            .await,
+        400,
+        "BadRequest",
+    );
+    error_of(
+        &acme.sql("nope", "SELECT 1", json!([])).await,
+        404,
+        "NotFound",
+    );
+
+    // Tables: list, details, a table named "query", uploads (table_name before and after
+    // the file part), drop.
+    let (s, v) = acme.get("/workspaces/docs/tables").await;
+    assert_eq!(
+        (s, v),
+        (StatusCode::OK, json!([{"name": "papers", "row_count": 3}]))
+    );
+    let (s, v) = acme.get("/workspaces/docs/tables/papers").await;
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(v["table_name"], "papers");
+    assert_eq!(v["columns"][0]["name"], "id");
+    assert_eq!(v["columns"][3]["type"], "_float4");
+    assert!(
+        v["columns"][0]["default"]
+            .as_str()
+            .expect("default")
+            .contains("nextval")
+    );
+    assert!(v["size_mb"].is_number());
+    let (s, _) = acme
+        .sql(
+            "docs",
+            "CREATE TABLE \"docs\".\"query\" (a INT4) USING engine",
+            json!([]),
+        )
+        .await;
+    assert_eq!(s, StatusCode::OK);
+    let (s, v) = acme.get("/workspaces/docs/tables/query").await;
+    assert_eq!(
+        (s, v["table_name"].clone()),
+        (StatusCode::OK, json!("query"))
+    );
+    assert_eq!(
+        acme.delete("/workspaces/docs/tables/query").await.0,
+        StatusCode::NO_CONTENT
+    );
+    error_of(
+        &acme.get("/workspaces/docs/tables/query").await,
+        404,
+        "NotFound",
+    );
+
+    let csv = "id,name,score\n1,alpha,0.5\n2,beta,\n3,gamma,2.25\n";
+    let form = multipart::Form::new()
+        .text("table_name", "scores")
+        .text("filename", "scores.csv")
+        .part(
+            "file",
+            multipart::Part::bytes(csv.as_bytes().to_vec()).file_name("scores.csv"),
+        );
+    let r = acme
+        .req(Method::POST, "/workspaces/docs/tables")
+        .multipart(form)
+        .send()
+        .await
+        .expect("send");
+    assert_eq!(
+        answer(r).await,
+        (
+            StatusCode::CREATED,
+            json!({"name": "scores", "row_count": 3, "columns": ["id", "name", "score"]})
+        )
+    );
+    // The file first: spooled, then uploaded once `table_name` is known.
+    let form = multipart::Form::new()
+        .part(
+            "file",
+            multipart::Part::bytes(b"[{\"a\": 1}, {\"a\": 2}]".to_vec()).file_name("rows.json"),
+        )
+        .text("table_name", "rows");
+    let r = acme
+        .req(Method::POST, "/workspaces/docs/tables")
+        .multipart(form)
+        .send()
+        .await
+        .expect("send");
+    assert_eq!(
+        answer(r).await,
+        (
+            StatusCode::CREATED,
+            json!({"name": "rows", "row_count": 2, "columns": ["a"]})
+        )
+    );
+    let form = multipart::Form::new().text("table_name", "scores").part(
+        "file",
+        multipart::Part::bytes(csv.as_bytes().to_vec()).file_name("scores.csv"),
+    );
+    let r = acme
+        .req(Method::POST, "/workspaces/docs/tables")
+        .multipart(form)
+        .send()
+        .await
+        .expect("send");
+    error_of(&answer(r).await, 409, "Conflict");
+    let form = multipart::Form::new().part(
+        "file",
+        multipart::Part::bytes(csv.as_bytes().to_vec()).file_name("x.csv"),
+    );
+    let r = acme
+        .req(Method::POST, "/workspaces/docs/tables")
+        .multipart(form)
+        .send()
+        .await
+        .expect("send");
+    assert!(error_of(&answer(r).await, 400, "BadRequest").contains("table_name"));
+    let form = multipart::Form::new().text("table_name", "broken").part(
+        "file",
+        multipart::Part::bytes(b"a,b\n1,2\n3\n".to_vec()).file_name("broken.csv"),
+    );
+    let r = acme
+        .req(Method::POST, "/workspaces/docs/tables")
+        .multipart(form)
+        .send()
+        .await
+        .expect("send");
+    error_of(&answer(r).await, 400, "BadRequest");
+    error_of(
+        &acme.get("/workspaces/docs/tables/broken").await,
+        404,
+        "NotFound",
+    );
+    // Not multipart at all.
+    error_of(
+        &acme
+            .post("/workspaces/docs/tables", json!({"table_name": "x"}))
+            .await,
+        400,
+        "BadRequest",
+    );
+    assert_eq!(acme.count("docs", "scores").await, 3);
+    assert_eq!(
+        acme.delete("/workspaces/docs/tables/scores").await.0,
+        StatusCode::NO_CONTENT
+    );
+    error_of(
+        &acme.delete("/workspaces/docs/tables/scores").await,
+        404,
+        "NotFound",
+    );
+
+    // Files: upload, list and page, info, content (whole and ranges), delete.
+    let body: Vec<u8> = (0..300_000u32).map(|i| (i % 251) as u8).collect();
+    let mut ids = Vec::new();
+    for (name, bytes) in [("a.bin", body.clone()), ("notes.txt", b"hello".to_vec())] {
+        let media = if name.ends_with(".txt") {
+            "text/plain"
+        } else {
+            "application/octet-stream"
+        };
+        let form = multipart::Form::new().part(
+            "file",
+            multipart::Part::bytes(bytes)
+                .file_name(name)
+                .mime_str(media)
+                .expect("mime"),
+        );
+        let r = acme
+            .req(Method::POST, "/workspaces/docs/files")
+            .multipart(form)
+            .send()
+            .await
+            .expect("send");
+        let (s, info) = answer(r).await;
+        assert_eq!(s, StatusCode::CREATED, "{info}");
+        assert_eq!(
+            (info["filename"].clone(), info["media_type"].clone()),
+            (json!(name), json!(media))
+        );
+        assert_eq!(info["workspace_id"], "docs");
+        ids.push(info["id"].as_str().expect("id").to_string());
+    }
+    let (s, page) = acme.get("/workspaces/docs/files?limit=1&offset=0").await;
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(
+        (page["total_count"].clone(), page["limit"].clone()),
+        (json!(2), json!(1))
+    );
+    assert_eq!(page["data"][0]["filename"], "notes.txt", "newest first");
+    let (_, page) = acme.get("/workspaces/docs/files?offset=1").await;
+    assert_eq!(page["data"][0]["filename"], "a.bin");
+    error_of(
+        &acme.get("/workspaces/docs/files?limit=abc").await,
+        400,
+        "BadRequest",
+    );
+    error_of(
+        &acme.get("/workspaces/docs/files?limit=5000").await,
+        400,
+        "BadRequest",
+    );
+    let (s, info) = acme
+        .get(&format!("/workspaces/docs/files/{}", ids[0]))
+        .await;
+    assert_eq!(
+        (s, info["size_bytes"].clone()),
+        (StatusCode::OK, json!(body.len()))
+    );
+    assert_eq!(info["sha256"].as_str().expect("sha").len(), 64);
+    let content = format!("/workspaces/docs/files/{}/content", ids[0]);
+    let r = acme.req(Method::GET, &content).send().await.expect("send");
+    assert_eq!(r.status(), StatusCode::OK);
+    assert_eq!(r.headers()["content-type"], "application/octet-stream");
+    assert_eq!(
+        r.headers()["content-disposition"],
+        "attachment; filename=\"a.bin\""
+    );
+    assert_eq!(r.bytes().await.expect("bytes").as_ref(), &body[..]);
+    let r = acme
+        .req(Method::GET, &content)
+        .header("Range", "bytes=1000-1999")
+        .send()
+        .await
+        .expect("send");
+    assert_eq!(r.status(), StatusCode::PARTIAL_CONTENT);
+    assert_eq!(
+        r.headers()["content-range"],
+        format!("bytes 1000-1999/{}", body.len())
+    );
+    assert_eq!(r.bytes().await.expect("bytes").as_ref(), &body[1000..2000]);
+    let r = acme
+        .req(Method::GET, &content)
+        .header("Range", "bytes=-10")
+        .send()
+        .await
+        .expect("send");
+    assert_eq!(
+        r.bytes().await.expect("bytes").as_ref(),
+        &body[body.len() - 10..]
+    );
+    let r = acme
+        .req(Method::GET, &content)
+        .header("Range", "bytes=999999-")
+        .send()
+        .await
+        .expect("send");
+    assert_eq!(r.status(), StatusCode::RANGE_NOT_SATISFIABLE);
+    assert_eq!(
+        acme.delete(&format!("/workspaces/docs/files/{}", ids[0]))
+            .await
+            .0,
+        StatusCode::NO_CONTENT
+    );
+    error_of(&acme.get(&content).await, 404, "NotFound");
+    error_of(
+        &acme.get("/workspaces/docs/files/nope").await,
+        404,
+        "NotFound",
+    );
+    let form = multipart::Form::new().text("other", "x");
+    let r = acme
+        .req(Method::POST, "/workspaces/docs/files")
+        .multipart(form)
+        .send()
+        .await
+        .expect("send");
+    error_of(&answer(r).await, 400, "BadRequest");
+
+    // Unknown paths and methods answer in the same error shape.
+    error_of(&acme.get("/nothing/here").await, 404, "NotFound");
+    error_of(
+        &acme.call(Method::PUT, "/workspaces/docs", None).await,
+        405,
+        "MethodNotAllowed",
+    );
+
+    // A member may not delete the workspace; an admin deletes it, its tables and files,
+    // then the organization.
+    assert_eq!(
+        admin
+            .post(
+                "/organizations/acme/members",
+                json!({"email": "member@example.com", "role": "member"})
+            )
+            .await
+            .0,
+        StatusCode::CONFLICT
+    );
+    error_of(&member.delete("/workspaces/docs").await, 403, "Forbidden");
+    assert_eq!(
+        acme.delete(&format!("/organizations/acme/members/{member_id}"))
+            .await
+            .0,
+        StatusCode::NO_CONTENT
+    );
+    error_of(&member.get("/workspaces").await, 404, "NotFound");
+    assert_eq!(
+        acme.delete("/workspaces/docs").await.0,
+        StatusCode::NO_CONTENT
+    );
+    error_of(&acme.get("/workspaces/docs/tables").await, 404, "NotFound");
+    assert_eq!(
+        admin.delete("/organizations/acme").await.0,
+        StatusCode::NO_CONTENT
+    );
+    assert_eq!(
+        admin.get("/organizations").await,
+        (StatusCode::OK, json!([]))
+    );
+
+    assert!(server.stop().success());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn body_limits_and_rate_limits_answer_413_and_429() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let key = add_user(dir.path(), "admin@example.com");
+    let server = Server::start(
+        dir.path(),
+        &[
+            "--max-body-bytes",
+            "4096",
+            "--max-upload-bytes",
+            "65536",
+            "--rate-limit",
+            "1000",
+            "--burst",
+            "1000",
+        ],
+    );
+    let admin = Api::new(&server, &key, None);
+    assert_eq!(
+        admin
+            .post("/organizations", json!({"id": "acme", "name": "Acme"}))
+            .await
+            .0,
+        StatusCode::CREATED
+    );
+    let acme = Api::new(&server, &key, Some("acme"));
+    assert_eq!(
+        acme.post("/workspaces", json!({"id": "w", "name": "W"}))
+            .await
+            .0,
+        StatusCode::CREATED
+    );
+
+    let big = format!("SELECT '{}'", "x".repeat(5000));
+    let msg = error_of(
+        &acme.sql("w", &big, json!([])).await,
+        413,
+        "PayloadTooLarge",
+    );
+    assert!(!msg.is_empty());
+    let (s, _) = acme.sql("w", "SELECT 1", json!([])).await;
+    assert_eq!(s, StatusCode::OK);
+
+    // An upload past the limit: 413, and neither a table nor a file is left.
+    let mut csv = String::from("id,text\n");
+    for i in 0..10_000 {
+        csv.push_str(&format!("{i},row number {i}\n"));
+    }
+    let form = multipart::Form::new().text("table_name", "big").part(
+        "file",
+        multipart::Part::bytes(csv.clone().into_bytes()).file_name("big.csv"),
+    );
+    let r = acme
+        .req(Method::POST, "/workspaces/w/tables")
+        .multipart(form)
+        .send()
+        .await
+        .expect("send");
+    error_of(&answer(r).await, 413, "PayloadTooLarge");
+    error_of(&acme.get("/workspaces/w/tables/big").await, 404, "NotFound");
+    let form = multipart::Form::new().part(
+        "file",
+        multipart::Part::bytes(csv.into_bytes()).file_name("big.csv"),
+    );
+    let r = acme
+        .req(Method::POST, "/workspaces/w/files")
+        .multipart(form)
+        .send()
+        .await
+        .expect("send");
+    error_of(&answer(r).await, 413, "PayloadTooLarge");
+    assert_eq!(acme.get("/workspaces/w/files").await.1["total_count"], 0);
+    // Within the limit, both work.
+    let form = multipart::Form::new().text("table_name", "small").part(
+        "file",
+        multipart::Part::bytes(b"a\n1\n".to_vec()).file_name("small.csv"),
+    );
+    let r = acme
+        .req(Method::POST, "/workspaces/w/tables")
+        .multipart(form)
+        .send()
+        .await
+        .expect("send");
+    assert_eq!(answer(r).await.0, StatusCode::CREATED);
+    assert!(server.stop().success());
+
+    // A key's token bucket: 429 with Retry-After once it is empty.
+    let server = Server::start(dir.path(), &["--rate-limit", "0.5", "--burst", "3"]);
+    let acme = Api::new(&server, &key, Some("acme"));
+    let mut limited = None;
+    for _ in 0..10 {
+        let r = acme
+            .req(Method::GET, "/workspaces")
+            .send()
+            .await
+            .expect("send");
+        if r.status() == StatusCode::TOO_MANY_REQUESTS {
+            let wait: u64 = r.headers()["retry-after"]
+                .to_str()
+                .expect("text")
+                .parse()
+                .expect("secs");
+            limited = Some((wait, answer(r).await));
+            break;
+        }
+    }
+    let (wait, r) = limited.expect("the bucket of 3 empties within 10 requests");
+    assert!((1..=2).contains(&wait), "{wait}");
+    error_of(&r, 429, "TooManyRequests");
+    assert!(server.stop().success());
+}
+
+/// Sends `request` (its first `cut` bytes when given) on a raw connection and closes it
+/// without reading the answer.
+fn send_and_vanish(addr: &str, request: &[u8], cut: Option<usize>) {
+    let mut s = std::net::TcpStream::connect(addr).expect("connect");
+    match cut {
+        Some(n) => s.write_all(&request[..n]).expect("write"),
+        None => s.write_all(request).expect("write"),
+    }
+    s.flush().expect("flush");
+}
+
+fn raw_post(addr: &str, path: &str, key: &str, org: &str, body: &str) -> Vec<u8> {
+    format!(
+        "POST {path} HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {key}\r\n\
+         X-Service-Org-Id: {org}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .into_bytes()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn clients_that_vanish_mid_request_lose_nothing_acknowledged() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let key = add_user(dir.path(), "admin@example.com");
+    let server = Server::start(dir.path(), &[]);
+    let admin = Api::new(&server, &key, None);
+    assert_eq!(
+        admin
+            .post("/organizations", json!({"id": "acme", "name": "Acme"}))
+            .await
+            .0,
+        StatusCode::CREATED
+    );
+    let acme = Api::new(&server, &key, Some("acme"));
+    assert_eq!(
+        acme.post("/workspaces", json!({"id": "w", "name": "W"}))
+            .await
+            .0,
+        StatusCode::CREATED
+    );
+    let (s, _) = acme
+        .sql(
+            "w",
+            "CREATE TABLE \"w\".\"t\" (id INT8 PRIMARY KEY, v TEXT) USING engine",
+            json!([]),
+        )
+        .await;
+    assert_eq!(s, StatusCode::OK);
+
+    let batch = |from: i64, n: i64| {
+        let sets: Vec<Value> = (from..from + n)
+            .map(|i| json!([i, format!("value {i}")]))
+            .collect();
+        json!({"query": "INSERT INTO \"w\".\"t\" VALUES ($1, $2)", "params_batch": sets})
+            .to_string()
+    };
+    // Acknowledged rows.
+    let (s, v) = acme
+        .post(
+            "/workspaces/w/tables/query/batch",
+            serde_json::from_str(&batch(0, 1000)).expect("json"),
+        )
+        .await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    let mut expected = 1000;
+
+    // A body cut short: nothing of it runs.
+    let req = raw_post(
+        server.addr(),
+        "/workspaces/w/tables/query/batch",
+        &key,
+        "acme",
+        &batch(1_000_000, 5000),
+    );
+    send_and_vanish(server.addr(), &req, Some(req.len() / 2));
+    // Whole requests whose client leaves at once or a little later: each batch is all
+    // or nothing, whether the server saw the disconnect before or after its commit.
+    for (round, wait_ms) in [0u64, 5, 30, 100, 300].into_iter().enumerate() {
+        let from = 10_000_000 * (round as i64 + 1);
+        let n = 50_000;
+        let req = raw_post(
+            server.addr(),
+            "/workspaces/w/tables/query/batch",
+            &key,
+            "acme",
+            &batch(from, n),
+        );
+        let mut s = std::net::TcpStream::connect(server.addr()).expect("connect");
+        s.write_all(&req).expect("write");
+        std::thread::sleep(Duration::from_millis(wait_ms));
+        drop(s);
+        // Wait until the server is done with it (the batch's rows, if any, are all there
+        // or none are), then check the whole table.
+        let mut last = -1;
+        for _ in 0..200 {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            let c = acme.count("w", "t").await;
+            if c == last {
+                break;
+            }
+            last = c;
+        }
+        let (st, v) = acme
+            .sql(
+                "w",
+                "SELECT count(*) FROM \"w\".\"t\" WHERE id >= $1 AND id < $2",
+                json!([from, from + n]),
+            )
+            .await;
+        assert_eq!(st, StatusCode::OK);
+        let landed = v["rows"][0][0].as_i64().expect("count");
+        assert!(
+            landed == 0 || landed == n,
+            "round {round}: {landed} rows of a batch of {n}"
+        );
+        expected += landed;
+        assert_eq!(acme.count("w", "t").await, expected);
+    }
+    // The half-sent batch never landed; the acknowledged rows are all there.
+    let (_, v) = acme
+        .sql(
+            "w",
+            "SELECT count(*) FROM \"w\".\"t\" WHERE id < 1000",
+            json!([]),
+        )
+        .await;
+    assert_eq!(v["rows"][0][0], 1000);
+    let (_, v) = acme
+        .sql(
+            "w",
+            "SELECT count(*) FROM \"w\".\"t\" WHERE id >= 1000000 AND id < 2000000",
+            json!([]),
+        )
+        .await;
+    assert_eq!(v["rows"][0][0], 0);
+
+    // An upload whose client vanishes mid-file leaves no table.
+    let mut body = Vec::new();
+    body.extend_from_slice(
+        b"--XyZ\r\nContent-Disposition: form-data; name=\"table_name\"\r\n\r\nhalf\r\n",
+    );
+    body.extend_from_slice(
+        b"--XyZ\r\nContent-Disposition: form-data; name=\"file\"; filename=\"h.csv\"\r\n\r\n",
+    );
+    body.extend_from_slice(b"a,b\n");
+    for i in 0..100_000 {
+        body.extend_from_slice(format!("{i},{i}\n").as_bytes());
+    }
+    let head = format!(
+        "POST /workspaces/w/tables HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {key}\r\nX-Service-Org-Id: acme\r\n\
+         Content-Type: multipart/form-data; boundary=XyZ\r\nContent-Length: {}\r\n\r\n",
+        body.len() + 9
+    );
+    let mut req = head.into_bytes();
+    req.extend_from_slice(&body);
+    send_and_vanish(server.addr(), &req, Some(req.len() - 1000));
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    error_of(
+        &acme.get("/workspaces/w/tables/half").await,
+        404,
+        "NotFound",
+    );
+
+    // What was acknowledged survives a restart.
+    assert!(server.stop().success());
+    let server = Server::start(dir.path(), &[]);
+    let acme = Api::new(&server, &key, Some("acme"));
+    assert_eq!(acme.count("w", "t").await, expected);
+    error_of(
+        &acme.get("/workspaces/w/tables/half").await,
+        404,
+        "NotFound",
+    );
+    assert!(server.stop().success());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_lets_the_statement_under_way_commit_and_answer() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let key = add_user(dir.path(), "admin@example.com");
+    let server = Server::start(dir.path(), &[]);
+    let admin = Api::new(&server, &key, None);
+    assert_eq!(
+        admin
+            .post("/organizations", json!({"id": "acme", "name": "Acme"}))
+            .await
+            .0,
+        StatusCode::CREATED
+    );
+    let acme = Api::new(&server, &key, Some("acme"));
+    assert_eq!(
+        acme.post("/workspaces", json!({"id": "w", "name": "W"}))
+            .await
+            .0,
+        StatusCode::CREATED
+    );
+    let (s, _) = acme
+        .sql(
+            "w",
+            "CREATE TABLE \"w\".\"t\" (id INT8, v TEXT) USING engine",
+            json!([]),
+        )
+        .await;
+    assert_eq!(s, StatusCode::OK);
+
+    // A statement that takes a while; SIGTERM arrives while it runs.
+    let n = 2_000_000;
+    let insert = {
+        let acme = Api::new(&server, &key, Some("acme"));
+        tokio::spawn(async move {
+            let sql = format!(
+                "INSERT INTO \"w\".\"t\" SELECT value, 'row ' || value FROM generate_series(1, {n})"
+            );
+            acme.sql("w", &sql, json!([])).await
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let pid = server.child.id().to_string();
+    assert!(
+        Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .expect("kill")
+            .success()
+    );
+    let (s, v) = insert.await.expect("join");
+    assert_eq!(s, StatusCode::OK, "{v}");
+    assert_eq!(v["rows_affected"], n);
+    let mut server = server;
+    assert!(server.child.wait().expect("wait").success());
+    drop(server);
+
+    let server = Server::start(dir.path(), &[]);
+    let acme = Api::new(&server, &key, Some("acme"));
+    assert_eq!(acme.count("w", "t").await, n);
+    assert!(server.stop().success());
+}
