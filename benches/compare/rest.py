@@ -40,14 +40,20 @@ def log(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
 
 
-def build(package: str, binary: str) -> Path:
-    cmd = ["cargo", "build", "--release", "-p", package, "--bin", binary, "--message-format=json"]
+def build() -> tuple[Path, Path]:
+    """Both executables from one cargo call: one feature resolution, one DataFusion build."""
+    cmd = ["cargo", "build", "--release", "-p", "tarn-rest-server", "-p", "tarn-benches",
+           "--bin", "tarn-rest-server", "--bin", "tarn-rest-bench", "--message-format=json"]
     out = subprocess.run(cmd, cwd=REPO, check=True, stdout=subprocess.PIPE, text=True)
+    exes = {}
     for line in out.stdout.splitlines():
         msg = json.loads(line)
-        if msg.get("reason") == "compiler-artifact" and msg["target"]["name"] == binary:
-            return Path(msg["executable"])
-    sys.exit(f"rest.py: cargo did not report the {binary} executable")
+        if msg.get("reason") == "compiler-artifact" and msg.get("executable"):
+            exes[msg["target"]["name"]] = Path(msg["executable"])
+    try:
+        return exes["tarn-rest-server"], exes["tarn-rest-bench"]
+    except KeyError as e:
+        sys.exit(f"rest.py: cargo did not report the {e} executable")
 
 
 def lua_script(path: Path, secret: str, sql: str, workload: str, rows: int, dim: int) -> None:
@@ -105,8 +111,7 @@ def main() -> None:
     if not shutil.which("wrk"):
         sys.exit("rest.py: wrk is not installed (Debian: apt-get install wrk)")
 
-    server_exe = build("tarn-rest-server", "tarn-rest-server")
-    bench_exe = build("tarn-benches", "tarn-rest-bench")
+    server_exe, bench_exe = build()
     work = args.data or Path(tempfile.mkdtemp(prefix="tarn-rest-"))
     work.mkdir(parents=True, exist_ok=True)
     db = work / "db"
