@@ -29,6 +29,8 @@ const CHUNK: usize = 1 << 20;
 /// them even if the file is deleted meanwhile.
 #[derive(Debug)]
 pub struct FileContent {
+    /// The file's name (as in its record), for a download's `Content-Disposition`.
+    pub filename: String,
     /// The media type the file was uploaded with.
     pub media_type: String,
     /// Length of the bytes.
@@ -481,6 +483,7 @@ impl Session {
             }
         };
         Ok(FileContent {
+            filename: record.filename,
             media_type: record.media_type,
             size_bytes: record.size_bytes,
             reader: FileReader(reader),

@@ -45,15 +45,22 @@ pub struct Config {
     pub max_body_bytes: usize,
     /// Largest multipart upload body (tables and files): 413 beyond it.
     pub max_upload_bytes: u64,
+    /// The runtime SQL statements run on. A statement can keep a worker thread busy
+    /// for long stretches (DataFusion does a whole batch of a join in one poll), so the
+    /// server keeps its own runtime for HTTP: `/health`, new connections and shutdown
+    /// stay responsive whatever the statements do. `None`: the server's runtime.
+    pub statements: Option<tokio::runtime::Handle>,
 }
 
 impl Default for Config {
-    /// 256 MiB for JSON bodies (a batch of 100,000 parameter sets of a few fields fits),
-    /// 10 GiB for uploads (SPEC §8's file limit).
+    /// 64 MiB for JSON bodies (a batch of 100,000 parameter sets of a few fields fits;
+    /// parsed parameters take up to about 40 times their text), 10 GiB for uploads
+    /// (SPEC §8's file limit).
     fn default() -> Self {
         Config {
-            max_body_bytes: 256 << 20,
+            max_body_bytes: 64 << 20,
             max_upload_bytes: 10 << 30,
+            statements: None,
         }
     }
 }
@@ -61,6 +68,39 @@ impl Default for Config {
 #[derive(Clone)]
 struct AppState {
     tarn: Tarn,
+    statements: Option<tokio::runtime::Handle>,
+}
+
+/// A task that is aborted when its handle is dropped (the client went away): the
+/// statement's future is dropped at its next await, so it applies wholly or not at all.
+struct AbortOnDrop<T>(tokio::task::JoinHandle<T>);
+
+impl<T> Drop for AbortOnDrop<T> {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+impl AppState {
+    /// Runs a statement on the statement runtime.
+    async fn statement<T, F>(&self, f: F) -> ApiResult<T>
+    where
+        T: Send + 'static,
+        F: std::future::Future<Output = tarn::Result<T>> + Send + 'static,
+    {
+        let Some(rt) = &self.statements else {
+            return Ok(f.await?);
+        };
+        let mut task = AbortOnDrop(rt.spawn(f));
+        match (&mut task.0).await {
+            Ok(r) => Ok(r?),
+            Err(e) => Err(ApiError::new(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "Internal",
+                format!("the statement's task failed: {e}"),
+            )),
+        }
+    }
 }
 
 /// The service's routes over `tarn`.
@@ -121,7 +161,11 @@ pub fn router(tarn: Tarn, config: Config) -> Router {
         .fallback(no_route)
         .method_not_allowed_fallback(wrong_method)
         .layer(DefaultBodyLimit::max(config.max_body_bytes))
-        .with_state(AppState { tarn })
+        .layer(axum::middleware::from_fn(json_errors))
+        .with_state(AppState {
+            tarn,
+            statements: config.statements,
+        })
 }
 
 // ---------------------------------------------------------------------------------------
@@ -155,17 +199,22 @@ impl ApiError {
         Self::new(StatusCode::UNAUTHORIZED, "Unauthorized", message)
     }
 
-    fn too_large(message: impl Into<String>) -> Self {
-        Self::new(StatusCode::PAYLOAD_TOO_LARGE, "PayloadTooLarge", message)
-    }
-
-    /// An error of the HTTP layer (a body, a header) with the status axum gave it.
+    /// An error of the HTTP layer (a body, a header, a path) with the status axum gave
+    /// it, and the kind that status has.
     fn of_status(status: StatusCode, message: impl Into<String>) -> Self {
-        match status {
-            StatusCode::PAYLOAD_TOO_LARGE => Self::too_large(message),
-            s if s.is_server_error() => Self::new(s, "Internal", message),
-            _ => Self::bad(message),
-        }
+        let kind = match status {
+            StatusCode::UNAUTHORIZED => "Unauthorized",
+            StatusCode::FORBIDDEN => "Forbidden",
+            StatusCode::NOT_FOUND => "NotFound",
+            StatusCode::METHOD_NOT_ALLOWED => "MethodNotAllowed",
+            StatusCode::CONFLICT => "Conflict",
+            StatusCode::PAYLOAD_TOO_LARGE => "PayloadTooLarge",
+            StatusCode::UNSUPPORTED_MEDIA_TYPE => "UnsupportedMediaType",
+            StatusCode::TOO_MANY_REQUESTS => "TooManyRequests",
+            s if s.is_server_error() => "Internal",
+            _ => "BadRequest",
+        };
+        Self::new(status, kind, message)
     }
 }
 
@@ -202,6 +251,30 @@ impl IntoResponse for ApiError {
 }
 
 type ApiResult<T> = Result<T, ApiError>;
+
+/// Gives every error answer the JSON error body: the rejections of axum's own extractors
+/// (a path segment that is not UTF-8, say) come as plain text.
+async fn json_errors(req: Request, next: axum::middleware::Next) -> Response {
+    let response = next.run(req).await;
+    let status = response.status();
+    let is_json = response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .is_some_and(|v| v.as_bytes().starts_with(b"application/json"));
+    if !(status.is_client_error() || status.is_server_error()) || is_json {
+        return response;
+    }
+    let bytes = axum::body::to_bytes(response.into_body(), 64 << 10)
+        .await
+        .unwrap_or_default();
+    let text = String::from_utf8_lossy(&bytes).trim().to_string();
+    let message = if text.is_empty() {
+        status.canonical_reason().unwrap_or("error").to_string()
+    } else {
+        text
+    };
+    ApiError::of_status(status, message).into_response()
+}
 
 async fn no_route(method: Method, uri: Uri) -> ApiError {
     ApiError::new(
@@ -331,23 +404,19 @@ async fn organization(
     Ok(Json(s.organization(&org).await?))
 }
 
-/// `name` is optional here (the reference): without it the organization is unchanged
-/// and its `{id, name}` is returned.
+/// `name` is optional here (the reference): without it the organization keeps its name
+/// (renamed to itself, so the role is checked as for a rename) and `{id, name}` is
+/// returned.
 async fn update_organization(
     Authed(s): Authed,
     Path(org): Path<String>,
     JsonBody(r): JsonBody<NameRequest>,
 ) -> ApiResult<Json<tarn::IdName>> {
-    Ok(Json(match r.name {
-        Some(name) => s.update_organization(&org, &name).await?,
-        None => {
-            let o = s.organization(&org).await?.organization;
-            tarn::IdName {
-                id: o.id,
-                name: o.name,
-            }
-        }
-    }))
+    let name = match r.name {
+        Some(name) => name,
+        None => s.organization(&org).await?.organization.name,
+    };
+    Ok(Json(s.update_organization(&org, &name).await?))
 }
 
 async fn delete_organization(Authed(s): Authed, Path(org): Path<String>) -> ApiResult<StatusCode> {
@@ -486,20 +555,24 @@ struct BatchRequest {
 }
 
 async fn query(
+    State(st): State<AppState>,
     Authed(s): Authed,
     Path(ws): Path<String>,
     JsonBody(r): JsonBody<QueryRequest>,
 ) -> ApiResult<Json<tarn::QueryResult>> {
     let params = r.params.unwrap_or_default();
-    Ok(Json(s.query(&ws, &r.query, &params).await?))
+    let run = async move { s.query(&ws, &r.query, &params).await };
+    Ok(Json(st.statement(run).await?))
 }
 
 async fn query_batch(
+    State(st): State<AppState>,
     Authed(s): Authed,
     Path(ws): Path<String>,
     JsonBody(r): JsonBody<BatchRequest>,
 ) -> ApiResult<Json<tarn::BatchResult>> {
-    Ok(Json(s.query_batch(&ws, &r.query, &r.params_batch).await?))
+    let run = async move { s.query_batch(&ws, &r.query, &r.params_batch).await };
+    Ok(Json(st.statement(run).await?))
 }
 
 // ---------------------------------------------------------------------------------------
@@ -555,30 +628,42 @@ async fn upload_table(
     let mut table_name: Option<String> = None;
     let mut filename: Option<String> = None;
     let mut spooled: Option<(tokio::fs::File, Option<String>)> = None;
-    let mut uploaded = None;
-    while let Some(field) = mp.next_field().await.map_err(multipart_error)? {
-        match field.name() {
-            Some("table_name") => table_name = Some(field.text().await.map_err(multipart_error)?),
-            Some("filename") => filename = Some(field.text().await.map_err(multipart_error)?),
-            Some("file") if uploaded.is_none() && spooled.is_none() => {
-                let part_name = field.file_name().map(str::to_string);
-                match &table_name {
-                    Some(t) => {
-                        let name = filename.clone().or(part_name).ok_or_else(no_filename)?;
-                        let failed = Arc::new(BodyFailure::default());
-                        let reader = part_reader(field, failed.clone());
-                        let result = s.upload_table(&ws, t, &name, reader).await;
-                        uploaded = Some(result.map_err(|e| failed.take().unwrap_or(e.into()))?);
+    let mut uploaded: Option<tarn::UploadedTable> = None;
+    let read = async {
+        while let Some(field) = mp.next_field().await.map_err(multipart_error)? {
+            match field.name() {
+                Some("table_name") => table_name = Some(small_text(field).await?),
+                Some("filename") => filename = Some(small_text(field).await?),
+                Some("file") if uploaded.is_none() && spooled.is_none() => {
+                    let part_name = field.file_name().map(str::to_string);
+                    match &table_name {
+                        Some(t) => {
+                            let name = filename.clone().or(part_name).ok_or_else(no_filename)?;
+                            let failed = Arc::new(BodyFailure::default());
+                            let reader = part_reader(field, failed.clone());
+                            let result = s.upload_table(&ws, t, &name, reader).await;
+                            uploaded = Some(result.map_err(|e| failed.take().unwrap_or(e.into()))?);
+                        }
+                        None => {
+                            // Spooling costs disk: only for a caller who may upload here.
+                            s.workspace(&ws).await?;
+                            spooled = Some((spool(field).await?, part_name));
+                        }
                     }
-                    None => spooled = Some((spool(field).await?, part_name)),
                 }
-            }
-            _ => {
-                // Unknown parts (and a second `file`) are read and ignored.
-                let mut field = field;
-                while field.chunk().await.map_err(multipart_error)?.is_some() {}
+                _ => drain(field).await?,
             }
         }
+        Ok::<(), ApiError>(())
+    }
+    .await;
+    if let Err(e) = read {
+        // The rest of the body failed after the table was made (cut short, or past the
+        // limit): the request failed, so the table goes too.
+        if let Some(done) = &uploaded {
+            let _ = s.drop_table(&ws, &done.name).await;
+        }
+        return Err(e);
     }
     if let Some(done) = uploaded {
         return Ok(created(done));
@@ -591,6 +676,32 @@ async fn upload_table(
     Ok(created(
         s.upload_table(&ws, &table_name, &name, file).await?,
     ))
+}
+
+/// Reads and ignores a part (unknown parts, a second `file`).
+async fn drain(mut field: axum::extract::multipart::Field<'_>) -> ApiResult<()> {
+    while field.chunk().await.map_err(multipart_error)?.is_some() {}
+    Ok(())
+}
+
+/// The longest text field (`table_name`, `filename`) read into memory.
+const MAX_TEXT_FIELD: usize = 4096;
+
+/// A short text part, read up to [`MAX_TEXT_FIELD`] bytes (400 beyond: a name is never
+/// that long, and the upload limit alone would let one fill memory).
+async fn small_text(mut field: axum::extract::multipart::Field<'_>) -> ApiResult<String> {
+    let name = field.name().unwrap_or_default().to_string();
+    let mut bytes = Vec::new();
+    while let Some(chunk) = field.chunk().await.map_err(multipart_error)? {
+        if bytes.len() + chunk.len() > MAX_TEXT_FIELD {
+            return Err(ApiError::bad(format!(
+                "multipart field \"{name}\" is longer than {MAX_TEXT_FIELD} bytes"
+            )));
+        }
+        bytes.extend_from_slice(&chunk);
+    }
+    String::from_utf8(bytes)
+        .map_err(|_| ApiError::bad(format!("multipart field \"{name}\" is not UTF-8")))
 }
 
 fn no_filename() -> ApiError {
@@ -625,24 +736,35 @@ async fn upload_file(
 ) -> ApiResult<impl IntoResponse> {
     let mut mp = mp.map_err(multipart_rejection)?;
     let mut filename: Option<String> = None;
-    let mut stored = None;
-    while let Some(mut field) = mp.next_field().await.map_err(multipart_error)? {
-        match field.name() {
-            Some("filename") => filename = Some(field.text().await.map_err(multipart_error)?),
-            Some("file") if stored.is_none() => {
-                let name = field
-                    .file_name()
-                    .map(str::to_string)
-                    .or_else(|| filename.clone())
-                    .ok_or_else(no_filename)?;
-                let media_type = field.content_type().unwrap_or("").to_string();
-                let failed = Arc::new(BodyFailure::default());
-                let reader = part_reader(field, failed.clone());
-                let result = s.upload_file(&ws, &name, &media_type, reader).await;
-                stored = Some(result.map_err(|e| failed.take().unwrap_or(e.into()))?);
+    let mut stored: Option<tarn::FileInfo> = None;
+    let read = async {
+        while let Some(field) = mp.next_field().await.map_err(multipart_error)? {
+            match field.name() {
+                Some("filename") => filename = Some(small_text(field).await?),
+                Some("file") if stored.is_none() => {
+                    let name = field
+                        .file_name()
+                        .map(str::to_string)
+                        .or_else(|| filename.clone())
+                        .ok_or_else(no_filename)?;
+                    let media_type = field.content_type().unwrap_or("").to_string();
+                    let failed = Arc::new(BodyFailure::default());
+                    let reader = part_reader(field, failed.clone());
+                    let result = s.upload_file(&ws, &name, &media_type, reader).await;
+                    stored = Some(result.map_err(|e| failed.take().unwrap_or(e.into()))?);
+                }
+                _ => drain(field).await?,
             }
-            _ => while field.chunk().await.map_err(multipart_error)?.is_some() {},
         }
+        Ok::<(), ApiError>(())
+    }
+    .await;
+    if let Err(e) = read {
+        // As for tables: a request that failed keeps no file.
+        if let Some(info) = &stored {
+            let _ = s.delete_file(&ws, &info.id).await;
+        }
+        return Err(e);
     }
     let info = stored.ok_or_else(|| ApiError::bad("multipart field \"file\" is required"))?;
     Ok(created(info))
@@ -698,7 +820,6 @@ async fn file_content(
     Path((ws, id)): Path<(String, String)>,
     headers: HeaderMap,
 ) -> ApiResult<Response> {
-    let info = s.file(&ws, &id).await?;
     let mut content = s.file_content(&ws, &id).await?;
     let size = content.size_bytes;
     let range = match headers.get(header::RANGE).map(|v| parse_range(v, size)) {
@@ -724,7 +845,7 @@ async fn file_content(
         .header(header::ACCEPT_RANGES, "bytes")
         .header(
             header::CONTENT_DISPOSITION,
-            content_disposition(&info.filename),
+            content_disposition(&content.filename),
         );
     let body = match range {
         None => {

@@ -89,9 +89,33 @@ enum Command {
     },
 }
 
-#[tokio::main]
-async fn main() -> ExitCode {
+/// Two runtimes: HTTP (accepting, parsing, answering, shutdown) and SQL statements, so a
+/// statement that keeps its thread busy cannot stall the server (see `Config::statements`).
+fn main() -> ExitCode {
     let cli = Cli::parse();
+    let runtime = |name: &str, threads: Option<usize>| {
+        let mut b = tokio::runtime::Builder::new_multi_thread();
+        b.enable_all().thread_name(name);
+        if let Some(n) = threads {
+            b.worker_threads(n);
+        }
+        b.build()
+    };
+    let (http, statements) = match (runtime("http", Some(2)), runtime("statements", None)) {
+        (Ok(h), Ok(s)) => (h, s),
+        (Err(e), _) | (_, Err(e)) => {
+            eprintln!("ERROR: cannot start a runtime: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    let code = http.block_on(run(cli, statements.handle().clone()));
+    // A statement still busy in a single poll is abandoned: the process ends anyway.
+    statements.shutdown_timeout(Duration::from_secs(2));
+    http.shutdown_timeout(Duration::from_secs(2));
+    code
+}
+
+async fn run(cli: Cli, statements: tokio::runtime::Handle) -> ExitCode {
     let mut options = tarn::Options::new();
     if let Command::Serve {
         rate_limit: Some(rps),
@@ -101,9 +125,18 @@ async fn main() -> ExitCode {
     {
         options = options.rate_limit(*rps, *burst);
     }
-    let tarn = match Tarn::open_with(&cli.data, options).await {
-        Ok(t) => t,
-        Err(e) => return fail(&e),
+    // The database lives on the statement runtime (its background work too).
+    let data = cli.data.clone();
+    let tarn = match statements
+        .spawn(async move { Tarn::open_with(&data, options).await })
+        .await
+    {
+        Ok(Ok(t)) => t,
+        Ok(Err(e)) => return fail(&e),
+        Err(e) => {
+            eprintln!("ERROR: {e}");
+            return ExitCode::from(1);
+        }
     };
     let code = match cli.command {
         Command::Serve {
@@ -116,6 +149,7 @@ async fn main() -> ExitCode {
             let config = Config {
                 max_body_bytes,
                 max_upload_bytes,
+                statements: Some(statements.clone()),
             };
             serve(&tarn, listen, config, Duration::from_secs(drain_secs)).await
         }
@@ -135,9 +169,23 @@ async fn main() -> ExitCode {
             Err(e) => fail(&e),
         },
     };
-    match tarn.close().await {
-        Ok(()) => code,
-        Err(e) => fail(&e),
+    // Closing waits for statements under way; one stuck in a single long poll past the
+    // drain cannot be waited for, and then the process ends without the checkpoint
+    // (the log has every acknowledged commit).
+    let closing = statements.spawn(async move { tarn.close().await });
+    match tokio::time::timeout(Duration::from_secs(30), closing).await {
+        Ok(Ok(Ok(()))) => code,
+        Ok(Ok(Err(e))) => fail(&e),
+        Ok(Err(e)) => {
+            eprintln!("ERROR: {e}");
+            ExitCode::from(1)
+        }
+        Err(_) => {
+            eprintln!(
+                "ERROR: the database did not close within 30 s; the log keeps what was acknowledged"
+            );
+            ExitCode::from(1)
+        }
     }
 }
 
@@ -182,8 +230,9 @@ async fn serve(tarn: &Tarn, listen: SocketAddr, config: Config, drain: Duration)
             eprintln!("shutting down: waiting for requests under way");
             let _ = stopping_tx.send(());
         });
-    // Requests under way get `drain` to finish; past it they are dropped, which applies
-    // nothing of theirs (every Tarn call is all-or-nothing when dropped).
+    // Requests under way get `drain` to finish; past it they are given up (exit status
+    // 1): each statement applies wholly or not at all, and one still running is aborted
+    // at its next await or abandoned with the process.
     let give_up = async move {
         if stopping_rx.await.is_ok() {
             tokio::time::sleep(drain).await;
@@ -196,7 +245,10 @@ async fn serve(tarn: &Tarn, listen: SocketAddr, config: Config, drain: Duration)
             eprintln!("ERROR: {e}");
             return ExitCode::from(1);
         },
-        () = give_up => eprintln!("requests still under way after {drain:?}: dropped"),
+        () = give_up => {
+            eprintln!("requests still under way after {drain:?}: dropped");
+            return ExitCode::from(1);
+        }
     }
     ExitCode::SUCCESS
 }

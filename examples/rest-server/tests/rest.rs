@@ -156,6 +156,21 @@ impl Api {
     }
 }
 
+/// Organization `acme` with workspace `w`, made by `key`'s user: a client for it.
+async fn org_and_workspace(server: &Server, key: &str) -> Api {
+    let admin = Api::new(server, key, None);
+    let made = admin
+        .post("/organizations", json!({"id": "acme", "name": "Acme"}))
+        .await;
+    assert_eq!(made.0, StatusCode::CREATED, "{}", made.1);
+    let acme = Api::new(server, key, Some("acme"));
+    let made = acme
+        .post("/workspaces", json!({"id": "w", "name": "W"}))
+        .await;
+    assert_eq!(made.0, StatusCode::CREATED, "{}", made.1);
+    acme
+}
+
 async fn answer(r: reqwest::Response) -> (StatusCode, Value) {
     let status = r.status();
     let bytes = r.bytes().await.expect("body");
@@ -624,6 +639,20 @@ async fn every_endpoint_over_http() {
         404,
         "NotFound",
     );
+    // A name field longer than any name: 400 before anything is read into a table.
+    let form = multipart::Form::new()
+        .text("table_name", "n".repeat(5000))
+        .part(
+            "file",
+            multipart::Part::bytes(csv.as_bytes().to_vec()).file_name("x.csv"),
+        );
+    let r = acme
+        .req(Method::POST, "/workspaces/docs/tables")
+        .multipart(form)
+        .send()
+        .await
+        .expect("send");
+    assert!(error_of(&answer(r).await, 400, "BadRequest").contains("longer than 4096 bytes"));
     // Not multipart at all.
     error_of(
         &acme
@@ -822,21 +851,7 @@ async fn body_limits_and_rate_limits_answer_413_and_429() {
             "1000",
         ],
     );
-    let admin = Api::new(&server, &key, None);
-    assert_eq!(
-        admin
-            .post("/organizations", json!({"id": "acme", "name": "Acme"}))
-            .await
-            .0,
-        StatusCode::CREATED
-    );
-    let acme = Api::new(&server, &key, Some("acme"));
-    assert_eq!(
-        acme.post("/workspaces", json!({"id": "w", "name": "W"}))
-            .await
-            .0,
-        StatusCode::CREATED
-    );
+    let acme = org_and_workspace(&server, &key).await;
 
     let big = format!("SELECT '{}'", "x".repeat(5000));
     let msg = error_of(
@@ -869,6 +884,41 @@ async fn body_limits_and_rate_limits_answer_413_and_429() {
         "file",
         multipart::Part::bytes(csv.into_bytes()).file_name("big.csv"),
     );
+    let r = acme
+        .req(Method::POST, "/workspaces/w/files")
+        .multipart(form)
+        .send()
+        .await
+        .expect("send");
+    error_of(&answer(r).await, 413, "PayloadTooLarge");
+    assert_eq!(acme.get("/workspaces/w/files").await.1["total_count"], 0);
+    // The file part fits but a later part crosses the limit: the request fails, so the
+    // table made from the file is removed, and likewise the file.
+    let form = multipart::Form::new()
+        .text("table_name", "later")
+        .part(
+            "file",
+            multipart::Part::bytes(b"a\n1\n".to_vec()).file_name("later.csv"),
+        )
+        .part("junk", multipart::Part::bytes(vec![b'x'; 100_000]));
+    let r = acme
+        .req(Method::POST, "/workspaces/w/tables")
+        .multipart(form)
+        .send()
+        .await
+        .expect("send");
+    error_of(&answer(r).await, 413, "PayloadTooLarge");
+    error_of(
+        &acme.get("/workspaces/w/tables/later").await,
+        404,
+        "NotFound",
+    );
+    let form = multipart::Form::new()
+        .part(
+            "file",
+            multipart::Part::bytes(b"hello".to_vec()).file_name("later.txt"),
+        )
+        .part("junk", multipart::Part::bytes(vec![b'x'; 100_000]));
     let r = acme
         .req(Method::POST, "/workspaces/w/files")
         .multipart(form)
@@ -942,21 +992,7 @@ async fn clients_that_vanish_mid_request_lose_nothing_acknowledged() {
     let dir = tempfile::tempdir().expect("tempdir");
     let key = add_user(dir.path(), "admin@example.com");
     let server = Server::start(dir.path(), &[]);
-    let admin = Api::new(&server, &key, None);
-    assert_eq!(
-        admin
-            .post("/organizations", json!({"id": "acme", "name": "Acme"}))
-            .await
-            .0,
-        StatusCode::CREATED
-    );
-    let acme = Api::new(&server, &key, Some("acme"));
-    assert_eq!(
-        acme.post("/workspaces", json!({"id": "w", "name": "W"}))
-            .await
-            .0,
-        StatusCode::CREATED
-    );
+    let acme = org_and_workspace(&server, &key).await;
     let (s, _) = acme
         .sql(
             "w",
@@ -1080,6 +1116,29 @@ async fn clients_that_vanish_mid_request_lose_nothing_acknowledged() {
         "NotFound",
     );
 
+    // A statement that keeps its thread busy does not stall the server: health answers
+    // while it runs (well before the statement's client gives up on it).
+    let slow = acme
+        .req(Method::POST, "/workspaces/w/tables/query")
+        .json(&json!({"query": "SELECT count(*) FROM generate_series(1, 100000000000)"}))
+        .timeout(Duration::from_secs(8))
+        .send();
+    let health = async {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        Client::new()
+            .get(format!("{}/health", server.base))
+            .timeout(Duration::from_secs(6))
+            .send()
+            .await
+            .map(|r| r.status())
+    };
+    let (slow, health) = tokio::join!(slow, health);
+    assert!(slow.is_err(), "the slow statement cannot finish in 8 s");
+    assert_eq!(
+        health.expect("health answers beside a busy statement"),
+        StatusCode::OK
+    );
+
     // What was acknowledged survives a restart.
     assert!(server.stop().success());
     let server = Server::start(dir.path(), &[]);
@@ -1098,21 +1157,7 @@ async fn shutdown_lets_the_statement_under_way_commit_and_answer() {
     let dir = tempfile::tempdir().expect("tempdir");
     let key = add_user(dir.path(), "admin@example.com");
     let server = Server::start(dir.path(), &[]);
-    let admin = Api::new(&server, &key, None);
-    assert_eq!(
-        admin
-            .post("/organizations", json!({"id": "acme", "name": "Acme"}))
-            .await
-            .0,
-        StatusCode::CREATED
-    );
-    let acme = Api::new(&server, &key, Some("acme"));
-    assert_eq!(
-        acme.post("/workspaces", json!({"id": "w", "name": "W"}))
-            .await
-            .0,
-        StatusCode::CREATED
-    );
+    let acme = org_and_workspace(&server, &key).await;
     let (s, _) = acme
         .sql(
             "w",
@@ -1123,7 +1168,7 @@ async fn shutdown_lets_the_statement_under_way_commit_and_answer() {
     assert_eq!(s, StatusCode::OK);
 
     // A statement that takes a while; SIGTERM arrives while it runs.
-    let n = 2_000_000;
+    let n = 5_000_000;
     let insert = {
         let acme = Api::new(&server, &key, Some("acme"));
         tokio::spawn(async move {
