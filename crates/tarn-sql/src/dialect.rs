@@ -2,6 +2,7 @@
 
 use std::any::TypeId;
 
+use datafusion::sql::sqlparser::ast::Expr;
 use datafusion::sql::sqlparser::dialect::{Dialect, PostgreSqlDialect, Precedence};
 use datafusion::sql::sqlparser::keywords::Keyword;
 use datafusion::sql::sqlparser::parser::{Parser, ParserError};
@@ -53,6 +54,40 @@ impl Dialect for EngineDialect {
 
     fn get_next_precedence(&self, parser: &Parser) -> Option<Result<u8, ParserError>> {
         self.pg.get_next_precedence(parser)
+    }
+
+    /// `IS [NOT] DISTINCT FROM` binds its right side as PostgreSQL does, like a
+    /// comparison's: sqlparser reads a whole expression there, so `a IS NOT DISTINCT
+    /// FROM b AND c` became `a IS NOT DISTINCT FROM (b AND c)` (a type error, or a
+    /// wrong answer).
+    fn parse_infix(
+        &self,
+        parser: &mut Parser,
+        expr: &Expr,
+        _precedence: u8,
+    ) -> Option<Result<Expr, ParserError>> {
+        let negated = if parser.parse_keywords(&[
+            Keyword::IS,
+            Keyword::NOT,
+            Keyword::DISTINCT,
+            Keyword::FROM,
+        ]) {
+            true
+        } else if parser.parse_keywords(&[Keyword::IS, Keyword::DISTINCT, Keyword::FROM]) {
+            false
+        } else {
+            return None;
+        };
+        let right = match parser.parse_subexpr(self.prec_value(Precedence::Is)) {
+            Ok(r) => Box::new(r),
+            Err(e) => return Some(Err(e)),
+        };
+        let left = Box::new(expr.clone());
+        Some(Ok(if negated {
+            Expr::IsNotDistinctFrom(left, right)
+        } else {
+            Expr::IsDistinctFrom(left, right)
+        }))
     }
 
     fn supports_filter_during_aggregation(&self) -> bool {

@@ -761,15 +761,62 @@ impl<'e> Txn<'e> {
         view: ReadView,
     ) -> Result<(SchemaRef, Vec<RecordBatch>)> {
         let state = &self.engine.base;
+        let mut stmt = stmt;
+        crate::names::alias_duplicates(&mut stmt, false);
         STATEMENT_VIEW
             .scope(Arc::new(view), async move {
-                let plan = state
+                // A copy for the retry below; planning consumes the statement.
+                let spare = stmt.clone();
+                let planned = state
                     .statement_to_plan(datafusion::sql::parser::Statement::Statement(Box::new(
                         stmt,
                     )))
-                    .await?;
-                let schema: SchemaRef = Arc::new(plan.schema().as_arrow().clone());
+                    .await;
+                let plan = match planned {
+                    Err(e) if same_names(&e) => {
+                        // Items DataFusion names alike though their text differs: once
+                        // more, every expression under a name of its own.
+                        let mut stmt = spare;
+                        crate::names::alias_duplicates(&mut stmt, true);
+                        state
+                            .statement_to_plan(datafusion::sql::parser::Statement::Statement(
+                                Box::new(stmt),
+                            ))
+                            .await?
+                    }
+                    other => other?,
+                };
                 let physical = state.create_physical_plan(&plan).await?;
+                // The planned names with the types as executed (the unanalyzed plan
+                // can differ: a CASE's type before its branches are coerced), every
+                // column nullable: a result column carries no NOT NULL in PostgreSQL,
+                // and DataFusion's claims can be wrong (a scalar subquery over a NOT
+                // NULL column is NULL when it finds no row).
+                let executed = physical.schema();
+                let fields: Vec<_> = plan
+                    .schema()
+                    .as_arrow()
+                    .fields()
+                    .iter()
+                    .zip(executed.fields())
+                    .map(|(f, e)| {
+                        if e.data_type() == f.data_type() && f.is_nullable() {
+                            Arc::clone(f)
+                        } else {
+                            Arc::new(
+                                f.as_ref()
+                                    .clone()
+                                    .with_data_type(e.data_type().clone())
+                                    .with_nullable(true),
+                            )
+                        }
+                    })
+                    .collect();
+                let schema: SchemaRef =
+                    Arc::new(datafusion::arrow::datatypes::Schema::new_with_metadata(
+                        fields,
+                        plan.schema().as_arrow().metadata().clone(),
+                    ));
                 let batches =
                     datafusion::physical_plan::collect(physical, state.task_ctx()).await?;
                 Ok((schema, batches))
@@ -1149,4 +1196,13 @@ pub(crate) fn items_sql(items: &[SelectItem]) -> String {
         .map(|i| i.to_string())
         .collect::<Vec<_>>()
         .join(", ")
+}
+
+/// Whether planning failed because two output columns got one name (PostgreSQL allows
+/// that; see [`crate::names::alias_duplicates`]).
+fn same_names(e: &datafusion::error::DataFusionError) -> bool {
+    let m = e.to_string();
+    m.contains("require unique expression names")
+        || m.contains("duplicate unqualified field name")
+        || m.contains("duplicate qualified field name")
 }

@@ -233,5 +233,10 @@ pub(crate) fn clean_message(msg: &str) -> String {
         }
     }
     // DataFusion sometimes appends a backtrace hint or a context line; keep the first line.
-    m.lines().next().unwrap_or(m).trim().to_string()
+    let m = m.lines().next().unwrap_or(m).trim();
+    // PostgreSQL's words for what DataFusion says otherwise.
+    if m.starts_with("Scalar subquery returned more than one row") {
+        return "more than one row returned by a subquery used as an expression".into();
+    }
+    m.to_string()
 }

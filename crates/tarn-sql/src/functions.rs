@@ -22,6 +22,11 @@ pub fn install(state: &mut SessionState) -> Result<()> {
     state.add_analyzer_rule(std::sync::Arc::new(
         crate::values_subquery::ValuesSubqueries,
     ));
+    // Correlated subqueries of every shape become joins (DataFusion 55 plans only the
+    // simplest); after the rules above, so the subqueries' types are coerced.
+    state.register_udf(std::sync::Arc::new(crate::decorrelate::subquery_value_udf()))?;
+    state.register_udf(std::sync::Arc::new(crate::decorrelate::nullable_udf()))?;
+    state.add_analyzer_rule(std::sync::Arc::new(crate::decorrelate::UnnestSubqueries));
     // The top-k rule runs after DataFusion's own (it needs the limit pushed into the
     // sort), and the query planner knows how to execute its node.
     *state = datafusion::execution::SessionStateBuilder::new_from_existing(state.clone())

@@ -13,6 +13,7 @@ mod bulk;
 mod clock;
 mod coerce;
 mod ddl;
+mod decorrelate;
 mod depth;
 mod dialect;
 mod dml;

@@ -166,3 +166,130 @@ fn pg_type_label(written: &str) -> String {
         _ => "?column?".into(),
     }
 }
+
+/// Gives the planner unique names where PostgreSQL allows duplicates: in every SELECT
+/// list of `stmt`, an unaliased scalar subquery is aliased with PostgreSQL's name for it
+/// (so a derived table's `count` column can be referenced by that name) unless another
+/// item already has that name, and an unaliased item that repeats an earlier item's
+/// expression gets an internal name. DataFusion names an unaliased subquery
+/// `(<subquery>)` and refuses two equal names in one projection; the names a query
+/// returns are taken from the AST beforehand ([`OutputNames::of`]), so these aliases
+/// never show.
+///
+/// With `all`, every unaliased item other than a column gets an internal name: the
+/// retry for a statement whose items DataFusion still names alike (`'x'::timestamp` and
+/// `'x'::timestamptz` are both `CAST(Utf8("x") AS Timestamp(ns))`).
+pub fn alias_duplicates(stmt: &mut datafusion::sql::sqlparser::ast::Statement, all: bool) {
+    use datafusion::sql::sqlparser::ast::{Ident, VisitMut, VisitorMut};
+    use std::collections::HashSet;
+    use std::ops::ControlFlow;
+
+    struct Aliaser {
+        next: usize,
+        all: bool,
+    }
+
+    impl Aliaser {
+        fn select_list(&mut self, items: &mut [SelectItem]) {
+            // Names items give themselves: a subquery takes PostgreSQL's name for it
+            // only when no item has that name.
+            let claimed: HashSet<String> = items
+                .iter()
+                .filter_map(|i| match i {
+                    SelectItem::ExprWithAlias { alias, .. } => Some(alias.value.to_lowercase()),
+                    SelectItem::UnnamedExpr(
+                        e @ (Expr::Identifier(_) | Expr::CompoundIdentifier(_)),
+                    ) => Some(expr_name(e).to_lowercase()),
+                    _ => None,
+                })
+                .collect();
+            let mut taken: HashSet<String> = HashSet::new();
+            for item in items.iter_mut() {
+                let e = match item {
+                    SelectItem::ExprWithAlias { alias, .. } => {
+                        if !taken.insert(alias.value.to_lowercase()) {
+                            *alias = Ident::new(self.internal());
+                        }
+                        continue;
+                    }
+                    SelectItem::UnnamedExpr(e) => e,
+                    _ => continue,
+                };
+                let key = match &*e {
+                    Expr::Identifier(id) => id.value.to_lowercase(),
+                    Expr::CompoundIdentifier(ids) => ids
+                        .last()
+                        .map(|i| i.value.to_lowercase())
+                        .unwrap_or_default(),
+                    other => other.to_string(),
+                };
+                let alias = if has_subquery(e) {
+                    let pg = expr_name(e);
+                    let lower = pg.to_lowercase();
+                    if pg != "?column?" && !claimed.contains(&lower) && taken.insert(lower) {
+                        pg
+                    } else {
+                        self.internal()
+                    }
+                } else if !taken.insert(key)
+                    || (self.all && !matches!(e, Expr::Identifier(_) | Expr::CompoundIdentifier(_)))
+                {
+                    self.internal()
+                } else {
+                    continue;
+                };
+                let expr = std::mem::replace(e, Expr::Value(ast_null()));
+                *item = SelectItem::ExprWithAlias {
+                    expr,
+                    alias: Ident::new(alias),
+                };
+            }
+        }
+
+        fn internal(&mut self) -> String {
+            self.next += 1;
+            format!("__column{}", self.next)
+        }
+
+        fn body(&mut self, body: &mut SetExpr) {
+            match body {
+                SetExpr::Select(s) => self.select_list(&mut s.projection),
+                SetExpr::SetOperation { left, right, .. } => {
+                    self.body(left);
+                    self.body(right);
+                }
+                _ => {}
+            }
+        }
+    }
+
+    impl VisitorMut for Aliaser {
+        type Break = ();
+        fn pre_visit_query(&mut self, q: &mut Query) -> ControlFlow<()> {
+            self.body(&mut q.body);
+            ControlFlow::Continue(())
+        }
+    }
+
+    /// Whether `e` holds a subquery: DataFusion names every one `(<subquery>)`, so
+    /// two different items can get one name (`x IN (SELECT …)` twice).
+    fn has_subquery(e: &Expr) -> bool {
+        datafusion::sql::sqlparser::ast::visit_expressions(e, |e| {
+            if matches!(
+                e,
+                Expr::Subquery(_) | Expr::Exists { .. } | Expr::InSubquery { .. }
+            ) {
+                ControlFlow::Break(())
+            } else {
+                ControlFlow::Continue(())
+            }
+        })
+        .is_break()
+    }
+
+    fn ast_null() -> datafusion::sql::sqlparser::ast::ValueWithSpan {
+        datafusion::sql::sqlparser::ast::Value::Null.into()
+    }
+
+    let _ = stmt.visit(&mut Aliaser { next: 0, all });
+}

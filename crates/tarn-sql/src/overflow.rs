@@ -178,6 +178,21 @@ impl ScalarUDFImpl for Checked {
         Ok(arg_types.first().cloned().unwrap_or(DataType::Int64))
     }
 
+    /// Unbounded, of the result's type. The default is an interval of type Null, on
+    /// which functions over this one fail to compute their ordering (`abs(a - b)` in a
+    /// window's ORDER BY was refused as a plan that "does not satisfy order
+    /// requirements").
+    fn evaluate_bounds(
+        &self,
+        input: &[&datafusion::logical_expr::interval_arithmetic::Interval],
+    ) -> DfResult<datafusion::logical_expr::interval_arithmetic::Interval> {
+        let t = input
+            .first()
+            .map(|i| i.data_type())
+            .unwrap_or(DataType::Int64);
+        datafusion::logical_expr::interval_arithmetic::Interval::make_unbounded(&t)
+    }
+
     fn invoke_with_args(&self, args: ScalarFunctionArgs) -> DfResult<ColumnarValue> {
         let scalar = args
             .args
