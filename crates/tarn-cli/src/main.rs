@@ -147,20 +147,23 @@ fn main() -> ExitCode {
 }
 
 async fn run(cli: Cli) -> ExitCode {
+    // `--json` holds from the first error on: a database that cannot be opened (locked,
+    // corrupt, of a newer format) or a stale `cli.key` is one `{"error": …}` line too.
+    let json = match &cli.command {
+        Command::Sql { json, .. }
+        | Command::Tables { json, .. }
+        | Command::Import { json, .. }
+        | Command::Files { json, .. } => *json,
+        _ => false,
+    };
     let options = Options::new().on_index_progress(demo::index_progress);
     let tarn = match Tarn::open_with(&cli.data, options).await {
         Ok(t) => t,
-        Err(e) => {
-            eprintln!("tarn: {e}");
-            return ExitCode::from(1);
-        }
+        Err(e) => return report(&e, json),
     };
     let session = match local_session(&tarn, &cli.data).await {
         Ok(s) => s,
-        Err(e) => {
-            eprintln!("tarn: {e}");
-            return ExitCode::from(1);
-        }
+        Err(e) => return report(&e, json),
     };
     match cli.command {
         Command::Sql {
@@ -411,8 +414,17 @@ async fn run_stdin(session: &Session, ws: &str, json: bool) -> ExitCode {
         let (line, eof) = match lines.next() {
             Some(Ok(l)) => (Some(l), false),
             Some(Err(e)) => {
-                eprintln!("tarn: reading standard input: {e}");
-                return ExitCode::from(1);
+                let message = if e.kind() == std::io::ErrorKind::InvalidData {
+                    "standard input is not valid UTF-8".to_string()
+                } else {
+                    format!("reading standard input: {e}")
+                };
+                let kind = if e.kind() == std::io::ErrorKind::InvalidData {
+                    ErrorKind::BadRequest
+                } else {
+                    ErrorKind::Internal
+                };
+                return report(&tarn::Error::new(kind, message), json);
             }
             None => (None, true),
         };

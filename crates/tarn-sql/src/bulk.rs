@@ -196,8 +196,9 @@ impl Txn<'_> {
             return Ok(None);
         };
         let def = self.target(name).await?;
-        let targets = Self::insert_targets(&def, &ins.columns)?;
+        let mut targets = Self::insert_targets(&def, &ins.columns)?;
         let row = &values.rows[0];
+        Self::implicit_width(&mut targets, !ins.columns.is_empty(), row.len());
         if row.len() != targets.len() {
             return Ok(None);
         }
@@ -307,7 +308,8 @@ impl Txn<'_> {
             .into_iter()
             .map(|c| ObjectName::from(vec![c]))
             .collect();
-        let targets = Self::insert_targets(&def, &columns)?;
+        let mut targets = Self::insert_targets(&def, &columns)?;
+        Self::implicit_width(&mut targets, !columns.is_empty(), lit.width);
         if targets.len() != lit.width {
             return Ok(None);
         }

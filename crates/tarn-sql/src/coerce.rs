@@ -218,6 +218,15 @@ fn coerce_plain(array: &ArrayRef, col: &ColumnDef) -> Result<ArrayRef> {
             cast_with_options(&(Arc::new(rounded) as ArrayRef), &target, &STRICT)
                 .map_err(|e| cast_error(col, e))
         }
+        SqlType::Float4 | SqlType::Float8 => {
+            let out = if array.data_type() == &target {
+                array.clone()
+            } else {
+                cast_with_options(array, &target, &STRICT).map_err(|e| cast_error(col, e))?
+            };
+            float_in_range(array, &out, &col.ty)?;
+            Ok(out)
+        }
         _ => {
             if array.data_type() == &target {
                 return Ok(array.clone());
@@ -225,6 +234,46 @@ fn coerce_plain(array: &ArrayRef, col: &ColumnDef) -> Result<ArrayRef> {
             cast_with_options(array, &target, &STRICT).map_err(|e| cast_error(col, e))
         }
     }
+}
+
+/// PostgreSQL refuses a number too large for `real`/`double precision` (`3.5e38` into
+/// a `real` column, `'1e1000'` into a `double precision` one) instead of storing
+/// Infinity; the words `Infinity`/`inf` (signed) stay infinite.
+fn float_in_range(source: &ArrayRef, out: &ArrayRef, ty: &SqlType) -> Result<()> {
+    let out = cast_with_options(out, &DataType::Float64, &STRICT)?;
+    let out = out.as_primitive::<Float64Type>();
+    if !out.iter().flatten().any(f64::is_infinite) {
+        return Ok(());
+    }
+    let type_name = if *ty == SqlType::Float4 {
+        "real"
+    } else {
+        "double precision"
+    };
+    let text = matches!(
+        source.data_type(),
+        DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View
+    );
+    let source = cast_with_options(source, &DataType::Utf8, &STRICT)?;
+    let source = source.as_string::<i32>();
+    for i in 0..out.len() {
+        if out.is_null(i) || !out.value(i).is_infinite() || source.is_null(i) {
+            continue;
+        }
+        let written = source.value(i).trim();
+        let word = written.trim_start_matches(['+', '-']).to_ascii_lowercase();
+        if word == "inf" || word == "infinity" {
+            continue;
+        }
+        return if text {
+            bad(format!(
+                "\"{written}\" is out of range for type {type_name}"
+            ))
+        } else {
+            bad("value out of range: overflow")
+        };
+    }
+    Ok(())
 }
 
 fn decode_hex(hex: &str) -> Option<Vec<u8>> {

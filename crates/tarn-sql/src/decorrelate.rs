@@ -50,7 +50,7 @@ use datafusion::common::{
     Column, DFSchema, NullEquality, Result, ScalarValue, TableReference, exec_err, plan_err,
 };
 use datafusion::functions::core::expr_fn::coalesce;
-use datafusion::functions_aggregate::expr_fn::{bool_or, count, first_value};
+use datafusion::functions_aggregate::expr_fn::{bool_or, count, first_value, max, min};
 use datafusion::functions_window::expr_fn::row_number;
 use datafusion::logical_expr::expr::{
     AggregateFunction, Exists, InSubquery, SetComparison, SetQuantifier,
@@ -77,7 +77,22 @@ impl AnalyzerRule for UnnestSubqueries {
     }
 
     fn analyze(&self, plan: LogicalPlan, _config: &ConfigOptions) -> Result<LogicalPlan> {
-        Unnester::default().plan(plan)
+        let mut unnester = Unnester::default();
+        let plan = unnester.plan(plan)?;
+        if !unnester.changed {
+            return Ok(plan);
+        }
+        // Nodes above a rewrite keep the schemas they were built with; a value that an
+        // outer join made nullable must be nullable above it too (a UNION over a
+        // rewritten `count(*)` subquery failed to plan).
+        plan.transform_up_with_subqueries(|p| match p {
+            // A union keeps its schema while its inputs keep their width: built anew.
+            LogicalPlan::Union(u) => Ok(Transformed::yes(LogicalPlan::Union(
+                Union::try_new_with_loose_types(u.inputs)?,
+            ))),
+            other => Ok(Transformed::yes(other.recompute_schema()?)),
+        })
+        .data()
     }
 }
 
@@ -145,6 +160,101 @@ impl ScalarUDFImpl for SubqueryValue {
             return exec_err!("more than one row returned by a subquery used as an expression");
         }
         Ok(value.clone())
+    }
+}
+
+/// `LIMIT`/`OFFSET` values computed by a subquery must not be negative (PostgreSQL's
+/// errors); the function passes them through.
+fn limit_check_udf(offset: bool) -> ScalarUDF {
+    ScalarUDF::new_from_impl(LimitCheck {
+        offset,
+        signature: Signature::exact(vec![DataType::Int64], Volatility::Immutable),
+    })
+}
+
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct LimitCheck {
+    offset: bool,
+    signature: Signature,
+}
+
+impl ScalarUDFImpl for LimitCheck {
+    fn name(&self) -> &str {
+        if self.offset {
+            "__unnest_offset"
+        } else {
+            "__unnest_limit"
+        }
+    }
+
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    fn return_type(&self, _args: &[DataType]) -> Result<DataType> {
+        Ok(DataType::Int64)
+    }
+
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
+        let negative = match &args.args[0] {
+            ColumnarValue::Scalar(ScalarValue::Int64(Some(n))) => *n < 0,
+            ColumnarValue::Scalar(_) => false,
+            ColumnarValue::Array(a) => {
+                let a = a.as_primitive::<Int64Type>();
+                a.iter().flatten().any(|n| n < 0)
+            }
+        };
+        if negative {
+            return exec_err!(
+                "{} must not be negative",
+                if self.offset { "OFFSET" } else { "LIMIT" }
+            );
+        }
+        Ok(args.args[0].clone())
+    }
+}
+
+/// A 128-bit integer sum (`Decimal128(38, 0)`) as int8, or `bigint out of range`.
+fn int8_udf() -> ScalarUDF {
+    ScalarUDF::new_from_impl(Int8 {
+        signature: Signature::any(1, Volatility::Immutable),
+    })
+}
+
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct Int8 {
+    signature: Signature,
+}
+
+impl ScalarUDFImpl for Int8 {
+    fn name(&self) -> &str {
+        "__unnest_int8"
+    }
+
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    fn return_type(&self, _args: &[DataType]) -> Result<DataType> {
+        Ok(DataType::Int64)
+    }
+
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
+        let scalar = matches!(args.args[0], ColumnarValue::Scalar(_));
+        let arrays = ColumnarValue::values_to_arrays(&args.args)?;
+        let options = datafusion::arrow::compute::CastOptions {
+            safe: false,
+            ..Default::default()
+        };
+        let out =
+            datafusion::arrow::compute::cast_with_options(&arrays[0], &DataType::Int64, &options)
+                .map_err(|_| {
+                datafusion::error::DataFusionError::Execution("bigint out of range".into())
+            })?;
+        if scalar {
+            return Ok(ColumnarValue::Scalar(ScalarValue::try_from_array(&out, 0)?));
+        }
+        Ok(ColumnarValue::Array(out))
     }
 }
 
@@ -246,12 +356,16 @@ struct Unnester {
     next: usize,
     /// The input of the node being rewritten, as it was (domains are taken from it).
     base: Option<LogicalPlan>,
+    /// Whether any node was rewritten.
+    changed: bool,
 }
 
 impl Unnester {
+    /// A name for a generated column or alias, in a namespace of its own (`__unnest…`)
+    /// so that it meets no column of the user's.
     fn fresh(&mut self, what: &str) -> String {
         self.next += 1;
-        format!("__{what}{}", self.next)
+        format!("__unnest{}_{what}", self.next)
     }
 
     /// Rewrites every correlated subquery expression of `plan`, its inputs and its
@@ -305,6 +419,7 @@ impl Unnester {
         if !correlated && !has_predicate_subquery(&node.data) && !limit_subquery {
             return Ok(node);
         }
+        self.changed = true;
         let node = node.data;
         let rewritten = match node {
             LogicalPlan::Limit(l) if limit_subquery => self.limit_by_subquery(l)?,
@@ -365,9 +480,18 @@ impl Unnester {
         } = f;
         let columns = input.schema().columns();
         let mut cur = Arc::unwrap_or_clone(input);
+        // Conjuncts without subqueries first: the domains are then taken over the rows
+        // that pass them (over a comma join, `s.k = t.a` makes it a join, not the cross
+        // product a domain over the raw input would be).
+        let (with, without): (Vec<Expr>, Vec<Expr>) = split_conjunction_owned(predicate)
+            .into_iter()
+            .partition(has_subquery);
+        if let Some(p) = conjunction(without) {
+            cur = LogicalPlan::Filter(Filter::try_new(p, Arc::new(cur))?);
+        }
         self.base = Some(cur.clone());
         let mut rest = Vec::new();
-        for c in split_conjunction_owned(predicate) {
+        for c in with {
             match c {
                 Expr::Exists(Exists { subquery, negated }) => {
                     cur = self.exists_join(cur, subquery, negated)?;
@@ -420,6 +544,21 @@ impl Unnester {
     /// NULL limit is no limit and a NULL offset none, as in PostgreSQL.
     fn limit_by_subquery(&mut self, l: Limit) -> Result<LogicalPlan> {
         let Limit { skip, fetch, input } = l;
+        // ORDER BY a column the SELECT list drops: Limit(Projection(Sort)). The rows are
+        // numbered below the projection, in the sort's order.
+        if let LogicalPlan::Projection(p) = input.as_ref()
+            && matches!(p.input.as_ref(), LogicalPlan::Sort(s) if s.fetch.is_none())
+        {
+            let limited = self.limit_by_subquery(Limit {
+                skip,
+                fetch,
+                input: Arc::clone(&p.input),
+            })?;
+            return Ok(LogicalPlan::Projection(Projection::try_new(
+                p.expr.clone(),
+                Arc::new(limited),
+            )?));
+        }
         let columns = input.schema().columns();
         let (order, below) = match input.as_ref() {
             LogicalPlan::Sort(s) if s.fetch.is_none() => (s.expr.clone(), Arc::clone(&s.input)),
@@ -432,12 +571,15 @@ impl Unnester {
             .build()?;
         let position = cast(col(&rn), DataType::Int64);
         let skip = match skip {
-            Some(e) => coalesce(vec![cast(*e, DataType::Int64), lit(0i64)]),
+            Some(e) => coalesce(vec![
+                limit_check_udf(true).call(vec![cast(*e, DataType::Int64)]),
+                lit(0i64),
+            ]),
             None => lit(0i64),
         };
         let mut keep = position.clone().gt(skip.clone());
         if let Some(f) = fetch {
-            let f = cast(*f, DataType::Int64);
+            let f = limit_check_udf(false).call(vec![cast(*f, DataType::Int64)]);
             keep = keep.and(f.clone().is_null().or(position.lt_eq(binary_expr(
                 skip,
                 Operator::Plus,
@@ -724,8 +866,11 @@ impl Unnester {
         };
         let exprs: Vec<Expr> = cols
             .iter()
-            .map(|(c, n)| Expr::Column(c.clone()).alias(n))
-            .collect();
+            .map(|(c, n)| {
+                let t = Expr::Column(c.clone()).get_type(source.schema())?;
+                Ok(canonical_zero(Expr::Column(c.clone()), &t)?.alias(n))
+            })
+            .collect::<Result<_>>()?;
         let plan = LogicalPlanBuilder::from(source)
             .project(exprs)?
             .distinct()?
@@ -981,10 +1126,12 @@ impl Unnester {
         Ok((cur, value))
     }
 
-    /// `x op ANY|ALL (subquery)`. `= ANY` is `IN` and `<> ALL` is `NOT IN`; the others
-    /// compare each distinct (domain, x) with the subquery's rows and aggregate the
-    /// comparisons: ANY is TRUE when one is true, FALSE when the subquery is empty or all
-    /// are false, else NULL; ALL the mirror image.
+    /// `x op ANY|ALL (subquery)`. `= ANY` is `IN` and `<> ALL` is `NOT IN`. The others
+    /// need only the subquery's row count, its non-NULL count, minimum and maximum per
+    /// domain row (`x > ANY` holds when `x > min`; `x > ALL` fails when `x <= max`), one
+    /// aggregation instead of a comparison per pair, with SQL's three values: ANY is
+    /// FALSE over an empty set, NULL when `x` is NULL or no comparison holds but one is
+    /// unknown (a NULL in the set), and ALL the mirror image.
     fn set_comparison(
         &mut self,
         cur: LogicalPlan,
@@ -999,106 +1146,75 @@ impl Unnester {
                 let (p, v) = self.in_value(cur, x, sq)?;
                 return Ok((p, not(v)));
             }
-            _ => {}
+            (
+                Operator::Lt
+                | Operator::LtEq
+                | Operator::Gt
+                | Operator::GtEq
+                | Operator::NotEq
+                | Operator::Eq,
+                _,
+            ) => {}
+            _ => return plan_err!("{op} {quantifier} (subquery) is not supported"),
         }
         let (cur, x) = self.materialize(cur, x)?;
         let dom = self.domain(&cur, &sq.subquery)?;
         let (r, y) = self.values(&cur, &x, &sq, &dom)?;
-        // Distinct (domain, x) of the outer input, under fresh names.
-        let xs = self.fresh("x");
-        let renamed: Vec<(String, String)> = dom
-            .names()
-            .map(|n| (n.to_string(), format!("{n}_outer")))
-            .collect();
-        let mut cols: Vec<Expr> = dom
-            .cols
-            .iter()
-            .zip(&renamed)
-            .map(|((c, _), (_, outer))| Expr::Column(c.clone()).alias(outer))
-            .collect();
-        cols.push(x.clone().alias(&xs));
-        let outer = LogicalPlanBuilder::from(cur.clone())
-            .project(cols)?
-            .distinct()?
-            .build()?;
-        let on: Vec<(Expr, Expr)> = renamed
-            .iter()
-            .map(|(n, outer)| Ok((col(outer), domain_column(&r, n)?)))
-            .collect::<Result<_>>()?;
-        let joined = if on.is_empty() {
-            LogicalPlanBuilder::from(outer).cross_join(r)?.build()?
-        } else {
-            let on = null_safe(on, outer.schema(), r.schema())?;
-            LogicalPlan::Join(Join::try_new(
-                Arc::new(outer),
-                Arc::new(r),
-                on,
-                None,
-                JoinType::Inner,
-                JoinConstraint::On,
-                NullEquality::NullEqualsNothing,
-                false,
-            )?)
-        };
-        let cmp = binary_expr(col(&xs), op, col(&y));
-        let (n, t, f, u) = (
+        let (n, nn, lo, hi) = (
             self.fresh("rows"),
-            self.fresh("true"),
-            self.fresh("false"),
-            self.fresh("unknown"),
+            self.fresh("values"),
+            self.fresh("min"),
+            self.fresh("max"),
         );
-        let mut group: Vec<Expr> = renamed.iter().map(|(_, o)| col(o)).collect();
-        group.push(col(&xs));
-        let stats = LogicalPlanBuilder::from(joined)
+        let group = domain_columns(&r, &dom)?;
+        let stats = LogicalPlanBuilder::from(r)
             .aggregate(
                 group,
                 vec![
                     count(lit(1)).alias(&n),
-                    bool_or(cmp.clone()).alias(&t),
-                    bool_or(not(cmp.clone())).alias(&f),
-                    bool_or(cmp.is_null()).alias(&u),
+                    count(col(&y)).alias(&nn),
+                    min(col(&y)).alias(&lo),
+                    max(col(&y)).alias(&hi),
                 ],
             )?
             .build()?;
-        // Join back on the domain and x (NULL x matches its own group).
-        let alias = TableReference::bare(self.fresh("sq"));
-        let stats =
-            LogicalPlan::SubqueryAlias(SubqueryAlias::try_new(Arc::new(stats), alias.clone())?);
-        let mut on: Vec<(Expr, Expr)> = dom
-            .cols
-            .iter()
-            .zip(&renamed)
-            .map(|((c, _), (_, o))| {
-                (
-                    Expr::Column(c.clone()),
-                    Expr::Column(Column::new(Some(alias.clone()), o)),
-                )
-            })
-            .collect();
-        on.push((x, Expr::Column(Column::new(Some(alias.clone()), &xs))));
-        let on = null_safe(on, cur.schema(), stats.schema())?;
-        let joined = LogicalPlan::Join(Join::try_new(
-            Arc::new(cur),
-            Arc::new(stats),
-            on,
-            None,
-            JoinType::Left,
-            JoinConstraint::On,
-            NullEquality::NullEqualsNothing,
-            false,
-        )?);
+        let (joined, alias) = self.join_back(cur, &dom, stats, JoinType::Left)?;
         let c = |name: &str| Expr::Column(Column::new(Some(alias.clone()), name));
-        let empty = c(&n).is_null();
-        let unknown = c(&u).is_true();
+        let empty = c(&n).is_null().or(c(&n).eq(lit(0i64)));
+        let unknown = c(&n).gt(c(&nn));
+        let null = || lit(ScalarValue::Boolean(None));
+        let x = || x.clone();
         let value = match quantifier {
-            SetQuantifier::Any => when(empty, lit(false))
-                .when(c(&t).is_true(), lit(true))
-                .when(unknown, lit(ScalarValue::Boolean(None)))
-                .otherwise(lit(false))?,
-            SetQuantifier::All => when(empty, lit(true))
-                .when(c(&f).is_true(), lit(false))
-                .when(unknown, lit(ScalarValue::Boolean(None)))
-                .otherwise(lit(true))?,
+            SetQuantifier::Any => {
+                let holds = match op {
+                    Operator::Lt => x().lt(c(&hi)),
+                    Operator::LtEq => x().lt_eq(c(&hi)),
+                    Operator::Gt => x().gt(c(&lo)),
+                    Operator::GtEq => x().gt_eq(c(&lo)),
+                    // `<> ANY`: some value differs from x.
+                    _ => x().not_eq(c(&lo)).or(x().not_eq(c(&hi))),
+                };
+                when(empty, lit(false))
+                    .when(x().is_null(), null())
+                    .when(holds.is_true(), lit(true))
+                    .when(unknown, null())
+                    .otherwise(lit(false))?
+            }
+            SetQuantifier::All => {
+                let holds = match op {
+                    Operator::Lt => x().lt(c(&lo)),
+                    Operator::LtEq => x().lt_eq(c(&lo)),
+                    Operator::Gt => x().gt(c(&hi)),
+                    Operator::GtEq => x().gt_eq(c(&hi)),
+                    // `= ALL`: every value is x.
+                    _ => x().eq(c(&lo)).and(x().eq(c(&hi))),
+                };
+                when(empty, lit(true))
+                    .when(x().is_null(), null())
+                    .when(holds.is_false(), lit(false))
+                    .when(unknown, null())
+                    .otherwise(lit(true))?
+            }
         };
         Ok((joined, value))
     }
@@ -1333,7 +1449,10 @@ impl Unnester {
                 .find(|(n, _)| n == name)
                 .map(|(_, e)| e.clone());
             match e {
-                Some(e) => cols.push(e.alias(name)),
+                Some(e) => {
+                    let t = e.get_type(schema)?;
+                    cols.push(canonical_zero(e, &t)?.alias(name));
+                }
                 None => return Ok(None),
             }
         }
@@ -1556,6 +1675,9 @@ impl Unnester {
             func: Arc<datafusion::logical_expr::AggregateUDF>,
             arg: Option<Expr>,
             count: bool,
+            /// An integer sum, run in 128 bits: a prefix no domain row reads may
+            /// overflow int8 where the sums read do not.
+            exact: bool,
         }
         let preserver = NamePreserver::new_for_projection();
         let mut aggs = Vec::with_capacity(a.aggr_expr.len());
@@ -1581,9 +1703,11 @@ impl Unnester {
                     func: datafusion::functions_aggregate::sum::sum_udaf(),
                     arg: (!matches!(arg, Expr::Literal(ref v, _) if !v.is_null())).then_some(arg),
                     count: true,
+                    exact: false,
                 },
                 "sum" | "min" | "max" => Running {
                     func: Arc::clone(func),
+                    exact: func.name() == "sum" && e.get_type(a.input.schema())? == DataType::Int64,
                     arg: Some(arg),
                     count: false,
                 },
@@ -1605,17 +1729,22 @@ impl Unnester {
         let d_type = col(dname).get_type(domain_schema)?;
         let inputs: Vec<String> = aggs.iter().map(|_| self.fresh("input")).collect();
         let mut row_cols = vec![
-            row_value.clone().alias(&v),
+            canonical_zero(row_value.clone(), &value_type)?.alias(&v),
             lit(1i64).alias(&kind),
             lit(ScalarValue::try_from(&d_type)?).alias(dname),
         ];
-        let mut domain_cols = vec![domain_value.alias(&v), lit(0i64).alias(&kind), col(dname)];
+        let mut domain_cols = vec![
+            canonical_zero(domain_value, &value_type)?.alias(&v),
+            lit(0i64).alias(&kind),
+            col(dname),
+        ];
         for ((r, _, _), name) in aggs.iter().zip(&inputs) {
             let input = match (&r.arg, r.count) {
                 (None, true) => lit(1i64),
                 (Some(arg), true) => {
                     when(arg.clone().is_not_null(), lit(1i64)).otherwise(lit(0i64))?
                 }
+                (Some(arg), false) if r.exact => cast(arg.clone(), DataType::Decimal128(38, 0)),
                 (Some(arg), false) => arg.clone(),
                 (None, false) => return Ok(None),
             };
@@ -1666,9 +1795,15 @@ impl Unnester {
             w.params.window_frame = frame.clone();
             windows.push(Expr::from(w).alias(out));
         }
+        let exact: Vec<bool> = aggs.iter().map(|(r, _, _)| r.exact).collect();
         let mut cols = vec![col(dname)];
         for ((_, t, saved), out) in aggs.into_iter().zip(&outputs) {
-            cols.push(saved.restore(cast(col(out), t)));
+            let value = if t == DataType::Int64 && exact[cols.len() - 1] {
+                int8_udf().call(vec![col(out)])
+            } else {
+                cast(col(out), t)
+            };
+            cols.push(saved.restore(value));
         }
         Ok(Some(
             LogicalPlanBuilder::from(both)
@@ -1866,20 +2001,29 @@ impl Unnester {
             null_equality,
             false,
         )?);
-        // Drop the right side's copy (a full join keeps whichever side matched).
+        // One copy of the domain, from the side every output row has: the left one of
+        // inner and left joins, the right one of right joins (an unmatched right row has
+        // no left copy), whichever matched of a full join.
         let out_schema = joined.schema().clone();
         let mut cols = Vec::new();
         for (q, f) in out_schema.iter() {
             let name = f.name().as_str();
+            let c = Expr::Column(Column::new(q.cloned(), name));
             if let Some(base) = name.strip_suffix("_right")
                 && names.contains(base)
             {
+                if matches!(j.join_type, RightSemi | RightAnti | RightMark) {
+                    cols.push(c.alias(base));
+                }
                 continue;
             }
-            let c = Expr::Column(Column::new(q.cloned(), name));
-            if j.join_type == Full && names.contains(name) {
-                let right_copy = col(format!("{name}_right"));
-                cols.push(coalesce(vec![c, right_copy]).alias(name));
+            if names.contains(name) {
+                let right_copy = || col(format!("{name}_right"));
+                match j.join_type {
+                    Full => cols.push(coalesce(vec![c, right_copy()]).alias(name)),
+                    Right => cols.push(right_copy().alias(name)),
+                    _ => cols.push(c),
+                }
             } else {
                 cols.push(c);
             }
@@ -1907,17 +2051,54 @@ fn null_safe(
         let (_, rf) = r.to_field(right)?;
         let (t, l_null, r_null) = (lf.data_type().clone(), lf.is_nullable(), rf.is_nullable());
         if !l_null && !r_null {
-            on.push((l, r));
+            on.push((canonical_zero(l, &t)?, canonical_zero(r, &t)?));
             continue;
         }
-        let default = ScalarValue::new_default(&t)?;
         on.push((l.clone().is_null(), r.clone().is_null()));
-        on.push((
-            coalesce(vec![l, lit(default.clone())]),
-            coalesce(vec![r, lit(default)]),
-        ));
+        match default_value(&t) {
+            Some(default) => on.push((
+                coalesce(vec![canonical_zero(l, &t)?, lit(default.clone())]),
+                coalesce(vec![canonical_zero(r, &t)?, lit(default)]),
+            )),
+            // Nested types (a FLOAT4[n] vector's default is not of its type): their text.
+            _ => {
+                let text = |e: Expr| coalesce(vec![cast(e, DataType::Utf8), lit("")]);
+                on.push((text(l), text(r)));
+            }
+        }
     }
     Ok(on)
+}
+
+/// A non-NULL value of type `t` (NULLs are replaced by it in a key column beside an
+/// is-NULL flag): DataFusion's default, or for a fixed-size list (a `FLOAT4[n]` vector,
+/// whose default DataFusion gets wrong) a list of defaults.
+fn default_value(t: &DataType) -> Option<ScalarValue> {
+    if let DataType::FixedSizeList(item, n) = t {
+        let inner = default_value(item.data_type())?;
+        let values = ScalarValue::iter_to_array(std::iter::repeat_n(inner, *n as usize)).ok()?;
+        let list = datafusion::arrow::array::FixedSizeListArray::try_new(
+            Arc::clone(item),
+            *n,
+            values,
+            None,
+        )
+        .ok()?;
+        return ScalarValue::try_from_array(&list, 0).ok();
+    }
+    let v = ScalarValue::new_default(t).ok()?;
+    (v.data_type() == *t).then_some(v)
+}
+
+/// `e` with `-0.0` as `0.0` for floats: SQL's `=` holds them equal, while hashing and
+/// sorting tell them apart, so a domain value, a join key or a window partition could
+/// put one value in two places.
+fn canonical_zero(e: Expr, t: &DataType) -> Result<Expr> {
+    if !matches!(t, DataType::Float16 | DataType::Float32 | DataType::Float64) {
+        return Ok(e);
+    }
+    let zero = ScalarValue::new_zero(t)?;
+    when(e.clone().eq(lit(zero.clone())), lit(zero)).otherwise(e)
 }
 
 fn not_distinct(l: Expr, r: Expr) -> Expr {

@@ -258,6 +258,16 @@ impl Txn<'_> {
             .collect()
     }
 
+    /// PostgreSQL fills the columns an INSERT without a column list leaves out with
+    /// their defaults: `INSERT INTO t VALUES (8)` writes the first column only. So the
+    /// targets of such an INSERT are the first `width` columns when the source is
+    /// narrower than the table.
+    pub(crate) fn implicit_width(targets: &mut Vec<usize>, named: bool, width: usize) {
+        if !named && width < targets.len() {
+            targets.truncate(width);
+        }
+    }
+
     pub(crate) async fn insert(&mut self, mut ins: ast::Insert) -> Result<StatementResult> {
         let source = ins.source.take();
         let TableObject::TableName(name) = &ins.table else {
@@ -269,11 +279,12 @@ impl Txn<'_> {
             Some(OnInsert::OnConflict(oc)) => Some(self.conflict_plan(&def, oc)?),
             Some(_) => return bad("ON DUPLICATE KEY UPDATE is not supported; use ON CONFLICT"),
         };
-        let targets = Self::insert_targets(&def, &ins.columns)?;
+        let mut targets = Self::insert_targets(&def, &ins.columns)?;
         let has_source = source.is_some();
+        let named = !ins.columns.is_empty();
         let (arrays, n) = match source {
             None => (vec![], 1),
-            Some(q) => self.insert_source(&def, &targets, *q).await?,
+            Some(q) => self.insert_source(&def, &mut targets, named, *q).await?,
         };
         let targets = if !has_source { vec![] } else { targets };
         let relation = match &ins.table_alias {
@@ -301,10 +312,11 @@ impl Txn<'_> {
     async fn insert_source(
         &mut self,
         def: &TableDef,
-        targets: &[usize],
+        targets: &mut Vec<usize>,
+        named: bool,
         q: Query,
     ) -> Result<(Vec<ArrayRef>, usize)> {
-        let count_error = |given: usize| {
+        let count_error = |given: usize, targets: &[usize]| {
             if given > targets.len() {
                 bad("INSERT has more expressions than target columns")
             } else {
@@ -316,6 +328,10 @@ impl Txn<'_> {
             && q.limit_clause.is_none()
             && q.with.is_none()
         {
+            if let Some(first) = values.rows.first() {
+                Self::implicit_width(targets, named, first.len());
+            }
+            let targets: &[usize] = targets;
             let literal = values.rows.iter().all(|row| {
                 row.len() == targets.len()
                     && row
@@ -338,12 +354,13 @@ impl Txn<'_> {
                 return Ok((arrays, n));
             }
             if let Some(row) = values.rows.iter().find(|r| r.len() != targets.len()) {
-                return count_error(row.len());
+                return count_error(row.len(), targets);
             }
         }
         let (_, schema, batches) = self.run_query(q, HashMap::new()).await?;
+        Self::implicit_width(targets, named, schema.fields().len());
         if schema.fields().len() != targets.len() {
-            return count_error(schema.fields().len());
+            return count_error(schema.fields().len(), targets);
         }
         let batch = concat_batches(&schema, &batches)?;
         Ok((batch.columns().to_vec(), batch.num_rows()))
@@ -926,17 +943,55 @@ fn simple_value(
             };
             let float =
                 |a: &ArrayRef| matches!(a.data_type(), DataType::Float32 | DataType::Float64);
+            // PostgreSQL's types: an integer literal is int4 when it fits, and integer
+            // arithmetic is done in the wider operand's type (`int4_col + 1` is int4).
+            let width = |e: &Expr, a: &ArrayRef| -> u8 {
+                if column(e).is_some() {
+                    return match a.data_type() {
+                        DataType::Int16 => 2,
+                        DataType::Int32 => 4,
+                        _ => 8,
+                    };
+                }
+                let fits = a
+                    .as_primitive_opt::<datafusion::arrow::datatypes::Int64Type>()
+                    .is_some_and(|v| v.iter().flatten().all(|x| i32::try_from(x).is_ok()));
+                if fits { 4 } else { 8 }
+            };
             let ty = if float(&l) || float(&r) {
                 DataType::Float64
             } else {
-                DataType::Int64
+                match width(left, &l).max(width(right, &r)) {
+                    2 => DataType::Int16,
+                    4 => DataType::Int32,
+                    _ => DataType::Int64,
+                }
             };
             let (l, r) = (cast(&l, &ty)?, cast(&r, &ty)?);
             match kernel(&l, &r) {
-                Ok(a) => Ok(Some(a)),
-                Err(datafusion::arrow::error::ArrowError::ArithmeticOverflow(_)) => {
-                    bad("integer out of range")
+                Ok(a) if ty == DataType::Float64 => {
+                    let (x, y) = (
+                        l.as_primitive::<datafusion::arrow::datatypes::Float64Type>(),
+                        r.as_primitive::<datafusion::arrow::datatypes::Float64Type>(),
+                    );
+                    let z = a.as_primitive::<datafusion::arrow::datatypes::Float64Type>();
+                    let overflow = (0..z.len()).any(|i| {
+                        z.is_valid(i)
+                            && z.value(i).is_infinite()
+                            && x.value(i).is_finite()
+                            && y.value(i).is_finite()
+                    });
+                    if overflow {
+                        return bad("value out of range: overflow");
+                    }
+                    Ok(Some(cast(&a, &DataType::Float64)?))
                 }
+                Ok(a) => Ok(Some(cast(&a, &DataType::Int64)?)),
+                Err(datafusion::arrow::error::ArrowError::ArithmeticOverflow(_)) => bad(match ty {
+                    DataType::Int16 => "smallint out of range",
+                    DataType::Int32 => "integer out of range",
+                    _ => "bigint out of range",
+                }),
                 Err(e) => Err(e.into()),
             }
         }

@@ -232,6 +232,7 @@ impl SqlEngine {
             && let Some(lit) = bulk::scan_literal_insert(sql)
         {
             self.check_params(params)?;
+            crate::params::check_param_count(params.len(), 0)?;
             let mut txn = Txn::new(self, org, ws);
             txn.settings = settings.lock().clone();
             if let Some(out) = self.with_timeout(Box::pin(txn.insert_literal(lit))).await? {
@@ -241,6 +242,9 @@ impl SqlEngine {
         }
         let stmt = self.parse_cached(org, sql)?;
         self.check_params(params)?;
+        if !params.is_empty() {
+            crate::params::check_param_count(params.len(), crate::params::required_params(&stmt))?;
+        }
         if settings::is_session_command(&stmt) {
             return settings::run(&stmt, &mut settings.lock());
         }
@@ -381,6 +385,11 @@ impl SqlEngine {
                 self.limits.max_batch,
                 params_batch.len()
             ));
+        }
+        let required = crate::params::required_params(&stmt);
+        for (i, params) in params_batch.iter().enumerate() {
+            crate::params::check_param_count(params.len(), required)
+                .map_err(|e| prefix_error(e, i))?;
         }
         if self.limits.fast_paths
             && !params_batch.is_empty()
@@ -763,6 +772,8 @@ impl<'e> Txn<'e> {
         let state = &self.engine.base;
         let mut stmt = stmt;
         crate::names::alias_duplicates(&mut stmt, false);
+        crate::jsonb::rewrite_casts(&mut stmt);
+        crate::types::timestamp_casts(&mut stmt);
         STATEMENT_VIEW
             .scope(Arc::new(view), async move {
                 // A copy for the retry below; planning consumes the statement.

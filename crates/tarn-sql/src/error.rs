@@ -196,7 +196,7 @@ fn arrow_message(e: &datafusion::arrow::error::ArrowError) -> String {
         ArrowError::DivideByZero => "division by zero".into(),
         ArrowError::CastError(m)
         | ArrowError::ComputeError(m)
-        | ArrowError::InvalidArgumentError(m) => m.clone(),
+        | ArrowError::InvalidArgumentError(m) => clean_message(m),
         other => clean_message(&other.to_string()),
     }
 }
@@ -234,9 +234,19 @@ pub(crate) fn clean_message(msg: &str) -> String {
     }
     // DataFusion sometimes appends a backtrace hint or a context line; keep the first line.
     let m = m.lines().next().unwrap_or(m).trim();
-    // PostgreSQL's words for what DataFusion says otherwise.
+    // PostgreSQL's words for what DataFusion and Arrow say otherwise.
     if m.starts_with("Scalar subquery returned more than one row") {
         return "more than one row returned by a subquery used as an expression".into();
+    }
+    for (arrow, pg) in [
+        ("Int64Array overflow", "bigint out of range"),
+        ("Int32Array overflow", "integer out of range"),
+        ("Int16Array overflow", "smallint out of range"),
+        ("Arithmetic overflow", "bigint out of range"),
+    ] {
+        if m.starts_with(arrow) {
+            return pg.into();
+        }
     }
     m.to_string()
 }

@@ -17,6 +17,8 @@ pub fn install(state: &mut SessionState) -> Result<()> {
     }
     state.register_expr_planner(std::sync::Arc::new(crate::similarity::SimilarityPlanner))?;
     state.add_analyzer_rule(std::sync::Arc::new(crate::overflow::CheckedArithmetic));
+    // `sum` over integers fails on overflow instead of wrapping (replaces the default).
+    state.register_udaf(std::sync::Arc::new(crate::overflow::checked_sum()))?;
     // Scalar subqueries in VALUES rows run as projections (DataFusion 55 would evaluate
     // the rows before the subqueries ran: an internal error).
     state.add_analyzer_rule(std::sync::Arc::new(
@@ -29,7 +31,24 @@ pub fn install(state: &mut SessionState) -> Result<()> {
     state.add_analyzer_rule(std::sync::Arc::new(crate::decorrelate::UnnestSubqueries));
     // The top-k rule runs after DataFusion's own (it needs the limit pushed into the
     // sort), and the query planner knows how to execute its node.
+    // Merges DataFusion cannot prove sorted become sorts, just before its sanity check.
+    let mut physical = state.physical_optimizers().to_vec();
+    let at = physical
+        .iter()
+        .position(|r| r.name() == "SanityCheckPlan")
+        .unwrap_or(physical.len());
+    physical.insert(
+        at,
+        std::sync::Arc::new(crate::order_fix::UnprovenMergeToSort),
+    );
+    // The statement's own int8 casts are marked before DataFusion's type coercion adds
+    // its own (see overflow.rs).
+    let mut analyzer: Vec<std::sync::Arc<dyn datafusion::optimizer::AnalyzerRule + Send + Sync>> =
+        vec![std::sync::Arc::new(crate::overflow::MarkExplicitCasts)];
+    analyzer.extend(state.analyzer().rules.iter().cloned());
     *state = datafusion::execution::SessionStateBuilder::new_from_existing(state.clone())
+        .with_analyzer_rules(analyzer)
+        .with_physical_optimizer_rules(physical)
         .with_optimizer_rule(std::sync::Arc::new(crate::search_rule::SearchRule))
         .with_query_planner(std::sync::Arc::new(crate::search_exec::TarnQueryPlanner))
         .build();

@@ -27,6 +27,7 @@ pub fn register(state: &mut SessionState) -> Result<()> {
     for f in [JsonbFn::Contains, JsonbFn::Typeof, JsonbFn::ArrayLength] {
         state.register_udf(Arc::new(ScalarUDF::new_from_impl(JsonbUdf::new(f))))?;
     }
+    state.register_udf(Arc::new(to_jsonb_udf()))?;
     state.register_expr_planner(Arc::new(JsonbPlanner))?;
     Ok(())
 }
@@ -233,6 +234,23 @@ impl ExprPlanner for JsonbPlanner {
                     datafusion::logical_expr::expr::ScalarFunction::new_udf(json_udf(name)?, args),
                 )))
             }
+            // `j ? key` is NULL when either side is NULL, as in PostgreSQL (the JSON
+            // crate's `json_contains` says false).
+            BinaryOperator::Question => {
+                let contains =
+                    Expr::ScalarFunction(datafusion::logical_expr::expr::ScalarFunction::new_udf(
+                        datafusion_functions_json::udfs::json_contains_udf(),
+                        vec![expr.left.clone(), expr.right.clone()],
+                    ));
+                let unknown = expr.left.is_null().or(expr.right.is_null());
+                Ok(PlannerResult::Planned(
+                    datafusion::logical_expr::when(
+                        unknown,
+                        Expr::Literal(ScalarValue::Boolean(None), None),
+                    )
+                    .otherwise(contains)?,
+                ))
+            }
             _ => Ok(PlannerResult::Original(expr)),
         }
     }
@@ -259,5 +277,113 @@ mod tests {
         assert!(contains(&json!([1, 2, 3]), &json!([3, 1])));
         assert!(contains(&json!([1, 2]), &json!(1)));
         assert!(!contains(&json!({"a": {"b": 1}}), &json!({"b": 1})));
+    }
+}
+
+/// Name of the function `::jsonb` and `::json` casts become (see [`rewrite_casts`]).
+pub const TO_JSONB: &str = "tarn_to_jsonb";
+
+/// `x::jsonb`, `CAST(x AS JSON)` and `JSONB '…'` as calls of [`TO_JSONB`]: DataFusion has
+/// no JSON type ("Unsupported SQL type JSONB"), and the value must come out as a JSON
+/// value, stored text validated and canonical as a jsonb column's.
+pub fn rewrite_casts(stmt: &mut datafusion::sql::sqlparser::ast::Statement) {
+    use datafusion::sql::sqlparser::ast::{
+        self as ast, DataType as T, FunctionArg, FunctionArgExpr, FunctionArgumentList,
+        FunctionArguments, Ident, ObjectName,
+    };
+    fn call(arg: ast::Expr) -> ast::Expr {
+        ast::Expr::Function(ast::Function {
+            name: ObjectName::from(vec![Ident::new(TO_JSONB)]),
+            uses_odbc_syntax: false,
+            parameters: FunctionArguments::None,
+            args: FunctionArguments::List(FunctionArgumentList {
+                duplicate_treatment: None,
+                args: vec![FunctionArg::Unnamed(FunctionArgExpr::Expr(arg))],
+                clauses: vec![],
+            }),
+            filter: None,
+            null_treatment: None,
+            over: None,
+            within_group: vec![],
+        })
+    }
+    let _ = ast::visit_expressions_mut(stmt, |e| {
+        match e {
+            ast::Expr::Cast {
+                expr, data_type, ..
+            } if matches!(data_type, T::JSON | T::JSONB) => {
+                let inner = std::mem::replace(expr.as_mut(), ast::Expr::value(ast::Value::Null));
+                *e = call(inner);
+            }
+            ast::Expr::TypedString(ts) if matches!(ts.data_type, T::JSON | T::JSONB) => {
+                let v = ast::Expr::Value(ts.value.clone());
+                *e = call(v);
+            }
+            _ => {}
+        }
+        std::ops::ControlFlow::<()>::Continue(())
+    });
+}
+
+/// [`TO_JSONB`]: text to a jsonb value.
+pub fn to_jsonb_udf() -> ScalarUDF {
+    ScalarUDF::new_from_impl(ToJsonb {
+        signature: Signature::any(1, Volatility::Immutable),
+    })
+}
+
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct ToJsonb {
+    signature: Signature,
+}
+
+impl ScalarUDFImpl for ToJsonb {
+    fn name(&self) -> &str {
+        TO_JSONB
+    }
+
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    fn return_type(&self, _args: &[DataType]) -> DfResult<DataType> {
+        Ok(DataType::Utf8)
+    }
+
+    fn return_field_from_args(
+        &self,
+        _args: datafusion::logical_expr::ReturnFieldArgs,
+    ) -> DfResult<datafusion::arrow::datatypes::FieldRef> {
+        Ok(Arc::new(
+            datafusion::arrow::datatypes::Field::new(TO_JSONB, DataType::Utf8, true)
+                .with_metadata(crate::types::json_metadata()),
+        ))
+    }
+
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> DfResult<ColumnarValue> {
+        let scalar = matches!(args.args[0], ColumnarValue::Scalar(_));
+        let arrays = ColumnarValue::values_to_arrays(&args.args)?;
+        let text = datafusion::arrow::compute::cast(&arrays[0], &DataType::Utf8)?;
+        let text = text.as_string::<i32>();
+        let mut out = StringBuilder::with_capacity(text.len(), text.len() * 16);
+        let mut json = tarn_ingest::JsonbText::new();
+        for v in text.iter() {
+            match v {
+                None => out.append_null(),
+                Some(v) => match json.canonical(v) {
+                    Ok(stored) => out.append_value(stored),
+                    Err(e) => {
+                        return Err(datafusion::error::DataFusionError::Execution(format!(
+                            "invalid input syntax for type json: {e}"
+                        )));
+                    }
+                },
+            }
+        }
+        let out: ArrayRef = Arc::new(out.finish());
+        if scalar {
+            return Ok(ColumnarValue::Scalar(ScalarValue::try_from_array(&out, 0)?));
+        }
+        Ok(ColumnarValue::Array(out))
     }
 }

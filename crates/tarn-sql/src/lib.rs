@@ -28,6 +28,7 @@ mod index_ddl;
 mod jsonb;
 mod names;
 mod on_conflict;
+mod order_fix;
 mod overflow;
 mod params;
 mod provider;

@@ -1,30 +1,48 @@
-//! Integer arithmetic that fails on overflow, as PostgreSQL's does.
+//! Arithmetic that fails where PostgreSQL's does, instead of wrapping or returning
+//! Infinity/NaN.
 //!
-//! DataFusion's `+`, `-` and `*` wrap around on integer overflow (and constant folding
-//! wraps too, at planning time). This analyzer rule runs after type coercion and
-//! replaces integer `+ - *` with checked functions, so `9223372036854775807 + 1` is a
-//! 400 `integer out of range` instead of a wrong answer. Output names are preserved.
+//! DataFusion's integer `+`, `-`, `*` and unary `-` wrap around on overflow (constant
+//! folding too), its float arithmetic yields ±Infinity (also for `x / 0.0`), `ln(0)` is
+//! -Infinity, `'1e1000'::float8` is Infinity and `sum` over int8 wraps. This analyzer
+//! rule runs after type coercion and replaces those operations with checked functions
+//! whose errors are PostgreSQL's: `bigint out of range` / `integer out of range` /
+//! `smallint out of range` (by the operation's type), `division by zero`, `value out of
+//! range: overflow` / `underflow`, `cannot take logarithm of zero`, `"1e1000" is out of
+//! range for type double precision`. Output names are preserved. `sum` is replaced in the
+//! registry by [`checked_sum`].
+//!
+//! An integer literal is an `int4` in PostgreSQL when it fits, so `int4_col + 1` is int4
+//! arithmetic there, while DataFusion types the literal `Int64` and widens the column.
+//! The rule narrows such operations back (operands that are an `Int32`/`Int16` widened
+//! by a cast, or an `Int64` literal that fits an `int4`), computes them checked at the
+//! narrow type, and widens the result, so the plan's types do not change and
+//! `2147483647 + 1` on an int4 column is `integer out of range`, as in PostgreSQL.
 //!
 //! ```text
-//! before: Projection: t.a + Int64(1)
-//! after:  Projection: tarn_checked_add(t.a, Int64(1)) AS t.a + Int64(1)
+//! before: Projection: CAST(t.a AS Int64) + Int64(1)
+//! after:  Projection: CAST(tarn_checked_add(t.a, Int32(1)) AS Int64) AS t.a + Int64(1)
 //! ```
 
 use std::sync::Arc;
 
+use datafusion::arrow::array::{Array, ArrayRef, AsArray, BooleanArray, Float64Array};
 use datafusion::arrow::compute::kernels::numeric;
-use datafusion::arrow::datatypes::DataType;
+use datafusion::arrow::datatypes::{DataType, Float32Type, Float64Type, Int64Type};
 use datafusion::arrow::error::ArrowError;
 use datafusion::common::config::ConfigOptions;
 use datafusion::common::tree_node::{Transformed, TreeNode};
-use datafusion::common::{DFSchema, Result as DfResult, ScalarValue};
+use datafusion::common::{DFSchema, Result as DfResult, ScalarValue, exec_err};
 use datafusion::error::DataFusionError;
-use datafusion::logical_expr::expr::ScalarFunction;
+use datafusion::logical_expr::expr::{Cast, ScalarFunction};
 use datafusion::logical_expr::expr_rewriter::NamePreserver;
+use datafusion::logical_expr::function::{AccumulatorArgs, StateFieldsArgs};
+use datafusion::logical_expr::interval_arithmetic::Interval;
 use datafusion::logical_expr::type_coercion::binary::BinaryTypeCoercer;
+use datafusion::logical_expr::utils::AggregateOrderSensitivity;
 use datafusion::logical_expr::{
-    BinaryExpr, ColumnarValue, Expr, ExprSchemable, LogicalPlan, Operator, ScalarFunctionArgs,
-    ScalarUDF, ScalarUDFImpl, Signature, Volatility,
+    Accumulator, AggregateUDF, AggregateUDFImpl, BinaryExpr, ColumnarValue, EmitTo, Expr,
+    ExprSchemable, GroupsAccumulator, LogicalPlan, Operator, ReversedUDAF, ScalarFunctionArgs,
+    ScalarUDF, ScalarUDFImpl, SetMonotonicity, Signature, Volatility,
 };
 use datafusion::optimizer::AnalyzerRule;
 
@@ -60,6 +78,45 @@ impl AnalyzerRule for CheckedArithmetic {
     }
 }
 
+/// Field metadata key marking a cast the statement wrote (`x::int8`), set before type
+/// coercion adds casts of its own and removed by [`CheckedArithmetic`]: only coercion's
+/// widenings are narrowed back (`int4_col + 1` is int4 arithmetic; `int4_col::int8 + 1`
+/// is int8, as written).
+const EXPLICIT_CAST: &str = "tarn.explicit_cast";
+
+/// Marks the statement's own integer casts; install before DataFusion's type coercion.
+#[derive(Debug, Default)]
+pub struct MarkExplicitCasts;
+
+impl AnalyzerRule for MarkExplicitCasts {
+    fn name(&self) -> &str {
+        "tarn_mark_explicit_casts"
+    }
+
+    fn analyze(&self, plan: LogicalPlan, _config: &ConfigOptions) -> DfResult<LogicalPlan> {
+        plan.transform_up_with_subqueries(|plan| {
+            plan.map_expressions(|e| {
+                e.transform_up(|e| match e {
+                    Expr::Cast(Cast { expr, field })
+                        if field.data_type() == &DataType::Int64
+                            && !field.metadata().contains_key(EXPLICIT_CAST) =>
+                    {
+                        let mut metadata = field.metadata().clone();
+                        metadata.insert(EXPLICIT_CAST.to_string(), String::new());
+                        let marked = field.as_ref().clone().with_metadata(metadata);
+                        Ok(Transformed::yes(Expr::Cast(Cast::new_from_field(
+                            expr,
+                            Arc::new(marked),
+                        ))))
+                    }
+                    other => Ok(Transformed::no(other)),
+                })
+            })
+        })
+        .map(|t| t.data)
+    }
+}
+
 fn is_integer(t: &DataType) -> bool {
     matches!(
         t,
@@ -74,38 +131,166 @@ fn is_integer(t: &DataType) -> bool {
     )
 }
 
-/// Rewrites integer `+ - *` in `e` bottom-up, in one pass: returns the new expression,
+fn is_float(t: &DataType) -> bool {
+    matches!(t, DataType::Float32 | DataType::Float64)
+}
+
+/// PostgreSQL's message for an integer result out of `t`'s range.
+fn out_of_range(t: &DataType) -> String {
+    match t {
+        DataType::Int8 | DataType::Int16 | DataType::UInt8 => "smallint out of range",
+        DataType::Int64 | DataType::UInt64 => "bigint out of range",
+        _ => "integer out of range",
+    }
+    .into()
+}
+
+/// The type (`Int16`/`Int32`) an `Int64` operand has in PostgreSQL: a narrower integer
+/// widened by a cast, or a literal that fits an `int4`.
+fn narrow(e: &Expr, schema: &DFSchema) -> Option<(Expr, DataType)> {
+    match e {
+        Expr::Cast(Cast { expr, field })
+            if field.data_type() == &DataType::Int64
+                && !field.metadata().contains_key(EXPLICIT_CAST) =>
+        {
+            match expr.get_type(schema).ok()? {
+                t @ (DataType::Int16 | DataType::Int32) => Some(((**expr).clone(), t)),
+                _ => None,
+            }
+        }
+        Expr::Literal(ScalarValue::Int64(Some(v)), _) => i32::try_from(*v).ok().map(|v| {
+            (
+                Expr::Literal(ScalarValue::Int32(Some(v)), None),
+                DataType::Int32,
+            )
+        }),
+        _ => None,
+    }
+}
+
+fn widen(e: Expr, from: &DataType, to: &DataType) -> Expr {
+    if from == to {
+        e
+    } else {
+        Expr::Cast(Cast::new(Box::new(e), to.clone()))
+    }
+}
+
+fn call(udf: impl ScalarUDFImpl + 'static, args: Vec<Expr>) -> Expr {
+    Expr::ScalarFunction(ScalarFunction::new_udf(
+        Arc::new(ScalarUDF::new_from_impl(udf)),
+        args,
+    ))
+}
+
+/// Rewrites the operations of `e` bottom-up, in one pass: returns the new expression,
 /// its type when the pass learned it for free (arithmetic nodes: from their operands'
 /// types), and whether anything changed. Types of other operands are asked of
 /// DataFusion once each, so the cost is linear in the expression's size (asking for the
 /// type of every `+` in a chain of a thousand would be quadratic, and was).
 #[recursive::recursive]
 fn rewrite(e: Expr, schema: &DFSchema) -> DfResult<(Expr, Option<DataType>, bool)> {
-    let Expr::BinaryExpr(BinaryExpr { left, op, right }) = e else {
-        let mut changed = false;
-        let e = e
-            .map_children(|c| {
-                let (c, _, ch) = rewrite(c, schema)?;
-                changed |= ch;
-                Ok(Transformed::no(c))
-            })?
-            .data;
-        return Ok((e, None, changed));
-    };
-    let (l, lt, lc) = rewrite(*left, schema)?;
-    let (r, rt, rc) = rewrite(*right, schema)?;
+    match e {
+        Expr::BinaryExpr(BinaryExpr { left, op, right }) => binary(*left, op, *right, schema),
+        Expr::Negative(inner) => {
+            let (x, t, changed) = rewrite(*inner, schema)?;
+            let t = match t {
+                Some(t) => Ok(t),
+                None => x.get_type(schema),
+            };
+            match t {
+                Ok(t) if is_integer(&t) => {
+                    // 0 - x, checked: `-(-9223372036854775808)` is out of range.
+                    let zero = Expr::Literal(ScalarValue::new_zero(&t)?, None);
+                    Ok((call(Checked::new(Op::Sub), vec![zero, x]), Some(t), true))
+                }
+                Ok(t) => Ok((Expr::Negative(Box::new(x)), Some(t), changed)),
+                Err(_) => Ok((Expr::Negative(Box::new(x)), None, changed)),
+            }
+        }
+        Expr::Cast(Cast { expr, field }) if is_float(field.data_type()) => {
+            let data_type = field.data_type().clone();
+            let (x, t, changed) = rewrite(*expr, schema)?;
+            let from = match t {
+                Some(t) => Some(t),
+                None => x.get_type(schema).ok(),
+            };
+            match from {
+                Some(
+                    DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View | DataType::Float64,
+                ) if from.as_ref() != Some(&data_type) => Ok((
+                    call(FloatIn::new(data_type.clone()), vec![x]),
+                    Some(data_type),
+                    true,
+                )),
+                _ => Ok((
+                    Expr::Cast(Cast::new_from_field(Box::new(x), field)),
+                    Some(data_type),
+                    changed,
+                )),
+            }
+        }
+        Expr::Cast(Cast { expr, field }) if field.metadata().contains_key(EXPLICIT_CAST) => {
+            let (x, _, _) = rewrite(*expr, schema)?;
+            let mut metadata = field.metadata().clone();
+            metadata.remove(EXPLICIT_CAST);
+            let plain = field.as_ref().clone().with_metadata(metadata);
+            let t = plain.data_type().clone();
+            Ok((
+                Expr::Cast(Cast::new_from_field(Box::new(x), Arc::new(plain))),
+                Some(t),
+                true,
+            ))
+        }
+        Expr::ScalarFunction(f) if matches!(f.func.name(), "ln" | "log" | "log10" | "log2") => {
+            let func = Arc::clone(&f.func);
+            let mut args = Vec::with_capacity(f.args.len());
+            for a in f.args {
+                args.push(rewrite(a, schema)?.0);
+            }
+            Ok((call(Logarithm::new(func), args), None, true))
+        }
+        other => {
+            let mut changed = false;
+            let e = other
+                .map_children(|c| {
+                    let (c, _, ch) = rewrite(c, schema)?;
+                    changed |= ch;
+                    Ok(Transformed::no(c))
+                })?
+                .data;
+            Ok((e, None, changed))
+        }
+    }
+}
+
+fn binary(
+    left: Expr,
+    op: Operator,
+    right: Expr,
+    schema: &DFSchema,
+) -> DfResult<(Expr, Option<DataType>, bool)> {
+    // Whether an operand is a cast the statement wrote (the mark goes with the rewrite).
+    let written = |e: &Expr| matches!(e, Expr::Cast(Cast { field, .. }) if field.metadata().contains_key(EXPLICIT_CAST));
+    let (l_written, r_written) = (written(&left), written(&right));
+    let (l, lt, lc) = rewrite(left, schema)?;
+    let (r, rt, rc) = rewrite(right, schema)?;
     let kind = match op {
         Operator::Plus => Some(Op::Add),
         Operator::Minus => Some(Op::Sub),
         Operator::Multiply => Some(Op::Mul),
+        Operator::Divide => Some(Op::Div),
         _ => None,
     };
-    let Some(kind) = kind else {
-        return Ok((
+    let unchanged = |l: Expr, r: Expr, ty: Option<DataType>| {
+        Ok((
             Expr::BinaryExpr(BinaryExpr::new(Box::new(l), op, Box::new(r))),
-            None,
+            ty,
             lc || rc,
-        ));
+        ))
+    };
+    let Some(kind) = kind else {
+        return unchanged(l, r, None);
     };
     // Expressions whose type cannot be resolved here (outer references) stay as they are.
     let lt = match lt {
@@ -117,26 +302,36 @@ fn rewrite(e: Expr, schema: &DFSchema) -> DfResult<(Expr, Option<DataType>, bool
         None => r.get_type(schema),
     };
     let (Ok(lt), Ok(rt)) = (lt, rt) else {
-        return Ok((
-            Expr::BinaryExpr(BinaryExpr::new(Box::new(l), op, Box::new(r))),
-            None,
-            lc || rc,
-        ));
+        return unchanged(l, r, None);
     };
-    if !is_integer(&lt) || lt != rt {
+    if lt != rt || !(is_integer(&lt) || is_float(&lt)) {
         let ty = BinaryTypeCoercer::new(&lt, &op, &rt).get_result_type().ok();
-        return Ok((
-            Expr::BinaryExpr(BinaryExpr::new(Box::new(l), op, Box::new(r))),
-            ty,
-            lc || rc,
-        ));
+        return unchanged(l, r, ty);
     }
-    let udf = Arc::new(ScalarUDF::new_from_impl(Checked::new(kind)));
-    Ok((
-        Expr::ScalarFunction(ScalarFunction::new_udf(udf, vec![l, r])),
-        Some(lt),
-        true,
-    ))
+    if is_float(&lt) {
+        return Ok((call(FloatChecked::new(kind), vec![l, r]), Some(lt), true));
+    }
+    if kind == Op::Div {
+        // Integer division already fails on zero; `MIN / -1` is the one overflow.
+        return unchanged(l, r, Some(lt));
+    }
+    if lt == DataType::Int64
+        && !l_written
+        && !r_written
+        && let (Some((nl, nlt)), Some((nr, nrt))) = (narrow(&l, schema), narrow(&r, schema))
+    {
+        let t = if nlt == DataType::Int32 || nrt == DataType::Int32 {
+            DataType::Int32
+        } else {
+            DataType::Int16
+        };
+        let checked = call(
+            Checked::new(kind),
+            vec![widen(nl, &nlt, &t), widen(nr, &nrt, &t)],
+        );
+        return Ok((widen(checked, &t, &lt), Some(lt), true));
+    }
+    Ok((call(Checked::new(kind), vec![l, r]), Some(lt), true))
 }
 
 #[derive(Debug, PartialEq, Eq, Hash, Clone, Copy)]
@@ -144,8 +339,10 @@ enum Op {
     Add,
     Sub,
     Mul,
+    Div,
 }
 
+/// Checked integer `+ - *` (and `-x` as `0 - x`).
 #[derive(Debug, PartialEq, Eq, Hash)]
 struct Checked {
     op: Op,
@@ -161,12 +358,24 @@ impl Checked {
     }
 }
 
+/// Unbounded, of the result's type. The default is an interval of type Null, on which
+/// functions over this one fail to compute their ordering (`abs(a - b)` in a window's
+/// ORDER BY was refused as a plan that "does not satisfy order requirements").
+fn unbounded(input: &[&Interval]) -> DfResult<Interval> {
+    let t = input
+        .first()
+        .map(|i| i.data_type())
+        .unwrap_or(DataType::Int64);
+    Interval::make_unbounded(&t)
+}
+
 impl ScalarUDFImpl for Checked {
     fn name(&self) -> &str {
         match self.op {
             Op::Add => "tarn_checked_add",
             Op::Sub => "tarn_checked_sub",
             Op::Mul => "tarn_checked_mul",
+            Op::Div => "tarn_checked_div",
         }
     }
 
@@ -178,19 +387,8 @@ impl ScalarUDFImpl for Checked {
         Ok(arg_types.first().cloned().unwrap_or(DataType::Int64))
     }
 
-    /// Unbounded, of the result's type. The default is an interval of type Null, on
-    /// which functions over this one fail to compute their ordering (`abs(a - b)` in a
-    /// window's ORDER BY was refused as a plan that "does not satisfy order
-    /// requirements").
-    fn evaluate_bounds(
-        &self,
-        input: &[&datafusion::logical_expr::interval_arithmetic::Interval],
-    ) -> DfResult<datafusion::logical_expr::interval_arithmetic::Interval> {
-        let t = input
-            .first()
-            .map(|i| i.data_type())
-            .unwrap_or(DataType::Int64);
-        datafusion::logical_expr::interval_arithmetic::Interval::make_unbounded(&t)
+    fn evaluate_bounds(&self, input: &[&Interval]) -> DfResult<Interval> {
+        unbounded(input)
     }
 
     fn invoke_with_args(&self, args: ScalarFunctionArgs) -> DfResult<ColumnarValue> {
@@ -204,10 +402,11 @@ impl ScalarUDFImpl for Checked {
             Op::Add => numeric::add(a, b),
             Op::Sub => numeric::sub(a, b),
             Op::Mul => numeric::mul(a, b),
+            Op::Div => numeric::div(a, b),
         }
         .map_err(|e| match e {
             ArrowError::ArithmeticOverflow(_) => {
-                DataFusionError::Execution("integer out of range".into())
+                DataFusionError::Execution(out_of_range(a.data_type()))
             }
             other => DataFusionError::ArrowError(Box::new(other), None),
         })?;
@@ -215,5 +414,505 @@ impl ScalarUDFImpl for Checked {
             return Ok(ColumnarValue::Scalar(ScalarValue::try_from_array(&out, 0)?));
         }
         Ok(ColumnarValue::Array(out))
+    }
+}
+
+/// Float `+ - * /` that fail as PostgreSQL's do: on a zero divisor, and on a result that
+/// overflows to ±Infinity (or, for `*` and `/`, underflows to zero) from finite operands.
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct FloatChecked {
+    op: Op,
+    signature: Signature,
+}
+
+impl FloatChecked {
+    fn new(op: Op) -> Self {
+        FloatChecked {
+            op,
+            signature: Signature::any(2, Volatility::Immutable),
+        }
+    }
+}
+
+/// The values of a float array as f64 (NaN for NULL).
+fn as_f64(a: &ArrayRef) -> Vec<f64> {
+    match a.data_type() {
+        DataType::Float32 => {
+            let a = a.as_primitive::<Float32Type>();
+            (0..a.len())
+                .map(|i| {
+                    if a.is_valid(i) {
+                        f64::from(a.value(i))
+                    } else {
+                        f64::NAN
+                    }
+                })
+                .collect()
+        }
+        _ => {
+            let a = a.as_primitive::<Float64Type>();
+            (0..a.len())
+                .map(|i| if a.is_valid(i) { a.value(i) } else { f64::NAN })
+                .collect()
+        }
+    }
+}
+
+impl ScalarUDFImpl for FloatChecked {
+    fn name(&self) -> &str {
+        match self.op {
+            Op::Add => "tarn_float_add",
+            Op::Sub => "tarn_float_sub",
+            Op::Mul => "tarn_float_mul",
+            Op::Div => "tarn_float_div",
+        }
+    }
+
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    fn return_type(&self, arg_types: &[DataType]) -> DfResult<DataType> {
+        Ok(arg_types.first().cloned().unwrap_or(DataType::Float64))
+    }
+
+    fn evaluate_bounds(&self, input: &[&Interval]) -> DfResult<Interval> {
+        unbounded(input)
+    }
+
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> DfResult<ColumnarValue> {
+        let scalar = args
+            .args
+            .iter()
+            .all(|a| matches!(a, ColumnarValue::Scalar(_)));
+        let arrays = ColumnarValue::values_to_arrays(&args.args)?;
+        let (a, b) = (&arrays[0], &arrays[1]);
+        let (x, y) = (as_f64(a), as_f64(b));
+        if self.op == Op::Div && y.iter().any(|v| *v == 0.0) {
+            return exec_err!("division by zero");
+        }
+        let out = match self.op {
+            Op::Add => numeric::add(a, b),
+            Op::Sub => numeric::sub(a, b),
+            Op::Mul => numeric::mul(a, b),
+            Op::Div => numeric::div(a, b),
+        }?;
+        let z = as_f64(&out);
+        for i in 0..z.len() {
+            let (x, y, z) = (x[i], y[i], z[i]);
+            if !(x.is_finite() && y.is_finite()) {
+                continue;
+            }
+            if z.is_infinite() {
+                return exec_err!("value out of range: overflow");
+            }
+            let underflow = match self.op {
+                Op::Mul => z == 0.0 && x != 0.0 && y != 0.0,
+                Op::Div => z == 0.0 && x != 0.0,
+                _ => false,
+            };
+            if underflow {
+                return exec_err!("value out of range: underflow");
+            }
+        }
+        if scalar {
+            return Ok(ColumnarValue::Scalar(ScalarValue::try_from_array(&out, 0)?));
+        }
+        Ok(ColumnarValue::Array(out))
+    }
+}
+
+/// A cast to `float4`/`float8` from text or from `float8` that fails where PostgreSQL's
+/// does: text for a number out of the type's range (`'1e1000'::float8`; the words
+/// `Infinity`, `inf` and their signed forms stay infinite), and a float8 too large for
+/// `float4`.
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct FloatIn {
+    to: DataType,
+    signature: Signature,
+}
+
+impl FloatIn {
+    fn new(to: DataType) -> Self {
+        FloatIn {
+            to,
+            signature: Signature::any(1, Volatility::Immutable),
+        }
+    }
+
+    fn type_name(&self) -> &'static str {
+        if self.to == DataType::Float32 {
+            "real"
+        } else {
+            "double precision"
+        }
+    }
+}
+
+impl ScalarUDFImpl for FloatIn {
+    fn name(&self) -> &str {
+        if self.to == DataType::Float32 {
+            "tarn_float4_in"
+        } else {
+            "tarn_float8_in"
+        }
+    }
+
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    fn return_type(&self, _args: &[DataType]) -> DfResult<DataType> {
+        Ok(self.to.clone())
+    }
+
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> DfResult<ColumnarValue> {
+        let scalar = matches!(args.args[0], ColumnarValue::Scalar(_));
+        let arrays = ColumnarValue::values_to_arrays(&args.args)?;
+        let input = &arrays[0];
+        let options = datafusion::arrow::compute::CastOptions {
+            safe: false,
+            ..Default::default()
+        };
+        let out = datafusion::arrow::compute::cast_with_options(input, &self.to, &options)?;
+        let result = as_f64(&out);
+        let source = datafusion::arrow::compute::cast(input, &DataType::Utf8)?;
+        let source = source.as_string::<i32>();
+        for (i, v) in result.iter().enumerate() {
+            if !v.is_infinite() || source.is_null(i) {
+                continue;
+            }
+            let text = source.value(i).trim();
+            let word = text.trim_start_matches(['+', '-']).to_ascii_lowercase();
+            if word == "inf" || word == "infinity" {
+                continue;
+            }
+            if input.data_type() == &DataType::Float64 {
+                return exec_err!("value out of range: overflow");
+            }
+            return exec_err!("\"{text}\" is out of range for type {}", self.type_name());
+        }
+        if scalar {
+            return Ok(ColumnarValue::Scalar(ScalarValue::try_from_array(&out, 0)?));
+        }
+        Ok(ColumnarValue::Array(out))
+    }
+}
+
+/// `ln`, `log`, `log10`, `log2` refusing zero and negative arguments, as PostgreSQL does
+/// (DataFusion returns -Infinity and NaN).
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct Logarithm {
+    inner: Arc<ScalarUDF>,
+    name: String,
+}
+
+impl Logarithm {
+    fn new(inner: Arc<ScalarUDF>) -> Self {
+        let name = format!("tarn_checked_{}", inner.name());
+        Logarithm { inner, name }
+    }
+}
+
+impl ScalarUDFImpl for Logarithm {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn signature(&self) -> &Signature {
+        self.inner.signature()
+    }
+
+    fn return_type(&self, args: &[DataType]) -> DfResult<DataType> {
+        self.inner.return_type(args)
+    }
+
+    fn return_field_from_args(
+        &self,
+        args: datafusion::logical_expr::ReturnFieldArgs,
+    ) -> DfResult<datafusion::arrow::datatypes::FieldRef> {
+        self.inner.return_field_from_args(args)
+    }
+
+    fn coerce_types(&self, args: &[DataType]) -> DfResult<Vec<DataType>> {
+        self.inner.coerce_types(args)
+    }
+
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> DfResult<ColumnarValue> {
+        for a in &args.args {
+            let values = match a {
+                ColumnarValue::Scalar(s) => match s.cast_to(&DataType::Float64)? {
+                    ScalarValue::Float64(Some(v)) => vec![v],
+                    _ => vec![],
+                },
+                ColumnarValue::Array(arr) => {
+                    match datafusion::arrow::compute::cast(arr, &DataType::Float64) {
+                        Ok(f) => {
+                            let f: &Float64Array = f.as_primitive();
+                            f.iter().flatten().collect()
+                        }
+                        // Decimals too wide for f64 and the like: the function decides.
+                        Err(_) => vec![],
+                    }
+                }
+            };
+            if values.contains(&0.0) {
+                return exec_err!("cannot take logarithm of zero");
+            }
+            if values.iter().any(|v| *v < 0.0) {
+                return exec_err!("cannot take logarithm of a negative number");
+            }
+        }
+        self.inner.invoke_with_args(args)
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// sum
+
+/// DataFusion's `sum`, except over integers: an exact sum that fails with `bigint out of
+/// range` when the result does not fit (DataFusion's wraps around: the sum of two
+/// 9223372036854775807 was -2). Registered under the name `sum`, so it replaces the
+/// default one, in aggregates and in windows alike.
+pub fn checked_sum() -> AggregateUDF {
+    AggregateUDF::new_from_impl(CheckedSum {
+        inner: datafusion::functions_aggregate::sum::sum_udaf(),
+    })
+}
+
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct CheckedSum {
+    inner: Arc<AggregateUDF>,
+}
+
+impl CheckedSum {
+    /// Ours for a non-DISTINCT sum of integers (summed as int8).
+    fn ours(args: &AccumulatorArgs) -> bool {
+        !args.is_distinct && args.return_field.data_type() == &DataType::Int64
+    }
+}
+
+impl AggregateUDFImpl for CheckedSum {
+    fn name(&self) -> &str {
+        "sum"
+    }
+
+    fn signature(&self) -> &Signature {
+        self.inner.signature()
+    }
+
+    fn return_type(&self, arg_types: &[DataType]) -> DfResult<DataType> {
+        self.inner.return_type(arg_types)
+    }
+
+    fn accumulator(&self, args: AccumulatorArgs) -> DfResult<Box<dyn Accumulator>> {
+        if Self::ours(&args) {
+            return Ok(Box::new(ExactSum::default()));
+        }
+        self.inner.accumulator(args)
+    }
+
+    fn state_fields(
+        &self,
+        args: StateFieldsArgs,
+    ) -> DfResult<Vec<datafusion::arrow::datatypes::FieldRef>> {
+        self.inner.state_fields(args)
+    }
+
+    fn groups_accumulator_supported(&self, args: AccumulatorArgs) -> bool {
+        self.inner.groups_accumulator_supported(args)
+    }
+
+    fn create_groups_accumulator(
+        &self,
+        args: AccumulatorArgs,
+    ) -> DfResult<Box<dyn GroupsAccumulator>> {
+        if Self::ours(&args) {
+            return Ok(Box::new(CheckedGroups::default()));
+        }
+        self.inner.create_groups_accumulator(args)
+    }
+
+    fn create_sliding_accumulator(&self, args: AccumulatorArgs) -> DfResult<Box<dyn Accumulator>> {
+        if Self::ours(&args) {
+            return Ok(Box::new(ExactSum::default()));
+        }
+        self.inner.create_sliding_accumulator(args)
+    }
+
+    fn reverse_expr(&self) -> ReversedUDAF {
+        ReversedUDAF::Identical
+    }
+
+    fn order_sensitivity(&self) -> AggregateOrderSensitivity {
+        AggregateOrderSensitivity::Insensitive
+    }
+
+    fn set_monotonicity(&self, data_type: &DataType) -> SetMonotonicity {
+        self.inner.inner().set_monotonicity(data_type)
+    }
+
+    fn documentation(&self) -> Option<&datafusion::logical_expr::Documentation> {
+        self.inner.documentation()
+    }
+}
+
+/// An int8 sum kept in 128 bits (also when rows are taken out of a window frame), which
+/// fails when read if it does not fit 64.
+#[derive(Debug, Default)]
+struct ExactSum {
+    sum: i128,
+    count: u64,
+}
+
+impl ExactSum {
+    fn add(&mut self, values: &ArrayRef, sign: i128) -> DfResult<()> {
+        let a = values.as_primitive::<Int64Type>();
+        for v in a.iter().flatten() {
+            self.sum += sign * i128::from(v);
+            if sign > 0 {
+                self.count += 1;
+            } else {
+                self.count = self.count.saturating_sub(1);
+            }
+        }
+        Ok(())
+    }
+
+    fn value(&self) -> DfResult<ScalarValue> {
+        if self.count == 0 {
+            return Ok(ScalarValue::Int64(None));
+        }
+        match i64::try_from(self.sum) {
+            Ok(v) => Ok(ScalarValue::Int64(Some(v))),
+            Err(_) => exec_err!("bigint out of range"),
+        }
+    }
+}
+
+impl Accumulator for ExactSum {
+    fn update_batch(&mut self, values: &[ArrayRef]) -> DfResult<()> {
+        self.add(&values[0], 1)
+    }
+
+    fn retract_batch(&mut self, values: &[ArrayRef]) -> DfResult<()> {
+        self.add(&values[0], -1)
+    }
+
+    fn supports_retract_batch(&self) -> bool {
+        true
+    }
+
+    fn merge_batch(&mut self, states: &[ArrayRef]) -> DfResult<()> {
+        self.add(&states[0], 1)
+    }
+
+    fn state(&mut self) -> DfResult<Vec<ScalarValue>> {
+        Ok(vec![self.value()?])
+    }
+
+    fn evaluate(&mut self) -> DfResult<ScalarValue> {
+        self.value()
+    }
+
+    fn size(&self) -> usize {
+        std::mem::size_of::<Self>()
+    }
+}
+
+/// Grouped int8 sums kept in 128 bits: a running total may leave int8's range on the
+/// way (`max + max - max`); only a sum read out of range fails.
+#[derive(Debug, Default)]
+struct CheckedGroups {
+    sums: Vec<i128>,
+    seen: Vec<bool>,
+}
+
+impl CheckedGroups {
+    fn add(
+        &mut self,
+        values: &ArrayRef,
+        group_indices: &[usize],
+        opt_filter: Option<&BooleanArray>,
+        total_num_groups: usize,
+    ) -> DfResult<()> {
+        self.sums.resize(total_num_groups, 0);
+        self.seen.resize(total_num_groups, false);
+        let a = values.as_primitive::<Int64Type>();
+        for (row, &g) in group_indices.iter().enumerate() {
+            if a.is_null(row) || opt_filter.is_some_and(|f| !f.is_valid(row) || !f.value(row)) {
+                continue;
+            }
+            // 2^64 int8 values cannot overflow 128 bits.
+            self.sums[g] += i128::from(a.value(row));
+            self.seen[g] = true;
+        }
+        Ok(())
+    }
+
+    fn emit(&mut self, emit_to: EmitTo) -> DfResult<ArrayRef> {
+        let sums = emit_to.take_needed(&mut self.sums);
+        let seen = emit_to.take_needed(&mut self.seen);
+        let mut values = datafusion::arrow::array::Int64Builder::with_capacity(sums.len());
+        for (v, s) in sums.into_iter().zip(seen) {
+            if !s {
+                values.append_null();
+                continue;
+            }
+            match i64::try_from(v) {
+                Ok(v) => values.append_value(v),
+                Err(_) => return exec_err!("bigint out of range"),
+            }
+        }
+        Ok(Arc::new(values.finish()))
+    }
+}
+
+impl GroupsAccumulator for CheckedGroups {
+    fn update_batch(
+        &mut self,
+        values: &[ArrayRef],
+        group_indices: &[usize],
+        opt_filter: Option<&BooleanArray>,
+        total_num_groups: usize,
+    ) -> DfResult<()> {
+        self.add(&values[0], group_indices, opt_filter, total_num_groups)
+    }
+
+    fn evaluate(&mut self, emit_to: EmitTo) -> DfResult<ArrayRef> {
+        self.emit(emit_to)
+    }
+
+    fn state(&mut self, emit_to: EmitTo) -> DfResult<Vec<ArrayRef>> {
+        Ok(vec![self.emit(emit_to)?])
+    }
+
+    fn merge_batch(
+        &mut self,
+        values: &[ArrayRef],
+        group_indices: &[usize],
+        total_num_groups: usize,
+    ) -> DfResult<()> {
+        self.add(&values[0], group_indices, None, total_num_groups)
+    }
+
+    fn convert_to_state(
+        &self,
+        values: &[ArrayRef],
+        opt_filter: Option<&BooleanArray>,
+    ) -> DfResult<Vec<ArrayRef>> {
+        // Each row its own state: the row's value, NULL where the filter drops it.
+        let a = values[0].as_primitive::<Int64Type>();
+        let state: datafusion::arrow::array::Int64Array = (0..a.len())
+            .map(|i| {
+                let keep = opt_filter.is_none_or(|f| f.is_valid(i) && f.value(i));
+                (keep && a.is_valid(i)).then(|| a.value(i))
+            })
+            .collect();
+        Ok(vec![Arc::new(state)])
+    }
+
+    fn size(&self) -> usize {
+        self.sums.capacity() * std::mem::size_of::<i128>() + self.seen.capacity()
     }
 }

@@ -25,6 +25,32 @@ pub fn needs_binding(sql: &str) -> bool {
     sql.contains('$') || sql.contains("::") || sql.to_ascii_lowercase().contains("cast")
 }
 
+/// The highest `$n` in `stmt`: how many parameters it takes.
+pub fn required_params(stmt: &ast::Statement) -> usize {
+    let mut max = 0;
+    let _ = datafusion::sql::sqlparser::ast::visit_expressions(stmt, |e| {
+        if let Expr::Value(v) = e
+            && let Value::Placeholder(p) = &v.value
+            && let Some(n) = p.strip_prefix('$').and_then(|n| n.parse::<usize>().ok())
+        {
+            max = max.max(n);
+        }
+        ControlFlow::<()>::Continue(())
+    });
+    max
+}
+
+/// PostgreSQL's error for more parameters than a statement takes (fewer is `there is no
+/// parameter $n`, when the missing one is reached).
+pub fn check_param_count(given: usize, required: usize) -> Result<()> {
+    if given > required {
+        return bad(format!(
+            "bind message supplies {given} parameters, but prepared statement requires {required}"
+        ));
+    }
+    Ok(())
+}
+
 /// Replaces every `$n` in `stmt` (a statement or one expression) with `params[n-1]` and
 /// rewrites array-text casts.
 pub fn bind<V: VisitMut>(stmt: &mut V, params: &[Json]) -> Result<()> {

@@ -217,3 +217,23 @@ pub fn sql_type_of(field: &Field) -> Result<SqlType> {
 fn is_float(t: &DataType) -> bool {
     matches!(t, DataType::Float16 | DataType::Float32 | DataType::Float64)
 }
+
+/// `::timestamp` and `::timestamptz` (and `TIMESTAMP '…'`) without a precision mean
+/// microseconds, Tarn's stored unit. DataFusion reads them as nanoseconds, whose range
+/// (1677–2262) is narrower than the stored one: `t < '1000-01-01'::timestamptz` failed
+/// on a column that holds `0001-01-01` and `9999-12-31`.
+pub fn timestamp_casts(stmt: &mut ast::Statement) {
+    fn micro(t: &mut ast::DataType) {
+        if let ast::DataType::Timestamp(precision @ None, _) = t {
+            *precision = Some(6);
+        }
+    }
+    let _ = ast::visit_expressions_mut(stmt, |e| {
+        match e {
+            ast::Expr::Cast { data_type, .. } => micro(data_type),
+            ast::Expr::TypedString(ts) => micro(&mut ts.data_type),
+            _ => {}
+        }
+        std::ops::ControlFlow::<()>::Continue(())
+    });
+}

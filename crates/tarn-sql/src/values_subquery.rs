@@ -1,4 +1,4 @@
-//! Scalar subqueries inside `VALUES` rows.
+//! Subqueries inside `VALUES` rows (scalar, EXISTS, IN, ANY/ALL).
 //!
 //! DataFusion 55 plans a `VALUES` list into a memory source whose rows it evaluates
 //! while planning, before any uncorrelated scalar subquery of the statement has run:
@@ -49,7 +49,15 @@ impl AnalyzerRule for ValuesSubqueries {
 
 fn has_scalar_subquery(values: &Values) -> DfResult<bool> {
     for e in values.values.iter().flatten() {
-        if e.exists(|e| Ok(matches!(e, Expr::ScalarSubquery(_))))? {
+        if e.exists(|e| {
+            Ok(matches!(
+                e,
+                Expr::ScalarSubquery(_)
+                    | Expr::Exists(_)
+                    | Expr::InSubquery(_)
+                    | Expr::SetComparison(_)
+            ))
+        })? {
             return Ok(true);
         }
     }

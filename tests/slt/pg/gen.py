@@ -58,6 +58,23 @@ SPLIT = "@@SPLIT@@"
 ERRORS = {
     "more than one row returned by a subquery used as an expression":
         "400 BadRequest: more than one row returned by a subquery used as an expression",
+    "LIMIT must not be negative": "400 BadRequest: LIMIT must not be negative",
+    "OFFSET must not be negative": "400 BadRequest: OFFSET must not be negative",
+    "smallint out of range": "400 BadRequest: smallint out of range",
+    "integer out of range": "400 BadRequest: integer out of range",
+    "bigint out of range": "400 BadRequest: bigint out of range",
+    "division by zero": "400 BadRequest: division by zero",
+    "value out of range: overflow": "400 BadRequest: value out of range: overflow",
+    "cannot take logarithm of zero": "400 BadRequest: cannot take logarithm of zero",
+    "cannot take logarithm of a negative number":
+        "400 BadRequest: cannot take logarithm of a negative number",
+    '"1e1000" is out of range for type double precision':
+        '400 BadRequest: "1e1000" is out of range for type double precision',
+    '"1e39" is out of range for type real': '400 BadRequest: "1e39" is out of range for type real',
+    # A numeric literal too large for real: PostgreSQL prints the numeric, Tarn (whose
+    # literal is already a float8) says what overflowed.
+    '"350000000000000000000000000000000000000" is out of range for type real':
+        "400 BadRequest: value out of range: overflow",
 }
 
 TYPES = {
@@ -130,6 +147,11 @@ class Server:
         script = (f"\\pset null '{NULL}'\n{body} \\gdesc\n\\echo {SPLIT}\n{body}\n;\n")
         rc, out, err = self.psql(db, script)
         if SPLIT not in out:
+            # An error already while describing (a constant that fails to fold): the
+            # statement's error.
+            m = re.search(r"ERROR:\s+(.*)", err)
+            if rc != 0 and m:
+                return [], None, m.group(1).strip()
             raise GenError(f"PostgreSQL could not describe: {sql}\n{err}")
         desc, data = out.split(SPLIT + "\n", 1)
         types = [row[1] for row in csv.reader(io.StringIO(desc))]
