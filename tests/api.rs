@@ -1265,3 +1265,72 @@ async fn a_batch_sees_equal_floats_as_one_key() -> TestResult {
     );
     Ok(())
 }
+
+/// More parameters than the statement's placeholders is PostgreSQL's 400, for `query`
+/// (also on the literal-insert and key-lookup fast paths) and for each set of a batch.
+#[tokio::test]
+async fn extra_parameters_are_refused() -> Result<(), Box<dyn std::error::Error>> {
+    let tarn = Tarn::in_memory().await?;
+    let s = fixture(&tarn).await?;
+    s.query(
+        "ws",
+        r#"CREATE TABLE "ws"."p" (id INT8 PRIMARY KEY, v TEXT) USING engine"#,
+        &[],
+    )
+    .await?;
+    let cases: [(&str, Vec<serde_json::Value>, usize, usize); 4] = [
+        ("SELECT $1, $2", vec![json!(1), json!(2), json!(3)], 3, 2),
+        ("SELECT 1", vec![json!(1)], 1, 0),
+        (
+            r#"INSERT INTO "ws"."p" VALUES (1, 'a')"#,
+            vec![json!(1)],
+            1,
+            0,
+        ),
+        (
+            r#"SELECT v FROM "ws"."p" WHERE id = $1"#,
+            vec![json!(1), json!(2)],
+            2,
+            1,
+        ),
+    ];
+    for (sql, params, given, required) in cases {
+        let e = s.query("ws", sql, &params).await.expect_err(sql);
+        assert_eq!(e.status(), 400, "{sql}");
+        assert_eq!(
+            e.message(),
+            format!(
+                "bind message supplies {given} parameters, but prepared statement requires {required}"
+            ),
+            "{sql}"
+        );
+    }
+    // Nothing was written by the refused INSERT.
+    let r = s
+        .query("ws", r#"SELECT count(*) FROM "ws"."p""#, &[])
+        .await?;
+    assert_eq!(r.rows, Some(vec![vec![json!(0)]]));
+    let e = s
+        .query_batch(
+            "ws",
+            r#"INSERT INTO "ws"."p" VALUES ($1, $2)"#,
+            &[
+                vec![json!(1), json!("a")],
+                vec![json!(2), json!("b"), json!(3)],
+            ],
+        )
+        .await
+        .expect_err("extra parameter in set 1");
+    assert_eq!(e.status(), 400);
+    assert!(
+        e.message()
+            .starts_with("parameter set 1: bind message supplies 3 parameters"),
+        "{}",
+        e.message()
+    );
+    let r = s
+        .query("ws", r#"SELECT count(*) FROM "ws"."p""#, &[])
+        .await?;
+    assert_eq!(r.rows, Some(vec![vec![json!(0)]]));
+    Ok(())
+}

@@ -154,7 +154,13 @@ async fn cisi_ndcg_hybrid_beats_bm25_and_vector() -> TestResult {
     for (name, sql) in &runs {
         let mut total = 0.0;
         for ((qid, text), e) in queries.iter().zip(&query_emb) {
-            let ranked = ids(&s, sql, &[json!(e), json!(text)]).await?;
+            // The parameters the statement takes ($1 the vector, $2 the text).
+            let params = if sql.contains("$2") {
+                vec![json!(e), json!(text)]
+            } else {
+                vec![json!(e)]
+            };
+            let ranked = ids(&s, sql, &params).await?;
             assert_eq!(ranked.len(), 10, "{name}, query {qid}");
             total += ndcg10(&ranked, &qrels[qid]);
         }

@@ -341,3 +341,52 @@ async fn correlated_subqueries_agree_with_sqlite() {
         failures.join("\n")
     );
 }
+
+/// The common shapes plan as joins: `EXPLAIN` shows no subquery expression and no outer
+/// reference left for a per-row loop, in the logical or the physical plan.
+#[tokio::test]
+async fn explain_shows_joins_not_loops() {
+    let tarn = tarn::Tarn::in_memory().await.expect("database");
+    let s = tarn_tests::fixture(&tarn).await.expect("fixture");
+    for t in ["t1", "t2"] {
+        s.query(
+            "ws",
+            &format!(r#"CREATE TABLE "ws"."{t}" (a INT4, b INT4, c INT4) USING engine"#),
+            &[],
+        )
+        .await
+        .expect("create");
+    }
+    let shapes = [
+        r#"SELECT (SELECT count(*) FROM "ws"."t2" x WHERE x.b < t1.b), a FROM "ws"."t1" t1"#,
+        r#"SELECT a FROM "ws"."t1" t1 WHERE b > (SELECT avg(x.b) FROM "ws"."t2" x WHERE x.c = t1.c)"#,
+        r#"SELECT a FROM "ws"."t1" t1 WHERE EXISTS (SELECT 1 FROM "ws"."t2" x WHERE x.a = t1.a AND x.b > t1.b)"#,
+        r#"SELECT a, b NOT IN (SELECT x.b FROM "ws"."t2" x WHERE x.c <> t1.c) FROM "ws"."t1" t1"#,
+        r#"SELECT a FROM "ws"."t1" t1 WHERE b > ALL (SELECT x.b FROM "ws"."t2" x WHERE x.a < t1.a)"#,
+        r#"SELECT a, (SELECT x.b FROM "ws"."t2" x WHERE x.c > t1.c ORDER BY x.c LIMIT 1) FROM "ws"."t1" t1"#,
+        r#"SELECT a, (SELECT count(*) FROM "ws"."t2" x WHERE x.a = t1.a AND EXISTS (SELECT 1 FROM "ws"."t1" y WHERE y.b = x.b AND y.c < t1.c)) FROM "ws"."t1" t1"#,
+    ];
+    for sql in shapes {
+        let r = s
+            .query("ws", &format!("EXPLAIN {sql}"), &[])
+            .await
+            .unwrap_or_else(|e| panic!("{sql}: {e}"));
+        let text: String = r
+            .rows
+            .unwrap_or_default()
+            .iter()
+            .flatten()
+            .filter_map(|v| v.as_str())
+            .collect::<Vec<_>>()
+            .join("\n");
+        assert!(text.contains("Join"), "{sql}\n{text}");
+        for loop_sign in [
+            "Subquery:",
+            "<subquery>",
+            "OuterReferenceColumn",
+            "outer_ref(",
+        ] {
+            assert!(!text.contains(loop_sign), "{sql}: {loop_sign} in\n{text}");
+        }
+    }
+}

@@ -611,3 +611,81 @@ fn shell_in_a_terminal() -> Result<(), rexpect::error::Error> {
     assert!(saved.contains("\\timing"), "{saved}");
     Ok(())
 }
+
+/// `--json` holds for errors before any statement runs: a locked or corrupt database, a
+/// stale `cli.key`, standard input that is not UTF-8. Each is one `{"error": …}` line on
+/// standard output and exit status 1.
+#[test]
+fn json_errors_at_open_and_for_bad_input() {
+    let error_of = |out: &Output, status: u64, kind: &str| {
+        assert_code(out, 1, kind);
+        let lines = json_lines(out);
+        assert_eq!(lines.len(), 1, "{}", stdout_text(out));
+        let e = &lines[0]["error"];
+        assert_eq!(e["status"], status, "{e}");
+        assert_eq!(e["kind"], kind, "{e}");
+        e["message"].as_str().unwrap_or_default().to_string()
+    };
+
+    // Locked: another process (this one) has the directory open.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let rt = tokio::runtime::Runtime::new().expect("runtime");
+    let held = rt
+        .block_on(tarn::Tarn::open(dir.path()))
+        .expect("open in the test");
+    let out = tarn(dir.path(), &["sql", "-w", "ws", "--json", "SELECT 1"], None);
+    assert!(error_of(&out, 409, "Conflict").contains("locked"));
+    rt.block_on(held.close()).expect("close");
+
+    // Stale key: the local user exists, the key file does not match it.
+    let out = tarn(dir.path(), &["sql", "-w", "ws", "--json", "SELECT 1"], None);
+    assert_code(&out, 0, "first use");
+    std::fs::write(dir.path().join("cli.key"), "tarn_not_a_key").expect("write key");
+    let out = tarn(dir.path(), &["sql", "-w", "ws", "--json", "SELECT 1"], None);
+    assert!(error_of(&out, 401, "Unauthorized").contains("cli.key"));
+
+    // Not UTF-8 on standard input: the statements before it ran, then one error.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_tarn"))
+        .arg("--data")
+        .arg(dir.path())
+        .args(["sql", "-w", "ws", "--json", "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn tarn");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(b"SELECT 1;\nSELECT '\xff';\n")
+        .expect("write stdin");
+    let out = child.wait_with_output().expect("wait");
+    assert_code(&out, 1, "invalid UTF-8");
+    let lines = json_lines(&out);
+    assert_eq!(lines.len(), 2, "{}", stdout_text(&out));
+    assert_eq!(lines[0]["rows"][0][0], 1);
+    assert_eq!(lines[1]["error"]["status"], 400);
+    assert!(
+        lines[1]["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("UTF-8"))
+    );
+
+    // Corrupt: the manifest overwritten.
+    let out = tarn(dir.path(), &["sql", "-w", "ws", "--json", "SELECT 1"], None);
+    assert_code(&out, 0, "before the damage");
+    let manifest = std::fs::read_dir(dir.path())
+        .expect("read dir")
+        .filter_map(|e| e.ok())
+        .map(|e| e.path())
+        .find(|p| {
+            p.file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with("MANIFEST"))
+        })
+        .expect("a manifest");
+    std::fs::write(&manifest, b"not a manifest").expect("damage");
+    let out = tarn(dir.path(), &["tables", "-w", "ws", "--json"], None);
+    error_of(&out, 500, "Internal");
+}

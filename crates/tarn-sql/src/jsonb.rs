@@ -237,10 +237,12 @@ impl ExprPlanner for JsonbPlanner {
             // `j ? key` is NULL when either side is NULL, as in PostgreSQL (the JSON
             // crate's `json_contains` says false).
             BinaryOperator::Question => {
+                // The key is text (an untyped NULL too).
+                let key = datafusion::logical_expr::cast(expr.right.clone(), DataType::Utf8);
                 let contains =
                     Expr::ScalarFunction(datafusion::logical_expr::expr::ScalarFunction::new_udf(
                         datafusion_functions_json::udfs::json_contains_udf(),
-                        vec![expr.left.clone(), expr.right.clone()],
+                        vec![expr.left.clone(), key],
                     ));
                 let unknown = expr.left.is_null().or(expr.right.is_null());
                 Ok(PlannerResult::Planned(

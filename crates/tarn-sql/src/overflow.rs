@@ -147,23 +147,50 @@ fn out_of_range(t: &DataType) -> String {
 
 /// The type (`Int16`/`Int32`) an `Int64` operand has in PostgreSQL: a narrower integer
 /// widened by a cast, or a literal that fits an `int4`.
-fn narrow(e: &Expr, schema: &DFSchema) -> Option<(Expr, DataType)> {
+fn narrow_type(e: &Expr, schema: &DFSchema) -> Option<DataType> {
     match e {
         Expr::Cast(Cast { expr, field })
             if field.data_type() == &DataType::Int64
                 && !field.metadata().contains_key(EXPLICIT_CAST) =>
         {
-            match expr.get_type(schema).ok()? {
-                t @ (DataType::Int16 | DataType::Int32) => Some(((**expr).clone(), t)),
+            match shallow_type(expr, schema, 2)? {
+                t @ (DataType::Int16 | DataType::Int32) => Some(t),
                 _ => None,
             }
         }
-        Expr::Literal(ScalarValue::Int64(Some(v)), _) => i32::try_from(*v).ok().map(|v| {
-            (
-                Expr::Literal(ScalarValue::Int32(Some(v)), None),
-                DataType::Int32,
-            )
-        }),
+        Expr::Literal(ScalarValue::Int64(Some(v)), _) if i32::try_from(*v).is_ok() => {
+            Some(DataType::Int32)
+        }
+        _ => None,
+    }
+}
+
+/// The operand [`narrow_type`] accepted, at its narrow type (moved out, not copied: the
+/// operand may be a long chain).
+fn narrowed(e: Expr) -> Expr {
+    match e {
+        Expr::Cast(Cast { expr, .. }) => *expr,
+        Expr::Literal(ScalarValue::Int64(Some(v)), _) => {
+            Expr::Literal(ScalarValue::Int32(i32::try_from(v).ok()), None)
+        }
+        other => other,
+    }
+}
+
+/// The type of `e` when it can be told without walking the expression (asking
+/// DataFusion would, and a chain `1 + 1 + … + 1` would cost its length squared): a
+/// literal's, a column's, a cast's, or a checked operation's from an operand that can.
+fn shallow_type(e: &Expr, schema: &DFSchema, depth: usize) -> Option<DataType> {
+    match e {
+        Expr::Literal(v, _) => Some(v.data_type()),
+        Expr::Column(_) => e.get_type(schema).ok(),
+        Expr::Cast(Cast { field, .. }) => Some(field.data_type().clone()),
+        Expr::ScalarFunction(f)
+            if depth > 0 && f.func.name().starts_with("tarn_checked_") && f.args.len() == 2 =>
+        {
+            shallow_type(&f.args[1], schema, depth - 1)
+                .or_else(|| shallow_type(&f.args[0], schema, depth - 1))
+        }
         _ => None,
     }
 }
@@ -318,8 +345,9 @@ fn binary(
     if lt == DataType::Int64
         && !l_written
         && !r_written
-        && let (Some((nl, nlt)), Some((nr, nrt))) = (narrow(&l, schema), narrow(&r, schema))
+        && let (Some(nlt), Some(nrt)) = (narrow_type(&l, schema), narrow_type(&r, schema))
     {
+        let (nl, nr) = (narrowed(l), narrowed(r));
         let t = if nlt == DataType::Int32 || nrt == DataType::Int32 {
             DataType::Int32
         } else {

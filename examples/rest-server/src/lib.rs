@@ -246,6 +246,14 @@ impl IntoResponse for ApiError {
                 .headers_mut()
                 .insert(header::RETRY_AFTER, HeaderValue::from(secs.max(1)));
         }
+        if self.status == StatusCode::PAYLOAD_TOO_LARGE {
+            // The rest of the body was not read: the connection cannot carry another
+            // request, and a client that reused it would see it cut (`Connection: close`
+            // tells it not to).
+            response
+                .headers_mut()
+                .insert(header::CONNECTION, HeaderValue::from_static("close"));
+        }
         response
     }
 }
