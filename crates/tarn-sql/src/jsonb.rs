@@ -312,8 +312,10 @@ pub fn rewrite_casts(stmt: &mut datafusion::sql::sqlparser::ast::Statement) {
     let _ = ast::visit_expressions_mut(stmt, |e| {
         match e {
             ast::Expr::Cast {
-                expr, data_type, ..
-            } if matches!(data_type, T::JSON | T::JSONB) => {
+                expr,
+                data_type: T::JSON | T::JSONB,
+                ..
+            } => {
                 let inner = std::mem::replace(expr.as_mut(), ast::Expr::value(ast::Value::Null));
                 *e = call(inner);
             }

@@ -516,7 +516,7 @@ impl ScalarUDFImpl for FloatChecked {
         let arrays = ColumnarValue::values_to_arrays(&args.args)?;
         let (a, b) = (&arrays[0], &arrays[1]);
         let (x, y) = (as_f64(a), as_f64(b));
-        if self.op == Op::Div && y.iter().any(|v| *v == 0.0) {
+        if self.op == Op::Div && y.contains(&0.0) {
             return exec_err!("division by zero");
         }
         let out = match self.op {
