@@ -49,6 +49,7 @@ pub fn install(state: &mut SessionState) -> Result<()> {
     *state = datafusion::execution::SessionStateBuilder::new_from_existing(state.clone())
         .with_analyzer_rules(analyzer)
         .with_physical_optimizer_rules(physical)
+        .with_optimizer_rule(std::sync::Arc::new(crate::guard::GuardFallible))
         .with_optimizer_rule(std::sync::Arc::new(crate::search_rule::SearchRule))
         .with_query_planner(std::sync::Arc::new(crate::search_exec::TarnQueryPlanner))
         .build();

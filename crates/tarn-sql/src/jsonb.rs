@@ -34,6 +34,8 @@ pub fn register(state: &mut SessionState) -> Result<()> {
 
 #[derive(Debug, PartialEq, Eq, Hash, Clone, Copy)]
 enum JsonbFn {
+    /// `?`
+    Exists,
     Contains,
     Typeof,
     ArrayLength,
@@ -47,7 +49,11 @@ struct JsonbUdf {
 
 impl JsonbUdf {
     fn new(f: JsonbFn) -> Self {
-        let arity = if f == JsonbFn::Contains { 2 } else { 1 };
+        let arity = if matches!(f, JsonbFn::Contains | JsonbFn::Exists) {
+            2
+        } else {
+            1
+        };
         JsonbUdf {
             f,
             signature: Signature::any(arity, Volatility::Immutable),
@@ -105,6 +111,7 @@ impl ScalarUDFImpl for JsonbUdf {
     fn name(&self) -> &str {
         match self.f {
             JsonbFn::Contains => "jsonb_contains",
+            JsonbFn::Exists => "jsonb_exists",
             JsonbFn::Typeof => "jsonb_typeof",
             JsonbFn::ArrayLength => "jsonb_array_length",
         }
@@ -116,7 +123,7 @@ impl ScalarUDFImpl for JsonbUdf {
 
     fn return_type(&self, _arg_types: &[DataType]) -> DfResult<DataType> {
         Ok(match self.f {
-            JsonbFn::Contains => DataType::Boolean,
+            JsonbFn::Contains | JsonbFn::Exists => DataType::Boolean,
             JsonbFn::Typeof => DataType::Utf8,
             JsonbFn::ArrayLength => DataType::Int32,
         })
@@ -133,6 +140,28 @@ impl ScalarUDFImpl for JsonbUdf {
                 for (x, y) in first.iter().zip(&second) {
                     match (x, y) {
                         (Some(x), Some(y)) => b.append_value(contains(x, y)),
+                        _ => b.append_null(),
+                    }
+                }
+                Arc::new(b.finish())
+            }
+            JsonbFn::Exists => {
+                let keys = datafusion::arrow::compute::cast(&arrays[1], &DataType::Utf8)?;
+                let keys = keys.as_string::<i32>();
+                let mut b = BooleanBuilder::with_capacity(n);
+                for (i, x) in first.iter().enumerate() {
+                    match (x, keys.is_valid(i)) {
+                        (Some(x), true) => {
+                            let key = keys.value(i);
+                            b.append_value(match x {
+                                Value::Object(o) => o.contains_key(key),
+                                Value::Array(items) => {
+                                    items.iter().any(|v| v.as_str() == Some(key))
+                                }
+                                Value::String(v) => v == key,
+                                _ => false,
+                            });
+                        }
                         _ => b.append_null(),
                     }
                 }
@@ -234,25 +263,18 @@ impl ExprPlanner for JsonbPlanner {
                     datafusion::logical_expr::expr::ScalarFunction::new_udf(json_udf(name)?, args),
                 )))
             }
-            // `j ? key` is NULL when either side is NULL, as in PostgreSQL (the JSON
-            // crate's `json_contains` says false).
-            BinaryOperator::Question => {
-                // The key is text (an untyped NULL too).
-                let key = datafusion::logical_expr::cast(expr.right.clone(), DataType::Utf8);
-                let contains =
-                    Expr::ScalarFunction(datafusion::logical_expr::expr::ScalarFunction::new_udf(
-                        datafusion_functions_json::udfs::json_contains_udf(),
-                        vec![expr.left.clone(), key],
-                    ));
-                let unknown = expr.left.is_null().or(expr.right.is_null());
-                Ok(PlannerResult::Planned(
-                    datafusion::logical_expr::when(
-                        unknown,
-                        Expr::Literal(ScalarValue::Boolean(None), None),
-                    )
-                    .otherwise(contains)?,
-                ))
-            }
+            // `j ? key`: PostgreSQL's (a key of an object, a string element of an array,
+            // the string itself; NULL when either side is), which the JSON crate's
+            // `json_contains` answers only for object keys.
+            BinaryOperator::Question => Ok(PlannerResult::Planned(Expr::ScalarFunction(
+                datafusion::logical_expr::expr::ScalarFunction::new_udf(
+                    Arc::new(ScalarUDF::new_from_impl(JsonbUdf::new(JsonbFn::Exists))),
+                    vec![
+                        expr.left,
+                        datafusion::logical_expr::cast(expr.right, DataType::Utf8),
+                    ],
+                ),
+            ))),
             _ => Ok(PlannerResult::Original(expr)),
         }
     }

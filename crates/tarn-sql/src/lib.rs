@@ -23,6 +23,7 @@ mod error;
 mod fast;
 mod fast_search;
 mod functions;
+mod guard;
 mod hybrid;
 mod index_ddl;
 mod jsonb;

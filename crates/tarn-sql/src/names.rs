@@ -2,7 +2,7 @@
 //! is named after the function, any other unaliased expression is `?column?`.
 
 use datafusion::arrow::datatypes::Schema;
-use datafusion::sql::sqlparser::ast::{Expr, Query, SelectItem, SetExpr};
+use datafusion::sql::sqlparser::ast::{Expr, Ident, Query, SelectItem, SetExpr};
 
 /// What a query's AST says of its output names, taken before the query is planned
 /// (planning consumes the AST): resolved against the planned schema by
@@ -57,7 +57,11 @@ impl OutputNames {
     /// Output names for the planned `schema`. Falls back to the planned field names
     /// where the AST cannot say (several wildcards mixed with expressions).
     pub fn resolve(self, schema: &Schema) -> Vec<String> {
-        let fallback: Vec<String> = schema.fields().iter().map(|f| f.name().clone()).collect();
+        let fallback: Vec<String> = schema
+            .fields()
+            .iter()
+            .map(|f| visible_name(f.name()).to_string())
+            .collect();
         match self {
             OutputNames::Items(items) => item_names(items, fallback),
             OutputNames::Values => (1..=fallback.len()).map(|i| format!("column{i}")).collect(),
@@ -167,6 +171,23 @@ fn pg_type_label(written: &str) -> String {
     }
 }
 
+/// Separates a name from the number [`alias_duplicates`] adds to make it unique.
+const UNIQUE_MARK: char = '\u{1}';
+
+/// A planned name as the user gave it (without the number that made it unique).
+fn visible_name(name: &str) -> &str {
+    name.split(UNIQUE_MARK).next().unwrap_or(name)
+}
+
+/// An identifier as DataFusion compares it: unquoted ones folded to lower case.
+fn normalized(id: &Ident) -> String {
+    if id.quote_style.is_some() {
+        id.value.clone()
+    } else {
+        id.value.to_lowercase()
+    }
+}
+
 /// Gives the planner unique names where PostgreSQL allows duplicates: in every SELECT
 /// list of `stmt`, an unaliased scalar subquery is aliased with PostgreSQL's name for it
 /// (so a derived table's `count` column can be referenced by that name) unless another
@@ -180,7 +201,7 @@ fn pg_type_label(written: &str) -> String {
 /// retry for a statement whose items DataFusion still names alike (`'x'::timestamp` and
 /// `'x'::timestamptz` are both `CAST(Utf8("x") AS Timestamp(ns))`).
 pub fn alias_duplicates(stmt: &mut datafusion::sql::sqlparser::ast::Statement, all: bool) {
-    use datafusion::sql::sqlparser::ast::{Ident, VisitMut, VisitorMut};
+    use datafusion::sql::sqlparser::ast::{VisitMut, VisitorMut};
     use std::collections::HashSet;
     use std::ops::ControlFlow;
 
@@ -196,7 +217,7 @@ pub fn alias_duplicates(stmt: &mut datafusion::sql::sqlparser::ast::Statement, a
             let claimed: HashSet<String> = items
                 .iter()
                 .filter_map(|i| match i {
-                    SelectItem::ExprWithAlias { alias, .. } => Some(alias.value.to_lowercase()),
+                    SelectItem::ExprWithAlias { alias, .. } => Some(normalized(alias)),
                     SelectItem::UnnamedExpr(
                         e @ (Expr::Identifier(_) | Expr::CompoundIdentifier(_)),
                     ) => Some(expr_name(e).to_lowercase()),
@@ -207,8 +228,8 @@ pub fn alias_duplicates(stmt: &mut datafusion::sql::sqlparser::ast::Statement, a
             for item in items.iter_mut() {
                 let e = match item {
                     SelectItem::ExprWithAlias { alias, .. } => {
-                        if !taken.insert(alias.value.to_lowercase()) {
-                            *alias = Ident::new(self.internal());
+                        if !taken.insert(normalized(alias)) {
+                            *alias = Ident::new(self.internal(&alias.value));
                         }
                         continue;
                     }
@@ -216,25 +237,22 @@ pub fn alias_duplicates(stmt: &mut datafusion::sql::sqlparser::ast::Statement, a
                     _ => continue,
                 };
                 let key = match &*e {
-                    Expr::Identifier(id) => id.value.to_lowercase(),
-                    Expr::CompoundIdentifier(ids) => ids
-                        .last()
-                        .map(|i| i.value.to_lowercase())
-                        .unwrap_or_default(),
+                    Expr::Identifier(id) => normalized(id),
+                    Expr::CompoundIdentifier(ids) => ids.last().map(normalized).unwrap_or_default(),
                     other => other.to_string(),
                 };
+                let pg = expr_name(e);
                 let alias = if has_subquery(e) {
-                    let pg = expr_name(e);
                     let lower = pg.to_lowercase();
                     if pg != "?column?" && !claimed.contains(&lower) && taken.insert(lower) {
                         pg
                     } else {
-                        self.internal()
+                        self.internal(&pg)
                     }
                 } else if !taken.insert(key)
                     || (self.all && !matches!(e, Expr::Identifier(_) | Expr::CompoundIdentifier(_)))
                 {
-                    self.internal()
+                    self.internal(&pg)
                 } else {
                     continue;
                 };
@@ -246,9 +264,11 @@ pub fn alias_duplicates(stmt: &mut datafusion::sql::sqlparser::ast::Statement, a
             }
         }
 
-        fn internal(&mut self) -> String {
+        /// `name` made unique; the output shows `name` ([`visible_name`]), also
+        /// through a derived table's `SELECT *`.
+        fn internal(&mut self, name: &str) -> String {
             self.next += 1;
-            format!("__column{}", self.next)
+            format!("{name}{UNIQUE_MARK}{}", self.next)
         }
 
         fn body(&mut self, body: &mut SetExpr) {

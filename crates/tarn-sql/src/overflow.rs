@@ -56,7 +56,7 @@ impl AnalyzerRule for CheckedArithmetic {
     }
 
     fn analyze(&self, plan: LogicalPlan, _config: &ConfigOptions) -> DfResult<LogicalPlan> {
-        plan.transform_up_with_subqueries(|plan| {
+        let rewritten = plan.transform_up_with_subqueries(|plan| {
             let inputs = plan.inputs();
             let schema: Arc<DFSchema> = if inputs.len() == 1 {
                 inputs[0].schema().clone()
@@ -73,8 +73,21 @@ impl AnalyzerRule for CheckedArithmetic {
                     Transformed::no(e)
                 })
             })
-        })
-        .map(|t| t.data)
+        })?;
+        if !rewritten.transformed {
+            return Ok(rewritten.data);
+        }
+        // Schemas derived before the rewrite (type coercion copied the explicit-cast
+        // marks into them; a union keeps its inputs' old nullability) are derived anew.
+        rewritten
+            .data
+            .transform_up_with_subqueries(|p| match p {
+                LogicalPlan::Union(u) => Ok(Transformed::yes(LogicalPlan::Union(
+                    datafusion::logical_expr::Union::try_new_with_loose_types(u.inputs)?,
+                ))),
+                other => Ok(Transformed::yes(other.recompute_schema()?)),
+            })
+            .map(|t| t.data)
     }
 }
 
@@ -117,17 +130,12 @@ impl AnalyzerRule for MarkExplicitCasts {
     }
 }
 
+/// Signed integers (PostgreSQL has no unsigned ones; DataFusion's, such as
+/// `row_number()`'s, are left as they are).
 fn is_integer(t: &DataType) -> bool {
     matches!(
         t,
-        DataType::Int8
-            | DataType::Int16
-            | DataType::Int32
-            | DataType::Int64
-            | DataType::UInt8
-            | DataType::UInt16
-            | DataType::UInt32
-            | DataType::UInt64
+        DataType::Int8 | DataType::Int16 | DataType::Int32 | DataType::Int64
     )
 }
 
@@ -328,9 +336,32 @@ fn binary(
         Some(t) => Ok(t),
         None => r.get_type(schema),
     };
-    let (Ok(lt), Ok(rt)) = (lt, rt) else {
+    let (Ok(mut lt), Ok(mut rt)) = (lt, rt) else {
         return unchanged(l, r, None);
     };
+    // DataFusion's unsigned integers (`row_number()`, `ntile`) are bigint in
+    // PostgreSQL: their arithmetic is int8's, and may go negative.
+    let (mut l, mut r) = (l, r);
+    let unsigned = |t: &DataType| {
+        matches!(
+            t,
+            DataType::UInt8 | DataType::UInt16 | DataType::UInt32 | DataType::UInt64
+        )
+    };
+    if kind != Op::Div
+        && (unsigned(&lt) || unsigned(&rt))
+        && (unsigned(&lt) || lt == DataType::Int64)
+        && (unsigned(&rt) || rt == DataType::Int64)
+    {
+        if unsigned(&lt) {
+            l = Expr::Cast(Cast::new(Box::new(l), DataType::Int64));
+            lt = DataType::Int64;
+        }
+        if unsigned(&rt) {
+            r = Expr::Cast(Cast::new(Box::new(r), DataType::Int64));
+            rt = DataType::Int64;
+        }
+    }
     if lt != rt || !(is_integer(&lt) || is_float(&lt)) {
         let ty = BinaryTypeCoercer::new(&lt, &op, &rt).get_result_type().ok();
         return unchanged(l, r, ty);
@@ -386,6 +417,28 @@ impl Checked {
     }
 }
 
+/// The result field of an operation on `args`: the first argument's type (or `t`),
+/// nullable when an argument is (the default would make every result nullable, which
+/// changes a plan's schema under a NOT NULL column's arithmetic).
+fn result_field(
+    name: &str,
+    args: &datafusion::logical_expr::ReturnFieldArgs,
+    t: Option<DataType>,
+) -> DfResult<datafusion::arrow::datatypes::FieldRef> {
+    let data_type = match t {
+        Some(t) => t,
+        None => args
+            .arg_fields
+            .first()
+            .map(|f| f.data_type().clone())
+            .unwrap_or(DataType::Int64),
+    };
+    let nullable = args.arg_fields.iter().any(|f| f.is_nullable());
+    Ok(Arc::new(datafusion::arrow::datatypes::Field::new(
+        name, data_type, nullable,
+    )))
+}
+
 /// Unbounded, of the result's type. The default is an interval of type Null, on which
 /// functions over this one fail to compute their ordering (`abs(a - b)` in a window's
 /// ORDER BY was refused as a plan that "does not satisfy order requirements").
@@ -413,6 +466,13 @@ impl ScalarUDFImpl for Checked {
 
     fn return_type(&self, arg_types: &[DataType]) -> DfResult<DataType> {
         Ok(arg_types.first().cloned().unwrap_or(DataType::Int64))
+    }
+
+    fn return_field_from_args(
+        &self,
+        args: datafusion::logical_expr::ReturnFieldArgs,
+    ) -> DfResult<datafusion::arrow::datatypes::FieldRef> {
+        result_field(self.name(), &args, None)
     }
 
     fn evaluate_bounds(&self, input: &[&Interval]) -> DfResult<Interval> {
@@ -504,6 +564,13 @@ impl ScalarUDFImpl for FloatChecked {
         Ok(arg_types.first().cloned().unwrap_or(DataType::Float64))
     }
 
+    fn return_field_from_args(
+        &self,
+        args: datafusion::logical_expr::ReturnFieldArgs,
+    ) -> DfResult<datafusion::arrow::datatypes::FieldRef> {
+        result_field(self.name(), &args, None)
+    }
+
     fn evaluate_bounds(&self, input: &[&Interval]) -> DfResult<Interval> {
         unbounded(input)
     }
@@ -516,8 +583,23 @@ impl ScalarUDFImpl for FloatChecked {
         let arrays = ColumnarValue::values_to_arrays(&args.args)?;
         let (a, b) = (&arrays[0], &arrays[1]);
         let (x, y) = (as_f64(a), as_f64(b));
-        if self.op == Op::Div && y.contains(&0.0) {
+        // x / 0 fails unless x is NULL or NaN (NaN / 0 is NaN in PostgreSQL).
+        if self.op == Op::Div && x.iter().zip(&y).any(|(x, y)| *y == 0.0 && !x.is_nan()) {
             return exec_err!("division by zero");
+        }
+        // Overflow is checked in double precision only: DataFusion computes `real *
+        // integer` in float4, which PostgreSQL does in float8.
+        if a.data_type() != &DataType::Float64 {
+            let out = match self.op {
+                Op::Add => numeric::add(a, b),
+                Op::Sub => numeric::sub(a, b),
+                Op::Mul => numeric::mul(a, b),
+                Op::Div => numeric::div(a, b),
+            }?;
+            if scalar {
+                return Ok(ColumnarValue::Scalar(ScalarValue::try_from_array(&out, 0)?));
+            }
+            return Ok(ColumnarValue::Array(out));
         }
         let out = match self.op {
             Op::Add => numeric::add(a, b),
@@ -592,6 +674,13 @@ impl ScalarUDFImpl for FloatIn {
 
     fn return_type(&self, _args: &[DataType]) -> DfResult<DataType> {
         Ok(self.to.clone())
+    }
+
+    fn return_field_from_args(
+        &self,
+        args: datafusion::logical_expr::ReturnFieldArgs,
+    ) -> DfResult<datafusion::arrow::datatypes::FieldRef> {
+        result_field(self.name(), &args, Some(self.to.clone()))
     }
 
     fn invoke_with_args(&self, args: ScalarFunctionArgs) -> DfResult<ColumnarValue> {
@@ -740,10 +829,19 @@ impl AggregateUDFImpl for CheckedSum {
         self.inner.accumulator(args)
     }
 
+    /// An int8 sum's partial state is 128 bits: a partition's sum may leave int8's range
+    /// where the total does not.
     fn state_fields(
         &self,
         args: StateFieldsArgs,
     ) -> DfResult<Vec<datafusion::arrow::datatypes::FieldRef>> {
+        if !args.is_distinct && args.return_type() == &DataType::Int64 {
+            return Ok(vec![Arc::new(datafusion::arrow::datatypes::Field::new(
+                format!("{}[sum]", args.name),
+                PARTIAL,
+                true,
+            ))]);
+        }
         self.inner.state_fields(args)
     }
 
@@ -793,6 +891,18 @@ struct ExactSum {
     count: u64,
 }
 
+/// The partial state of an int8 sum.
+const PARTIAL: DataType = DataType::Decimal128(38, 0);
+
+/// Partial sums (a state array) as 128-bit values.
+fn partials(state: &ArrayRef) -> DfResult<datafusion::arrow::array::Decimal128Array> {
+    let a = datafusion::arrow::compute::cast(state, &PARTIAL)?;
+    Ok(
+        a.as_primitive::<datafusion::arrow::datatypes::Decimal128Type>()
+            .clone(),
+    )
+}
+
 impl ExactSum {
     fn add(&mut self, values: &ArrayRef, sign: i128) -> DfResult<()> {
         let a = values.as_primitive::<Int64Type>();
@@ -832,11 +942,16 @@ impl Accumulator for ExactSum {
     }
 
     fn merge_batch(&mut self, states: &[ArrayRef]) -> DfResult<()> {
-        self.add(&states[0], 1)
+        for v in partials(&states[0])?.iter().flatten() {
+            self.sum += v;
+            self.count += 1;
+        }
+        Ok(())
     }
 
     fn state(&mut self) -> DfResult<Vec<ScalarValue>> {
-        Ok(vec![self.value()?])
+        let sum = (self.count > 0).then_some(self.sum);
+        Ok(vec![ScalarValue::Decimal128(sum, 38, 0)])
     }
 
     fn evaluate(&mut self) -> DfResult<ScalarValue> {
@@ -912,7 +1027,14 @@ impl GroupsAccumulator for CheckedGroups {
     }
 
     fn state(&mut self, emit_to: EmitTo) -> DfResult<Vec<ArrayRef>> {
-        Ok(vec![self.emit(emit_to)?])
+        let sums = emit_to.take_needed(&mut self.sums);
+        let seen = emit_to.take_needed(&mut self.seen);
+        let state: datafusion::arrow::array::Decimal128Array = sums
+            .into_iter()
+            .zip(seen)
+            .map(|(v, s)| s.then_some(v))
+            .collect();
+        Ok(vec![Arc::new(state.with_precision_and_scale(38, 0)?)])
     }
 
     fn merge_batch(
@@ -921,7 +1043,16 @@ impl GroupsAccumulator for CheckedGroups {
         group_indices: &[usize],
         total_num_groups: usize,
     ) -> DfResult<()> {
-        self.add(&values[0], group_indices, None, total_num_groups)
+        self.sums.resize(total_num_groups, 0);
+        self.seen.resize(total_num_groups, false);
+        let a = partials(&values[0])?;
+        for (row, &g) in group_indices.iter().enumerate() {
+            if a.is_valid(row) {
+                self.sums[g] += a.value(row);
+                self.seen[g] = true;
+            }
+        }
+        Ok(())
     }
 
     fn convert_to_state(
@@ -931,13 +1062,13 @@ impl GroupsAccumulator for CheckedGroups {
     ) -> DfResult<Vec<ArrayRef>> {
         // Each row its own state: the row's value, NULL where the filter drops it.
         let a = values[0].as_primitive::<Int64Type>();
-        let state: datafusion::arrow::array::Int64Array = (0..a.len())
+        let state: datafusion::arrow::array::Decimal128Array = (0..a.len())
             .map(|i| {
                 let keep = opt_filter.is_none_or(|f| f.is_valid(i) && f.value(i));
-                (keep && a.is_valid(i)).then(|| a.value(i))
+                (keep && a.is_valid(i)).then(|| i128::from(a.value(i)))
             })
             .collect();
-        Ok(vec![Arc::new(state)])
+        Ok(vec![Arc::new(state.with_precision_and_scale(38, 0)?)])
     }
 
     fn size(&self) -> usize {

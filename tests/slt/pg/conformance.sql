@@ -137,3 +137,80 @@ SELECT count(*) FROM "ws"."ts" WHERE t < '1000-01-01'::timestamptz
 
 query
 SELECT count(*) FROM "ws"."ts" WHERE t > '9999-12-30'::timestamptz
+
+# A branch of a UNION with checked arithmetic on a NOT NULL column, or a written cast.
+statement ok
+CREATE TABLE "ws"."nn" (k INT4 PRIMARY KEY, v INT4) USING engine
+
+statement ok
+INSERT INTO "ws"."nn" VALUES (1, 10), (2, 20), (3, 30)
+
+query rowsort
+SELECT k + 1 FROM "ws"."nn" UNION SELECT 5
+
+query rowsort
+SELECT 1::int8 UNION SELECT 2
+
+query rowsort
+SELECT k::int8 FROM "ws"."nn" UNION SELECT v FROM "ws"."nn"
+
+# Operations that would fail run only on the rows the rest of the filter keeps.
+statement ok
+CREATE TABLE "ws"."p" (id INT4, a INT4) USING engine
+
+statement ok
+INSERT INTO "ws"."p" VALUES (1, 1), (2, 10), (3, 2000000000), (4, 5)
+
+query
+SELECT a FROM "ws"."p" WHERE a < 1000 AND a * 2 > 0 ORDER BY a
+
+query
+SELECT x FROM (SELECT a * 2 AS x FROM "ws"."p" WHERE a < 1000) s WHERE x > 0 ORDER BY x
+
+query
+SELECT a FROM "ws"."p" WHERE a > 1000 OR a + 2000000000 > 0 ORDER BY a
+
+statement ok
+CREATE TABLE "ws"."z" (id INT4, d FLOAT8, n INT4) USING engine
+
+statement ok
+INSERT INTO "ws"."z" VALUES (1, 0, 0), (2, 2, 2), (3, 4, 4), (4, 0, 0), (5, 8, 8)
+
+query
+SELECT id FROM "ws"."z" WHERE d <> 0 AND 1 / d > 0.2 ORDER BY id
+
+query
+SELECT id FROM "ws"."z" WHERE d = 0 OR 1 / d > 0.2 ORDER BY id
+
+query
+SELECT id FROM "ws"."z" WHERE d > 0 AND ln(d) > 1 ORDER BY id
+
+query
+SELECT id FROM "ws"."z" WHERE n <> 0 AND 10 / n > 2 ORDER BY id
+
+query
+SELECT x FROM (SELECT id, 1 / d AS x FROM "ws"."z" WHERE d <> 0) s WHERE x > 0.2 ORDER BY x
+
+query
+SELECT a.id FROM "ws"."z" a JOIN "ws"."z" b ON a.id = b.id AND b.d <> 0 AND 1 / b.d > 0.2 ORDER BY a.id
+
+# An int8 sum whose partial sums leave int8's range while the total does not.
+statement ok
+CREATE TABLE "ws"."big" (id INT8, g INT4, v INT8) USING engine
+
+statement ok
+INSERT INTO "ws"."big" SELECT n, 1, CASE WHEN n <= 2 THEN 9223372036854775807 WHEN n > 19998 THEN -9223372036854775807 ELSE 0 END FROM generate_series(1, 20000) AS s(n)
+
+query
+SELECT sum(v)::int8 FROM "ws"."big"
+
+query
+SELECT g, sum(v)::int8 FROM "ws"."big" GROUP BY g ORDER BY g
+
+# Window functions' integers (bigint in PostgreSQL) go negative.
+query
+SELECT k, row_number() OVER (ORDER BY k) - row_number() OVER (ORDER BY k DESC) FROM "ws"."nn" ORDER BY k
+
+# Quoted aliases keep their case.
+query
+SELECT k AS x, v AS "X" FROM "ws"."nn" ORDER BY "X"
