@@ -88,8 +88,10 @@ def timed(run, runs: int):
 def tarn(csv: Path, runs: int) -> dict:
     target = Path(os.environ.get("CARGO_TARGET_DIR", REPO / "target"))
     log("tarn: building tarn-subquery-bench (release) ...")
+    # The package set of every bench script (features resolve per set): one release
+    # build of DataFusion serves them all.
     subprocess.run(
-        ["cargo", "build", "--release", "-p", "tarn-benches", "--bin", "tarn-subquery-bench"],
+        ["cargo", "build", "--release", "-p", "tarn-rest-server", "-p", "tarn-benches", "--bin", "tarn-subquery-bench"],
         cwd=REPO, check=True,
     )
     args = [str(target / "release" / "tarn-subquery-bench"), "--csv", str(csv), "--runs", str(runs)]

@@ -74,7 +74,9 @@ def best(runs: int, f) -> float:
 
 
 def build_tarn() -> Path:
-    cmd = ["cargo", "build", "--release", "-p", "tarn-benches", "--bin", "tarn-upload-bench",
+    # The package set of every bench script (features resolve per set): one release
+    # build of DataFusion serves them all.
+    cmd = ["cargo", "build", "--release", "-p", "tarn-rest-server", "-p", "tarn-benches", "--bin", "tarn-upload-bench",
            "--message-format=json"]
     out = subprocess.run(cmd, cwd=REPO, check=True, stdout=subprocess.PIPE, text=True)
     for line in out.stdout.splitlines():
