@@ -108,6 +108,32 @@ fn long_operator_chains_are_400_or_answered_never_a_crash() -> TestResult {
                 .join(" ")
         );
         assert_400(query(&s, &joins, &[]).await, "5k joins");
+        // A filter of 120 conjuncts that cannot fail and 120 that can: each of the
+        // latter is evaluated lazily once, so the plan stays linear in the statement.
+        s.query(
+            "ws",
+            r#"INSERT INTO "ws"."t" VALUES (0), (1), (2), (5)"#,
+            &[],
+        )
+        .await?;
+        let safe = (0..120).map(|i| format!("a <> {}", i + 100));
+        let fallible = (0..120).map(|i| format!("10 / (a + {i}) >= 0"));
+        let filter = std::iter::once("a <> 0".to_string())
+            .chain(safe)
+            .chain(fallible)
+            .collect::<Vec<_>>()
+            .join(" AND ");
+        let sql = format!(r#"SELECT count(*) FROM "ws"."t" WHERE {filter}"#);
+        let r = query(&s, &sql, &[]).await?;
+        assert_eq!(r.rows, Some(vec![vec![json!(3)]]));
+        let plan = query(&s, &format!("EXPLAIN {sql}"), &[]).await?;
+        let text = serde_json::to_string(&plan.rows)?;
+        assert!(
+            text.len() < 20 * sql.len(),
+            "EXPLAIN of a {}-byte filter is {} bytes",
+            sql.len(),
+            text.len()
+        );
         // The database goes on.
         assert_eq!(query(&s, "SELECT 1", &[]).await?.row_count, 1);
         Ok(())

@@ -41,6 +41,9 @@ pub fn install(state: &mut SessionState) -> Result<()> {
         at,
         std::sync::Arc::new(crate::order_fix::UnprovenMergeToSort),
     );
+    // AND/OR evaluate a side that can fail only where it decides the answer, as in
+    // PostgreSQL (guard.rs); last, so that no later rule rebuilds the filters.
+    physical.push(std::sync::Arc::new(crate::guard::LazyFallible));
     // The statement's own int8 casts are marked before DataFusion's type coercion adds
     // its own (see overflow.rs).
     let mut analyzer: Vec<std::sync::Arc<dyn datafusion::optimizer::AnalyzerRule + Send + Sync>> =
@@ -49,7 +52,6 @@ pub fn install(state: &mut SessionState) -> Result<()> {
     *state = datafusion::execution::SessionStateBuilder::new_from_existing(state.clone())
         .with_analyzer_rules(analyzer)
         .with_physical_optimizer_rules(physical)
-        .with_optimizer_rule(std::sync::Arc::new(crate::guard::GuardFallible))
         .with_optimizer_rule(std::sync::Arc::new(crate::search_rule::SearchRule))
         .with_query_planner(std::sync::Arc::new(crate::search_exec::TarnQueryPlanner))
         .build();

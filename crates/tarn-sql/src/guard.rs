@@ -1,180 +1,267 @@
-//! Operations that can fail run only on the rows the rest of their filter keeps.
+//! `AND` and `OR` that evaluate an operation that can fail only where it decides the answer.
 //!
-//! PostgreSQL evaluates a WHERE clause's conjuncts in order and stops at the first false
-//! one, so `d <> 0 AND 1 / d > 0.2` never divides by zero and `a < 1000 AND a * 2 > 0`
-//! never overflows on the rows `a < 1000` rejects. DataFusion evaluates both sides of an
-//! AND over the whole batch (it skips the right side only when few rows pass the left),
-//! so an operation that fails on a row the filter would drop — integer and float
-//! arithmetic, which Tarn checks, division, logarithms, a scalar subquery's value —
-//! failed the statement. This optimizer rule rewrites each filter (also a join's and the
-//! ones pushed into a scan) so that a conjunct holding such an operation runs under a
-//! `CASE` guarded by the filter's other conjuncts: `c AND (CASE WHEN c THEN f ELSE false
-//! END)`. `CASE` evaluates a branch only on the rows that select it. Within a conjunct,
-//! `s OR f` becomes `CASE WHEN s THEN true ELSE f END`. In a filter a NULL and a false
-//! both drop the row, so the answers are the same. The rule runs after DataFusion has
-//! merged and pushed its filters (a derived table's WHERE and an outer predicate end up
-//! in one conjunction), and is idempotent.
+//! PostgreSQL evaluates `a AND b` left to right and skips `b` where `a` is false (`a OR b`:
+//! where `a` is true), and its planner runs cheap quals before costly ones, so
+//! `WHERE d <> 0 AND 1 / d > 0.2` never divides by zero and `a < 1000 AND a * 2 > 0` never
+//! overflows on the rows `a < 1000` rejects. DataFusion evaluates both sides of a boolean
+//! operator over the whole batch (it skips the right side only when few rows pass the
+//! left), so an operation that fails on a row the filter would drop — integer and float
+//! arithmetic, which Tarn checks, division, casts of text, a scalar subquery's value —
+//! failed the statement.
+//!
+//! This physical optimizer rule replaces, in every filter (also a join's and the top-k
+//! search's), each `AND`/`OR` with a side that can fail by a [`LazyBool`]: the side that
+//! cannot fail is evaluated first, once, and the other only on the rows it leaves
+//! undecided (`AND`: true or NULL; `OR`: false or NULL). The answer is SQL's three-valued
+//! one in every context, not only in filters, and a volatile side (`random() < 0.5`) is
+//! evaluated once per row. It works on the physical plan because DataFusion's logical
+//! simplifier turns a boolean `CASE` back into `AND`/`OR`, so a guard written as `CASE`
+//! in the logical plan does not survive the optimizer's later passes; the same rewrite
+//! also restores the laziness of a user's `CASE WHEN d <> 0 THEN 1 / d > 0.2 ELSE false
+//! END` after the simplifier has made it `d <> 0 AND 1 / d > 0.2`.
 
+use std::fmt;
+use std::hash::Hash;
 use std::sync::Arc;
 
-use datafusion::common::Result;
-use datafusion::common::tree_node::{Transformed, TreeNode};
-use datafusion::logical_expr::utils::{conjunction, disjunction, split_conjunction_owned};
-use datafusion::logical_expr::{
-    BinaryExpr, Expr, Filter, LogicalPlan, Operator, TableScan, expr::Case, lit,
-};
-use datafusion::optimizer::optimizer::ApplyOrder;
-use datafusion::optimizer::{OptimizerConfig, OptimizerRule};
+use datafusion::arrow::array::{Array, ArrayRef, BooleanArray};
+use datafusion::arrow::buffer::BooleanBuffer;
+use datafusion::arrow::compute::kernels::boolean::{and_kleene, or_kleene};
+use datafusion::arrow::datatypes::{DataType, Schema};
+use datafusion::arrow::record_batch::RecordBatch;
+use datafusion::common::cast::as_boolean_array;
+use datafusion::common::config::ConfigOptions;
+use datafusion::common::tree_node::{Transformed, TransformedResult, TreeNode};
+use datafusion::common::{Result, internal_err};
+use datafusion::logical_expr::{ColumnarValue, Operator};
+use datafusion::physical_expr::PhysicalExpr;
+use datafusion::physical_expr::ScalarFunctionExpr;
+use datafusion::physical_expr::expressions::{BinaryExpr, CastExpr};
+use datafusion::physical_optimizer::PhysicalOptimizerRule;
+use datafusion::physical_plan::ExecutionPlan;
+use datafusion::physical_plan::filter::{FilterExec, FilterExecBuilder};
+use datafusion::physical_plan::joins::utils::JoinFilter;
+use datafusion::physical_plan::joins::{HashJoinExec, NestedLoopJoinExec};
 
-/// The rule; install after DataFusion's rules and before the top-k rule (which takes a
-/// filter into its search node).
+/// The rule; install last among the physical optimizer rules (nothing after it should
+/// move or rebuild the filters it rewrote).
 #[derive(Debug, Default)]
-pub struct GuardFallible;
+pub struct LazyFallible;
 
-impl OptimizerRule for GuardFallible {
+impl PhysicalOptimizerRule for LazyFallible {
     fn name(&self) -> &str {
-        "tarn_guard_fallible"
+        "tarn_lazy_fallible"
     }
 
-    fn apply_order(&self) -> Option<ApplyOrder> {
-        Some(ApplyOrder::BottomUp)
-    }
-
-    fn supports_rewrite(&self) -> bool {
+    fn schema_check(&self) -> bool {
         true
     }
 
-    fn rewrite(
+    fn optimize(
         &self,
-        plan: LogicalPlan,
-        _config: &dyn OptimizerConfig,
-    ) -> Result<Transformed<LogicalPlan>> {
-        match plan {
-            LogicalPlan::Filter(f) => {
-                let Some(predicate) = guard(split_conjunction_owned(f.predicate.clone())) else {
-                    return Ok(Transformed::no(LogicalPlan::Filter(f)));
+        plan: Arc<dyn ExecutionPlan>,
+        _config: &ConfigOptions,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        plan.transform_up(|node| {
+            if let Some(f) = node.downcast_ref::<FilterExec>() {
+                let schema = f.input().schema();
+                let Some(predicate) = guard(f.predicate(), &schema)? else {
+                    return Ok(Transformed::no(node));
                 };
-                let predicate = conjunction(predicate).unwrap_or_else(|| lit(true));
-                Ok(Transformed::yes(LogicalPlan::Filter(Filter::try_new(
-                    predicate,
-                    Arc::clone(&f.input),
-                )?)))
+                let exec = FilterExecBuilder::from(f)
+                    .with_predicate(predicate)
+                    .build()?;
+                return Ok(Transformed::yes(Arc::new(exec) as Arc<dyn ExecutionPlan>));
             }
-            LogicalPlan::Join(mut j) => {
-                let Some(filter) = j.filter.take() else {
-                    return Ok(Transformed::no(LogicalPlan::Join(j)));
+            if let Some(j) = node.downcast_ref::<HashJoinExec>() {
+                let Some(filter) = j.filter().map(guard_join_filter).transpose()?.flatten() else {
+                    return Ok(Transformed::no(node));
                 };
-                match guard(split_conjunction_owned(filter.clone())) {
-                    Some(g) => {
-                        j.filter = conjunction(g);
-                        Ok(Transformed::yes(LogicalPlan::Join(j)))
-                    }
-                    None => {
-                        j.filter = Some(filter);
-                        Ok(Transformed::no(LogicalPlan::Join(j)))
-                    }
-                }
+                let exec = j.builder().with_filter(Some(filter)).build()?;
+                return Ok(Transformed::yes(Arc::new(exec) as Arc<dyn ExecutionPlan>));
             }
-            LogicalPlan::TableScan(mut scan) => match guard(scan.filters.clone()) {
-                Some(filters) => {
-                    scan.filters = filters;
-                    Ok(Transformed::yes(LogicalPlan::TableScan(TableScan {
-                        ..scan
-                    })))
-                }
-                None => Ok(Transformed::no(LogicalPlan::TableScan(scan))),
-            },
-            other => Ok(Transformed::no(other)),
-        }
-    }
-}
-
-/// The conjuncts with the fallible ones guarded, or `None` when nothing changes.
-fn guard(conjuncts: Vec<Expr>) -> Option<Vec<Expr>> {
-    let mut changed = false;
-    // Disjunctions first: `s OR f` evaluates `f` only where `s` is not true.
-    let conjuncts: Vec<Expr> = conjuncts
-        .into_iter()
-        .map(|c| match guard_or(&c) {
-            Some(g) => {
-                changed = true;
-                g
+            if let Some(j) = node.downcast_ref::<NestedLoopJoinExec>() {
+                let Some(filter) = j.filter().map(guard_join_filter).transpose()?.flatten() else {
+                    return Ok(Transformed::no(node));
+                };
+                let exec = datafusion::physical_plan::joins::NestedLoopJoinExecBuilder::from(j)
+                    .with_filter(Some(filter))
+                    .build()?;
+                return Ok(Transformed::yes(Arc::new(exec) as Arc<dyn ExecutionPlan>));
             }
-            None => c,
+            Ok(Transformed::no(node))
         })
-        .collect();
-    let (fallible, safe): (Vec<Expr>, Vec<Expr>) = conjuncts
-        .into_iter()
-        .partition(|c| fallible(c) && !guarded(c));
-    if fallible.is_empty() || safe.is_empty() {
-        return changed.then(|| safe.into_iter().chain(fallible).collect());
-    }
-    let condition = conjunction(safe.clone())?;
-    let mut out = safe;
-    for f in fallible {
-        out.push(case(condition.clone(), f, lit(false)));
-    }
-    Some(out)
-}
-
-/// `s1 OR … OR f1 OR …` with fallible disjuncts as `CASE WHEN s1 OR … THEN true ELSE
-/// f1 OR … END`.
-fn guard_or(e: &Expr) -> Option<Expr> {
-    if guarded(e) {
-        return None;
-    }
-    let mut disjuncts = Vec::new();
-    split_disjunction(e, &mut disjuncts);
-    if disjuncts.len() < 2 {
-        return None;
-    }
-    let (fallible, safe): (Vec<Expr>, Vec<Expr>) = disjuncts.into_iter().partition(fallible);
-    if fallible.is_empty() || safe.is_empty() {
-        return None;
-    }
-    Some(case(disjunction(safe)?, lit(true), disjunction(fallible)?))
-}
-
-fn split_disjunction(e: &Expr, out: &mut Vec<Expr>) {
-    match e {
-        Expr::BinaryExpr(BinaryExpr {
-            left,
-            op: Operator::Or,
-            right,
-        }) => {
-            split_disjunction(left, out);
-            split_disjunction(right, out);
-        }
-        other => out.push(other.clone()),
+        .data()
     }
 }
 
-fn case(when: Expr, then: Expr, otherwise: Expr) -> Expr {
-    Expr::Case(Case {
-        expr: None,
-        when_then_expr: vec![(Box::new(when), Box::new(then))],
-        else_expr: Some(Box::new(otherwise)),
-    })
+fn guard_join_filter(filter: &JoinFilter) -> Result<Option<JoinFilter>> {
+    Ok(guard(filter.expression(), filter.schema())?.map(|e| {
+        JoinFilter::new(
+            e,
+            filter.column_indices().to_vec(),
+            Arc::clone(filter.schema()),
+        )
+    }))
 }
 
-/// Whether `e` is one of this rule's guards (so that running it again changes nothing).
-fn guarded(e: &Expr) -> bool {
-    matches!(e, Expr::Case(c) if c.expr.is_none() && c.when_then_expr.len() == 1 && c.else_expr.is_some())
+/// `e` with every `AND`/`OR` that has a side that can fail made lazy, or `None` when it
+/// has none.
+pub(crate) fn guard(
+    e: &Arc<dyn PhysicalExpr>,
+    schema: &Schema,
+) -> Result<Option<Arc<dyn PhysicalExpr>>> {
+    let out = Arc::clone(e).transform_up(|node| {
+        let Some(b) = node.downcast_ref::<BinaryExpr>() else {
+            return Ok(Transformed::no(node));
+        };
+        let op = match b.op() {
+            Operator::And => LazyOp::And,
+            Operator::Or => LazyOp::Or,
+            _ => return Ok(Transformed::no(node)),
+        };
+        let (l, r) = (b.left(), b.right());
+        let (lf, rf) = (fallible(l, schema), fallible(r, schema));
+        let (first, second) = match (lf, rf) {
+            (false, false) => return Ok(Transformed::no(node)),
+            // The side that cannot fail decides first.
+            (true, false) => (r, l),
+            _ => (l, r),
+        };
+        Ok(Transformed::yes(Arc::new(LazyBool {
+            op,
+            first: Arc::clone(first),
+            second: Arc::clone(second),
+        }) as Arc<dyn PhysicalExpr>))
+    })?;
+    Ok(out.transformed.then_some(out.data))
 }
 
 /// Whether evaluating `e` can fail on a row's values.
-fn fallible(e: &Expr) -> bool {
-    e.exists(|e| {
-        Ok(match e {
-            Expr::ScalarFunction(f) => {
-                let name = f.func.name();
-                name.starts_with("tarn_checked_")
-                    || name.starts_with("tarn_float_")
-                    || name == crate::decorrelate::SUBQUERY_VALUE
-            }
-            Expr::BinaryExpr(b) => matches!(b.op, Operator::Divide | Operator::Modulo),
-            _ => false,
-        })
-    })
-    .unwrap_or(true)
+fn fallible(e: &Arc<dyn PhysicalExpr>, schema: &Schema) -> bool {
+    let here = if let Some(f) = e.downcast_ref::<ScalarFunctionExpr>() {
+        let name = f.name();
+        name.starts_with("tarn_checked_")
+            || name.starts_with("tarn_float")
+            || name == crate::decorrelate::SUBQUERY_VALUE
+    } else if let Some(b) = e.downcast_ref::<BinaryExpr>() {
+        matches!(b.op(), Operator::Divide | Operator::Modulo)
+    } else if let Some(c) = e.downcast_ref::<CastExpr>() {
+        // Text to anything else parses (`s::int` fails on 'abc').
+        matches!(
+            c.expr().data_type(schema),
+            Ok(DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View)
+        ) && !matches!(
+            c.cast_type(),
+            DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View
+        )
+    } else {
+        false
+    };
+    here || e.children().into_iter().any(|c| fallible(c, schema))
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum LazyOp {
+    And,
+    Or,
+}
+
+/// `first AND second` (or `OR`) that evaluates `second` only on the rows `first` leaves
+/// undecided.
+#[derive(Debug)]
+pub(crate) struct LazyBool {
+    op: LazyOp,
+    first: Arc<dyn PhysicalExpr>,
+    second: Arc<dyn PhysicalExpr>,
+}
+
+impl PartialEq for LazyBool {
+    fn eq(&self, other: &Self) -> bool {
+        self.op == other.op
+            && self.first.as_ref() == other.first.as_ref()
+            && self.second.as_ref() == other.second.as_ref()
+    }
+}
+
+impl Eq for LazyBool {}
+
+impl Hash for LazyBool {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.op.hash(state);
+        self.first.as_ref().hash(state);
+        self.second.as_ref().hash(state);
+    }
+}
+
+impl fmt::Display for LazyBool {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let op = match self.op {
+            LazyOp::And => "AND",
+            LazyOp::Or => "OR",
+        };
+        write!(f, "({} {op} {})", self.first, self.second)
+    }
+}
+
+impl PhysicalExpr for LazyBool {
+    fn data_type(&self, _input_schema: &Schema) -> Result<DataType> {
+        Ok(DataType::Boolean)
+    }
+
+    fn nullable(&self, input_schema: &Schema) -> Result<bool> {
+        Ok(self.first.nullable(input_schema)? || self.second.nullable(input_schema)?)
+    }
+
+    fn evaluate(&self, batch: &RecordBatch) -> Result<ColumnarValue> {
+        let n = batch.num_rows();
+        let first = self.first.evaluate(batch)?.into_array(n)?;
+        let first = as_boolean_array(&first)?;
+        // The value of `first` that decides the answer alone.
+        let decisive = self.op == LazyOp::Or;
+        let undecided = BooleanArray::new(
+            BooleanBuffer::collect_bool(n, |i| !(first.is_valid(i) && first.value(i) == decisive)),
+            None,
+        );
+        let pending = undecided.true_count();
+        if pending == 0 {
+            return Ok(ColumnarValue::Array(Arc::new(first.clone()) as ArrayRef));
+        }
+        let second = if pending == n {
+            self.second.evaluate(batch)?
+        } else {
+            // Rows outside the selection come back NULL, which the decided side absorbs.
+            self.second.evaluate_selection(batch, &undecided)?
+        };
+        let second = second.into_array(n)?;
+        let second = as_boolean_array(&second)?;
+        let out = match self.op {
+            LazyOp::And => and_kleene(first, second)?,
+            LazyOp::Or => or_kleene(first, second)?,
+        };
+        Ok(ColumnarValue::Array(Arc::new(out)))
+    }
+
+    fn children(&self) -> Vec<&Arc<dyn PhysicalExpr>> {
+        vec![&self.first, &self.second]
+    }
+
+    fn with_new_children(
+        self: Arc<Self>,
+        children: Vec<Arc<dyn PhysicalExpr>>,
+    ) -> Result<Arc<dyn PhysicalExpr>> {
+        let [first, second]: [Arc<dyn PhysicalExpr>; 2] = match children.try_into() {
+            Ok(c) => c,
+            Err(_) => return internal_err!("LazyBool takes two children"),
+        };
+        Ok(Arc::new(LazyBool {
+            op: self.op,
+            first,
+            second,
+        }))
+    }
+
+    fn fmt_sql(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(self, f)
+    }
 }

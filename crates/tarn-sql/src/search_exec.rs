@@ -308,7 +308,11 @@ impl ExtensionPlanner for SearchPlanner {
         let full = table.table_schema();
         let df_schema = DFSchema::try_from_qualified_schema(node.table.clone(), &full)?;
         let filter = match conjunction(node.filters.clone()) {
-            Some(e) => Some(session_state.create_physical_expr(e, &df_schema)?),
+            Some(e) => {
+                let e = session_state.create_physical_expr(e, &df_schema)?;
+                // Lazy AND/OR where a side can fail, as in every other filter (guard.rs).
+                Some(crate::guard::guard(&e, df_schema.as_arrow())?.unwrap_or(e))
+            }
             None => None,
         };
         let column = table.column_id(&node.column).ok_or_else(|| {

@@ -194,6 +194,31 @@ SELECT x FROM (SELECT id, 1 / d AS x FROM "ws"."z" WHERE d <> 0) s WHERE x > 0.2
 query
 SELECT a.id FROM "ws"."z" a JOIN "ws"."z" b ON a.id = b.id AND b.d <> 0 AND 1 / b.d > 0.2 ORDER BY a.id
 
+# The operation that can fail written first, an OR under an AND, an AND under an OR
+# and under IS TRUE, a cast of text guarded by a pattern: each evaluated only where
+# the other side leaves the answer open.
+query
+SELECT id FROM "ws"."z" WHERE 1 / d > 0.2 AND d <> 0 ORDER BY id
+
+query
+SELECT id FROM "ws"."z" WHERE n <> 0 AND (id IS NULL OR 10 / n > 2) ORDER BY id
+
+query
+SELECT id FROM "ws"."z" WHERE id IS NULL OR (n <> 0 AND 10 / n > 2) ORDER BY id
+
+query
+SELECT id FROM "ws"."z" WHERE (n <> 0 AND 10 / n > 2) IS TRUE ORDER BY id
+
+query
+SELECT id FROM "ws"."z" WHERE CASE WHEN d <> 0 THEN 1 / d > 0.2 ELSE false END ORDER BY id
+
+query
+SELECT s FROM (VALUES ('12'), ('abc'), ('7'), ('3')) AS v(s) WHERE s ~ '^[0-9]+$' AND s::int4 > 5 ORDER BY s
+
+# A volatile side is evaluated once per row: about half of 10000 rows pass.
+query
+SELECT count(*) BETWEEN 4000 AND 6000 FROM generate_series(1, 10000) AS g(x) WHERE random() < 0.5 AND x * 2 >= 0
+
 # An int8 sum whose partial sums leave int8's range while the total does not.
 statement ok
 CREATE TABLE "ws"."big" (id INT8, g INT4, v INT8) USING engine
