@@ -971,11 +971,13 @@ async fn body_limits_and_rate_limits_answer_413_and_429() {
 /// without reading the answer.
 fn send_and_vanish(addr: &str, request: &[u8], cut: Option<usize>) {
     let mut s = std::net::TcpStream::connect(addr).expect("connect");
-    match cut {
-        Some(n) => s.write_all(&request[..n]).expect("write"),
-        None => s.write_all(request).expect("write"),
+    // The server may close first (it answers an error before reading the whole body);
+    // the client is leaving anyway, and the checks are on what the table holds.
+    let _ = match cut {
+        Some(n) => s.write_all(&request[..n]),
+        None => s.write_all(request),
     }
-    s.flush().expect("flush");
+    .and_then(|()| s.flush());
 }
 
 fn raw_post(addr: &str, path: &str, key: &str, org: &str, body: &str) -> Vec<u8> {
@@ -1041,16 +1043,21 @@ async fn clients_that_vanish_mid_request_lose_nothing_acknowledged() {
             &batch(from, n),
         );
         let mut s = std::net::TcpStream::connect(server.addr()).expect("connect");
-        s.write_all(&req).expect("write");
+        if let Err(e) = s.write_all(&req) {
+            // Closed by the server before the whole body was sent: the batch did not run.
+            eprintln!("round {round}: write: {e}");
+        }
         std::thread::sleep(Duration::from_millis(wait_ms));
         drop(s);
         // Wait until the server is done with it (the batch's rows, if any, are all there
-        // or none are), then check the whole table.
-        let mut last = -1;
-        for _ in 0..200 {
+        // or none are): the count unchanged for a second, so that a batch still being
+        // read or queued on a loaded machine is not taken for one that never ran.
+        let (mut last, mut stable) = (-1, 0);
+        for _ in 0..600 {
             tokio::time::sleep(Duration::from_millis(100)).await;
             let c = acme.count("w", "t").await;
-            if c == last {
+            stable = if c == last { stable + 1 } else { 0 };
+            if stable == 10 {
                 break;
             }
             last = c;
