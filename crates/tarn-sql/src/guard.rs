@@ -230,6 +230,10 @@ const FAILING_FUNCTIONS: &[&str] = &[
 
 /// Whether evaluating `e` can fail on a row's values.
 fn fallible(e: &Arc<dyn PhysicalExpr>, schema: &Schema) -> bool {
+    // A lazy operator exists only over a side that can fail (no need to look inside).
+    if e.is::<LazyBool>() {
+        return true;
+    }
     let here = if let Some(f) = e.downcast_ref::<ScalarFunctionExpr>() {
         let name = f.name();
         name.starts_with("tarn_checked_")

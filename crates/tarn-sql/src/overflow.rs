@@ -401,6 +401,27 @@ enum Op {
     Div,
 }
 
+impl Op {
+    /// Arrow's checked kernel for the operation.
+    fn apply(self, a: &ArrayRef, b: &ArrayRef) -> Result<ArrayRef, ArrowError> {
+        match self {
+            Op::Add => numeric::add(a, b),
+            Op::Sub => numeric::sub(a, b),
+            Op::Mul => numeric::mul(a, b),
+            Op::Div => numeric::div(a, b),
+        }
+    }
+}
+
+/// `out` as the function's value: a scalar when every argument was one.
+fn columnar(out: ArrayRef, scalar: bool) -> DfResult<ColumnarValue> {
+    Ok(if scalar {
+        ColumnarValue::Scalar(ScalarValue::try_from_array(&out, 0)?)
+    } else {
+        ColumnarValue::Array(out)
+    })
+}
+
 /// Checked integer `+ - *` (and `-x` as `0 - x`).
 #[derive(Debug, PartialEq, Eq, Hash)]
 struct Checked {
@@ -486,22 +507,13 @@ impl ScalarUDFImpl for Checked {
             .all(|a| matches!(a, ColumnarValue::Scalar(_)));
         let arrays = ColumnarValue::values_to_arrays(&args.args)?;
         let (a, b) = (&arrays[0], &arrays[1]);
-        let out = match self.op {
-            Op::Add => numeric::add(a, b),
-            Op::Sub => numeric::sub(a, b),
-            Op::Mul => numeric::mul(a, b),
-            Op::Div => numeric::div(a, b),
-        }
-        .map_err(|e| match e {
+        let out = self.op.apply(a, b).map_err(|e| match e {
             ArrowError::ArithmeticOverflow(_) => {
                 DataFusionError::Execution(out_of_range(a.data_type()))
             }
             other => DataFusionError::ArrowError(Box::new(other), None),
         })?;
-        if scalar {
-            return Ok(ColumnarValue::Scalar(ScalarValue::try_from_array(&out, 0)?));
-        }
-        Ok(ColumnarValue::Array(out))
+        columnar(out, scalar)
     }
 }
 
@@ -587,26 +599,12 @@ impl ScalarUDFImpl for FloatChecked {
         if self.op == Op::Div && x.iter().zip(&y).any(|(x, y)| *y == 0.0 && !x.is_nan()) {
             return exec_err!("division by zero");
         }
+        let out = self.op.apply(a, b)?;
         // Overflow is checked in double precision only: DataFusion computes `real *
         // integer` in float4, which PostgreSQL does in float8.
         if a.data_type() != &DataType::Float64 {
-            let out = match self.op {
-                Op::Add => numeric::add(a, b),
-                Op::Sub => numeric::sub(a, b),
-                Op::Mul => numeric::mul(a, b),
-                Op::Div => numeric::div(a, b),
-            }?;
-            if scalar {
-                return Ok(ColumnarValue::Scalar(ScalarValue::try_from_array(&out, 0)?));
-            }
-            return Ok(ColumnarValue::Array(out));
+            return columnar(out, scalar);
         }
-        let out = match self.op {
-            Op::Add => numeric::add(a, b),
-            Op::Sub => numeric::sub(a, b),
-            Op::Mul => numeric::mul(a, b),
-            Op::Div => numeric::div(a, b),
-        }?;
         let z = as_f64(&out);
         for i in 0..z.len() {
             let (x, y, z) = (x[i], y[i], z[i]);
@@ -625,10 +623,7 @@ impl ScalarUDFImpl for FloatChecked {
                 return exec_err!("value out of range: underflow");
             }
         }
-        if scalar {
-            return Ok(ColumnarValue::Scalar(ScalarValue::try_from_array(&out, 0)?));
-        }
-        Ok(ColumnarValue::Array(out))
+        columnar(out, scalar)
     }
 }
 
@@ -693,6 +688,10 @@ impl ScalarUDFImpl for FloatIn {
         };
         let out = datafusion::arrow::compute::cast_with_options(input, &self.to, &options)?;
         let result = as_f64(&out);
+        // The source as text is needed only to tell `'Infinity'` from an overflow.
+        if !result.iter().any(|v| v.is_infinite()) {
+            return columnar(out, scalar);
+        }
         let source = datafusion::arrow::compute::cast(input, &DataType::Utf8)?;
         let source = source.as_string::<i32>();
         for (i, v) in result.iter().enumerate() {
@@ -709,10 +708,7 @@ impl ScalarUDFImpl for FloatIn {
             }
             return exec_err!("\"{text}\" is out of range for type {}", self.type_name());
         }
-        if scalar {
-            return Ok(ColumnarValue::Scalar(ScalarValue::try_from_array(&out, 0)?));
-        }
-        Ok(ColumnarValue::Array(out))
+        columnar(out, scalar)
     }
 }
 
