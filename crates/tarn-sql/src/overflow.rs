@@ -501,6 +501,9 @@ impl ScalarUDFImpl for Checked {
     }
 
     fn invoke_with_args(&self, args: ScalarFunctionArgs) -> DfResult<ColumnarValue> {
+        if let Some(null) = null_typed(&args)? {
+            return Ok(null);
+        }
         let scalar = args
             .args
             .iter()
@@ -532,6 +535,19 @@ impl FloatChecked {
             signature: Signature::any(2, Volatility::Immutable),
         }
     }
+}
+
+/// A NULL of the function's result type when an argument is of type `Null`: the
+/// functions here are strict (NULL in, NULL out), and DataFusion's optimizer
+/// evaluates predicates with `Null`-typed columns to learn whether they reject NULLs
+/// (`is_restrict_null_predicate`, found by the differential fuzzer: the kernels below
+/// would otherwise be handed a `Null` array where they expect numbers).
+pub(crate) fn null_typed(args: &ScalarFunctionArgs) -> DfResult<Option<ColumnarValue>> {
+    if args.args.iter().any(|a| a.data_type() == DataType::Null) {
+        let null = ScalarValue::try_from(args.return_field.data_type())?;
+        return Ok(Some(ColumnarValue::Scalar(null)));
+    }
+    Ok(None)
 }
 
 /// The values of a float array as f64 (NaN for NULL).
@@ -588,6 +604,9 @@ impl ScalarUDFImpl for FloatChecked {
     }
 
     fn invoke_with_args(&self, args: ScalarFunctionArgs) -> DfResult<ColumnarValue> {
+        if let Some(null) = null_typed(&args)? {
+            return Ok(null);
+        }
         let scalar = args
             .args
             .iter()
@@ -679,6 +698,9 @@ impl ScalarUDFImpl for FloatIn {
     }
 
     fn invoke_with_args(&self, args: ScalarFunctionArgs) -> DfResult<ColumnarValue> {
+        if let Some(null) = null_typed(&args)? {
+            return Ok(null);
+        }
         let scalar = matches!(args.args[0], ColumnarValue::Scalar(_));
         let arrays = ColumnarValue::values_to_arrays(&args.args)?;
         let input = &arrays[0];
@@ -752,6 +774,9 @@ impl ScalarUDFImpl for Logarithm {
     }
 
     fn invoke_with_args(&self, args: ScalarFunctionArgs) -> DfResult<ColumnarValue> {
+        if let Some(null) = null_typed(&args)? {
+            return Ok(null);
+        }
         for a in &args.args {
             let values = match a {
                 ColumnarValue::Scalar(s) => match s.cast_to(&DataType::Float64)? {

@@ -13,6 +13,8 @@ mod blobs;
 mod commit;
 mod database;
 mod error;
+#[doc(hidden)]
+pub mod fuzzing;
 mod index;
 mod keymap;
 mod keys;

@@ -69,34 +69,34 @@ pub struct KeySpec {
 }
 
 #[derive(Debug, Clone, Copy, Serialize, Deserialize)]
-struct Section {
-    offset: u64,
-    len: u64,
-    crc: u32,
+pub(crate) struct Section {
+    pub(crate) offset: u64,
+    pub(crate) len: u64,
+    pub(crate) crc: u32,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
-struct BlockMeta {
+pub(crate) struct BlockMeta {
     first_row_id: u64,
     last_row_id: u64,
     rows: u64,
-    crc: u32,
+    pub(crate) crc: u32,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
-struct Trailer {
+pub(crate) struct Trailer {
     format: u32,
     table: TableId,
     segment: SegmentId,
     rows: u64,
-    ipc_len: u64,
+    pub(crate) ipc_len: u64,
     /// The IPC file's magic and schema message, before the first block.
-    ipc_head: Section,
+    pub(crate) ipc_head: Section,
     /// The IPC file's end-of-stream marker, footer, footer length and magic.
-    ipc_footer: Section,
-    blocks: Vec<BlockMeta>,
-    stats: Option<Section>,
-    keys: Vec<(KeySpec, Section)>,
+    pub(crate) ipc_footer: Section,
+    pub(crate) blocks: Vec<BlockMeta>,
+    pub(crate) stats: Option<Section>,
+    pub(crate) keys: Vec<(KeySpec, Section)>,
 }
 
 /// A key section: a verified slice of the mapped file, or one built in memory.
