@@ -107,7 +107,7 @@ enum EditOp {
 /// Runs raw fuzzer bytes as an [`Input`].
 pub fn run_bytes(data: &[u8]) {
     if let Ok(input) = Input::arbitrary_take_rest(Unstructured::new(data)) {
-        run(&input);
+        crate::watched(|| run(&input));
     }
 }
 
@@ -277,6 +277,23 @@ fn apply(bytes: &mut Vec<u8>, edits: &[Edit]) {
     }
 }
 
+/// Recomputes the checksums of an index file: an HNSW graph's (body and footer, the
+/// footer being the last 64 bytes, magic `TARNHNSW`) or a text index's (the last four
+/// bytes, after magic `TARNTXT1`). The formats are in `tarn-vector/src/graph.rs` and
+/// `tarn-text/src/index.rs`.
+fn reseal_index(bytes: &mut [u8]) {
+    let len = bytes.len();
+    if len >= 64 && &bytes[len - 64..len - 56] == b"TARNHNSW" {
+        let body = crc32fast::hash(&bytes[..len - 64]);
+        bytes[len - 64 + 40..len - 64 + 44].copy_from_slice(&body.to_le_bytes());
+        let footer = crc32fast::hash(&bytes[len - 64..len - 4]);
+        bytes[len - 4..].copy_from_slice(&footer.to_le_bytes());
+    } else if len >= 12 && bytes.starts_with(b"TARNTXT1") {
+        let crc = crc32fast::hash(&bytes[..len - 4]);
+        bytes[len - 4..].copy_from_slice(&crc.to_le_bytes());
+    }
+}
+
 fn damaged_file(kind: FileKind, nth: u8, edits: &[Edit], reseal: bool) {
     let template = crate::sql_exec::template_dir();
     let dir = crate::fresh_dir("decoders");
@@ -297,7 +314,8 @@ fn damaged_file(kind: FileKind, nth: u8, edits: &[Edit], reseal: bool) {
             FileKind::Wal => tarn_storage::fuzzing::reseal_wal(&mut bytes),
             FileKind::Manifest => tarn_storage::fuzzing::reseal_manifest(&mut bytes),
             FileKind::Segment => bytes = tarn_storage::fuzzing::reseal_segment(&bytes),
-            FileKind::Index | FileKind::Other => {}
+            FileKind::Index => reseal_index(&mut bytes),
+            FileKind::Other => {}
         }
     }
     std::fs::write(path, &bytes).expect("write the damaged file");
@@ -306,13 +324,36 @@ fn damaged_file(kind: FileKind, nth: u8, edits: &[Edit], reseal: bool) {
             let opts = Options::new()
                 .background_maintenance(false)
                 .query_timeout(Duration::from_secs(2));
-            let Ok(tarn) = Tarn::open_with(&dir, opts).await else {
-                return;
+            let verbose = std::env::var_os("TARN_FUZZ_VERBOSE").is_some();
+            let tarn = match Tarn::open_with(&dir, opts).await {
+                Ok(t) => t,
+                Err(e) => {
+                    if verbose {
+                        eprintln!(
+                            "decoders: {} ({} bytes): open: {e}",
+                            path.display(),
+                            bytes.len()
+                        );
+                    }
+                    return;
+                }
             };
             if let Ok(s) = tarn.connect(crate::sql_exec::template_secret()).await {
                 let s = s.with_org("fuzz");
+                let mut failed = 0;
                 for sql in crate::sql_exec::PROBES {
-                    let _ = s.query("ws", sql, &[]).await;
+                    if let Err(e) = s.query("ws", sql, &[]).await {
+                        failed += 1;
+                        if verbose {
+                            eprintln!("decoders: {}: {sql}: {e}", path.display());
+                        }
+                    }
+                }
+                if verbose {
+                    eprintln!(
+                        "decoders: {}: opened, {failed} probes failed",
+                        path.display()
+                    );
                 }
             }
             let _ = tarn.close().await;

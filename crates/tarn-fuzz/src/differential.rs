@@ -39,7 +39,7 @@ use tarn::{ErrorKind, Session, Tarn};
 pub fn run_bytes(data: &[u8]) {
     let mut u = Unstructured::new(data);
     if let Ok(p) = Program::generate(&mut u) {
-        run(&p);
+        crate::watched(|| run(&p));
     }
 }
 
@@ -921,8 +921,8 @@ fn sqlite_run(conn: &rusqlite::Connection, sql: &str, query: bool) -> Outcome {
     }
 }
 
-async fn tarn_run(s: &Session, sql: &str, query: bool) -> Outcome {
-    match s.query("ws", sql, &[]).await {
+async fn tarn_run(s: &Session, ws: &str, sql: &str, query: bool) -> Outcome {
+    match s.query(ws, sql, &[]).await {
         Ok(r) if query => Outcome::Rows(
             r.rows
                 .unwrap_or_default()
@@ -950,17 +950,15 @@ async fn tarn_run(s: &Session, sql: &str, query: bool) -> Outcome {
 pub fn run(p: &Program) {
     let conn = rusqlite::Connection::open_in_memory().expect("SQLite in memory");
     crate::runtime().block_on(async {
-        let tarn = Tarn::in_memory().await.expect("Tarn in memory");
-        let user = tarn.create_user("d@example.com", "D").await.expect("user");
-        let key = tarn.create_api_key(&user.id, "d").await.expect("key");
-        let s = tarn.connect(&key.secret).await.expect("connect");
-        s.create_organization("d", "D").await.expect("org");
-        let s = s.with_org("d");
-        s.create_workspace("ws", "W").await.expect("workspace");
+        let s = session().await;
+        // A workspace per input (inputs may run at once, in the replay tests).
+        let ws = crate::next_workspace();
+        s.create_workspace(&ws, "W").await.expect("workspace");
         for (i, stmt) in p.stmts.iter().enumerate() {
             let query = matches!(stmt, Stmt::Select(_));
             let (ts, ls) = (stmt.sql(Dialect::Tarn), stmt.sql(Dialect::Sqlite));
-            let mut t = tarn_run(&s, &ts, query).await;
+            let ts = ts.replace("\"ws\".", &format!("\"{ws}\"."));
+            let mut t = tarn_run(s, &ws, &ts, query).await;
             let mut l = sqlite_run(&conn, &ls, query);
             let ordered = matches!(stmt, Stmt::Select(q) if q.ordered());
             if !ordered {
@@ -988,7 +986,24 @@ pub fn run(p: &Program) {
                 );
             }
         }
-        drop(s);
-        tarn.close().await.expect("close");
+        let _ = s.delete_workspace(&ws).await;
     });
+}
+
+/// One in-memory database per process (creating a user, key and organization for each
+/// input cost more than most programs).
+async fn session() -> &'static Session {
+    static S: tokio::sync::OnceCell<(Tarn, Session)> = tokio::sync::OnceCell::const_new();
+    let (_, s) = S
+        .get_or_init(|| async {
+            let tarn = Tarn::in_memory().await.expect("Tarn in memory");
+            let user = tarn.create_user("d@example.com", "D").await.expect("user");
+            let key = tarn.create_api_key(&user.id, "d").await.expect("key");
+            let s = tarn.connect(&key.secret).await.expect("connect");
+            s.create_organization("d", "D").await.expect("org");
+            let s = s.with_org("d");
+            (tarn, s)
+        })
+        .await;
+    s
 }

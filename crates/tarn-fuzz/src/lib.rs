@@ -13,12 +13,48 @@
 //! tests notice) and returns normally otherwise.
 
 use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Once, OnceLock};
 
 pub mod decoders;
 pub mod differential;
 pub mod sql_exec;
 pub mod vector_topk;
+
+/// Set by the panic hook when anything panics outside the third-party decoders that
+/// Tarn runs under `catch_unwind`: a panic inside a task that Tarn turned into an
+/// error is still a bug.
+static PANICKED: AtomicBool = AtomicBool::new(false);
+
+/// Runs one input of a target: installs the panic hook (once), and fails when a panic
+/// happened somewhere during the input even if it was caught and became an error.
+pub(crate) fn watched(run: impl FnOnce()) {
+    static HOOK: Once = Once::new();
+    HOOK.call_once(|| {
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            // Arrow's IPC reader may panic on hostile stored bytes; Tarn catches that
+            // and reports the file as corrupt, which is the expected outcome.
+            if tarn_storage::fuzzing::in_untrusted_decoder() {
+                return;
+            }
+            PANICKED.store(true, Ordering::SeqCst);
+            previous(info);
+        }));
+    });
+    PANICKED.store(false, Ordering::SeqCst);
+    run();
+    assert!(
+        !PANICKED.swap(false, Ordering::SeqCst),
+        "a panic inside Tarn was caught and turned into an error (see the panic above)"
+    );
+}
+
+/// A new workspace name, unique in this process.
+pub(crate) fn next_workspace() -> String {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    format!("w{}", NEXT.fetch_add(1, Ordering::Relaxed))
+}
 
 /// The runtime every target runs its async calls on (one per process).
 pub(crate) fn runtime() -> &'static tokio::runtime::Runtime {

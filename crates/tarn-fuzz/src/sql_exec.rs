@@ -254,7 +254,7 @@ pub fn run(data: &[u8]) {
     let template = template();
     let dir = crate::fresh_dir("sql_exec");
     crate::copy_dir(&template.dir, &dir);
-    crate::runtime().block_on(check(&dir, &template.secret, &statements));
+    crate::watched(|| crate::runtime().block_on(check(&dir, &template.secret, &statements)));
 }
 
 async fn open(dir: &Path, secret: &str) -> (Tarn, Session) {

@@ -118,7 +118,7 @@ impl Input {
 /// Runs raw fuzzer bytes as an [`Input`].
 pub fn run_bytes(data: &[u8]) {
     if let Ok(input) = Input::generate(&mut Unstructured::new(data)) {
-        run(&input);
+        crate::watched(|| run(&input));
     }
 }
 
@@ -156,25 +156,20 @@ pub fn run(input: &Input) {
     if rows.is_empty() || input.queries.is_empty() {
         return;
     }
-    let dir = crate::fresh_dir("vector_topk");
     crate::runtime().block_on(async {
-        let tarn = Tarn::open_with(&dir, Options::new().background_maintenance(false))
-            .await
-            .expect("open");
-        let user = tarn.create_user("f@example.com", "F").await.expect("user");
-        let key = tarn.create_api_key(&user.id, "f").await.expect("key");
-        let s = tarn.connect(&key.secret).await.expect("connect");
-        s.create_organization("f", "F").await.expect("org");
-        let s = s.with_org("f");
-        s.create_workspace("ws", "W").await.expect("workspace");
-        q(&s, r#"CREATE TABLE "ws"."v" (id INT8 PRIMARY KEY, cat INT4, e FLOAT4[]) USING engine"#, &[]).await;
+        let s = session().await;
+        // A workspace per input (inputs may run at once, in the replay tests).
+        let ws = crate::next_workspace();
+        s.create_workspace(&ws, "W").await.expect("workspace");
+        let s = &(s.clone(), ws.clone());
+        q(s, r#"CREATE TABLE "ws"."v" (id INT8 PRIMARY KEY, cat INT4, e FLOAT4[]) USING engine"#, &[]).await;
         if let Some(ix) = &input.index {
             let sql = format!(
                 r#"CREATE INDEX v_e ON "ws"."v" USING engine_index (e DESC) WITH (index_type = 'hnsw', m = {}, ef_search = {})"#,
                 ix.m % 15 + 2,
                 u32::from(ix.ef_search) + 1
             );
-            q(&s, &sql, &[]).await;
+            q(s, &sql, &[]).await;
         }
         let split = input.vacuum_after.map_or(rows.len(), |n| usize::from(n) % (rows.len() + 1));
         let insert = r#"INSERT INTO "ws"."v" VALUES ($1, $2, $3::float4[])"#;
@@ -187,45 +182,62 @@ pub fn run(input: &Input) {
             })
             .collect();
         if split > 0 {
-            s.query_batch("ws", insert, &params[..split]).await.expect("insert");
+            let insert = insert.replace("\"ws\".", &format!("\"{ws}\"."));
+            s.0.query_batch(&ws, &insert, &params[..split]).await.expect("insert");
             if input.vacuum_after.is_some() {
-                q(&s, r#"VACUUM "ws"."v""#, &[]).await;
+                q(s, r#"VACUUM "ws"."v""#, &[]).await;
             }
         }
         if split < rows.len() {
-            s.query_batch("ws", insert, &params[split..]).await.expect("insert");
+            let insert = insert.replace("\"ws\".", &format!("\"{ws}\"."));
+            s.0.query_batch(&ws, &insert, &params[split..]).await.expect("insert");
         }
         let mut live = vec![true; rows.len()];
         for d in &input.deletes {
             let id = usize::from(*d) % rows.len();
             live[id] = false;
-            q(&s, r#"DELETE FROM "ws"."v" WHERE id = $1"#, &[json!(id)]).await;
+            q(s, r#"DELETE FROM "ws"."v" WHERE id = $1"#, &[json!(id)]).await;
         }
         if input.vacuum_end {
-            q(&s, r#"VACUUM "ws"."v""#, &[]).await;
+            q(s, r#"VACUUM "ws"."v""#, &[]).await;
         }
         for query in input.queries.iter().take(8) {
-            check_query(&s, query, dim, rows, &live, input.index.is_none()).await;
+            check_query(s, query, dim, rows, &live, input.index.is_none()).await;
         }
-        drop(s);
-        tarn.close().await.expect("close");
+        let _ = s.0.delete_workspace(&ws).await;
     });
 }
 
-async fn q(s: &Session, sql: &str, params: &[Value]) -> tarn::QueryResult {
-    s.query("ws", sql, params)
+/// One on-disk database per process; each input gets a fresh workspace.
+async fn session() -> &'static Session {
+    static S: tokio::sync::OnceCell<(Tarn, Session)> = tokio::sync::OnceCell::const_new();
+    let (_, s) = S
+        .get_or_init(|| async {
+            let dir = crate::fresh_dir("vector_topk");
+            let tarn = Tarn::open_with(&dir, Options::new().background_maintenance(false))
+                .await
+                .expect("open");
+            let user = tarn.create_user("f@example.com", "F").await.expect("user");
+            let key = tarn.create_api_key(&user.id, "f").await.expect("key");
+            let s = tarn.connect(&key.secret).await.expect("connect");
+            s.create_organization("f", "F").await.expect("org");
+            (tarn, s.with_org("f"))
+        })
+        .await;
+    s
+}
+
+/// A session and the input's workspace.
+type Ws = (Session, String);
+
+async fn q(s: &Ws, sql: &str, params: &[Value]) -> tarn::QueryResult {
+    let sql = sql.replace("\"ws\".", &format!("\"{}\".", s.1));
+    s.0.query(&s.1, &sql, params)
         .await
         .unwrap_or_else(|e| panic!("{sql}: {e}"))
 }
 
-async fn check_query(
-    s: &Session,
-    query: &Query,
-    dim: usize,
-    rows: &[Row],
-    live: &[bool],
-    exact: bool,
-) {
+async fn check_query(s: &Ws, query: &Query, dim: usize, rows: &[Row], live: &[bool], exact: bool) {
     let k = usize::from(query.k % 40) + 1;
     let qv = vector(&query.v, dim);
     let filter = query.filter;

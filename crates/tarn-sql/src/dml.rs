@@ -314,7 +314,7 @@ impl Txn<'_> {
         def: &TableDef,
         targets: &mut Vec<usize>,
         named: bool,
-        q: Query,
+        mut q: Query,
     ) -> Result<(Vec<ArrayRef>, usize)> {
         let count_error = |given: usize, targets: &[usize]| {
             if given > targets.len() {
@@ -357,13 +357,43 @@ impl Txn<'_> {
                 return count_error(row.len(), targets);
             }
         }
+        // `DEFAULT` cells among expressions DataFusion must evaluate: planned as NULL,
+        // then replaced by the column's default (rows of column j in `defaults[j]`).
+        let mut defaults: Vec<Vec<usize>> = Vec::new();
+        if let SetExpr::Values(values) = q.body.as_mut() {
+            for (i, row) in values.rows.iter_mut().enumerate() {
+                for (j, cell) in row.iter_mut().enumerate() {
+                    if matches!(cell, Expr::Identifier(id)
+                        if id.quote_style.is_none() && id.value.eq_ignore_ascii_case("default"))
+                    {
+                        *cell = Expr::value(Value::Null);
+                        if defaults.len() <= j {
+                            defaults.resize(j + 1, Vec::new());
+                        }
+                        defaults[j].push(i);
+                    }
+                }
+            }
+        }
         let (_, schema, batches) = self.run_query(q, HashMap::new()).await?;
         Self::implicit_width(targets, named, schema.fields().len());
         if schema.fields().len() != targets.len() {
             return count_error(schema.fields().len(), targets);
         }
         let batch = concat_batches(&schema, &batches)?;
-        Ok((batch.columns().to_vec(), batch.num_rows()))
+        let mut columns = batch.columns().to_vec();
+        for (j, rows) in defaults.iter().enumerate() {
+            let (Some(&t), false) = (targets.get(j), rows.is_empty()) else {
+                continue;
+            };
+            let col = &def.columns[t];
+            let col_nullable = nullable(col);
+            let array = coerce_column(&columns[j], &col_nullable)?.array;
+            let d = self.default_array(def, col, rows.len()).await?;
+            let d = coerce_column(&d, &col_nullable)?.array;
+            columns[j] = splice(&array, rows, &d)?;
+        }
+        Ok((columns, batch.num_rows()))
     }
 
     /// The literal cells of one column as an array of the column's type, `DEFAULT`

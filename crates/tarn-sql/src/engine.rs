@@ -780,6 +780,7 @@ impl<'e> Txn<'e> {
         let state = &self.engine.base;
         let mut stmt = stmt;
         crate::names::alias_duplicates(&mut stmt, false);
+        crate::names::function_column_aliases(&mut stmt);
         crate::jsonb::rewrite_casts(&mut stmt);
         crate::types::timestamp_casts(&mut stmt);
         STATEMENT_VIEW

@@ -313,3 +313,37 @@ pub fn alias_duplicates(stmt: &mut datafusion::sql::sqlparser::ast::Statement, a
 
     let _ = stmt.visit(&mut Aliaser { next: 0, all });
 }
+
+/// Names the column of a set-returning function after its alias, as PostgreSQL does:
+/// `FROM generate_series(1, 3) x` has one column, `x` (DataFusion calls it `value`, so
+/// `SELECT x …` failed with `column "x" does not exist`; found by the `sql_exec` fuzz
+/// target). Only single-column functions, and only an alias without a column list.
+pub fn function_column_aliases(stmt: &mut datafusion::sql::sqlparser::ast::Statement) {
+    use datafusion::sql::sqlparser::ast::{TableAliasColumnDef, TableFactor, VisitMut, VisitorMut};
+    use std::ops::ControlFlow;
+
+    struct Namer;
+
+    impl VisitorMut for Namer {
+        type Break = ();
+        fn pre_visit_table_factor(&mut self, factor: &mut TableFactor) -> ControlFlow<()> {
+            if let TableFactor::Table {
+                name,
+                args: Some(_),
+                alias: Some(alias),
+                ..
+            } = factor
+                && alias.columns.is_empty()
+                && name.0.len() == 1
+                && name.0[0].as_ident().is_some_and(|f| {
+                    ["generate_series", "range"].contains(&f.value.to_ascii_lowercase().as_str())
+                })
+            {
+                alias.columns = vec![TableAliasColumnDef::from_name(alias.name.value.clone())];
+            }
+            ControlFlow::Continue(())
+        }
+    }
+
+    let _ = stmt.visit(&mut Namer);
+}

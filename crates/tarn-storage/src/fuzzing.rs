@@ -13,6 +13,12 @@ use datafusion::arrow::ipc::root_as_footer;
 use crate::segment::{Section, Trailer};
 use crate::{Error, Result};
 
+/// Whether this thread is inside a third-party decoder that Tarn runs under
+/// `catch_unwind` (a panic there is reported as corruption, not a bug).
+pub fn in_untrusted_decoder() -> bool {
+    crate::untrusted::in_decoder()
+}
+
 /// Decodes one WAL record body (the payload inside a commit group).
 pub fn decode_record(body: &[u8]) -> Result<Vec<crate::Op>> {
     crate::record::decode(body, Error::Internal)

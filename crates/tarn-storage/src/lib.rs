@@ -25,6 +25,7 @@ mod record;
 mod segment;
 mod staged;
 mod table;
+mod untrusted;
 mod wal;
 
 pub use backend::{

@@ -208,12 +208,16 @@ pub fn decode(body: &[u8], bad: impl Fn(String) -> Error) -> Result<Vec<Op>> {
             2 => {
                 let table = o.u64().ok_or_else(short)?;
                 let first_row_id = o.u64().ok_or_else(short)?;
-                let mut reader = StreamReader::try_new(Cursor::new(&bytes[16..]), None)
-                    .map_err(|e| bad(format!("insert batch: {e}")))?;
-                let batch = reader
-                    .next()
-                    .ok_or_else(|| bad("insert without a batch".into()))?
-                    .map_err(|e| bad(format!("insert batch: {e}")))?;
+                let batch = crate::untrusted::decode(|| {
+                    let mut reader = StreamReader::try_new(Cursor::new(&bytes[16..]), None)
+                        .map_err(|e| format!("insert batch: {e}"))?;
+                    reader
+                        .next()
+                        .ok_or_else(|| "insert without a batch".to_string())?
+                        .map_err(|e| format!("insert batch: {e}"))
+                })
+                .and_then(|r| r)
+                .map_err(&bad)?;
                 Op::Insert {
                     table,
                     first_row_id,

@@ -342,11 +342,14 @@ impl Segment {
         if crc32fast::hash(&bytes) != slot.crc {
             return Err(self.corrupt(format!("block {i} fails its checksum")));
         }
-        let batch = file
-            .decoder
-            .read_record_batch(block, &Buffer::from(bytes))
-            .map_err(|e| self.corrupt(format!("block {i}: {e}")))?
-            .ok_or_else(|| self.corrupt(format!("block {i} is empty")))?;
+        let batch = crate::untrusted::decode(|| {
+            file.decoder
+                .read_record_batch(block, &Buffer::from(bytes))
+                .map_err(|e| e.to_string())
+        })
+        .and_then(|r| r)
+        .map_err(|e| self.corrupt(format!("block {i}: {e}")))?
+        .ok_or_else(|| self.corrupt(format!("block {i} is empty")))?;
         let row_ids = batch
             .column(0)
             .as_any()
@@ -588,9 +591,8 @@ impl Segment {
             .ok_or_else(|| corrupt("footer out of range".into()))?;
         let footer = root_as_footer(&ipc[footer_start..ipc_len - 10])
             .map_err(|e| corrupt(format!("footer: {e}")))?;
-        let schema = footer
-            .schema()
-            .map(fb_to_schema)
+        let schema = crate::untrusted::decode(|| footer.schema().map(fb_to_schema))
+            .map_err(|e| corrupt(format!("footer: {e}")))?
             .ok_or_else(|| corrupt("footer has no schema".into()))?;
         let ipc_blocks: Vec<Block> = footer
             .recordBatches()
@@ -663,10 +665,14 @@ fn read_stats(file: &FileSource, sec: &Section) -> Result<Stats> {
     if crc32fast::hash(bytes) != sec.crc {
         return Err(Error::Internal("checksum mismatch".into()));
     }
-    let mut reader = StreamReader::try_new(std::io::Cursor::new(bytes), None)?;
-    let batch = reader
-        .next()
-        .ok_or_else(|| Error::Internal("no batch".into()))??;
+    let batch = crate::untrusted::decode(|| {
+        let mut reader = StreamReader::try_new(std::io::Cursor::new(bytes), None)?;
+        reader
+            .next()
+            .ok_or_else(|| Error::Internal("no batch".into()))?
+            .map_err(Error::from)
+    })
+    .map_err(Error::Internal)??;
     let mut stats = Stats::new();
     for (field, col) in batch.schema().fields().iter().zip(batch.columns()) {
         let Some(id) = field.name().strip_prefix('c').and_then(|s| s.parse().ok()) else {
