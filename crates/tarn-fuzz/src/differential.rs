@@ -23,12 +23,19 @@
 //!   `UNION [ALL]`, `EXCEPT`, `INTERSECT`, and `ORDER BY` every output column with
 //!   `NULLS FIRST|LAST` spelled out (the engines' defaults differ) with `LIMIT`/`OFFSET`.
 //!
+//! - **Compaction.** `VACUUM` on Tarn (`VACUUM` on SQLite too, where it changes nothing)
+//!   seals a table into segments, so answers are compared across the memtable, segments,
+//!   statistics and deletion bitmaps.
+//!
 //! **Comparison.** A statement must succeed on both engines or fail on both (Tarn's
 //! failure must then be a 400/404/409; a 500 is always a bug). Writes must report the
 //! same number of rows. Query results are compared as multisets of rows, or as
 //! sequences when the query orders every output column. Values are normalized: NULL;
-//! numbers (Tarn's booleans as 0/1, integers and floats alike) printed to 12
-//! significant digits, with -0 as 0; text as it is.
+//! numbers (Tarn's booleans as 0/1, integers and floats alike) equal within a relative
+//! 1e-9 (SQLite's `sum` compensates rounding, DataFusion's does not), sorted by 9
+//! significant digits with -0 as 0; text as it is. A program stops once a numeric
+//! column holds a value beyond 10^6: past that, SQLite turns an int8 overflow into a
+//! float and a float overflow into infinity where Tarn fails, as PostgreSQL does.
 
 use arbitrary::Unstructured;
 use rusqlite::types::ValueRef;
@@ -268,6 +275,8 @@ impl Query {
 #[allow(clippy::large_enum_variant)] // a test generator: clarity over size
 enum Stmt {
     Create(Table),
+    /// Tarn only; it must succeed.
+    Vacuum(Table),
     Write(String, String),
     Select(Query),
 }
@@ -299,6 +308,10 @@ impl Stmt {
                 Dialect::Sqlite => sqlite.clone(),
             },
             Stmt::Select(q) => q.render(d),
+            Stmt::Vacuum(t) => match d {
+                Dialect::Tarn => format!("VACUUM {}", t.sql_name(d)),
+                Dialect::Sqlite => String::new(),
+            },
         }
     }
 }
@@ -348,10 +361,16 @@ impl Program {
             if g.u.is_empty() {
                 break;
             }
-            let stmt = match g.u.int_in_range(0..=9)? {
+            let stmt = match g.u.int_in_range(0..=10)? {
                 0..=2 => g.insert()?,
                 3 => g.update()?,
                 4 => g.delete()?,
+                10 => {
+                    // Compaction into segments (statistics, pruning, deletion bitmaps)
+                    // must not change any answer; nothing to do in SQLite.
+                    let t = g.table()?;
+                    Stmt::Vacuum(t)
+                }
                 _ => Stmt::Select(g.query(0)?),
             };
             stmts.push(stmt);
@@ -446,7 +465,8 @@ impl Gen<'_, '_> {
         }
         let col = self.u.int_in_range(first..=t.cols.len() - 1)?;
         let scope = Self::scope(&t, &t.name);
-        let value = self.expr(&scope, t.cols[col], 1, false, false)?;
+        // No products in SET: a column squared by every UPDATE overflows.
+        let value = self.expr(&scope, t.cols[col], 1, false, true)?;
         let filter = self.opt_pred(&scope)?;
         let mk = |d: Dialect| {
             format!(
@@ -543,7 +563,11 @@ impl Gen<'_, '_> {
                     };
                     let (op, rhs) = match ty {
                         Ty::Int => (*self.u.choose(&["/", "%"])?, Expr::Int(divisor)),
-                        _ => ("/", Expr::Float(divisor as f64 / 2.0)),
+                        // Powers of two keep floats exact (dyadic).
+                        _ => (
+                            "/",
+                            Expr::Float(*self.u.choose(&[0.5, 2.0, 4.0, -0.25, -2.0])?),
+                        ),
                     };
                     Expr::Bin(b(self.expr(scope, ty, d, subq, mul)?), op, b(rhs))
                 }
@@ -864,36 +888,65 @@ impl Gen<'_, '_> {
     }
 }
 
-/// A normalized value.
-fn norm_json(v: &Value) -> String {
-    match v {
-        Value::Null => "NULL".into(),
-        Value::Bool(b) => norm_num(if *b { 1.0 } else { 0.0 }),
-        Value::Number(n) => norm_num(n.as_f64().unwrap_or(f64::NAN)),
-        Value::String(s) => format!("'{s}'"),
-        other => format!("?{other}"),
+/// A value as compared: Tarn's booleans count as 0/1 numbers, integers and floats alike.
+#[derive(Debug, Clone)]
+enum Val {
+    Null,
+    Num(f64),
+    Text(String),
+    Other(String),
+}
+
+impl Val {
+    fn from_json(v: &Value) -> Val {
+        match v {
+            Value::Null => Val::Null,
+            Value::Bool(b) => Val::Num(if *b { 1.0 } else { 0.0 }),
+            Value::Number(n) => Val::Num(n.as_f64().unwrap_or(f64::NAN)),
+            Value::String(s) => Val::Text(s.clone()),
+            other => Val::Other(other.to_string()),
+        }
     }
-}
 
-fn norm_num(f: f64) -> String {
-    let f = if f == 0.0 { 0.0 } else { f };
-    format!("{f:.11e}")
-}
+    fn from_sqlite(v: ValueRef<'_>) -> Val {
+        match v {
+            ValueRef::Null => Val::Null,
+            ValueRef::Integer(i) => Val::Num(i as f64),
+            ValueRef::Real(f) => Val::Num(f),
+            ValueRef::Text(t) => Val::Text(String::from_utf8_lossy(t).into_owned()),
+            ValueRef::Blob(b) => Val::Other(format!("{b:?}")),
+        }
+    }
 
-fn norm_sqlite(v: ValueRef<'_>) -> String {
-    match v {
-        ValueRef::Null => "NULL".into(),
-        ValueRef::Integer(i) => norm_num(i as f64),
-        ValueRef::Real(f) => norm_num(f),
-        ValueRef::Text(t) => format!("'{}'", String::from_utf8_lossy(t)),
-        ValueRef::Blob(b) => format!("?blob{b:?}"),
+    /// The sort key of multiset comparison: numbers to 9 significant digits, -0 as 0.
+    fn key(&self) -> String {
+        match self {
+            Val::Null => "N".into(),
+            Val::Num(f) => format!("#{:.8e}", if *f == 0.0 { 0.0 } else { *f }),
+            Val::Text(s) => format!("'{s}"),
+            Val::Other(s) => format!("?{s}"),
+        }
+    }
+
+    /// Equality: numbers within a relative 1e-9 (the engines sum floats in different
+    /// orders, and SQLite's `sum` compensates its rounding).
+    fn same(&self, other: &Val) -> bool {
+        match (self, other) {
+            (Val::Null, Val::Null) => true,
+            (Val::Num(a), Val::Num(b)) => {
+                a == b || (a - b).abs() <= 1e-9 * a.abs().max(b.abs()).max(1.0)
+            }
+            (Val::Text(a), Val::Text(b)) | (Val::Other(a), Val::Other(b)) => a == b,
+            _ => false,
+        }
     }
 }
 
 /// What one engine made of a statement.
-#[derive(Debug, PartialEq)]
+#[derive(Debug)]
+#[allow(dead_code)] // the error text is shown in disagreement reports (Debug)
 enum Outcome {
-    Rows(Vec<Vec<String>>),
+    Rows(Vec<Vec<Val>>),
     Changed(u64),
     Failed(String),
 }
@@ -912,8 +965,8 @@ fn sqlite_run(conn: &rusqlite::Connection, sql: &str, query: bool) -> Outcome {
     let n = stmt.column_count();
     let rows = stmt.query_map([], |row| {
         (0..n)
-            .map(|i| row.get_ref(i).map(norm_sqlite))
-            .collect::<rusqlite::Result<Vec<String>>>()
+            .map(|i| row.get_ref(i).map(Val::from_sqlite))
+            .collect::<rusqlite::Result<Vec<Val>>>()
     });
     match rows.and_then(|r| r.collect::<rusqlite::Result<Vec<_>>>()) {
         Ok(rows) => Outcome::Rows(rows),
@@ -927,7 +980,7 @@ async fn tarn_run(s: &Session, ws: &str, sql: &str, query: bool) -> Outcome {
             r.rows
                 .unwrap_or_default()
                 .iter()
-                .map(|row| row.iter().map(norm_json).collect())
+                .map(|row| row.iter().map(Val::from_json).collect())
                 .collect(),
         ),
         Ok(r) => Outcome::Changed(r.rows_affected),
@@ -958,13 +1011,19 @@ pub fn run(p: &Program) {
             let query = matches!(stmt, Stmt::Select(_));
             let (ts, ls) = (stmt.sql(Dialect::Tarn), stmt.sql(Dialect::Sqlite));
             let ts = ts.replace("\"ws\".", &format!("\"{ws}\"."));
+            if matches!(stmt, Stmt::Vacuum(_)) {
+                if let Err(e) = s.query(&ws, &ts, &[]).await {
+                    panic!("{ts} failed: {e}");
+                }
+                continue;
+            }
             let mut t = tarn_run(s, &ws, &ts, query).await;
             let mut l = sqlite_run(&conn, &ls, query);
             let ordered = matches!(stmt, Stmt::Select(q) if q.ordered());
             if !ordered {
                 for o in [&mut t, &mut l] {
                     if let Outcome::Rows(rows) = o {
-                        rows.sort();
+                        rows.sort_by_cached_key(|r| r.iter().map(Val::key).collect::<Vec<_>>());
                     }
                 }
             }
@@ -973,7 +1032,14 @@ pub fn run(p: &Program) {
             }
             let agree = match (&t, &l) {
                 (Outcome::Failed(_), Outcome::Failed(_)) => true,
-                (a, b) => a == b,
+                (Outcome::Changed(a), Outcome::Changed(b)) => a == b,
+                (Outcome::Rows(a), Outcome::Rows(b)) => {
+                    a.len() == b.len()
+                        && a.iter().zip(b).all(|(x, y)| {
+                            x.len() == y.len() && x.iter().zip(y).all(|(u, v)| u.same(v))
+                        })
+                }
+                _ => false,
             };
             if !agree {
                 let history: Vec<String> = p.stmts[..=i]
@@ -985,9 +1051,33 @@ pub fn run(p: &Program) {
                     history.join("\n")
                 );
             }
+            if !query && too_big(&conn, &p.stmts) {
+                // Values grew past what the generator's bounds assume (UPDATEs can
+                // double a column each time): SQLite would turn an int8 overflow into a
+                // float and float overflow into infinity where Tarn fails.
+                break;
+            }
         }
         let _ = s.delete_workspace(&ws).await;
     });
+}
+
+/// Whether a numeric column of the program's tables holds a value beyond 10^6 (in
+/// magnitude), past which products of two expressions could overflow int8.
+fn too_big(conn: &rusqlite::Connection, stmts: &[Stmt]) -> bool {
+    stmts.iter().any(|s| match s {
+        Stmt::Create(t) => t.cols.iter().enumerate().any(|(i, ty)| {
+            *ty != Ty::Text
+                && conn
+                    .query_row(&format!("SELECT max(abs(c{i})) FROM {}", t.name), [], |r| {
+                        r.get::<_, Option<f64>>(0)
+                    })
+                    .ok()
+                    .flatten()
+                    .is_some_and(|m| m > 1e6)
+        }),
+        _ => false,
+    })
 }
 
 /// One in-memory database per process (creating a user, key and organization for each

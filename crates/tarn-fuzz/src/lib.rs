@@ -29,6 +29,10 @@ static PANICKED: AtomicBool = AtomicBool::new(false);
 /// Runs one input of a target: installs the panic hook (once), and fails when a panic
 /// happened somewhere during the input even if it was caught and became an error.
 pub(crate) fn watched(run: impl FnOnce()) {
+    // One input at a time per process: the panic flag and the scratch directories are
+    // shared (the replay tests run on several threads).
+    static ONE: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _one = ONE.lock().unwrap_or_else(|e| e.into_inner());
     static HOOK: Once = Once::new();
     HOOK.call_once(|| {
         let previous = std::panic::take_hook();
@@ -79,9 +83,24 @@ pub(crate) fn scratch_root() -> &'static Path {
         } else {
             std::env::temp_dir()
         };
+        // Statics are never dropped, so a process's directory outlives it: remove
+        // those of processes that are gone.
+        if let Ok(entries) = std::fs::read_dir(&base) {
+            for e in entries.flatten() {
+                let name = e.file_name().to_string_lossy().into_owned();
+                if let Some(pid) = name
+                    .strip_prefix("tarn-fuzz-")
+                    .and_then(|r| r.split('-').next())
+                    && pid.parse::<u32>().is_ok()
+                    && !Path::new("/proc").join(pid).exists()
+                {
+                    let _ = std::fs::remove_dir_all(e.path());
+                }
+            }
+        }
         tempfile::Builder::new()
-            .prefix("tarn-fuzz-")
-            .tempdir_in(base)
+            .prefix(&format!("tarn-fuzz-{}-", std::process::id()))
+            .tempdir_in(&base)
             .or_else(|_| tempfile::tempdir())
             .expect("a scratch directory")
     })
@@ -135,6 +154,20 @@ mod replay {
     //! Every committed corpus input, replayed on stable: a crash the fuzzers found
     //! stays fixed.
 
+    /// Runs one input on a thread of its own, so that a hang (a statement that never
+    /// yields to the runtime's timer) fails the test after two minutes instead of
+    /// stalling `cargo test`.
+    fn with_watchdog(name: &str, bytes: Vec<u8>, run: fn(&[u8])) -> std::thread::Result<()> {
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = tx.send(std::panic::catch_unwind(|| run(&bytes)));
+        });
+        match rx.recv_timeout(std::time::Duration::from_secs(120)) {
+            Ok(result) => result,
+            Err(_) => panic!("input {name} still running after 120 s: a hang"),
+        }
+    }
+
     fn replay(target: &str, run: fn(&[u8])) {
         let inputs = super::corpus(target);
         assert!(
@@ -142,7 +175,7 @@ mod replay {
             "no corpus for {target} under fuzz/corpus/{target}"
         );
         for (name, bytes) in &inputs {
-            let result = std::panic::catch_unwind(|| run(bytes));
+            let result = with_watchdog(name, bytes.clone(), run);
             if let Err(e) = result {
                 let msg = e
                     .downcast_ref::<String>()
@@ -210,7 +243,7 @@ mod replay {
                 };
                 let len = 32 + (next() % 2048) as usize;
                 let bytes: Vec<u8> = (0..len).map(|_| next() as u8).collect();
-                if let Err(e) = std::panic::catch_unwind(|| run(&bytes)) {
+                if let Err(e) = with_watchdog("random", bytes.clone(), run) {
                     let msg = e
                         .downcast_ref::<String>()
                         .cloned()

@@ -360,12 +360,18 @@ impl Txn<'_> {
         // `DEFAULT` cells among expressions DataFusion must evaluate: planned as NULL,
         // then replaced by the column's default (rows of column j in `defaults[j]`).
         let mut defaults: Vec<Vec<usize>> = Vec::new();
+        // Rows are matched to their DEFAULT cells by position, which ORDER BY, LIMIT
+        // and OFFSET would change; PostgreSQL refuses DEFAULT there too.
+        let reordered = q.order_by.is_some() || q.limit_clause.is_some() || q.fetch.is_some();
         if let SetExpr::Values(values) = q.body.as_mut() {
             for (i, row) in values.rows.iter_mut().enumerate() {
                 for (j, cell) in row.iter_mut().enumerate() {
                     if matches!(cell, Expr::Identifier(id)
                         if id.quote_style.is_none() && id.value.eq_ignore_ascii_case("default"))
                     {
+                        if reordered {
+                            return bad("DEFAULT is not allowed in this context");
+                        }
                         *cell = Expr::value(Value::Null);
                         if defaults.len() <= j {
                             defaults.resize(j + 1, Vec::new());
@@ -1043,7 +1049,10 @@ pub(crate) fn nullable(col: &ColumnDef) -> ColumnDef {
 fn splice(base: &ArrayRef, positions: &[usize], with: &ArrayRef) -> Result<ArrayRef> {
     let mut sources: Vec<(usize, usize)> = (0..base.len()).map(|i| (0, i)).collect();
     for (k, &p) in positions.iter().enumerate() {
-        sources[p] = (1, k);
+        let slot = sources
+            .get_mut(p)
+            .ok_or_else(|| Error::Internal(format!("DEFAULT cell {p} of {} rows", base.len())))?;
+        *slot = (1, k);
     }
     Ok(datafusion::arrow::compute::interleave(
         &[base.as_ref(), with.as_ref()],
