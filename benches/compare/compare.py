@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Tarn vs DuckDB vs SQLite on one machine, in one run.
+"""Tarn vs DuckDB vs SQLite (and PostgreSQL) on one machine, in one run.
 
 Writes one deterministic input (``data.tsv``: id int8 primary key, body text ~50 B,
 x float8, meta small JSON; ``keys.txt``: lookup keys), builds and runs the Rust binary
@@ -10,13 +10,20 @@ Workloads:
   1. bulk insert into a fresh on-disk database (several paths, see the table);
   2. ``SELECT id % 100 AS g, count(*), avg(x) FROM t GROUP BY g``: best of 5 after
      one warm-up;
-  3. ``SELECT * FROM t WHERE id = ?``: p50 over the lookup keys (10,000 by default).
+  3. ``SELECT * FROM t WHERE id = ?``: p50 over the lookup keys (10,000 by default);
+  4. with ``--durable-inserts N``: N single-row INSERTs into a fresh table, each its
+     own committed and fsynced statement (Tarn SyncMode::Full, SQLite WAL with
+     synchronous=FULL, DuckDB's default, PostgreSQL synchronous_commit=on, fsync=on).
+
+With ``--pg-host DIR`` (the Unix socket directory of a running PostgreSQL server, user
+``postgres``; ``run.py`` starts one) PostgreSQL runs the same workloads through
+psycopg: ``COPY t FROM STDIN`` of the TSV for the bulk load.
 
 Usage (from the repository root):
   python3 benches/compare/compare.py [--rows 1000000] [--data DIR] [--lookups 10000]
 
 Needs ``pip install duckdb`` (``pyarrow`` optional: DuckDB's insert from an in-memory
-Arrow table). CARGO_TARGET_DIR is honoured for the build.
+Arrow table; ``psycopg`` for --pg-host). CARGO_TARGET_DIR is honoured for the build.
 """
 
 from __future__ import annotations
@@ -40,6 +47,7 @@ WORDS = [
 TAGS = ["red", "green", "blue", "cyan", "magenta", "yellow", "black", "white"]
 SCAN = "SELECT id % 100 AS g, count(*), avg(x) FROM t GROUP BY g"
 LOOKUP = "SELECT * FROM t WHERE id = ?"
+INSERT_ONE = "INSERT INTO t VALUES (?, ?, ?, ?)"
 # The Arrow bulk paths (Tarn insert_arrow, DuckDB INSERT…SELECT arrow) are timed this
 # many times each and the best kept (tarn-compare's ARROW_RUNS is the same).
 ARROW_RUNS = 3
@@ -153,6 +161,20 @@ def scan_and_lookups(run_query, keys: list[int]) -> dict:
     }
 
 
+def durable_inserts(execute, rows: list[tuple]) -> dict:
+    """Times one autocommitted single-row INSERT per row (each commit made durable)."""
+    lat = []
+    start = time.perf_counter()
+    for r in rows:
+        t = time.perf_counter()
+        execute(r)
+        lat.append(time.perf_counter() - t)
+    secs = time.perf_counter() - start
+    lat.sort()
+    return {"durable_inserts": len(rows), "durable_insert_s": secs,
+            "durable_insert_p50_s": quantile(lat, 0.5) if lat else None}
+
+
 # ------------------------------------------------------------------------- engines
 
 
@@ -185,7 +207,7 @@ def run_tarn(exe: Path, data: Path, rows: int, lookups: int, extra: list[str]) -
 
 
 def run_duckdb(data: Path, rows: list[tuple], stmts: list[str] | None, keys: list[int],
-               batch_sample: int | None = None) -> dict:
+               batch_sample: int | None = None, durable: int = 0) -> dict:
     import duckdb
 
     ddl = "CREATE TABLE t (id BIGINT PRIMARY KEY, body VARCHAR, x DOUBLE, meta JSON)"
@@ -262,6 +284,13 @@ def run_duckdb(data: Path, rows: list[tuple], stmts: list[str] | None, keys: lis
         log(f"duckdb: executemany 10k {res['batch_10k_s']:.2f} s "
             f"({len(sample)} rows timed, scaled to {len(rows)})")
 
+    # (1e) single-row INSERTs, autocommit: DuckDB writes and syncs its WAL per commit.
+    if durable:
+        con = fresh()
+        res.update(durable_inserts(lambda r: con.execute(INSERT_ONE, r), rows[:durable]))
+        con.close()
+        log(f"duckdb: {durable} single-row inserts {res['durable_insert_s']:.2f} s")
+
     # (1a) the fastest idiomatic bulk path: INSERT … SELECT from read_csv (includes
     # parsing the TSV, in parallel), then CHECKPOINT so the data sits in the db file.
     # Done last: the queries below run on this database.
@@ -293,7 +322,8 @@ def run_duckdb(data: Path, rows: list[tuple], stmts: list[str] | None, keys: lis
     return res
 
 
-def run_sqlite(data: Path, rows: list[tuple], stmts: list[str] | None, keys: list[int]) -> dict:
+def run_sqlite(data: Path, rows: list[tuple], stmts: list[str] | None, keys: list[int],
+               durable: int = 0) -> dict:
     db = data / "sqlite.db"
     res: dict = {"engine": "sqlite", "version": sqlite3.sqlite_version}
 
@@ -347,9 +377,82 @@ def run_sqlite(data: Path, rows: list[tuple], stmts: list[str] | None, keys: lis
         res["values_1000_s"] = time.perf_counter() - t
         con.close()
         log(f"sqlite: values_1000 {res['values_1000_s']:.2f} s")
+
+    # (1e) single-row INSERTs, autocommit, synchronous=FULL (WAL fsynced per commit).
+    if durable:
+        con = fresh()
+        con.execute("PRAGMA synchronous=FULL")
+        res.update(durable_inserts(lambda r: con.execute(INSERT_ONE, r), rows[:durable]))
+        con.close()
+        log(f"sqlite: {durable} single-row inserts (synchronous=FULL) "
+            f"{res['durable_insert_s']:.2f} s")
     remove(db, Path(str(db) + "-wal"), Path(str(db) + "-shm"))
     res["durability"] = ("journal_mode=WAL, synchronous=NORMAL (no fsync per commit, "
                          "WAL synced at checkpoints)")
+    return res
+
+
+def run_postgres(data: Path, rows: list[tuple], keys: list[int], host: str,
+                 durable: int = 0) -> dict:
+    """PostgreSQL through psycopg 3 on a Unix socket: COPY, scan, lookups, durable
+    single-row inserts. The server's settings are recorded as they are."""
+    import psycopg
+
+    con = psycopg.connect(f"host={host} user=postgres dbname=postgres", autocommit=True)
+    res: dict = {"engine": "postgresql", "psycopg": psycopg.__version__}
+    res["version"] = con.execute("SHOW server_version").fetchone()[0]
+    res["settings"] = {k: con.execute(f"SHOW {k}").fetchone()[0] for k in (
+        "fsync", "synchronous_commit", "wal_sync_method", "full_page_writes",
+        "shared_buffers", "max_parallel_workers_per_gather", "jit")}
+    ddl = ("CREATE TABLE t (id BIGINT PRIMARY KEY, body TEXT, x DOUBLE PRECISION, "
+           "meta JSONB)")
+
+    def fresh():
+        con.execute("DROP TABLE IF EXISTS t")
+        con.execute(ddl)
+
+    # (1a) COPY FROM STDIN of the TSV file as it is (text format: tab-separated, no
+    # quoting, like the file), one statement = one transaction, committed (fsync).
+    runs = []
+    for _ in range(ARROW_RUNS):
+        fresh()
+        t = time.perf_counter()
+        with con.cursor() as cur, cur.copy("COPY t FROM STDIN") as cp, \
+                open(data / "data.tsv", "rb") as f:
+            f.readline()  # header
+            while chunk := f.read(1 << 20):
+                cp.write(chunk)
+        runs.append(time.perf_counter() - t)
+    res["copy_s"] = min(runs)
+    res["copy_runs_s"] = runs
+    log(f"postgresql: COPY best {res['copy_s']:.2f} s of " + ", ".join(f"{r:.2f}" for r in runs))
+    # What any PostgreSQL user does after a bulk load (untimed): statistics and the
+    # visibility map / hint bits, so the scans below do not pay for the load.
+    t = time.perf_counter()
+    con.execute("VACUUM (ANALYZE) t")
+    res["vacuum_analyze_s"] = time.perf_counter() - t
+    res["disk_bytes"] = con.execute("SELECT pg_total_relation_size('t')").fetchone()[0]
+
+    def q(sql, params):
+        sql = sql.replace("?", "%s")
+        return con.execute(sql, params).fetchall() if params else con.execute(sql).fetchall()
+
+    res.update(scan_and_lookups(q, keys))
+    log(f"postgresql: scan best {res['scan_best_s']:.4f} s, lookup p50 "
+        f"{res['lookup_p50_s'] * 1e6:.1f} µs")
+
+    # (1e) single-row INSERTs, autocommit: each commit waits for its WAL fsync. A
+    # CHECKPOINT first (untimed), so that writing out the bulk load does not compete.
+    if durable:
+        fresh()
+        con.execute("CHECKPOINT")
+        ins = INSERT_ONE.replace("?", "%s")
+        res.update(durable_inserts(lambda r: con.execute(ins, r), rows[:durable]))
+        log(f"postgresql: {durable} single-row inserts {res['durable_insert_s']:.2f} s")
+    con.execute("DROP TABLE IF EXISTS t")
+    con.close()
+    res["durability"] = (f"fsync={res['settings']['fsync']}, synchronous_commit="
+                         f"{res['settings']['synchronous_commit']} (WAL fsynced per commit)")
     return res
 
 
@@ -461,6 +564,31 @@ def report(t: dict, d: dict, s: dict, parse_s: float) -> str:
     return "\n".join(out)
 
 
+def postgres_report(t: dict, p: dict) -> str:
+    same = (p["scan_check"][0] == t["scan_check"][0]
+            and abs(p["scan_check"][1] - t["scan_check"][1]) <= 1e-6 * abs(t["scan_check"][1]))
+    return "\n".join([
+        "",
+        f"PostgreSQL {p['version']} ({p['durability']}; settings {p['settings']})",
+        f"  COPY FROM STDIN (best of {ARROW_RUNS}) {fmt_secs(p['copy_s'])} vs Tarn parse+insert_arrow "
+        f"{fmt_secs(t['parse_s'] + t['insert_arrow_s'])}: ratio {ratio(p['copy_s'], t['parse_s'] + t['insert_arrow_s'])}",
+        f"  scan+aggregate {fmt_secs(p['scan_best_s'])} (ratio {ratio(p['scan_best_s'], t['scan_best_s'])}), "
+        f"pk lookup p50 {fmt_secs(p['lookup_p50_s'])} (ratio {ratio(p['lookup_p50_s'], t['lookup_p50_s'])})",
+        f"  scan result check against Tarn: {'identical' if same else 'MISMATCH'} {p['scan_check']}",
+    ])
+
+
+def durable_report(t: dict, d: dict, s: dict, p: dict | None) -> str:
+    out = ["", "single-row durable INSERTs (one statement and commit each, fsynced)"]
+    for name, e in (("Tarn SyncMode::Full", t), ("DuckDB default", d),
+                    ("SQLite WAL synchronous=FULL", s), ("PostgreSQL", p)):
+        if e and e.get("durable_insert_s"):
+            n = e["durable_inserts"]
+            out.append(f"  {name}: {n} in {fmt_secs(e['durable_insert_s'])} = "
+                       f"{n / e['durable_insert_s']:.0f}/s, p50 {fmt_secs(e['durable_insert_p50_s'])}")
+    return "\n".join(out)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--rows", type=int, default=1_000_000)
@@ -475,6 +603,10 @@ def main() -> None:
     ap.add_argument("--duckdb-batch-sample", type=int,
                     help="time DuckDB's executemany on this many rows and scale to --rows")
     ap.add_argument("--tarn-bin", type=Path, help="use this tarn-compare, do not build")
+    ap.add_argument("--durable-inserts", type=int, default=0,
+                    help="also time this many single-row durable INSERTs per engine")
+    ap.add_argument("--pg-host", help="Unix socket directory of a running PostgreSQL "
+                    "server (user postgres): run PostgreSQL too")
     args = ap.parse_args()
 
     args.data.mkdir(parents=True, exist_ok=True)
@@ -483,6 +615,8 @@ def main() -> None:
     exe = args.tarn_bin or build_tarn()
 
     extra = ["--skip-values"] if args.skip_values else []
+    if args.durable_inserts:
+        extra += ["--durable-inserts", str(args.durable_inserts)]
     tarn = run_tarn(exe, args.data, args.rows, args.lookups, extra)
 
     t = time.perf_counter()
@@ -490,9 +624,13 @@ def main() -> None:
     parse_s = time.perf_counter() - t
     keys = read_keys(args.data)
     stmts = None if args.skip_values else values_statements(rows)
-    sqlite = run_sqlite(args.data, rows, stmts, keys)
+    sqlite = run_sqlite(args.data, rows, stmts, keys, args.durable_inserts)
     sqlite["parse_s"] = parse_s
-    duck = run_duckdb(args.data, rows, stmts, keys, args.duckdb_batch_sample)
+    duck = run_duckdb(args.data, rows, stmts, keys, args.duckdb_batch_sample,
+                      args.durable_inserts)
+    pg = None
+    if args.pg_host:
+        pg = run_postgres(args.data, rows, keys, args.pg_host, args.durable_inserts)
     info["loadavg_end"] = os.getloadavg()
 
     print(f"rows={args.rows} lookups={args.lookups} seed={args.seed} "
@@ -502,8 +640,14 @@ def main() -> None:
     print(f"load average start {info['loadavg_start']}, end {info['loadavg_end']}")
     print()
     print(report(tarn, duck, sqlite, parse_s))
+    if pg is not None:
+        print(postgres_report(tarn, pg))
+    if args.durable_inserts:
+        print(durable_report(tarn, duck, sqlite, pg))
     all_figures = {"machine": info, "tarn": tarn, "duckdb": duck, "sqlite": sqlite,
                    "rows": args.rows, "seed": args.seed}
+    if pg is not None:
+        all_figures["postgresql"] = pg
     (args.data / "results.json").write_text(json.dumps(all_figures, indent=2))
     if args.json:
         args.json.write_text(json.dumps(all_figures, indent=2))

@@ -24,8 +24,9 @@ Usage (from the repository root):
   python3 benches/compare/text.py --docs 20000      # quick
 
 Needs ``pip install tantivy lancedb pyarrow numpy``. Tarn's side is built with
-``cargo build --release --bin tarn-text-bench`` (CARGO_TARGET_DIR, default
-~/.cache/tarn-target) unless --tarn-bin is given. Everything is written to
+``cargo build --release -p tarn-rest-server -p tarn-benches --bin tarn-text-bench`` (the
+package set of every script here; CARGO_TARGET_DIR, default the repository's target/)
+unless --tarn-bin is given. Everything is written to
 DIR/results.json (DIR: --work, default $CARGO_TARGET_DIR/compare-text).
 """
 
@@ -239,7 +240,7 @@ def peers_synth(work: Path, out: dict) -> None:
 
 
 def main() -> int:
-    target = Path(os.environ.get("CARGO_TARGET_DIR", Path.home() / ".cache" / "tarn-target"))
+    target = Path(os.environ.get("CARGO_TARGET_DIR", REPO / "target"))
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--docs", type=int, default=100_000)
     ap.add_argument("--work", type=Path, default=target / "compare-text")
@@ -250,7 +251,8 @@ def main() -> int:
     binary = args.tarn_bin
     if binary is None:
         subprocess.run(
-            ["cargo", "build", "--release", "--bin", "tarn-text-bench"],
+            ["cargo", "build", "--release", "-p", "tarn-rest-server", "-p", "tarn-benches",
+             "--bin", "tarn-text-bench"],
             cwd=REPO,
             check=True,
             env={**os.environ, "CARGO_TARGET_DIR": str(target)},

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Tarn's vector search vs hnswlib, faiss, LanceDB and a numpy exact scan, on one machine.
+"""Tarn's vector search vs hnswlib, faiss, usearch, LanceDB and a numpy exact scan, on one machine.
 
 What it measures, on one deterministic data directory shared by every engine:
 
@@ -21,7 +21,9 @@ What it measures, on one deterministic data directory shared by every engine:
 Engines: Tarn (the Rust binary ``tarn-vector-bench``, which prints one JSON object),
 hnswlib (``knn_query`` batch, its filter= callable for filtered search), faiss
 (``IndexHNSWFlat``, inner product on normalised vectors, ``IDSelectorBitmap`` for
-filters), LanceDB (IVF_HNSW_FLAT with one partition if accepted, else IVF_HNSW_SQ;
+filters), usearch (``Index(metric='cos', dtype='f32', connectivity=16,
+expansion_add=200)``, expansion_search swept like ef; no filtered path in its Python
+bindings), LanceDB (IVF_HNSW_FLAT with one partition if accepted, else IVF_HNSW_SQ;
 one query per call as the headline, all queries in one call as a second figure,
 prefilter ``where`` with a BTree on cat) and numpy. Every peer, and the data
 generation, runs in its own child process (this file re-invoked with ``--child``):
@@ -46,9 +48,10 @@ Usage (from the repository root):
   python3 benches/compare/vectors.py --dataset cisi
   python3 benches/compare/vectors.py --n 20000 --dim 384 --nq 200 --skip-tarn
 
-Needs ``pip install numpy hnswlib faiss-cpu lancedb pyarrow``. Tarn is built with
-``cargo build --release --bin tarn-vector-bench`` (CARGO_TARGET_DIR,
-default ~/.cache/tarn-target) unless --tarn-bin is given. --skip-tarn / --skip-peers
+Needs ``pip install numpy hnswlib faiss-cpu usearch lancedb pyarrow``. Tarn is built with
+``cargo build --release -p tarn-rest-server -p tarn-benches --bin tarn-vector-bench``
+(the package set of every script here, so that they share one release build;
+CARGO_TARGET_DIR, default the repository's target/) unless --tarn-bin is given. --skip-tarn / --skip-peers
 reuse the skipped side from an earlier DIR/results.json when there is one. Everything
 is written to DIR/results.json.
 """
@@ -185,7 +188,8 @@ def expected_files(meta: dict) -> dict[str, int]:
     return files
 
 
-def prepare(data: Path, dataset: str, n: int, dim: int, nq: int, seed: int) -> dict:
+def prepare(data: Path, dataset: str, n: int, dim: int, nq: int, seed: int,
+            thresholds: list[int] = THRESHOLDS) -> dict:
     """Writes the data directory unless it already holds these parameters; returns meta."""
     import numpy as np
 
@@ -195,7 +199,7 @@ def prepare(data: Path, dataset: str, n: int, dim: int, nq: int, seed: int) -> d
         n = (CISI / "corpus_emb.f32").stat().st_size // (dim * 4)
         nq = (CISI / "queries_emb.f32").stat().st_size // (dim * 4)
     meta = {"dataset": dataset, "n": n, "dim": dim, "nq": nq, "seed": seed,
-            "thresholds": THRESHOLDS}
+            "thresholds": thresholds}
     gen = {"format": GEN_FORMAT}
     if dataset == "clustered":
         gen.update(clusters=n_clusters(n), noise_sigma=NOISE_SIGMA)
@@ -224,7 +228,7 @@ def prepare(data: Path, dataset: str, n: int, dim: int, nq: int, seed: int) -> d
     base_n, queries_n = normalised(base), normalised(queries)
     del base
     write_i32(data / "gt.i32", exact_topk(base_n, queries_n, GT_K))
-    for t in THRESHOLDS:
+    for t in thresholds:
         rows = np.flatnonzero(cat < t)
         write_i32(data / f"gt_cat_{t}.i32", exact_topk(base_n, queries_n, K, rows))
     (data / "meta.json").write_text(json.dumps(meta))
@@ -471,6 +475,46 @@ def child_faiss(data: Path, efs: list[int], filter_ef: int, budget: float) -> di
     return res
 
 
+def child_usearch(data: Path, efs: list[int]) -> dict:
+    import numpy as np
+    import usearch
+    from usearch.index import Index
+
+    d = load_data(data)
+    n, dim = d["meta"]["n"], d["meta"]["dim"]
+    # dtype f32: usearch's default for cosine is bf16 (quantised vectors); f32 keeps
+    # full float32 vectors like every other engine here.
+    res = {"engine": "usearch", "version": usearch.__version__,
+           "index": f"Index(ndim={dim}, metric='cos', dtype='f32', connectivity={M}, "
+                    f"expansion_add={EF_CONSTRUCTION})",
+           "build_threads": 2, "query_threads": 1,
+           "notes": ["dtype f32 (usearch's default for cos is bf16)",
+                     "filtered: no filtered search in the Python bindings (the C++ "
+                     "predicate callback is not exposed): not measured"]}
+    index = Index(ndim=dim, metric="cos", dtype="f32", connectivity=M,
+                  expansion_add=EF_CONSTRUCTION)
+    base = d.pop("base")
+    t = time.perf_counter()
+    index.add(np.arange(n, dtype=np.uint64), base, threads=2)
+    res["build_s"] = time.perf_counter() - t
+    log(f"usearch: build {res['build_s']:.1f} s")
+    del base
+
+    queries = d["queries"]
+    res["runs"] = []
+    for ef in efs:
+        index.expansion_search = ef
+        index.search(queries[: min(50, len(queries))], K, threads=1)  # warm-up
+        secs, matches = best_time(lambda: index.search(queries, K, threads=1))
+        labels = np.asarray(matches.keys).astype(np.int64)
+        r = {"ef": ef, "threads": 1, "recall": recall(labels, d["gt"]),
+             "qps": len(queries) / secs}
+        res["runs"].append(r)
+        log(f"usearch: ef {ef} recall {r['recall']:.4f} qps {r['qps']:.0f}")
+    res["filtered"] = []
+    return res
+
+
 def child_lancedb_build(data: Path, table_dir: Path) -> dict:
     """Writes the table and builds the vector index (separate process from queries)."""
     import lancedb
@@ -649,6 +693,8 @@ def run_child_main(args) -> None:
         res = child_hnswlib(data, efs, args.filter_ef, args.filter_budget)
     elif kind == "faiss":
         res = child_faiss(data, efs, args.filter_ef, args.filter_budget)
+    elif kind == "usearch":
+        res = child_usearch(data, efs)
     elif kind == "lancedb-build":
         res = child_lancedb_build(data, args.lance_dir)
     elif kind == "lancedb-query":
@@ -657,7 +703,8 @@ def run_child_main(args) -> None:
     elif kind == "numpy":
         res = child_numpy(data)
     elif kind == "prepare":
-        res = prepare(data, args.dataset, args.n, args.dim, args.nq, args.seed)
+        res = prepare(data, args.dataset, args.n, args.dim, args.nq, args.seed,
+                      parse_ints(args.thresholds))
     else:
         raise SystemExit(f"unknown child {kind}")
     if kind != "prepare":
@@ -708,7 +755,8 @@ def run_prepare(args) -> dict:
     """
     cmd = [sys.executable, str(Path(__file__).resolve()), "--child", "prepare",
            "--data", str(args.data), "--dataset", args.dataset, "--n", str(args.n),
-           "--dim", str(args.dim), "--nq", str(args.nq), "--seed", str(args.seed)]
+           "--dim", str(args.dim), "--nq", str(args.nq), "--seed", str(args.seed),
+           "--thresholds", args.thresholds]
     out, _, _ = run_process(cmd)
     return json.loads(out.strip().splitlines()[-1])
 
@@ -737,6 +785,7 @@ def run_peers(args) -> dict:
     peers = {}
     runners = {"hnswlib": lambda: run_peer("hnswlib", args),
                "faiss": lambda: run_peer("faiss", args),
+               "usearch": lambda: run_peer("usearch", args),
                "lancedb": lambda: run_lancedb(args),
                "numpy": lambda: run_peer("numpy", args)}
     for name in args.peers.split(","):
@@ -749,14 +798,14 @@ def run_peers(args) -> dict:
 
 
 def target_dir() -> Path:
-    return Path(os.environ.get("CARGO_TARGET_DIR", Path.home() / ".cache" / "tarn-target"))
+    return Path(os.environ.get("CARGO_TARGET_DIR", REPO / "target"))
 
 
 def build_tarn() -> Path:
-    # No -p: a package-scoped build resolves features differently and would rebuild
-    # DataFusion next to the workspace build.
-    cmd = ["cargo", "build", "--release", "--bin",
-           "tarn-vector-bench", "--message-format=json-render-diagnostics"]
+    # The package set of every bench script (features resolve per set): one release
+    # build of DataFusion serves them all.
+    cmd = ["cargo", "build", "--release", "-p", "tarn-rest-server", "-p", "tarn-benches",
+           "--bin", "tarn-vector-bench", "--message-format=json-render-diagnostics"]
     log("tarn: " + " ".join(cmd))
     env = dict(os.environ, CARGO_TARGET_DIR=str(target_dir()))
     out = subprocess.run(cmd, cwd=REPO, check=True, stdout=subprocess.PIPE, text=True,
@@ -830,12 +879,13 @@ def ratio(other, tarn) -> float | None:
 def summarise(tarn: dict, peers: dict) -> dict:
     sections = {"tarn graph": tarn.get("graph"), "tarn search": tarn.get("search"),
                 "tarn sql": tarn.get("sql"), "hnswlib": peers.get("hnswlib"),
-                "faiss": peers.get("faiss"), "lancedb": peers.get("lancedb")}
+                "faiss": peers.get("faiss"), "usearch": peers.get("usearch"),
+                "lancedb": peers.get("lancedb")}
     lance_batch = {"runs": (peers.get("lancedb") or {}).get("batch_runs")}
     at95 = {name: qps_at_recall(single_thread_runs(sec)) for name, sec in sections.items()}
     at95["lancedb batched"] = qps_at_recall(single_thread_runs(lance_batch))
     filt = {name: filtered_at(sections[name], 10)
-            for name in ("tarn sql", "lancedb", "hnswlib", "faiss")}
+            for name in ("tarn sql", "lancedb", "hnswlib", "faiss", "usearch")}
     builds = {name: (sec or {}).get("build_s") for name, sec in sections.items()
               if name != "tarn search"}
     exact_t = tarn.get("exact") or {}
@@ -883,6 +933,7 @@ def engine_tables(tarn: dict, peers: dict) -> list[str]:
                 ("Tarn search (tarn-search over the table)", tarn.get("search")),
                 ("Tarn SQL", tarn.get("sql")), ("hnswlib", peers.get("hnswlib")),
                 ("faiss IndexHNSWFlat", peers.get("faiss")),
+                ("usearch Index (f32)", peers.get("usearch")),
                 ("LanceDB " + str((peers.get("lancedb") or {}).get("index_type", "")),
                  peers.get("lancedb"))]
     batch = (peers.get("lancedb") or {}).get("batch_runs")
@@ -966,7 +1017,7 @@ def summary_text(s: dict, tarn: dict, peers: dict, filter_ef: int) -> list[str]:
     tb = b.get("tarn graph")
     threads = {"tarn graph": (tarn.get("graph") or {}).get("build_threads"),
                "tarn sql": (tarn.get("sql") or {}).get("build_threads")}
-    for p in ("hnswlib", "faiss", "lancedb"):
+    for p in ("hnswlib", "faiss", "usearch", "lancedb"):
         threads[p] = (peers.get(p) or {}).get("build_threads")
     rows = [(name, fmt(v, ".2f"), threads.get(name) or "?", fmt_ratio(ratio(v, tb)))
             for name, v in b.items()]
@@ -1006,7 +1057,7 @@ def summary_text(s: dict, tarn: dict, peers: dict, filter_ef: int) -> list[str]:
     rows = [("Tarn graph", fmt((tarn.get("graph") or {}).get("peak_rss_mb"))),
             ("Tarn SQL", fmt((tarn.get("sql") or {}).get("peak_rss_mb"))),
             ("Tarn process", fmt(tarn.get("process_peak_rss_mb")))]
-    for p in ("hnswlib", "faiss", "lancedb"):
+    for p in ("hnswlib", "faiss", "usearch", "lancedb"):
         rows.append((p, fmt((peers.get(p) or {}).get("peak_rss_mb"))))
     rows.append(("numpy (with its 1 GiB bandwidth buffer)",
                  fmt((peers.get("numpy") or {}).get("peak_rss_mb"))))
@@ -1072,11 +1123,13 @@ def parse_args():
                     "$CARGO_TARGET_DIR/compare-vectors/<name>)")
     ap.add_argument("--efs", default="16,32,64,128,256")
     ap.add_argument("--filter-ef", type=int, default=64)
+    ap.add_argument("--thresholds", default=",".join(map(str, THRESHOLDS)),
+                    help="filters cat < t to measure (t per mille of the rows; 10 = 1 %%)")
     ap.add_argument("--filter-budget", type=float, default=10.0,
                     help="seconds per (peer, threshold) for filtered queries; slower "
                          "paths are measured on the first queries only")
     ap.add_argument("--tarn-threads", default="1,2")
-    ap.add_argument("--peers", default="hnswlib,faiss,lancedb,numpy")
+    ap.add_argument("--peers", default="hnswlib,faiss,usearch,lancedb,numpy")
     ap.add_argument("--tarn-bin", type=Path, help="use this tarn-vector-bench, do not build")
     ap.add_argument("--skip-tarn", action="store_true")
     ap.add_argument("--skip-peers", action="store_true")

@@ -1,12 +1,14 @@
 //! Tarn's side of `benches/compare/compare.py`: loads the shared TSV input into fresh
 //! on-disk databases and times bulk insert, a scan + aggregate and primary-key point
 //! lookups; bulk loads are timed three ways: `insert_arrow`, 1000-row literal INSERTs
-//! and `query_batch` in 10,000-row batches. Prints one JSON object on stdout (progress
-//! goes to stderr).
+//! and `query_batch` in 10,000-row batches. `--durable-inserts N` also times N
+//! single-row INSERTs into a fresh `SyncMode::Full` database, each its own statement
+//! and commit (one fdatasync each). Prints one JSON object on stdout (progress goes to
+//! stderr).
 //!
 //! ```text
 //! tarn-compare --data DIR [--rows N] [--batch-rows 100000] [--lookups 10000]
-//!              [--skip-values] [--skip-full]
+//!              [--skip-values] [--skip-full] [--durable-inserts N]
 //! ```
 //!
 //! `DIR` holds `data.tsv` (header `id body x meta`, tab-separated, no quoting) and
@@ -31,6 +33,7 @@ struct Args {
     lookups: usize,
     skip_values: bool,
     skip_full: bool,
+    durable_inserts: usize,
 }
 
 fn parse_args() -> Result<Args, String> {
@@ -41,6 +44,7 @@ fn parse_args() -> Result<Args, String> {
         lookups: 10_000,
         skip_values: false,
         skip_full: false,
+        durable_inserts: 0,
     };
     let mut it = std::env::args().skip(1);
     let number = |name: &str, v: Option<String>| -> Result<usize, String> {
@@ -57,6 +61,7 @@ fn parse_args() -> Result<Args, String> {
             "--lookups" => args.lookups = number("--lookups", it.next())?,
             "--skip-values" => args.skip_values = true,
             "--skip-full" => args.skip_full = true,
+            "--durable-inserts" => args.durable_inserts = number("--durable-inserts", it.next())?,
             other => return Err(format!("unknown argument {other}")),
         }
     }
@@ -315,6 +320,11 @@ async fn run(args: Args) -> Result<serde_json::Value, String> {
         drop((sets, s, t));
         std::fs::remove_dir_all(&dir).map_err(|e| e.to_string())?;
     }
+    // The rows of (4), the durable single-row INSERTs (parameter sets built now, untimed).
+    let durable_sets: Vec<Vec<serde_json::Value>> = crate::rows(&batches)
+        .take(args.durable_inserts)
+        .map(|(id, body, x, meta)| vec![json!(id), json!(body), json!(x), json!(meta)])
+        .collect();
     drop(batches);
 
     // (2) scan + aggregate: one warm-up, best of 5.
@@ -382,6 +392,34 @@ async fn run(args: Args) -> Result<serde_json::Value, String> {
     drop((s, tarn));
     let disk_bytes_closed = dir_bytes(&dir);
 
+    // (4) single-row durable INSERTs, once the bulk-loaded database is closed (its
+    // checkpoint does not compete): `SyncMode::Full`, one statement (one commit, one
+    // fdatasync) each, into a fresh database.
+    let mut durable = None;
+    if !durable_sets.is_empty() {
+        let dir = args.data.join("tarn-durable");
+        let (t, s) = fresh(&dir, SyncMode::Full).await?;
+        let mut lat = Vec::with_capacity(durable_sets.len());
+        let exec = Instant::now();
+        for set in &durable_sets {
+            let one = Instant::now();
+            s.query("ws", INSERT_PARAMS, set)
+                .await
+                .map_err(|e| e.to_string())?;
+            lat.push(one.elapsed().as_secs_f64());
+        }
+        let exec_s = exec.elapsed().as_secs_f64();
+        lat.sort_by(f64::total_cmp);
+        let n = durable_sets.len();
+        eprintln!(
+            "tarn: {n} durable single-row inserts in {exec_s:.2} s ({:.0}/s)",
+            n as f64 / exec_s
+        );
+        durable = Some((n, exec_s, quantile(&lat, 0.5)));
+        drop((s, t));
+        std::fs::remove_dir_all(&dir).map_err(|e| e.to_string())?;
+    }
+
     Ok(json!({
         "engine": "tarn",
         "version": env!("CARGO_PKG_VERSION"),
@@ -394,6 +432,9 @@ async fn run(args: Args) -> Result<serde_json::Value, String> {
         "values_1000_s": values.map(|v| v.0),
         "values_1000_build_s": values.map(|v| v.1),
         "batch_10k_s": batch_10k,
+        "durable_inserts": durable.map(|d| d.0),
+        "durable_insert_s": durable.map(|d| d.1),
+        "durable_insert_p50_s": durable.map(|d| d.2),
         "disk_bytes": disk_bytes,
         "disk_bytes_closed": disk_bytes_closed,
         "scan_runs_s": scan_runs,
@@ -403,7 +444,7 @@ async fn run(args: Args) -> Result<serde_json::Value, String> {
         "lookup_p50_s": quantile(&lat, 0.5),
         "lookup_p99_s": quantile(&lat, 0.99),
         "lookup_mean_s": mean,
-        "durability": "SyncMode::Process (write() per commit, no fsync); insert_arrow_full_s: SyncMode::Full (fdatasync per commit)",
+        "durability": "SyncMode::Process (write() per commit, no fsync); insert_arrow_full_s and durable_insert_s: SyncMode::Full (fdatasync per commit)",
     }))
 }
 
