@@ -300,13 +300,7 @@ async fn probe(s: &tarn::Session) -> Vec<Result<String, String>> {
     for sql in crate::sql_exec::PROBES {
         out.push(match s.query("ws", sql, &[]).await {
             Ok(r) => {
-                let mut rows: Vec<String> = r
-                    .rows
-                    .unwrap_or_default()
-                    .iter()
-                    .map(|row| serde_json::Value::Array(row.clone()).to_string())
-                    .collect();
-                rows.sort();
+                let rows = crate::sorted_rows(r.rows);
                 Ok(format!("{} affected; {}", r.rows_affected, rows.join("\n")))
             }
             Err(e) => Err(e.to_string()),

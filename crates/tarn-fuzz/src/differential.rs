@@ -974,8 +974,8 @@ fn sqlite_run(conn: &rusqlite::Connection, sql: &str, query: bool) -> Outcome {
     }
 }
 
-async fn tarn_run(s: &Session, ws: &str, sql: &str, query: bool) -> Outcome {
-    match s.query(ws, sql, &[]).await {
+async fn tarn_run(s: &Session, sql: &str, query: bool) -> Outcome {
+    match s.query("ws", sql, &[]).await {
         Ok(r) if query => Outcome::Rows(
             r.rows
                 .unwrap_or_default()
@@ -1004,20 +1004,19 @@ pub fn run(p: &Program) {
     let conn = rusqlite::Connection::open_in_memory().expect("SQLite in memory");
     crate::runtime().block_on(async {
         let s = session().await;
-        // A workspace per input (inputs may run at once, in the replay tests).
-        let ws = crate::next_workspace();
-        s.create_workspace(&ws, "W").await.expect("workspace");
+        // A fresh workspace (a failed input may have left the last one).
+        let _ = s.delete_workspace("ws").await;
+        s.create_workspace("ws", "W").await.expect("workspace");
         for (i, stmt) in p.stmts.iter().enumerate() {
             let query = matches!(stmt, Stmt::Select(_));
             let (ts, ls) = (stmt.sql(Dialect::Tarn), stmt.sql(Dialect::Sqlite));
-            let ts = ts.replace("\"ws\".", &format!("\"{ws}\"."));
             if matches!(stmt, Stmt::Vacuum(_)) {
-                if let Err(e) = s.query(&ws, &ts, &[]).await {
+                if let Err(e) = s.query("ws", &ts, &[]).await {
                     panic!("{ts} failed: {e}");
                 }
                 continue;
             }
-            let mut t = tarn_run(s, &ws, &ts, query).await;
+            let mut t = tarn_run(s, &ts, query).await;
             let mut l = sqlite_run(&conn, &ls, query);
             let ordered = matches!(stmt, Stmt::Select(q) if q.ordered());
             if !ordered {
@@ -1058,7 +1057,6 @@ pub fn run(p: &Program) {
                 break;
             }
         }
-        let _ = s.delete_workspace(&ws).await;
     });
 }
 
@@ -1087,11 +1085,7 @@ async fn session() -> &'static Session {
     let (_, s) = S
         .get_or_init(|| async {
             let tarn = Tarn::in_memory().await.expect("Tarn in memory");
-            let user = tarn.create_user("d@example.com", "D").await.expect("user");
-            let key = tarn.create_api_key(&user.id, "d").await.expect("key");
-            let s = tarn.connect(&key.secret).await.expect("connect");
-            s.create_organization("d", "D").await.expect("org");
-            let s = s.with_org("d");
+            let (_, s) = crate::signed_in(&tarn, "d").await;
             (tarn, s)
         })
         .await;

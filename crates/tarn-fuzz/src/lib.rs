@@ -29,8 +29,9 @@ static PANICKED: AtomicBool = AtomicBool::new(false);
 /// Runs one input of a target: installs the panic hook (once), and fails when a panic
 /// happened somewhere during the input even if it was caught and became an error.
 pub(crate) fn watched(run: impl FnOnce()) {
-    // One input at a time per process: the panic flag and the scratch directories are
-    // shared (the replay tests run on several threads).
+    // One input at a time per process: the panic flag, the scratch directories and the
+    // targets' databases (workspace `ws`) are shared (the replay tests run on several
+    // threads).
     static ONE: std::sync::Mutex<()> = std::sync::Mutex::new(());
     let _one = ONE.lock().unwrap_or_else(|e| e.into_inner());
     static HOOK: Once = Once::new();
@@ -54,10 +55,30 @@ pub(crate) fn watched(run: impl FnOnce()) {
     );
 }
 
-/// A new workspace name, unique in this process.
-pub(crate) fn next_workspace() -> String {
-    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-    format!("w{}", NEXT.fetch_add(1, Ordering::Relaxed))
+/// A user, an API key, organization `org` and a session scoped to it, in `tarn`:
+/// (the key's secret, the session).
+pub(crate) async fn signed_in(tarn: &tarn::Tarn, org: &str) -> (String, tarn::Session) {
+    let user = tarn
+        .create_user(&format!("{org}@example.com"), org)
+        .await
+        .expect("a user");
+    let key = tarn.create_api_key(&user.id, org).await.expect("a key");
+    let s = tarn.connect(&key.secret).await.expect("connect");
+    s.create_organization(org, org)
+        .await
+        .expect("an organization");
+    (key.secret, s.with_org(org))
+}
+
+/// A result's rows as JSON text, sorted (rows compared as a multiset).
+pub(crate) fn sorted_rows(rows: Option<Vec<Vec<serde_json::Value>>>) -> Vec<String> {
+    let mut out: Vec<String> = rows
+        .unwrap_or_default()
+        .into_iter()
+        .map(|row| serde_json::Value::Array(row).to_string())
+        .collect();
+    out.sort();
+    out
 }
 
 /// The runtime every target runs its async calls on (one per process).
@@ -154,6 +175,15 @@ mod replay {
     //! Every committed corpus input, replayed on stable: a crash the fuzzers found
     //! stays fixed.
 
+    /// The message of a panic's payload.
+    fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+        payload
+            .downcast_ref::<String>()
+            .cloned()
+            .or_else(|| payload.downcast_ref::<&str>().map(|s| s.to_string()))
+            .unwrap_or_default()
+    }
+
     /// Runs one input on a thread of its own, so that a hang (a statement that never
     /// yields to the runtime's timer) fails the test after two minutes instead of
     /// stalling `cargo test`.
@@ -175,13 +205,8 @@ mod replay {
             "no corpus for {target} under fuzz/corpus/{target}"
         );
         for (name, bytes) in &inputs {
-            let result = with_watchdog(name, bytes.clone(), run);
-            if let Err(e) = result {
-                let msg = e
-                    .downcast_ref::<String>()
-                    .cloned()
-                    .or_else(|| e.downcast_ref::<&str>().map(|s| s.to_string()))
-                    .unwrap_or_default();
+            if let Err(e) = with_watchdog(name, bytes.clone(), run) {
+                let msg = panic_message(e.as_ref());
                 panic!("fuzz/corpus/{target}/{name} fails: {msg}");
             }
         }
@@ -244,11 +269,7 @@ mod replay {
                 let len = 32 + (next() % 2048) as usize;
                 let bytes: Vec<u8> = (0..len).map(|_| next() as u8).collect();
                 if let Err(e) = with_watchdog("random", bytes.clone(), run) {
-                    let msg = e
-                        .downcast_ref::<String>()
-                        .cloned()
-                        .or_else(|| e.downcast_ref::<&str>().map(|s| s.to_string()))
-                        .unwrap_or_default();
+                    let msg = panic_message(e.as_ref());
                     let path = std::env::temp_dir().join(format!("tarn-fuzz-{name}-{seed}-{i}"));
                     let _ = std::fs::write(&path, &bytes);
                     panic!(

@@ -130,20 +130,13 @@ fn template() -> &'static Template {
         let dir = crate::fresh_dir("sql_exec_template");
         let secret = crate::runtime().block_on(async {
             let tarn = Tarn::open_with(&dir, options()).await.expect("open the template");
-            let user = tarn.create_user("fuzz@example.com", "Fuzz").await.expect("a user");
-            let key = tarn.create_api_key(&user.id, "fuzz").await.expect("a key");
-            let s = tarn.connect(&key.secret).await.expect("connect");
-            s.create_organization("fuzz", "Fuzz").await.expect("an organization");
-            let s = s.with_org("fuzz");
+            let (secret, s) = crate::signed_in(&tarn, "fuzz").await;
             s.create_workspace("ws", "Workspace").await.expect("a workspace");
             s.create_workspace("other", "Other").await.expect("a workspace");
-            for sql in SCHEMA {
-                s.query("ws", sql, &[]).await.expect(sql);
-            }
             let insert = |rows: std::ops::Range<i64>| {
                 let t: Vec<String> = rows.clone().map(t_row).collect();
                 let d: Vec<String> = rows.map(docs_row).collect();
-                (
+                [
                     format!(
                         r#"INSERT INTO "ws"."t" (id, a, b, c, d, e, f, g, h, u, j, dt, ts, tz, bin, ta, ia, la) VALUES {}"#,
                         t.join(", ")
@@ -152,39 +145,30 @@ fn template() -> &'static Template {
                         r#"INSERT INTO "ws"."docs" (body, title, v, bag, cat, meta) VALUES {}"#,
                         d.join(", ")
                     ),
-                )
+                ]
             };
-            let (t, d) = insert(0..40);
-            s.query("ws", &t, &[]).await.expect("insert t");
-            s.query("ws", &d, &[]).await.expect("insert docs");
-            s.query("ws", r#"VACUUM "ws"."t""#, &[]).await.expect("vacuum t");
-            s.query("ws", r#"VACUUM "ws"."docs""#, &[]).await.expect("vacuum docs");
-            let (t, d) = insert(40..48);
-            s.query("ws", &t, &[]).await.expect("insert t");
-            s.query("ws", &d, &[]).await.expect("insert docs");
-            s.query("ws", r#"DELETE FROM "ws"."docs" WHERE id % 11 = 3"#, &[])
-                .await
-                .expect("delete");
-            s.query("ws", r#"UPDATE "ws"."t" SET g = g || '!' WHERE id % 5 = 1"#, &[])
-                .await
-                .expect("update");
-            s.query(
-                "other",
-                r#"CREATE TABLE "other"."o" (k TEXT PRIMARY KEY, n INT8)"#,
-                &[],
-            )
-            .await
-            .expect("create other.o");
-            s.query(
-                "other",
-                r#"INSERT INTO "other"."o" VALUES ('a', 1), ('b', NULL), ('c', 3)"#,
-                &[],
-            )
-            .await
-            .expect("insert other.o");
+            // Part of the rows compacted into segments (with index files), part only in
+            // the log, with deletes and updates on top.
+            let statements = SCHEMA
+                .iter()
+                .map(|sql| sql.to_string())
+                .chain(insert(0..40))
+                .chain([r#"VACUUM "ws"."t""#.into(), r#"VACUUM "ws"."docs""#.into()])
+                .chain(insert(40..48))
+                .chain([
+                    r#"DELETE FROM "ws"."docs" WHERE id % 11 = 3"#.into(),
+                    r#"UPDATE "ws"."t" SET g = g || '!' WHERE id % 5 = 1"#.into(),
+                    r#"CREATE TABLE "other"."o" (k TEXT PRIMARY KEY, n INT8)"#.into(),
+                    r#"INSERT INTO "other"."o" VALUES ('a', 1), ('b', NULL), ('c', 3)"#.into(),
+                ]);
+            for sql in statements {
+                s.query("ws", &sql, &[])
+                    .await
+                    .unwrap_or_else(|e| panic!("template: {sql}: {e}"));
+            }
             drop(s);
             tarn.close().await.expect("close the template");
-            key.secret
+            secret
         });
         Template { dir, secret }
     })
@@ -351,14 +335,7 @@ async fn snapshot(s: &Session) -> BTreeMap<(String, String), Vec<String>> {
                     .query(&ws.id, &sql, &[])
                     .await
                     .unwrap_or_else(|e| panic!("{sql}: {e}"));
-                let mut rows: Vec<String> = r
-                    .rows
-                    .unwrap_or_default()
-                    .iter()
-                    .map(|row| Value::Array(row.clone()).to_string())
-                    .collect();
-                rows.sort();
-                rows
+                crate::sorted_rows(r.rows)
             };
             out.insert((ws.id.clone(), t.name), rows);
         }

@@ -160,10 +160,9 @@ pub fn run(input: &Input) {
     }
     crate::runtime().block_on(async {
         let s = session().await;
-        // A workspace per input (inputs may run at once, in the replay tests).
-        let ws = crate::next_workspace();
-        s.create_workspace(&ws, "W").await.expect("workspace");
-        let s = &(s.clone(), ws.clone());
+        // A fresh workspace (a failed input may have left the last one).
+        let _ = s.delete_workspace("ws").await;
+        s.create_workspace("ws", "W").await.expect("workspace");
         q(s, r#"CREATE TABLE "ws"."v" (id INT8 PRIMARY KEY, cat INT4, e FLOAT4[]) USING engine"#, &[]).await;
         if let Some(ix) = &input.index {
             let sql = format!(
@@ -184,15 +183,13 @@ pub fn run(input: &Input) {
             })
             .collect();
         if split > 0 {
-            let insert = insert.replace("\"ws\".", &format!("\"{ws}\"."));
-            s.0.query_batch(&ws, &insert, &params[..split]).await.expect("insert");
+            s.query_batch("ws", insert, &params[..split]).await.expect("insert");
             if input.vacuum_after.is_some() {
                 q(s, r#"VACUUM "ws"."v""#, &[]).await;
             }
         }
         if split < rows.len() {
-            let insert = insert.replace("\"ws\".", &format!("\"{ws}\"."));
-            s.0.query_batch(&ws, &insert, &params[split..]).await.expect("insert");
+            s.query_batch("ws", insert, &params[split..]).await.expect("insert");
         }
         let mut live = vec![true; rows.len()];
         for d in &input.deletes {
@@ -217,7 +214,6 @@ pub fn run(input: &Input) {
             let mean = recall.iter().sum::<f64>() / recall.len() as f64;
             assert!(mean >= 0.8, "mean recall {mean:.3} over {} queries: {recall:?}", recall.len());
         }
-        let _ = s.0.delete_workspace(&ws).await;
     });
 }
 
@@ -230,28 +226,21 @@ async fn session() -> &'static Session {
             let tarn = Tarn::open_with(&dir, Options::new().background_maintenance(false))
                 .await
                 .expect("open");
-            let user = tarn.create_user("f@example.com", "F").await.expect("user");
-            let key = tarn.create_api_key(&user.id, "f").await.expect("key");
-            let s = tarn.connect(&key.secret).await.expect("connect");
-            s.create_organization("f", "F").await.expect("org");
-            (tarn, s.with_org("f"))
+            let (_, s) = crate::signed_in(&tarn, "f").await;
+            (tarn, s)
         })
         .await;
     s
 }
 
-/// A session and the input's workspace.
-type Ws = (Session, String);
-
-async fn q(s: &Ws, sql: &str, params: &[Value]) -> tarn::QueryResult {
-    let sql = sql.replace("\"ws\".", &format!("\"{}\".", s.1));
-    s.0.query(&s.1, &sql, params)
+async fn q(s: &Session, sql: &str, params: &[Value]) -> tarn::QueryResult {
+    s.query("ws", sql, params)
         .await
         .unwrap_or_else(|e| panic!("{sql}: {e}"))
 }
 
 async fn check_query(
-    s: &Ws,
+    s: &Session,
     query: &Query,
     dim: usize,
     rows: &[Row],
