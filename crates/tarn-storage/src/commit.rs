@@ -482,10 +482,7 @@ impl Inner {
             blobs_now
         }));
         res.map_err(|panic| {
-            let why = panic
-                .downcast_ref::<&str>()
-                .map(|s| s.to_string())
-                .or_else(|| panic.downcast_ref::<String>().cloned())
+            let why = crate::untrusted::panic_message(panic.as_ref())
                 .unwrap_or_else(|| "a panic while publishing a commit".into());
             *self.poisoned.lock() = Some(why.clone());
             Error::Poisoned(why)

@@ -8,6 +8,7 @@
 //! damage a file and then recompute its checksums with the functions here, so that the
 //! damage gets past the checks and into the parsers. Not part of the stable API.
 
+use datafusion::arrow::ipc::reader::read_footer_length;
 use datafusion::arrow::ipc::root_as_footer;
 
 use crate::segment::{Section, Trailer};
@@ -40,15 +41,14 @@ pub fn probe_key_section(bytes: &[u8], probe: &[u8]) -> Result<usize> {
 /// header and body checksums, following the groups' lengths as written. Stops at the
 /// first position that does not start a group (so damage there stays damage).
 pub fn reseal_wal(bytes: &mut [u8]) {
-    const HEADER_LEN: usize = 40;
-    const GROUP_HEADER: usize = 40;
+    use crate::wal::{GROUP_HEADER, GROUP_MAGIC, HEADER_LEN};
     if bytes.len() < HEADER_LEN {
         return;
     }
     let crc = crc32fast::hash(&bytes[0..36]);
     bytes[36..40].copy_from_slice(&crc.to_le_bytes());
     let mut pos = HEADER_LEN;
-    while pos + GROUP_HEADER <= bytes.len() && &bytes[pos..pos + 4] == b"GRP1" {
+    while pos + GROUP_HEADER <= bytes.len() && &bytes[pos..pos + 4] == GROUP_MAGIC {
         let len = u64::from_le_bytes(bytes[pos + 24..pos + 32].try_into().unwrap_or([0; 8]));
         let Some(end) = usize::try_from(len)
             .ok()
@@ -83,7 +83,7 @@ pub fn reseal_manifest(bytes: &mut [u8]) {
 /// and the key sections, written back into a new trailer; then the trailer's own in the
 /// tail. Returns the resealed file (the trailer's length may change).
 pub fn reseal_segment(bytes: &[u8]) -> Vec<u8> {
-    const TAIL_LEN: usize = 20;
+    use crate::segment::TAIL_LEN;
     if bytes.len() < TAIL_LEN {
         return bytes.to_vec();
     }
@@ -132,8 +132,9 @@ pub fn reseal_segment(bytes: &[u8]) -> Vec<u8> {
 fn block_crcs(bytes: &[u8], ipc_len: u64) -> Option<Vec<u32>> {
     let ipc = bytes.get(..usize::try_from(ipc_len).ok()?)?;
     let n = ipc.len();
-    let footer_len = i32::from_le_bytes(ipc.get(n.checked_sub(10)?..n - 6)?.try_into().ok()?);
-    let footer_start = (n - 10).checked_sub(usize::try_from(footer_len).ok()?)?;
+    // Located as `Segment::open` does: the footer's length, then the footer.
+    let footer_len = read_footer_length(ipc.get(n.checked_sub(10)?..)?.try_into().ok()?).ok()?;
+    let footer_start = (n - 10).checked_sub(footer_len)?;
     let footer = root_as_footer(&ipc[footer_start..n - 10]).ok()?;
     let blocks = footer.recordBatches()?;
     Some(

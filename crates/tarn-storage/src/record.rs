@@ -216,7 +216,6 @@ pub fn decode(body: &[u8], bad: impl Fn(String) -> Error) -> Result<Vec<Op>> {
                         .ok_or_else(|| "insert without a batch".to_string())?
                         .map_err(|e| format!("insert batch: {e}"))
                 })
-                .and_then(|r| r)
                 .map_err(&bad)?;
                 Op::Insert {
                     table,

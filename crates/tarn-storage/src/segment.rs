@@ -50,7 +50,7 @@ use crate::{Error, Result};
 /// On-disk format version of segment files.
 pub const SEGMENT_FORMAT_VERSION: u32 = 2;
 const MAGIC: &[u8; 8] = b"TARNSEG\0";
-const TAIL_LEN: usize = 20;
+pub(crate) const TAIL_LEN: usize = 20;
 /// Rows per block of a segment file: DataFusion's batch size, so a scan hands out whole
 /// blocks (slices would be accounted at their block's full size).
 pub const BLOCK_ROWS: usize = 8192;
@@ -347,7 +347,6 @@ impl Segment {
                 .read_record_batch(block, &Buffer::from(bytes))
                 .map_err(|e| e.to_string())
         })
-        .and_then(|r| r)
         .map_err(|e| self.corrupt(format!("block {i}: {e}")))?
         .ok_or_else(|| self.corrupt(format!("block {i} is empty")))?;
         let row_ids = batch
@@ -591,7 +590,7 @@ impl Segment {
             .ok_or_else(|| corrupt("footer out of range".into()))?;
         let footer = root_as_footer(&ipc[footer_start..ipc_len - 10])
             .map_err(|e| corrupt(format!("footer: {e}")))?;
-        let schema = crate::untrusted::decode(|| footer.schema().map(fb_to_schema))
+        let schema = crate::untrusted::decode(|| Ok(footer.schema().map(fb_to_schema)))
             .map_err(|e| corrupt(format!("footer: {e}")))?
             .ok_or_else(|| corrupt("footer has no schema".into()))?;
         let ipc_blocks: Vec<Block> = footer
@@ -666,13 +665,14 @@ fn read_stats(file: &FileSource, sec: &Section) -> Result<Stats> {
         return Err(Error::Internal("checksum mismatch".into()));
     }
     let batch = crate::untrusted::decode(|| {
-        let mut reader = StreamReader::try_new(std::io::Cursor::new(bytes), None)?;
+        let mut reader =
+            StreamReader::try_new(std::io::Cursor::new(bytes), None).map_err(|e| e.to_string())?;
         reader
             .next()
-            .ok_or_else(|| Error::Internal("no batch".into()))?
-            .map_err(Error::from)
+            .ok_or_else(|| "no batch".to_string())?
+            .map_err(|e| e.to_string())
     })
-    .map_err(Error::Internal)??;
+    .map_err(Error::Internal)?;
     let mut stats = Stats::new();
     for (field, col) in batch.schema().fields().iter().zip(batch.columns()) {
         let Some(id) = field.name().strip_prefix('c').and_then(|s| s.parse().ok()) else {

@@ -15,19 +15,25 @@ thread_local! {
     static DEPTH: Cell<u32> = const { Cell::new(0) };
 }
 
-/// Runs decoder `f`, turning a panic into `Err(message)`.
-pub(crate) fn decode<T>(f: impl FnOnce() -> T) -> std::result::Result<T, String> {
+/// Runs decoder `f`; its error, or a panic inside it, becomes `Err(message)`.
+pub(crate) fn decode<T>(
+    f: impl FnOnce() -> std::result::Result<T, String>,
+) -> std::result::Result<T, String> {
     DEPTH.with(|d| d.set(d.get() + 1));
     let out = catch_unwind(AssertUnwindSafe(f));
     DEPTH.with(|d| d.set(d.get() - 1));
-    out.map_err(|payload| {
-        let message = payload
-            .downcast_ref::<String>()
-            .cloned()
-            .or_else(|| payload.downcast_ref::<&str>().map(|s| s.to_string()))
-            .unwrap_or_else(|| "a panic".into());
-        format!("the decoder failed: {message}")
+    out.unwrap_or_else(|payload| {
+        let message = panic_message(payload.as_ref()).unwrap_or_else(|| "a panic".into());
+        Err(format!("the decoder failed: {message}"))
     })
+}
+
+/// The message a panic carries, when it is text.
+pub(crate) fn panic_message(payload: &(dyn std::any::Any + Send)) -> Option<String> {
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
 }
 
 /// Whether this thread is inside an untrusted decoder (for panic hooks: the fuzz

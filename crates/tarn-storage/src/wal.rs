@@ -55,9 +55,9 @@ use crate::{Error, Result};
 const MAGIC: &[u8; 8] = b"TARNWAL\0";
 /// On-disk format version of WAL files.
 pub const WAL_FORMAT_VERSION: u32 = 3;
-const HEADER_LEN: usize = 40;
-const GROUP_MAGIC: &[u8; 4] = b"GRP1";
-const GROUP_HEADER: usize = 40;
+pub(crate) const HEADER_LEN: usize = 40;
+pub(crate) const GROUP_MAGIC: &[u8; 4] = b"GRP1";
+pub(crate) const GROUP_HEADER: usize = 40;
 const FLAG_SYNCED: u32 = 1;
 /// File header flag: `prev_good_lsn` names records that were fsynced.
 const FLAG_PREV_DURABLE: u32 = 1;
