@@ -51,13 +51,15 @@ pub(crate) enum Cell {
     Scalar(ScalarValue),
 }
 
+/// Whether a VALUES cell is the keyword `DEFAULT` (sqlparser reads it as a name).
+fn is_default(e: &Expr) -> bool {
+    matches!(e, Expr::Identifier(id)
+        if id.quote_style.is_none() && id.value.eq_ignore_ascii_case("default"))
+}
+
 pub(crate) fn literal_cell(e: &Expr, col: &ColumnDef) -> Option<Cell> {
     match e {
-        Expr::Identifier(id)
-            if id.quote_style.is_none() && id.value.eq_ignore_ascii_case("default") =>
-        {
-            Some(Cell::Default)
-        }
+        e if is_default(e) => Some(Cell::Default),
         Expr::Value(v) => Some(Cell::Scalar(match &v.value {
             Value::Null => ScalarValue::Null,
             Value::Boolean(b) => ScalarValue::Boolean(Some(*b)),
@@ -366,9 +368,7 @@ impl Txn<'_> {
         if let SetExpr::Values(values) = q.body.as_mut() {
             for (i, row) in values.rows.iter_mut().enumerate() {
                 for (j, cell) in row.iter_mut().enumerate() {
-                    if matches!(cell, Expr::Identifier(id)
-                        if id.quote_style.is_none() && id.value.eq_ignore_ascii_case("default"))
-                    {
+                    if is_default(cell) {
                         if reordered {
                             return bad("DEFAULT is not allowed in this context");
                         }
@@ -393,11 +393,8 @@ impl Txn<'_> {
                 continue;
             };
             let col = &def.columns[t];
-            let col_nullable = nullable(col);
-            let array = coerce_column(&columns[j], &col_nullable)?.array;
-            let d = self.default_array(def, col, rows.len()).await?;
-            let d = coerce_column(&d, &col_nullable)?.array;
-            columns[j] = splice(&array, rows, &d)?;
+            let array = coerce_column(&columns[j], &nullable(col))?.array;
+            columns[j] = self.fill_defaults(def, col, &array, rows).await?;
         }
         Ok((columns, batch.num_rows()))
     }
@@ -443,11 +440,23 @@ impl Txn<'_> {
             coerce_column(&scalars_to_array(scalars)?, &col_nullable)?.array
         };
         if !defaults.is_empty() {
-            let d = self.default_array(def, col, defaults.len()).await?;
-            let d = coerce_column(&d, &col_nullable)?.array;
-            array = splice(&array, &defaults, &d)?;
+            array = self.fill_defaults(def, col, &array, &defaults).await?;
         }
         Ok(array)
+    }
+
+    /// `array` (of `col`'s type) with the rows at `positions` replaced by the column's
+    /// default, in row order (sequences advance once per row).
+    async fn fill_defaults(
+        &mut self,
+        def: &TableDef,
+        col: &ColumnDef,
+        array: &ArrayRef,
+        positions: &[usize],
+    ) -> Result<ArrayRef> {
+        let d = self.default_array(def, col, positions.len()).await?;
+        let d = coerce_column(&d, &nullable(col))?.array;
+        splice(array, positions, &d)
     }
 
     /// Writes `n` new rows: `arrays[i]` holds the values of column `targets[i]`, other
