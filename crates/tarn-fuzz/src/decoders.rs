@@ -378,8 +378,9 @@ fn damaged_file(kind: FileKind, nth: u8, edits: &[Edit], reseal: bool) {
             if let Ok(s) = tarn.connect(crate::sql_exec::template_secret()).await {
                 let answers = probe(&s.with_org("fuzz")).await;
                 if verbose {
-                    let failed = answers.iter().filter(|a| a.is_err()).count();
-                    eprintln!("decoders: {}: opened, {failed} probes failed", path.display());
+                    for e in answers.iter().filter_map(|a| a.as_ref().err()) {
+                        eprintln!("decoders: {}: {e}", path.display());
+                    }
                 }
                 // Damage the checksums still cover must never come back as data: each
                 // probe fails or answers as on the undamaged database. (Not for the
