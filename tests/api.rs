@@ -1334,3 +1334,60 @@ async fn extra_parameters_are_refused() -> Result<(), Box<dyn std::error::Error>
     assert_eq!(r.rows, Some(vec![vec![json!(0)]]));
     Ok(())
 }
+
+/// Table, column and index names with control characters (NUL, a line break),
+/// bidirectional controls, or nothing at all are refused, in every statement that
+/// names something (file names already were), and nothing is created.
+#[tokio::test]
+async fn names_with_control_characters_or_empty_are_refused() -> TestResult {
+    let (_tarn, s) = session().await?;
+    s.query(
+        "ws",
+        r#"CREATE TABLE "ws"."ok" (id INT, e FLOAT4[]) USING engine"#,
+        &[],
+    )
+    .await?;
+    for bad in [
+        "a\u{0}b",
+        "a\nb",
+        "a\rb",
+        "evil\u{202E}gnp.exe",
+        "x\u{2066}y",
+        "tab\there",
+    ] {
+        let q = |sql: String| sql.replace("BAD", &bad.replace('"', "\"\""));
+        for sql in [
+            q(r#"CREATE TABLE "ws"."BAD" (id INT)"#.into()),
+            q(r#"CREATE TABLE "ws"."t" ("BAD" INT)"#.into()),
+            q(r#"CREATE TABLE "ws"."t" AS SELECT 1 AS "BAD""#.into()),
+            q(r#"ALTER TABLE "ws"."ok" ADD COLUMN "BAD" INT"#.into()),
+            q(r#"ALTER TABLE "ws"."ok" RENAME COLUMN id TO "BAD""#.into()),
+            q(r#"ALTER TABLE "ws"."ok" RENAME TO "BAD""#.into()),
+            q(r#"CREATE INDEX "BAD" ON "ws"."ok" USING engine_index (e)"#.into()),
+        ] {
+            let e = s.query("ws", &sql, &[]).await.unwrap_err();
+            assert_eq!(e.kind(), ErrorKind::BadRequest, "{sql:?}: {e}");
+            assert!(e.message().contains("not allowed"), "{sql:?}: {e}");
+        }
+    }
+    for sql in [
+        r#"CREATE TABLE "ws"."" (id INT)"#,
+        r#"CREATE TABLE "ws"."t" ("" INT)"#,
+        r#"ALTER TABLE "ws"."ok" RENAME TO """#,
+        r#"ALTER TABLE "ws"."ok" RENAME COLUMN id TO """#,
+    ] {
+        let e = s.query("ws", sql, &[]).await.unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::BadRequest, "{sql:?}: {e}");
+    }
+    let tables = s.tables("ws").await?;
+    assert_eq!(tables.len(), 1, "{tables:?}");
+    let t = s.table("ws", "ok").await?;
+    assert_eq!(
+        t.columns
+            .iter()
+            .map(|c| c.name.as_str())
+            .collect::<Vec<_>>(),
+        ["id", "e"]
+    );
+    Ok(())
+}

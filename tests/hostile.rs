@@ -310,3 +310,153 @@ async fn a_statement_too_large_for_one_log_record_is_400_naming_the_limit() -> T
     assert_eq!(r.rows, Some(vec![vec![json!(1)]]));
     Ok(())
 }
+
+/// Everything a statement holds counts against `query_memory`: collected rows (a cross
+/// join of 10^10 rows grew the CLI and the REST host past 6 GB), their JSON form,
+/// sorts, aggregates and windows, through `query`, `query_arrow` and `query_batch`.
+/// Each is a 400 naming the limit, and the database goes on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_result_path_is_bounded_by_query_memory() -> TestResult {
+    let tarn = Tarn::in_memory_with(
+        tarn::Options::new()
+            .query_memory(48 << 20)
+            .query_timeout(Duration::from_secs(100)),
+    )
+    .await?;
+    let s = fixture(&tarn).await?;
+    let over = |e: tarn::Error, what: &str| {
+        assert_eq!(e.status(), 400, "{what}: {e}");
+        assert!(e.message().contains("query_memory"), "{what}: {e}");
+    };
+    let cross =
+        "SELECT a.x, b.x FROM generate_series(1,100000) a(x), generate_series(1,100000) b(x)";
+    for sql in [
+        cross,
+        // A sort that spills, then its 5M rows.
+        "SELECT x FROM generate_series(1, 5000000) g(x) ORDER BY x DESC",
+        // An aggregate with 5M groups.
+        "SELECT x, count(*) FROM generate_series(1, 5000000) g(x) GROUP BY x",
+        // A window over every row.
+        "SELECT x, count(*) OVER () FROM generate_series(1, 5000000) g(x)",
+    ] {
+        let e = query(&s, sql, &[]).await.unwrap_err();
+        over(e, sql);
+        let e = s.query_arrow("ws", sql, &[]).await.unwrap_err();
+        over(e, sql);
+    }
+    let e = s
+        .query_batch("ws", cross, &[vec![], vec![]])
+        .await
+        .unwrap_err();
+    over(e, "batch");
+    // Rows that fit as Arrow (~15 MB) but not as JSON values (~70 MB).
+    let wide = "SELECT repeat('x', 10) FROM generate_series(1, 1000000)";
+    let arrow = s.query_arrow("ws", wide, &[]).await?;
+    assert_eq!(
+        arrow
+            .batches
+            .unwrap_or_default()
+            .iter()
+            .map(|b| b.num_rows())
+            .sum::<usize>(),
+        1_000_000
+    );
+    over(query(&s, wide, &[]).await.unwrap_err(), wide);
+    // The process goes on, with the pool's memory given back.
+    let r = query(&s, "SELECT count(*) FROM generate_series(1, 1000000)", &[]).await?;
+    assert_eq!(r.rows, Some(vec![vec![json!(1_000_000)]]));
+    let r = query(
+        &s,
+        "SELECT x FROM generate_series(1, 200000) g(x) ORDER BY x DESC LIMIT 1",
+        &[],
+    )
+    .await?;
+    assert_eq!(r.rows, Some(vec![vec![json!(200_000)]]));
+    Ok(())
+}
+
+/// Parameters cost what their bytes cost: an array parameter of a million elements
+/// binds as one Arrow list (it bound as one SQL literal per element: 14 s and 1.4 GB
+/// held for `$1::float4[]`; `$1::text[]` and `$1::jsonb` the same), with the values
+/// `ARRAY[…]` gives small arrays.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn large_array_parameters_bind_as_one_array() -> TestResult {
+    let (_tarn, s) = session().await?;
+    let n: i64 = 1_000_000;
+    let numbers = Value::Array((0..n).map(|i| json!(i % 7)).collect());
+    let r = query(
+        &s,
+        "SELECT cardinality($1::float4[]), ($1::float4[])[10], cardinality($1)",
+        std::slice::from_ref(&numbers),
+    )
+    .await?;
+    assert_eq!(r.rows, Some(vec![vec![json!(n), json!(2.0), json!(n)]]));
+    let texts = Value::Array((0..n).map(|i| json!(format!("s{i}"))).collect());
+    let r = query(
+        &s,
+        "SELECT cardinality($1::text[]), ($1::text[])[5]",
+        std::slice::from_ref(&texts),
+    )
+    .await?;
+    assert_eq!(r.rows, Some(vec![vec![json!(n), json!("s4")]]));
+    let r = query(
+        &s,
+        "SELECT ($1::jsonb) -> 999999, ($1::jsonb) -> 3",
+        std::slice::from_ref(&numbers),
+    )
+    .await?;
+    assert_eq!(r.rows, Some(vec![vec![json!(999_999 % 7), json!(3)]]));
+    // Nested, with NULLs and floats among integers; the same values as small arrays give.
+    let nested = Value::Array(
+        (0..3000)
+            .map(|i| if i == 7 { json!(null) } else { json!([i, 0.5]) })
+            .collect(),
+    );
+    let r = query(
+        &s,
+        "SELECT cardinality($1::float8[][]), ($1::float8[][])[2][1], ($1::float8[][])[8] IS NULL",
+        std::slice::from_ref(&nested),
+    )
+    .await?;
+    // cardinality counts every element, as PostgreSQL's does: 2,999 pairs.
+    assert_eq!(
+        r.rows,
+        Some(vec![vec![json!(5998), json!(1.0), json!(true)]])
+    );
+    // Into a table: a vector column and a jsonb column.
+    query(
+        &s,
+        r#"CREATE TABLE "ws"."big" (id INT, e FLOAT4[], j JSONB) USING engine"#,
+        &[],
+    )
+    .await?;
+    let vector = Value::Array((0..5000).map(|i| json!(i as f64 / 8.0)).collect());
+    query(
+        &s,
+        r#"INSERT INTO "ws"."big" VALUES (1, $1, $2)"#,
+        &[vector.clone(), numbers.clone()],
+    )
+    .await?;
+    let r = query(
+        &s,
+        r#"SELECT cardinality(e), e[5000], j -> 6 FROM "ws"."big""#,
+        &[],
+    )
+    .await?;
+    assert_eq!(
+        r.rows,
+        Some(vec![vec![json!(5000), json!(624.875), json!(6)]])
+    );
+    // Mixed shapes keep the literal path: a text and a number is still an error.
+    let mixed = Value::Array(
+        (0..5000)
+            .map(|i| if i == 1 { json!("x") } else { json!(i) })
+            .collect(),
+    );
+    assert!(
+        query(&s, "SELECT cardinality($1::int8[])", &[mixed])
+            .await
+            .is_err()
+    );
+    Ok(())
+}

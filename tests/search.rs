@@ -1246,3 +1246,126 @@ async fn fast_search_equals_the_planned_search() -> TestResult {
     );
     Ok(())
 }
+
+/// `ORDER BY <#> … DESC` puts NULL scores last in every plan, not only where the search
+/// node answers (issue: a filter it cannot take, a subquery vector, `LIMIT (SELECT 1)`,
+/// a window column or GROUP BY returned the NULL-scored row first).
+#[tokio::test]
+async fn null_scores_sort_last_in_every_top_k_shape() -> TestResult {
+    let tarn = Tarn::in_memory().await?;
+    let s = fixture(&tarn).await?;
+    s.query(
+        "ws",
+        r#"CREATE TABLE "ws"."n" (id INT, e FLOAT4[], body TEXT) USING engine"#,
+        &[],
+    )
+    .await?;
+    s.query(
+        "ws",
+        r#"INSERT INTO "ws"."n" VALUES (1, '{1,0}', 'apple pie'), (2, NULL, 'apple'), (3, '{0,1}', 'pear')"#,
+        &[],
+    )
+    .await?;
+    s.query(
+        "ws",
+        r#"CREATE INDEX ON "ws"."n" USING engine_index (body) WITH (index_type = 'bm25')"#,
+        &[],
+    )
+    .await?;
+    let all = json!([[1, 1.0], [3, 0.0], [2, null]]);
+    let first = json!([[1, 1.0]]);
+    let n = r#""ws"."n""#;
+    for (sql, want) in [
+        (
+            format!(
+                "SELECT id, e <#> '{{1,0}}' AS s FROM {n} WHERE random() < 2 ORDER BY s DESC LIMIT 1"
+            ),
+            &first,
+        ),
+        (
+            format!("SELECT id, e <#> '{{1,0}}' AS s FROM {n} WHERE random() < 2 ORDER BY s DESC"),
+            &all,
+        ),
+        (
+            format!(
+                "SELECT id, e <#> (SELECT e FROM {n} WHERE id = 1) AS s FROM {n} ORDER BY s DESC LIMIT 1"
+            ),
+            &first,
+        ),
+        (
+            format!("SELECT id, e <#> '{{1,0}}' AS s FROM {n} ORDER BY s DESC LIMIT (SELECT 1)"),
+            &first,
+        ),
+        (
+            format!(
+                "SELECT id, s FROM (SELECT id, e <#> '{{1,0}}' AS s, count(*) OVER () AS c FROM {n}) x ORDER BY s DESC LIMIT 1"
+            ),
+            &first,
+        ),
+        (
+            format!("SELECT id, e <#> '{{1,0}}' AS s FROM {n} GROUP BY id, e ORDER BY s DESC"),
+            &all,
+        ),
+        (
+            format!(
+                "SELECT id, e <#> '{{1,0}}' AS s FROM {n} GROUP BY id, e ORDER BY 2 DESC LIMIT 1"
+            ),
+            &first,
+        ),
+        (
+            format!(
+                "SELECT x.id, x.s FROM (SELECT id, e <#> '{{1,0}}' AS s FROM {n}) x JOIN {n} m ON m.id = x.id ORDER BY x.s DESC"
+            ),
+            &all,
+        ),
+        (
+            format!(
+                "SELECT id, e <#> '{{1,0}}' AS s FROM {n} WHERE id < 3 UNION ALL SELECT id, e <#> '{{1,0}}' FROM {n} WHERE id >= 3 ORDER BY s DESC"
+            ),
+            &all,
+        ),
+        (
+            format!(
+                "WITH c AS (SELECT id, e <#> '{{1,0}}' AS s FROM {n}) SELECT id, s FROM c WHERE random() < 2 ORDER BY s DESC"
+            ),
+            &all,
+        ),
+    ] {
+        let got = s.query("ws", &sql, &[]).await?.rows;
+        assert_eq!(json!(got), *want, "{sql}");
+    }
+    // Hybrid: the vector arm from a subquery ranks as with the vector written out.
+    let literal = format!(
+        "SELECT id FROM {n} ORDER BY (e, body) <#> engine_hybrid_record('{{1,0}}', 'apple') DESC"
+    );
+    let subquery = format!(
+        "SELECT id FROM {n} WHERE random() < 2 ORDER BY (e, body) <#> engine_hybrid_record((SELECT e FROM {n} WHERE id = 1), 'apple') DESC"
+    );
+    assert_eq!(
+        s.query("ws", &subquery, &[]).await?.rows,
+        s.query("ws", &literal, &[]).await?.rows
+    );
+    // NULLS FIRST, written, is kept.
+    let sql = format!("SELECT id FROM {n} ORDER BY e <#> '{{1,0}}' DESC NULLS FIRST LIMIT 1");
+    assert_eq!(json!(s.query("ws", &sql, &[]).await?.rows), json!([[2]]));
+    // A NULL query scores every row NULL: ties by row id (insertion order).
+    s.query(
+        "ws",
+        &format!(
+            "INSERT INTO {n} SELECT x, ARRAY[x::float4, 1], 'x' FROM generate_series(4, 3000) g(x)"
+        ),
+        &[],
+    )
+    .await?;
+    for sql in [
+        format!("SELECT id FROM {n} ORDER BY e <#> NULL DESC LIMIT 5"),
+        format!("SELECT id FROM {n} WHERE id > 0 ORDER BY e <#> NULL::float4[] DESC LIMIT 5"),
+    ] {
+        assert_eq!(
+            json!(s.query("ws", &sql, &[]).await?.rows),
+            json!([[1], [2], [3], [4], [5]]),
+            "{sql}"
+        );
+    }
+    Ok(())
+}

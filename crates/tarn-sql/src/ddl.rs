@@ -18,12 +18,36 @@ fn now_iso() -> String {
     chrono::Utc::now().format("%Y-%m-%dT%H:%M:%SZ").to_string()
 }
 
-/// Refuses a name a new table cannot have (CREATE TABLE, uploads): 1-63 characters,
-/// as PostgreSQL's identifiers.
+/// Refuses a name a new table cannot have (CREATE TABLE, ALTER TABLE … RENAME TO,
+/// uploads): 1-63 bytes, as PostgreSQL's identifiers, and printable (see
+/// [`check_name_chars`]).
 pub fn check_table_name(name: &str) -> Result<()> {
     if name.is_empty() || name.len() > 63 {
+        return bad(format!("invalid table name {name:?}: use 1-63 characters"));
+    }
+    check_name_chars("table", name)
+}
+
+/// Refuses a name a new column cannot have (CREATE TABLE, ADD COLUMN, RENAME COLUMN,
+/// CREATE TABLE … AS, uploads): not empty (PostgreSQL's "zero-length delimited
+/// identifier") and printable.
+pub fn check_column_name(name: &str) -> Result<()> {
+    if name.is_empty() {
+        return bad("zero-length delimited identifier: a column name cannot be empty");
+    }
+    check_name_chars("column", name)
+}
+
+/// Refuses control characters (NUL, line breaks, …) and bidirectional controls in a
+/// name: they break every listing that prints it (`\d`, CSV headers, logs) and can
+/// make one name look like another, as file names already refuse them.
+pub(crate) fn check_name_chars(kind: &str, name: &str) -> Result<()> {
+    if name
+        .chars()
+        .any(|c| c.is_control() || matches!(c, '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}'))
+    {
         return bad(format!(
-            "invalid table name \"{name}\": use 1-63 characters"
+            "invalid {kind} name {name:?}: control and bidirectional control characters are not allowed"
         ));
     }
     Ok(())
@@ -112,6 +136,7 @@ impl Txn<'_> {
                 if def.column(col_name).is_some() {
                     return bad(format!("column \"{col_name}\" specified more than once"));
                 }
+                check_column_name(col_name)?;
                 let ty = sql_type_of(field)?;
                 def.columns
                     .push(ColumnDef::plain(def.next_column_id, col_name.clone(), ty));
@@ -359,6 +384,7 @@ impl Txn<'_> {
                 } => {
                     let old = normalize(old_column_name);
                     let new = normalize(new_column_name);
+                    check_column_name(&new)?;
                     if def.column(&new).is_some() {
                         return Err(Error::Conflict(format!(
                             "column \"{new}\" of relation \"{}\" already exists",
@@ -387,6 +413,7 @@ impl Txn<'_> {
                             );
                         }
                     };
+                    check_table_name(&new)?;
                     if self
                         .catalog
                         .relation_exists(&self.org, &def.workspace_id, &new)
@@ -412,6 +439,7 @@ impl Txn<'_> {
 
 /// Adds a column with the constraints declared on it.
 fn push_column(def: &mut TableDef, col: ColumnDef) -> Result<()> {
+    check_column_name(&col.name)?;
     let (unique, primary, name) = (col.unique, col.primary_key, col.name.clone());
     def.columns.push(col);
     if primary {

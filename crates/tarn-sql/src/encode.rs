@@ -25,22 +25,49 @@ pub fn encode_value(field: &Field, array: &ArrayRef, i: usize) -> Result<Value> 
     encode(array.as_ref(), i, json)
 }
 
-/// Encodes whole columns into rows.
+/// Encodes whole columns into rows, within `budget` bytes of JSON values (what is left
+/// of the statement's `query_memory` limit): a result whose JSON form would pass it is
+/// the limit's 400, not a process grown past its memory.
 pub fn encode_rows(
     fields: &[&Field],
     columns: &[ArrayRef],
     rows: &mut Vec<Vec<Value>>,
+    budget: &mut usize,
 ) -> Result<()> {
     let n = columns.first().map_or(0, |c| c.len());
-    rows.reserve(n);
     for i in 0..n {
         let mut row = Vec::with_capacity(columns.len());
+        let mut size = std::mem::size_of::<Vec<Value>>() + columns.len() * VALUE_SIZE;
         for (field, col) in fields.iter().zip(columns) {
-            row.push(encode_value(field, col, i)?);
+            let v = encode_value(field, col, i)?;
+            size += heap_size(&v);
+            row.push(v);
         }
+        *budget = budget.checked_sub(size).ok_or_else(|| {
+            Error::BadRequest(
+                "query memory limit (query_memory) exceeded: the result rows as JSON are larger \
+                 than the limit; select fewer rows or columns (LIMIT), or read them as Arrow"
+                    .into(),
+            )
+        })?;
         rows.push(row);
     }
     Ok(())
+}
+
+const VALUE_SIZE: usize = std::mem::size_of::<Value>();
+
+/// Bytes `v` holds on the heap (about: allocator rounding and map nodes aside).
+pub fn heap_size(v: &Value) -> usize {
+    match v {
+        Value::String(s) => s.capacity(),
+        Value::Array(a) => a.capacity() * VALUE_SIZE + a.iter().map(heap_size).sum::<usize>(),
+        Value::Object(m) => m
+            .iter()
+            .map(|(k, v)| k.capacity() + 2 * VALUE_SIZE + heap_size(v))
+            .sum(),
+        _ => 0,
+    }
 }
 
 fn float(f: f64) -> Value {

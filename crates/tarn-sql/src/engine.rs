@@ -767,6 +767,7 @@ impl<'e> Txn<'e> {
             now: self.now,
             ef_search: self.settings.ef_search,
             shared: Default::default(),
+            desc_nulls_first_written: false,
         }
     }
 
@@ -783,6 +784,8 @@ impl<'e> Txn<'e> {
         crate::names::function_column_aliases(&mut stmt);
         crate::jsonb::rewrite_casts(&mut stmt);
         crate::types::timestamp_casts(&mut stmt);
+        let mut view = view;
+        view.desc_nulls_first_written = crate::score_order_rule::writes_desc_nulls_first(&stmt);
         STATEMENT_VIEW
             .scope(Arc::new(view), async move {
                 // A copy for the retry below; planning consumes the statement.
@@ -837,8 +840,7 @@ impl<'e> Txn<'e> {
                         fields,
                         plan.schema().as_arrow().metadata().clone(),
                     ));
-                let batches =
-                    datafusion::physical_plan::collect(physical, state.task_ctx()).await?;
+                let batches = collect_bounded(physical, state.task_ctx()).await?;
                 Ok((schema, batches))
             })
             .await
@@ -1225,4 +1227,39 @@ fn same_names(e: &datafusion::error::DataFusionError) -> bool {
     m.contains("require unique expression names")
         || m.contains("duplicate unqualified field name")
         || m.contains("duplicate qualified field name")
+}
+
+/// Runs `plan` and gathers its rows, counting them against the query memory pool that
+/// sorts, joins and aggregates draw on: a result larger than `query_memory` is the
+/// limit's 400 while the process is unharmed (SPEC §8), not a process grown until the
+/// kernel kills it. The rows are counted by the part of their buffers they use, so
+/// slices of one large buffer are not counted once per slice.
+async fn collect_bounded(
+    plan: Arc<dyn datafusion::physical_plan::ExecutionPlan>,
+    ctx: Arc<datafusion::execution::TaskContext>,
+) -> datafusion::error::Result<Vec<RecordBatch>> {
+    use datafusion::execution::memory_pool::MemoryConsumer;
+    use futures::StreamExt;
+    let reservation = MemoryConsumer::new("query result").register(ctx.memory_pool());
+    let mut stream = datafusion::physical_plan::execute_stream(plan, ctx)?;
+    let mut out = Vec::new();
+    while let Some(batch) = stream.next().await {
+        let batch = batch?;
+        reservation.try_grow(batch_bytes(&batch))?;
+        out.push(batch);
+    }
+    Ok(out)
+}
+
+/// Bytes of the buffers `batch` uses (its slice of them).
+fn batch_bytes(batch: &RecordBatch) -> usize {
+    batch
+        .columns()
+        .iter()
+        .map(|c| {
+            c.to_data()
+                .get_slice_memory_size()
+                .unwrap_or_else(|_| c.get_array_memory_size())
+        })
+        .sum()
 }

@@ -12,6 +12,9 @@ pub fn install(state: &mut SessionState) -> Result<()> {
     datafusion_functions_json::register_all(state)?;
     crate::clock::register(state)?;
     state.register_udf(crate::similarity::udf())?;
+    state.register_udf(std::sync::Arc::new(
+        datafusion::logical_expr::ScalarUDF::new_from_impl(crate::param_array::ParamArray::new()),
+    ))?;
     for f in crate::hybrid::placeholders() {
         state.register_udf(std::sync::Arc::new(f))?;
     }
@@ -28,6 +31,10 @@ pub fn install(state: &mut SessionState) -> Result<()> {
     // simplest); after the rules above, so the subqueries' types are coerced.
     state.register_udf(std::sync::Arc::new(crate::decorrelate::subquery_value_udf()))?;
     state.register_udf(std::sync::Arc::new(crate::decorrelate::nullable_udf()))?;
+    // `<#>` sorted descending puts NULL scores last in every plan: before unnesting,
+    // which copies sort keys into windows (`LIMIT (SELECT …)`), and before the top-k
+    // rule looks for its sorts.
+    state.add_analyzer_rule(std::sync::Arc::new(crate::score_order_rule::ScoreNullsLast));
     state.add_analyzer_rule(std::sync::Arc::new(crate::decorrelate::UnnestSubqueries));
     // The top-k rule runs after DataFusion's own (it needs the limit pushed into the
     // sort), and the query planner knows how to execute its node.

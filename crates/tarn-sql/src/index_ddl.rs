@@ -314,6 +314,7 @@ impl Txn<'_> {
                 "invalid index name \"{name}\": use 1-{MAX_NAME} characters"
             ));
         }
+        crate::ddl::check_name_chars("index", &name)?;
         Ok(name)
     }
 

@@ -96,12 +96,30 @@ fn rewrite(expr: &Expr, params: &[Json]) -> Result<Option<Expr>> {
                     .and_then(|n| n.parse().ok())
                     .ok_or_else(|| Error::BadRequest(format!("invalid parameter {p}")))?;
                 match n.checked_sub(1).and_then(|i| params.get(i)) {
+                    Some(value @ Json::Array(items)) => Ok(Some(
+                        crate::param_array::bind_large(items)
+                            .unwrap_or_else(|| json_to_expr(value)),
+                    )),
                     Some(value) => Ok(Some(json_to_expr(value))),
                     None => bad(format!("there is no parameter ${n}")),
                 }
             }
             _ => Ok(None),
         },
+        // A large array parameter cast to jsonb: its JSON text, as jsonb takes text.
+        Expr::Cast {
+            kind,
+            expr: inner,
+            data_type: data_type @ (ast::DataType::JSON | ast::DataType::JSONB),
+            array,
+            format,
+        } => Ok(crate::param_array::json_text(inner).map(|text| Expr::Cast {
+            kind: kind.clone(),
+            expr: Box::new(lit(Value::SingleQuotedString(text.to_string()))),
+            data_type: data_type.clone(),
+            array: *array,
+            format: format.clone(),
+        })),
         Expr::Cast {
             expr: inner,
             data_type: ast::DataType::Array(ArrayElemTypeDef::SquareBracket(elem, _)),

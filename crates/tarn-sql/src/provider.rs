@@ -58,6 +58,8 @@ pub(crate) struct ReadView {
     pub ef_search: Option<usize>,
     /// What the statement's expressions bind and share (text and hybrid `<#>`), by key.
     pub shared: Arc<parking_lot::Mutex<HashMap<String, Arc<dyn std::any::Any + Send + Sync>>>>,
+    /// Whether the statement writes `DESC NULLS FIRST` (see `score_order_rule.rs`).
+    pub desc_nulls_first_written: bool,
 }
 
 impl fmt::Debug for ReadView {

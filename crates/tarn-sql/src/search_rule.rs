@@ -136,7 +136,9 @@ fn search_plan(sort: &Sort) -> DfResult<Option<LogicalPlan>> {
     let [first] = sort.expr.as_slice() else {
         return Ok(None);
     };
-    if first.asc {
+    // NULLS FIRST is left only where the statement wrote it (score_order_rule.rs); the
+    // node always ranks NULLs last.
+    if first.asc || first.nulls_first {
         return Ok(None);
     }
     let mut key = first.expr.clone();
@@ -255,7 +257,12 @@ fn search_plan(sort: &Sort) -> DfResult<Option<LogicalPlan>> {
             let [_, Expr::Literal(q, _)] = f.args.as_slice() else {
                 return Ok(None);
             };
-            let Some(query) = similarity::planned_query(field, q)? else {
+            // A NULL query scores every row NULL: the node still returns them by row id.
+            let planned = match similarity::planned_query(field, q)? {
+                None if q.is_null() => similarity::null_query(field),
+                other => other,
+            };
+            let Some(query) = planned else {
                 return Ok(None);
             };
             let index = table

@@ -479,6 +479,30 @@ pub(crate) fn planned_query(field: &Field, q: &ScalarValue) -> DfResult<Option<Q
     checked_query(&stored, field.data_type(), kind, &q.to_array_of_size(1)?, 0)
 }
 
+/// A query that scores every row of the stored field `field` NULL (a zero vector, or a
+/// bag of one), for `<#> NULL`: the search node then returns the rows in SPEC §5's
+/// order, by row id, as it does for any tie. `None` when the field is not a vector
+/// column. A column without a dimension has no vector stored, so any width scores NULL.
+pub(crate) fn null_query(field: &Field) -> Option<QueryValue> {
+    let stored = Described::of(field);
+    let dim = stored
+        .dim()
+        .or(match field.data_type() {
+            DataType::FixedSizeList(_, d) => usize::try_from(*d).ok(),
+            _ => None,
+        })
+        .unwrap_or(1)
+        .max(1);
+    match kind(field.data_type()) {
+        Kind::Vector => Some(QueryValue::Vector(vec![0.0; dim])),
+        Kind::Bag => Some(QueryValue::Bag {
+            values: vec![0.0; dim],
+            dim,
+        }),
+        _ => None,
+    }
+}
+
 /// The query in row `i` of `q` for the stored column `col` (of Arrow type `stored`),
 /// checked against the column's dimension (its metadata, or a `FLOAT4[n]` type);
 /// `None` for a NULL query.

@@ -1159,13 +1159,16 @@ impl Session {
         let (access, _guards) = self.authorize_call(Operation::Query, ws).await?;
         let out = self.run(access, ws, sql, params).await?;
         let row_count = out.row_count();
-        let rows = match &out.batches {
+        let rows = match out.batches {
             None => None,
             Some(batches) => {
-                let mut rows = Vec::with_capacity(row_count as usize);
+                // The JSON rows count against the same limit as the Arrow rows did (those
+                // are let go batch by batch as they are encoded).
+                let mut budget = self.tarn.inner.engine.limits().query_memory;
+                let mut rows = Vec::new();
                 let fields: Vec<_> = out.schema.fields().iter().map(|f| f.as_ref()).collect();
                 for b in batches {
-                    tarn_sql::encode_rows(&fields, b.columns(), &mut rows)?;
+                    tarn_sql::encode_rows(&fields, b.columns(), &mut rows, &mut budget)?;
                 }
                 Some(rows)
             }
