@@ -11,7 +11,10 @@ use datafusion::arrow::datatypes::{DataType, Field};
 use serde_json::Value;
 
 use crate::ColumnType;
-use crate::infer::{parse_bool, parse_date, parse_float, parse_int, parse_timestamp, parse_vector};
+use crate::infer::{
+    has_leading_zero, is_big_integer, looks_integer, parse_bool, parse_date, parse_float,
+    parse_int, parse_timestamp, parse_vector,
+};
 use crate::jsonb::JsonbText;
 
 /// Microseconds in a day (a date in a timestamp column is its midnight, UTC).
@@ -20,6 +23,20 @@ const DAY_MICROS: i64 = 86_400_000_000;
 /// A timestamptz column's value: a timestamp, or a date (its midnight, UTC).
 fn timestamp_or_date(s: &str) -> Option<i64> {
     parse_timestamp(s).or_else(|| parse_date(s).map(|d| i64::from(d) * DAY_MICROS))
+}
+
+/// Why an integer beyond int8 (`shown` as written) does not fit a column of `ty`, if
+/// that is why: an int8 column cannot hold it, and a float8 column would round it (the
+/// sample makes a column with one text, which keeps its digits).
+fn beyond_int8(ty: ColumnType, shown: &str) -> Option<String> {
+    match ty {
+        ColumnType::Int8 => Some(format!("{} is out of range for int8", quote(shown))),
+        ColumnType::Float8 => Some(format!(
+            "{} is an integer beyond int8, which only a text column keeps exactly",
+            quote(shown)
+        )),
+        _ => None,
+    }
 }
 
 /// Longest value quoted back in an error message.
@@ -130,7 +147,23 @@ impl ColumnBuilder {
         Ok(())
     }
 
-    /// Appends one CSV field (the empty field is NULL). The error says what was wrong.
+    /// Appends the empty string (a quoted empty CSV field, `""`): only text holds it
+    /// (PostgreSQL's COPY refuses it for other types too).
+    pub(crate) fn push_empty_string(&mut self) -> Result<(), String> {
+        match (self.ty, &mut self.values) {
+            (ColumnType::Text, Values::Text(b)) => {
+                b.append_value("");
+                Ok(())
+            }
+            _ => Err(format!(
+                "\"\" (an empty string) is not {}; an empty field without quotes is NULL",
+                self.expected()
+            )),
+        }
+    }
+
+    /// Appends one CSV field (the empty field is NULL; a quoted empty one goes to
+    /// [`ColumnBuilder::push_empty_string`]). The error says what was wrong.
     pub(crate) fn push_text(&mut self, s: &str) -> Result<(), String> {
         if s.is_empty() {
             self.push_null();
@@ -138,6 +171,20 @@ impl ColumnBuilder {
         }
         let expected = self.expected();
         let bad = || format!("{} is not {expected}", quote(s));
+        // Integers as inference reads them: beyond int8 (text there) never rounded into
+        // a float8 nor refused as "not an integer"; leading zeros (text there) never a
+        // number.
+        let t = s.trim();
+        if looks_integer(t) {
+            if parse_int(t).is_none()
+                && let Some(why) = beyond_int8(self.ty, s)
+            {
+                return Err(why);
+            }
+            if has_leading_zero(t) && matches!(self.ty, ColumnType::Int8 | ColumnType::Float8) {
+                return Err(bad());
+            }
+        }
         match self.ty {
             ColumnType::Vector => {
                 let mut scratch = std::mem::take(&mut self.scratch);
@@ -159,17 +206,9 @@ impl ColumnBuilder {
             _ => {}
         }
         match &mut self.values {
-            // Leading zeros are not an integer (inference keeps such values text).
-            Values::Int(b) => b.append_value(
-                parse_int(s)
-                    .filter(|_| !crate::infer::has_leading_zero(s.trim()))
-                    .ok_or_else(bad)?,
-            ),
-            Values::Float(b) => b.append_value(
-                parse_float(s)
-                    .or_else(|| parse_int(s).map(|v| v as f64))
-                    .ok_or_else(bad)?,
-            ),
+            Values::Int(b) => b.append_value(parse_int(s).ok_or_else(bad)?),
+            // Digits alone are a decimal to `parse_float` too (`-0` stays negative).
+            Values::Float(b) => b.append_value(parse_float(s).ok_or_else(bad)?),
             Values::Bool(b) => b.append_value(parse_bool(s).ok_or_else(bad)?),
             Values::Date(b) => b.append_value(parse_date(s).ok_or_else(bad)?),
             Values::Timestamp(b) => b.append_value(timestamp_or_date(s).ok_or_else(bad)?),
@@ -219,6 +258,10 @@ pub(crate) struct CellSeed<'a> {
     /// position, this the cause (so the message can name the column and say what was
     /// wrong).
     pub(crate) failure: &'a mut Option<String>,
+    /// Read the value's text first: the row may hold an integer beyond int8, which
+    /// `serde_json` would give as a float (so its digits would be lost). Slower, so
+    /// only for rows the framer saw a long run of digits in.
+    pub(crate) exact: bool,
 }
 
 impl CellSeed<'_> {
@@ -253,10 +296,34 @@ impl CellSeed<'_> {
     }
 }
 
+impl CellSeed<'_> {
+    /// A value from its JSON text: an integer beyond int8 as its digits (text) or
+    /// refused, anything else as the fast path reads it.
+    fn read_text<E: serde::de::Error>(mut self, text: &str) -> Result<(), E> {
+        if is_big_integer(text) {
+            if let (ColumnType::Text, Values::Text(b)) = (self.column.ty, &mut self.column.values) {
+                b.append_value(text);
+                return Ok(());
+            }
+            if let Some(why) = beyond_int8(self.column.ty, text) {
+                return Err(self.fail(why));
+            }
+            // jsonb keeps what INSERT keeps (serde_json's number); the other types refuse
+            // it as they refuse any number.
+        }
+        let mut de = serde_json::Deserializer::from_str(text);
+        serde::Deserializer::deserialize_any(&mut de, self).map_err(E::custom)
+    }
+}
+
 impl<'de> serde::de::DeserializeSeed<'de> for CellSeed<'_> {
     type Value = ();
 
     fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        if self.exact {
+            let raw = <&serde_json::value::RawValue as serde::Deserialize>::deserialize(d)?;
+            return self.read_text(raw.get());
+        }
         d.deserialize_any(self)
     }
 }
@@ -300,8 +367,15 @@ impl<'de> serde::de::Visitor<'de> for CellSeed<'_> {
     fn visit_u64<E: serde::de::Error>(mut self, v: u64) -> Result<(), E> {
         match (&mut self.column.values, i64::try_from(v)) {
             (Values::Int(b), Ok(i)) => b.append_value(i),
-            (Values::Float(b), _) => b.append_value(v as f64),
+            (Values::Float(b), Ok(i)) => b.append_value(i as f64),
             (Values::Text(b), _) => b.append_value(v.to_string()),
+            (_, Err(_)) => {
+                let shown = v.to_string();
+                let why = beyond_int8(self.column.ty, &shown).unwrap_or_else(|| {
+                    format!("{} is not {}", quote(&shown), self.column.expected())
+                });
+                return Err(self.fail(why));
+            }
             _ => return Err(self.mismatch(&v.to_string())),
         }
         Ok(())

@@ -1,6 +1,6 @@
 //! CSV records from a stream of chunks (csv-core's state machine, resumable at any byte),
-//! with the physical line each record starts on, and the delimiter sniffed from a
-//! sample.
+//! with the physical line each record starts on, which fields were quoted (`""` is the
+//! empty string, an empty field NULL), and the delimiter sniffed from a sample.
 
 use csv_core::{ReadRecordResult, Reader, ReaderBuilder};
 
@@ -21,9 +21,138 @@ pub(crate) enum Step {
     End,
 }
 
+/// Where [`Quotes`] is in a record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum QuoteState {
+    /// Before a field's first byte.
+    FieldStart,
+    /// In a field that did not start with a quote.
+    Unquoted,
+    /// In a quoted field.
+    Quoted,
+    /// Just after a quote in a quoted field: its end, or the first of a doubled quote.
+    QuoteInQuoted,
+    /// Past the record's line end.
+    Done,
+}
+
+/// A record's quoting, read from its raw bytes as csv-core reads them (a quote opens a
+/// field only as its first byte; a doubled quote inside is one quote; csv-core's own
+/// output cannot tell `""` from an empty field): which fields started with a quote,
+/// and the line a quoted field still open at the end of the data opened on.
+#[derive(Debug)]
+struct Quotes {
+    state: QuoteState,
+    /// Per field so far: it started with a quote.
+    quoted: Vec<bool>,
+    /// Line ends read so far (inside quoted fields: the only place a record has them).
+    newlines: u64,
+    /// `newlines` when the last quoted field opened.
+    opened_at: u64,
+}
+
+impl Quotes {
+    fn new() -> Self {
+        Self {
+            state: QuoteState::FieldStart,
+            quoted: vec![false],
+            newlines: 0,
+            opened_at: 0,
+        }
+    }
+
+    fn reset(&mut self) {
+        self.state = QuoteState::FieldStart;
+        self.quoted.clear();
+        self.quoted.push(false);
+        self.newlines = 0;
+        self.opened_at = 0;
+    }
+
+    fn next_field(&mut self) {
+        self.quoted.push(false);
+        self.state = QuoteState::FieldStart;
+    }
+
+    /// Reads the record's next raw bytes.
+    fn feed(&mut self, bytes: &[u8], delimiter: u8) {
+        let mut i = 0;
+        while i < bytes.len() {
+            match self.state {
+                QuoteState::Done => return,
+                QuoteState::FieldStart => {
+                    let b = bytes[i];
+                    i += 1;
+                    match b {
+                        b'"' => {
+                            if let Some(q) = self.quoted.last_mut() {
+                                *q = true;
+                            }
+                            self.opened_at = self.newlines;
+                            self.state = QuoteState::Quoted;
+                        }
+                        b'\r' | b'\n' => self.state = QuoteState::Done,
+                        b if b == delimiter => self.next_field(),
+                        _ => self.state = QuoteState::Unquoted,
+                    }
+                }
+                QuoteState::Unquoted => {
+                    match memchr::memchr3(delimiter, b'\r', b'\n', &bytes[i..]) {
+                        None => i = bytes.len(),
+                        Some(k) => {
+                            let b = bytes[i + k];
+                            i += k + 1;
+                            if b == delimiter {
+                                self.next_field();
+                            } else {
+                                self.state = QuoteState::Done;
+                            }
+                        }
+                    }
+                }
+                QuoteState::Quoted => match memchr::memchr2(b'"', b'\n', &bytes[i..]) {
+                    None => i = bytes.len(),
+                    Some(k) => {
+                        let b = bytes[i + k];
+                        i += k + 1;
+                        if b == b'"' {
+                            self.state = QuoteState::QuoteInQuoted;
+                        } else {
+                            self.newlines += 1;
+                        }
+                    }
+                },
+                QuoteState::QuoteInQuoted => {
+                    let b = bytes[i];
+                    i += 1;
+                    match b {
+                        b'"' => self.state = QuoteState::Quoted,
+                        b'\r' | b'\n' => self.state = QuoteState::Done,
+                        b if b == delimiter => self.next_field(),
+                        // `"a"b`: csv-core reads on as unquoted data.
+                        _ => self.state = QuoteState::Unquoted,
+                    }
+                }
+            }
+        }
+    }
+
+    /// Field `i` started with a quote.
+    fn quoted(&self, i: usize) -> bool {
+        self.quoted.get(i).copied().unwrap_or(false)
+    }
+}
+
 /// Splits CSV bytes into records.
 pub(crate) struct Splitter {
     core: Reader,
+    delimiter: u8,
+    /// The last record's (or the one being read's) quoting, when `quotes_read`.
+    quotes: Quotes,
+    /// `quotes` has read all of the record so far: always for a record that spans
+    /// inputs (the earlier ones are gone when it ends), else only for a record with an
+    /// empty field (the only ones whose quoting matters).
+    quotes_read: bool,
     out: Vec<u8>,
     ends: Vec<usize>,
     out_len: usize,
@@ -41,6 +170,9 @@ impl Splitter {
     pub(crate) fn new(delimiter: u8, max_record_bytes: usize, max_fields: usize) -> Self {
         Self {
             core: ReaderBuilder::new().delimiter(delimiter).build(),
+            delimiter,
+            quotes: Quotes::new(),
+            quotes_read: false,
             out: vec![0; 4096],
             ends: vec![0; 64],
             out_len: 0,
@@ -73,9 +205,28 @@ impl Splitter {
         &self.out[start..self.ends[i]]
     }
 
+    /// Field `i` of the last record is `""`: the empty string, where an empty field
+    /// without quotes is NULL (PostgreSQL's COPY reads CSV so).
+    pub(crate) fn quoted_empty(&self, i: usize) -> bool {
+        self.quotes_read && self.field(i).is_empty() && self.quotes.quoted(i)
+    }
+
     /// Reads from `input` (an empty slice ends the data) up to the end of the next
     /// record. Returns the bytes consumed and what was found.
     pub(crate) fn next(&mut self, mut input: &[u8]) -> Result<(usize, Step), String> {
+        let whole = input;
+        if input.is_empty()
+            && self.in_record
+            && self.quotes_read
+            && self.quotes.state == QuoteState::Quoted
+        {
+            // csv-core would end the record here, with the rest of the file in the field.
+            // A record in progress at the end has spanned inputs, so `quotes` read it.
+            return Err(format!(
+                "line {}: unterminated CSV quoted field",
+                self.record_line + self.quotes.opened_at
+            ));
+        }
         let mut consumed = 0;
         if !self.in_record {
             self.out_len = 0;
@@ -100,7 +251,9 @@ impl Splitter {
             }
             self.record_line = self.core.line();
             self.in_record = true;
+            self.quotes_read = false;
         }
+        let start = consumed;
         loop {
             let (res, nin, nout, nend) = self.core.read_record(
                 input,
@@ -120,6 +273,11 @@ impl Splitter {
                             self.max_record_bytes >> 20
                         ));
                     }
+                    if !self.quotes_read {
+                        self.quotes.reset();
+                        self.quotes_read = true;
+                    }
+                    self.quotes.feed(&whole[start..consumed], self.delimiter);
                     return Ok((consumed, Step::NeedInput));
                 }
                 ReadRecordResult::OutputFull => {
@@ -147,6 +305,13 @@ impl Splitter {
                 }
                 ReadRecordResult::Record => {
                     self.in_record = false;
+                    if self.quotes_read {
+                        self.quotes.feed(&whole[start..consumed], self.delimiter);
+                    } else if (0..self.ends_len).any(|i| self.field(i).is_empty()) {
+                        self.quotes.reset();
+                        self.quotes.feed(&whole[start..consumed], self.delimiter);
+                        self.quotes_read = true;
+                    }
                     return Ok((consumed, Step::Record));
                 }
                 ReadRecordResult::End => {
@@ -257,6 +422,79 @@ mod tests {
                 ],
                 "chunk {chunk}"
             );
+        }
+    }
+
+    /// The records of `data` fed in chunks of `chunk` bytes, with `""` for a quoted
+    /// empty field and `-` for an empty one; or the error.
+    fn marked(data: &[u8], chunk: usize) -> Result<Vec<Vec<String>>, String> {
+        let mut s = Splitter::new(b',', 1 << 20, 100);
+        let mut out = Vec::new();
+        let mut pending: &[u8] = &[];
+        let mut chunks = data.chunks(chunk.max(1));
+        loop {
+            if pending.is_empty()
+                && let Some(c) = chunks.next()
+            {
+                pending = c;
+            }
+            let (n, step) = s.next(pending)?;
+            pending = &pending[n..];
+            match step {
+                Step::Record => out.push(
+                    (0..s.len())
+                        .map(|i| match (s.quoted_empty(i), s.field(i)) {
+                            (true, _) => "\"\"".to_string(),
+                            (false, b"") => "-".to_string(),
+                            (false, f) => String::from_utf8_lossy(f).into_owned(),
+                        })
+                        .collect(),
+                ),
+                Step::End => return Ok(out),
+                Step::NeedInput => {}
+            }
+        }
+    }
+
+    #[test]
+    fn quoted_empty_fields_differ_from_empty_ones_in_any_chunking() {
+        let data = b"a,b,c\n\"\",,x\r\n,\"\",\"\"\n\"\"\"\",\"y\nz\",\n\"a\"b,\"\"\n";
+        let want: Vec<Vec<String>> = [
+            vec!["a", "b", "c"],
+            vec!["\"\"", "-", "x"],
+            vec!["-", "\"\"", "\"\""],
+            vec!["\"\"", "y\nz", "-"],
+            vec!["ab", "\"\""],
+        ]
+        .iter()
+        .map(|r| r.iter().map(|f| f.to_string()).collect())
+        .collect();
+        // `""""` is one quote, not empty; `"a"b` reads on unquoted.
+        let mut want = want;
+        want[3][0] = "\"".to_string();
+        for chunk in 1..data.len() + 1 {
+            assert_eq!(marked(data, chunk).as_ref(), Ok(&want), "chunk {chunk}");
+        }
+    }
+
+    #[test]
+    fn an_unterminated_quote_names_the_line_it_opens_on_in_any_chunking() {
+        for (data, line) in [
+            (&b"a,b\n1,\"abc\n2,def\n"[..], 2),
+            (b"a,b\n1,x\n2,\"abc", 3),
+            (b"a,b,c\n1,\"x\ny\",\"open\nmore\n", 3),
+            (b"a,b\n1,\"ab\"\"\n", 2),
+            (b"a\n\"", 2),
+        ] {
+            let want = format!("line {line}: unterminated CSV quoted field");
+            for chunk in 1..data.len() + 1 {
+                assert_eq!(marked(data, chunk), Err(want.clone()), "chunk {chunk}");
+            }
+        }
+        for data in [&b"a,b\n1,\"abc\""[..], b"a\n\"x\"\"\"\r\n", b"a\n\"\""] {
+            for chunk in 1..data.len() + 1 {
+                assert!(marked(data, chunk).is_ok(), "{data:?} chunk {chunk}");
+            }
         }
     }
 

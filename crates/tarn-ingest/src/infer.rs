@@ -15,8 +15,13 @@ pub(crate) enum Kind {
     Float,
     Date,
     Timestamp,
-    /// Arrays of numbers, all of this length.
-    Vector(u32),
+    /// Arrays of numbers, all of length `dim`; `json`: all written as JSON arrays
+    /// (`[1, 2]`), none in PostgreSQL's array text (`{1,2}`, CSV only), which is not
+    /// JSON.
+    Vector {
+        dim: u32,
+        json: bool,
+    },
     Json,
     Text,
 }
@@ -32,10 +37,18 @@ impl Kind {
             (a, b) if a == b => a,
             (Int, Float) | (Float, Int) => Float,
             (Date, Timestamp) | (Timestamp, Date) => Timestamp,
+            (Vector { dim: a, json: x }, Vector { dim: b, json: y }) if a == b => Vector {
+                dim: a,
+                json: x && y,
+            },
             // In JSON files every value is JSON: arrays of different lengths, or beside
             // other values, are JSON.
-            (Json, _) | (_, Json) | (Vector(_), _) | (_, Vector(_)) if json_source => Json,
-            // In CSV a vector may be written `{1,2}`, which is not JSON: text.
+            (Json, _) | (_, Json) | (Vector { .. }, _) | (_, Vector { .. }) if json_source => Json,
+            // In CSV the same for JSON arrays and objects among themselves (so that
+            // vectors of different lengths are jsonb from either format); beside other
+            // fields (a CSV `42` is not a JSON number), or written `{1,2}` (not JSON),
+            // they keep their text.
+            (Json | Vector { json: true, .. }, Json | Vector { json: true, .. }) => Json,
             _ => Text,
         }
     }
@@ -49,7 +62,7 @@ impl Kind {
             Kind::Float => ColumnType::Float8,
             Kind::Date => ColumnType::Date,
             Kind::Timestamp => ColumnType::Timestamptz,
-            Kind::Vector(_) => ColumnType::Vector,
+            Kind::Vector { .. } => ColumnType::Vector,
             Kind::Json => ColumnType::Jsonb,
         }
     }
@@ -86,8 +99,11 @@ pub(crate) fn classify_text(s: &str) -> Kind {
     }
     if t.starts_with('{') || t.starts_with('[') {
         let mut scratch = Vec::new();
-        if let Ok(n) = parse_vector(t, &mut scratch) {
-            return Kind::Vector(n);
+        if let Ok(dim) = parse_vector(t, &mut scratch) {
+            return Kind::Vector {
+                dim,
+                json: t.starts_with('['),
+            };
         }
         // Parsed as decoding will parse it (same depth limit, same number range).
         if serde_json::from_str::<serde_json::Value>(t).is_ok() {
@@ -119,7 +135,10 @@ pub(crate) fn classify_json(v: &Value) -> Kind {
                 .iter()
                 .all(|x| x.as_f64().is_some_and(|f| (f as f32).is_finite()));
             if numbers && !items.is_empty() && items.len() <= u32::MAX as usize {
-                Kind::Vector(items.len() as u32)
+                Kind::Vector {
+                    dim: items.len() as u32,
+                    json: true,
+                }
             } else {
                 Kind::Json
             }
@@ -128,11 +147,19 @@ pub(crate) fn classify_json(v: &Value) -> Kind {
     }
 }
 
-fn looks_integer(t: &str) -> bool {
+/// Digits with an optional sign: an integer however large.
+pub(crate) fn looks_integer(t: &str) -> bool {
     let d = t.strip_prefix(['+', '-']).unwrap_or(t);
     !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit())
 }
 
+/// A JSON number literal that is an integer (no point, no exponent) beyond int8, which
+/// `serde_json` reads as the nearest float: such a value is text, with its digits.
+pub(crate) fn is_big_integer(literal: &str) -> bool {
+    looks_integer(literal) && literal.parse::<i64>().is_err()
+}
+
+/// An integer written with a leading zero (`007`): text, as zip codes and ids are.
 pub(crate) fn has_leading_zero(t: &str) -> bool {
     let d = t.strip_prefix(['+', '-']).unwrap_or(t);
     d.len() > 1 && d.starts_with('0')
@@ -301,8 +328,14 @@ mod tests {
             ("2024-01-02 03:04", Kind::Timestamp),
             ("2024-01-02 03:04:05.123456789+05:30", Kind::Timestamp),
             ("2024-01-02 25:04", Kind::Text),
-            ("[1, 2.5, 3]", Kind::Vector(3)),
-            ("{1,2}", Kind::Vector(2)),
+            ("[1, 2.5, 3]", Kind::Vector { dim: 3, json: true }),
+            (
+                "{1,2}",
+                Kind::Vector {
+                    dim: 2,
+                    json: false,
+                },
+            ),
             ("[]", Kind::Json),
             ("{\"a\": 1}", Kind::Json),
             ("[1, \"x\"]", Kind::Json),
@@ -318,9 +351,16 @@ mod tests {
         assert_eq!(Kind::Int.merge(Kind::Float, false), Kind::Float);
         assert_eq!(Kind::Date.merge(Kind::Timestamp, false), Kind::Timestamp);
         assert_eq!(Kind::Int.merge(Kind::Bool, false), Kind::Text);
-        assert_eq!(Kind::Vector(2).merge(Kind::Vector(3), false), Kind::Text);
-        assert_eq!(Kind::Vector(2).merge(Kind::Vector(3), true), Kind::Json);
-        assert_eq!(Kind::Vector(2).merge(Kind::Json, false), Kind::Text);
+        let v = |dim, json| Kind::Vector { dim, json };
+        assert_eq!(v(2, true).merge(v(3, true), false), Kind::Json);
+        assert_eq!(v(2, true).merge(v(3, true), true), Kind::Json);
+        assert_eq!(v(2, true).merge(v(2, false), false), v(2, false));
+        assert_eq!(v(2, false).merge(v(3, false), false), Kind::Text);
+        assert_eq!(v(2, true).merge(v(3, false), false), Kind::Text);
+        assert_eq!(v(2, true).merge(Kind::Json, false), Kind::Json);
+        assert_eq!(v(2, false).merge(Kind::Json, false), Kind::Text);
+        assert_eq!(v(2, true).merge(Kind::Int, false), Kind::Text);
+        assert_eq!(v(2, true).merge(Kind::Int, true), Kind::Json);
         assert_eq!(Kind::Json.merge(Kind::Int, true), Kind::Json);
         assert_eq!(Kind::Json.merge(Kind::Text, false), Kind::Text);
         assert_eq!(Kind::Null.merge(Kind::Int, false), Kind::Int);

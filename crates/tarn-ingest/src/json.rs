@@ -44,7 +44,15 @@ pub(crate) struct Framer {
     line: u64,
     row_line: u64,
     max_row_bytes: usize,
+    /// Digits in a row just before the byte being read (outside strings).
+    digits: u32,
+    /// The row has a run of [`LONG_DIGITS`] digits or more outside its strings.
+    long_number: bool,
 }
+
+/// Digits of the shortest integer beyond int8 (`-9223372036854775809` has 19): a row
+/// with a number this long may hold one, which only its text can tell from a float.
+const LONG_DIGITS: u32 = 19;
 
 impl Framer {
     pub(crate) fn new(max_row_bytes: usize) -> Self {
@@ -58,7 +66,15 @@ impl Framer {
             line: 1,
             row_line: 1,
             max_row_bytes,
+            digits: 0,
+            long_number: false,
         }
+    }
+
+    /// The last row has a number long enough to be an integer beyond int8 (which
+    /// `serde_json` reads as a float): its values must be read from their text.
+    pub(crate) fn long_number(&self) -> bool {
+        self.long_number
     }
 
     /// The row's bytes (after [`Step::Row`]).
@@ -130,6 +146,12 @@ impl Framer {
                     }
                     let b = input[i];
                     i += 1;
+                    if b.is_ascii_digit() {
+                        self.digits += 1;
+                        self.long_number |= self.digits >= LONG_DIGITS;
+                        continue;
+                    }
+                    self.digits = 0;
                     match b {
                         b'"' => self.in_string = true,
                         b'\n' => self.line += 1,
@@ -206,6 +228,8 @@ impl Framer {
                     self.depth = 0;
                     self.in_string = false;
                     self.escape = false;
+                    self.digits = 0;
+                    self.long_number = false;
                 }
             }
         }
@@ -248,6 +272,37 @@ impl<'de> Deserialize<'de> for Row {
         }
         d.deserialize_map(RowVisitor)
     }
+}
+
+/// Per value of a framed row, in document order: whether it is an integer beyond int8
+/// (read from the values' text; `serde_json` gives such a number as a float). Empty if
+/// the row does not parse (its error comes from [`parse_row`]).
+pub(crate) fn big_integers(bytes: &[u8]) -> Vec<bool> {
+    struct Big(Vec<bool>);
+    impl<'de> Deserialize<'de> for Big {
+        fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+            struct BigVisitor;
+            impl<'de> Visitor<'de> for BigVisitor {
+                type Value = Big;
+                fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                    f.write_str("a JSON object")
+                }
+                fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Big, A::Error> {
+                    let mut out = Vec::new();
+                    while let Some((_, v)) =
+                        map.next_entry::<serde::de::IgnoredAny, &serde_json::value::RawValue>()?
+                    {
+                        out.push(crate::infer::is_big_integer(v.get()));
+                    }
+                    Ok(Big(out))
+                }
+            }
+            d.deserialize_map(BigVisitor)
+        }
+    }
+    serde_json::from_slice::<Big>(bytes)
+        .map(|b| b.0)
+        .unwrap_or_default()
 }
 
 /// Parses a framed row; an error names the line it is on (`first_line`: the row's).
@@ -399,6 +454,8 @@ impl<'de> Visitor<'de> for KeySeed<'_> {
 }
 
 struct RowSeed<'a> {
+    /// Values are read from their text (see [`crate::build::CellSeed::exact`]).
+    exact: bool,
     builders: &'a mut [crate::build::ColumnBuilder],
     names: &'a [String],
     index: &'a HashMap<String, usize>,
@@ -433,6 +490,7 @@ impl<'de> Visitor<'de> for RowSeed<'_> {
             map.next_value_seed(crate::build::CellSeed {
                 column: &mut self.builders[i],
                 failure: &mut self.trouble.cell,
+                exact: self.exact,
             })?;
             guess = i + 1;
         }
@@ -454,10 +512,13 @@ fn deserialize_row<'de, R: serde_json::de::Read<'de>>(
 }
 
 /// Decodes one framed row (starting on `first_line`) straight into the column
-/// builders: each column gets one value (NULL for a missing key).
+/// builders: each column gets one value (NULL for a missing key). `exact`: the row may
+/// hold integers beyond int8 ([`Framer::long_number`]), so values are read from their
+/// text.
 pub(crate) fn decode_row(
     bytes: &[u8],
     first_line: u64,
+    exact: bool,
     builders: &mut [crate::build::ColumnBuilder],
     names: &[String],
     index: &HashMap<String, usize>,
@@ -465,6 +526,7 @@ pub(crate) fn decode_row(
 ) -> Result<(), RowError> {
     let mut trouble = Trouble::default();
     let seed = RowSeed {
+        exact,
         builders,
         names,
         index,

@@ -502,9 +502,13 @@ impl Ingest {
                         return err(field_count(s.line(), kinds.len(), s.len()));
                     }
                     for (i, k) in kinds.iter_mut().enumerate() {
-                        // Invalid UTF-8 is reported when the row is decoded.
-                        let kind = std::str::from_utf8(s.field(i))
-                            .map_or(Kind::Text, infer::classify_text);
+                        // Invalid UTF-8 is reported when the row is decoded; a quoted
+                        // empty field is the empty string, which only text holds.
+                        let kind = if s.quoted_empty(i) {
+                            Kind::Text
+                        } else {
+                            std::str::from_utf8(s.field(i)).map_or(Kind::Text, infer::classify_text)
+                        };
                         *k = k.merge(kind, false);
                     }
                     rows += 1;
@@ -570,7 +574,14 @@ impl Ingest {
             match step {
                 json::Step::Row => {
                     let row = json::parse_row(f.row(), f.row_line()).map_err(IngestError)?;
-                    for (k, v) in &row.0 {
+                    // serde_json gives an integer beyond int8 as a float: the values'
+                    // text tells (looked at only when the row has a number that long).
+                    let big = if f.long_number() {
+                        json::big_integers(f.row())
+                    } else {
+                        Vec::new()
+                    };
+                    for (j, (k, v)) in row.0.iter().enumerate() {
                         let i = match index.get(k) {
                             Some(&i) => i,
                             None => {
@@ -588,7 +599,13 @@ impl Ingest {
                                 order.len() - 1
                             }
                         };
-                        kinds[i] = kinds[i].merge(infer::classify_json(v), true);
+                        // Such an integer is text, as in CSV: no type but text keeps it.
+                        let kind = if big.get(j).copied().unwrap_or(false) {
+                            Kind::Text
+                        } else {
+                            infer::classify_json(v)
+                        };
+                        kinds[i] = kinds[i].merge(kind, true);
                     }
                     rows += 1;
                 }
@@ -714,7 +731,12 @@ fn decode_csv_row(s: &mut CsvState, limits: &Limits, out: &mut Vec<RecordBatch>)
         let raw = s.splitter.field(i);
         let text = std::str::from_utf8(raw)
             .map_err(|_| s.table.cell_error(line, i, "not valid UTF-8".into()))?;
-        if let Err(why) = s.table.builders[i].push_text(text) {
+        let pushed = if s.splitter.quoted_empty(i) {
+            s.table.builders[i].push_empty_string()
+        } else {
+            s.table.builders[i].push_text(text)
+        };
+        if let Err(why) = pushed {
             // The row is refused whole: the columns before it already took a value.
             return Err(s.table.cell_error(line, i, why));
         }
@@ -728,6 +750,7 @@ fn decode_json_row(s: &mut JsonState, limits: &Limits, out: &mut Vec<RecordBatch
     let res = json::decode_row(
         s.framer.row(),
         line,
+        s.framer.long_number(),
         &mut s.table.builders,
         &s.names,
         &s.index,
