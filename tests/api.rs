@@ -1391,3 +1391,90 @@ async fn names_with_control_characters_or_empty_are_refused() -> TestResult {
     );
     Ok(())
 }
+
+/// Errors say what happened in Tarn's words, with the right status: no DataFusion
+/// wrappers, type debug names or internal node names.
+#[tokio::test]
+async fn errors_are_in_tarns_own_words() -> TestResult {
+    let (_tarn, s) = session().await?;
+    s.query(
+        "ws",
+        r#"CREATE TABLE "ws"."n" (id INT, e FLOAT4[], body TEXT) USING engine"#,
+        &[],
+    )
+    .await?;
+    s.query(
+        "ws",
+        r#"INSERT INTO "ws"."n" VALUES (1, '{1,0}', 'apple'), (2, '{0,1}', 'pear')"#,
+        &[],
+    )
+    .await?;
+    s.query(
+        "ws",
+        r#"CREATE INDEX ON "ws"."n" USING engine_index (body) WITH (index_type = 'bm25')"#,
+        &[],
+    )
+    .await?;
+    let internal = [
+        "External error",
+        "coercion failed",
+        "Float64(",
+        "Utf8(",
+        "List(",
+        "OuterReferenceColumn",
+        "not implemented",
+        "Base table",
+    ];
+    for (sql, says) in [
+        ("SELECT ARRAY[1,2] <#> ARRAY[1,2]", "not bigint[]"),
+        (
+            "SELECT 'abc' <#> 'abc'",
+            "the left side must be that column",
+        ),
+        (
+            r#"SELECT (e, e) <#> engine_hybrid_record('{1,0}', 'x') FROM "ws"."n""#,
+            "column \"e\" is _float4, not a TEXT column",
+        ),
+        (
+            r#"SELECT (e, body) <#> engine_hybrid_record('{1,0}', 'x', 1e308*10, 0.5) FROM "ws"."n""#,
+            "vector weight of a hybrid search must be a number in [0, 1]",
+        ),
+        (
+            r#"SELECT (e, body) <#> engine_hybrid_record('{1,0}', 'x', 2, 0.5) FROM "ws"."n""#,
+            "between 0 and 1",
+        ),
+        (
+            r#"EXPLAIN ANALYZE INSERT INTO "ws"."n" VALUES (9, NULL, 'x')"#,
+            "EXPLAIN shows the plans of queries",
+        ),
+        (
+            r#"EXPLAIN UPDATE "ws"."n" SET id = 1"#,
+            "EXPLAIN shows the plans of queries",
+        ),
+        (
+            r#"SELECT v1.id, x.s FROM "ws"."n" v1, LATERAL (SELECT e <#> v1.e AS s FROM "ws"."n" ORDER BY s DESC LIMIT 1) x"#,
+            "correlated subquery is not supported",
+        ),
+    ] {
+        let e = s.query("ws", sql, &[]).await.unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::BadRequest, "{sql}: {e}");
+        assert!(e.message().contains(says), "{sql}: {e}");
+        for word in internal {
+            assert!(!e.message().contains(word), "{sql}: {e}");
+        }
+        assert!(e.message().len() < 400, "{sql}: {e}");
+    }
+    // The scalar-subquery form of a correlated search works.
+    let r = s
+        .query(
+            "ws",
+            r#"SELECT v1.id, (SELECT max(e <#> v1.e) FROM "ws"."n") FROM "ws"."n" v1 ORDER BY 1"#,
+            &[],
+        )
+        .await?;
+    assert_eq!(
+        r.rows,
+        Some(vec![vec![json!(1), json!(1.0)], vec![json!(2), json!(1.0)]])
+    );
+    Ok(())
+}

@@ -991,6 +991,18 @@ impl<'e> Txn<'e> {
     }
 
     async fn run_explain(&self, stmt: Statement) -> Result<StatementResult> {
+        // Tarn runs writes and DDL itself, not through a DataFusion plan: DataFusion's
+        // EXPLAIN of them shows a plan that never runs, and its ANALYZE fails in its own
+        // words ("Insert into not implemented for this table").
+        if let Statement::Explain { statement, .. } = &stmt
+            && !matches!(statement.as_ref(), Statement::Query(_))
+        {
+            return bad(format!(
+                "EXPLAIN shows the plans of queries (SELECT, WITH, VALUES), not of {}: Tarn runs \
+                 writes and DDL itself; EXPLAIN the SELECT a write reads from",
+                first_words(&statement.to_string())
+            ));
+        }
         let ids = self.check_relations(&stmt, &HashMap::new())?;
         let view = self.view(HashMap::new(), &ids);
         let (schema, batches) = self.plan_and_collect(stmt, view).await?;

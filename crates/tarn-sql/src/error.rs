@@ -234,6 +234,22 @@ pub(crate) fn clean_message(msg: &str) -> String {
     }
     // DataFusion sometimes appends a backtrace hint or a context line; keep the first line.
     let m = m.lines().next().unwrap_or(m).trim();
+    // A function's own refusal of its argument types, wrapped by DataFusion's coercion
+    // ("Function 'f' user-defined coercion failed with: External error: <ours>. No
+    // function matches …"): ours is the message.
+    if m.starts_with("Function '")
+        && let Some((_, inner)) = m.split_once("coercion failed with: ")
+    {
+        let inner = inner.split(". No function matches").next().unwrap_or(inner);
+        return clean_message(inner);
+    }
+    // An outer column left in a plan: a correlated shape unnesting does not cover.
+    if m.contains("OuterReferenceColumn") {
+        return "this correlated subquery is not supported: it refers to an outer column \
+                where it cannot be unnested (a correlated LATERAL subquery with ORDER BY … \
+                LIMIT, for one); write it as a scalar subquery in the SELECT list, or as a join"
+            .into();
+    }
     // PostgreSQL's words for what DataFusion and Arrow say otherwise.
     if m.starts_with("Scalar subquery returned more than one row") {
         return "more than one row returned by a subquery used as an expression".into();

@@ -132,6 +132,16 @@ impl HybridBinding {
     }
 }
 
+/// A value as a message shows it: at most 40 characters of its text, without
+/// DataFusion's type wrapper.
+fn short_value(v: &ScalarValue) -> String {
+    let text = v.to_string();
+    match text.char_indices().nth(40) {
+        Some((at, _)) => format!("{}…", &text[..at]),
+        None => text,
+    }
+}
+
 /// A constant number argument.
 fn number(e: &Expr, what: &str) -> DfResult<f64> {
     let v = match e {
@@ -140,7 +150,7 @@ fn number(e: &Expr, what: &str) -> DfResult<f64> {
         Expr::Negative(inner) => return number(inner, what).map(|x| -x),
         _ => {
             return Err(bad(format!(
-                "the {what} of a hybrid search must be a constant number, not {e}"
+                "the {what} of a hybrid search must be a number in [0, 1] written as a constant, not an expression"
             )));
         }
     };
@@ -153,7 +163,8 @@ fn number(e: &Expr, what: &str) -> DfResult<f64> {
         })
         .ok_or_else(|| {
             bad(format!(
-                "the {what} of a hybrid search must be a number, not {v}"
+                "the {what} of a hybrid search must be a number in [0, 1], not {}",
+                short_value(&v)
             ))
         })?;
     Ok(f)
@@ -237,6 +248,20 @@ pub(crate) fn plan(left: &Expr, right: &ScalarFunction, schema: &DFSchema) -> Df
         return Err(bad(format!(
             "{usage}: column \"{}\" is not a FLOAT4[] vector column",
             vdef.name
+        )));
+    }
+    // The text arm is a TEXT column (else the BM25 message would ask for a bm25 index on
+    // a vector column).
+    if let Some(tdef) = table.column_by_id(tc)
+        && !matches!(
+            tdef.ty,
+            tarn_catalog::SqlType::Text | tarn_catalog::SqlType::Varchar(_)
+        )
+    {
+        return Err(bad(format!(
+            "{usage}: column \"{}\" is {}, not a TEXT column",
+            tdef.name,
+            tdef.ty.pg_name()
         )));
     }
     let Some(query_text) = constant_text(&args[1]) else {

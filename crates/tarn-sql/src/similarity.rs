@@ -322,10 +322,32 @@ impl<'a> Described<'a> {
 fn check_float32_stored(t: &DataType) -> DfResult<()> {
     if matches!(kind(t), Kind::Vector | Kind::Bag) && !float32_items(t) {
         return Err(bad(format!(
-            "<#> searches FLOAT4[] and FLOAT4[][] values, not {t}; cast it with ::float4[]"
+            "<#> searches FLOAT4[] and FLOAT4[][] values, not {}; cast it with ::float4[]",
+            pg_type(t)
         )));
     }
     Ok(())
+}
+
+/// PostgreSQL's name for an Arrow type, as messages show it (`bigint[]`, not
+/// `List(Int64)`).
+fn pg_type(t: &DataType) -> String {
+    match t {
+        DataType::List(f) | DataType::LargeList(f) | DataType::FixedSizeList(f, _) => {
+            format!("{}[]", pg_type(f.data_type()))
+        }
+        DataType::Int8 | DataType::Int16 => "smallint".into(),
+        DataType::Int32 => "integer".into(),
+        DataType::Int64 => "bigint".into(),
+        DataType::UInt8 | DataType::UInt16 | DataType::UInt32 | DataType::UInt64 => "bigint".into(),
+        DataType::Float16 | DataType::Float32 => "real".into(),
+        DataType::Float64 => "double precision".into(),
+        DataType::Decimal128(..) | DataType::Decimal256(..) => "numeric".into(),
+        DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => "text".into(),
+        DataType::Boolean => "boolean".into(),
+        DataType::Null => "unknown".into(),
+        other => other.to_string().to_lowercase(),
+    }
 }
 
 /// Whether the innermost element type of `t` is float32 (or unknown).
@@ -346,6 +368,12 @@ fn check_kinds(left: &Field, right: &Field) -> DfResult<Kind> {
 
     let (lk, rk) = (kind(left.data_type()), kind(right.data_type()));
     match (lk, rk) {
+        // A text value that is not a column has no index to rank with.
+        (Kind::Text, Kind::Text | Kind::Null) if stored.table().is_none() => Err(bad(
+            "<#> on text ranks a TEXT column of a table (with a bm25 index) against a query: \
+             the left side must be that column, not a value"
+                .to_string(),
+        )),
         (Kind::Text, Kind::Text | Kind::Null) => {
             let on = match stored.table() {
                 Some(t) => format!(
@@ -366,9 +394,9 @@ fn check_kinds(left: &Field, right: &Field) -> DfResult<Kind> {
         (Kind::Other, _) | (_, Kind::Other) => Err(bad(format!(
             "<#> compares vectors, bags of vectors or text, not {} ({}) with {} ({})",
             kind_name(lk),
-            left.data_type(),
+            pg_type(left.data_type()),
             kind_name(rk),
-            right.data_type()
+            pg_type(right.data_type())
         ))),
         _ => Err(bad(format!(
             "<#> between {} \"{}\" and {}: both sides must be of the same kind",
