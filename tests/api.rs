@@ -1478,3 +1478,30 @@ async fn errors_are_in_tarns_own_words() -> TestResult {
     );
     Ok(())
 }
+
+/// A call refused because the database closed (a host shutting down) is a 503 that says
+/// nothing was applied, not a 500.
+#[tokio::test]
+async fn calls_after_close_are_503_and_apply_nothing() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let tarn = Tarn::open(dir.path()).await?;
+    let (s, secret) = tarn_tests::fixture_with_key(&tarn).await?;
+    s.query("ws", r#"CREATE TABLE "ws"."t" (id INT)"#, &[])
+        .await?;
+    tarn.close().await?;
+    let e = s
+        .query("ws", r#"INSERT INTO "ws"."t" VALUES (1)"#, &[])
+        .await
+        .unwrap_err();
+    assert_eq!((e.kind(), e.status()), (ErrorKind::Unavailable, 503), "{e}");
+    assert!(e.message().contains("nothing was applied"), "{e}");
+    drop(s);
+    drop(tarn);
+    let tarn = Tarn::open(dir.path()).await?;
+    let s = tarn_tests::reconnect(&tarn, &secret).await?;
+    assert_eq!(
+        rows(&s, r#"SELECT count(*) FROM "ws"."t""#, &[]).await?,
+        vec![vec![json!(0)]]
+    );
+    Ok(())
+}

@@ -473,7 +473,7 @@ impl SqlEngine {
         let db = self.db.clone();
         tokio::task::spawn_blocking(move || db.vacuum(def.id))
             .await
-            .map_err(|e| Error::Internal(e.to_string()))??;
+            .map_err(|e| crate::error::join_error(e, "VACUUM"))??;
         Ok(StatementResult::none(0))
     }
 
@@ -1107,7 +1107,7 @@ async fn commit_built(
     // finished: still only after the commit.
     let (res, guards) = tokio::task::spawn_blocking(move || (db.commit_built(ops, built), guards))
         .await
-        .map_err(|e| Error::Internal(format!("commit task failed: {e}")))?;
+        .map_err(|e| crate::error::join_error(e, "commit"))?;
     drop(guards);
     res?;
     Ok(())
@@ -1123,7 +1123,7 @@ pub(crate) async fn ready_keys(store: &Arc<TableStore>, columns: &[ColumnId]) ->
     let (store, columns) = (store.clone(), columns.to_vec());
     tokio::task::spawn_blocking(move || store.prepare_keys(&columns))
         .await
-        .map_err(|e| Error::Internal(format!("key index task failed: {e}")))??;
+        .map_err(|e| crate::error::join_error(e, "key index"))??;
     Ok(())
 }
 

@@ -21,6 +21,9 @@ pub enum Error {
     /// A bug.
     #[error("internal error: {0}")]
     Internal(String),
+    /// The runtime the work was on is shutting down: nothing of it was applied.
+    #[error("{0}")]
+    Unavailable(String),
 }
 
 /// Result of the SQL layer.
@@ -63,7 +66,21 @@ impl Error {
             Error::Conflict(m) => Error::Conflict(m.clone()),
             Error::Storage(s) => Error::Storage(s.duplicate()),
             Error::Internal(m) => Error::Internal(m.clone()),
+            Error::Unavailable(m) => Error::Unavailable(m.clone()),
         }
+    }
+}
+
+/// A blocking or spawned task that did not finish: cancelled means the runtime is
+/// shutting down and the task never ran (or was stopped at an await), so nothing of
+/// `what` was applied — a 503, not a bug; a panic is a bug.
+pub(crate) fn join_error(e: tokio::task::JoinError, what: &str) -> Error {
+    if e.is_cancelled() {
+        Error::Unavailable(format!(
+            "the server is shutting down: the {what} was stopped before it applied anything; retry"
+        ))
+    } else {
+        Error::Internal(format!("{what} task failed: {e}"))
     }
 }
 
@@ -140,6 +157,9 @@ fn classify(e: &DataFusionError) -> Error {
         // was cancelled, the FFI boundary.
         DataFusionError::Internal(msg) | DataFusionError::Ffi(msg) => Error::Internal(msg.clone()),
         DataFusionError::IoError(io) => Error::Internal(io.to_string()),
+        DataFusionError::ExecutionJoin(j) if j.is_cancelled() => {
+            Error::Unavailable("the server is shutting down: the query was stopped; retry".into())
+        }
         DataFusionError::ExecutionJoin(j) => Error::Internal(format!("query task failed: {j}")),
         DataFusionError::ObjectStore(e) => Error::Internal(e.to_string()),
         DataFusionError::ArrowError(a, _) => match a.as_ref() {
@@ -265,4 +285,37 @@ pub(crate) fn clean_message(msg: &str) -> String {
         }
     }
     m.to_string()
+}
+
+#[cfg(test)]
+mod join_tests {
+    use super::*;
+
+    /// A task stopped by its runtime's shutdown (what a statement cut by a host's
+    /// shutdown drain saw as 500 "commit task failed: task 22 was cancelled") is a
+    /// 503-style error saying nothing was applied; a panic stays a bug.
+    #[test]
+    fn a_cancelled_task_is_unavailable_and_a_panic_internal() -> std::result::Result<(), String> {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .map_err(|e| e.to_string())?;
+        let cancelled = rt.block_on(async {
+            let h = tokio::spawn(std::future::pending::<()>());
+            h.abort();
+            h.await
+        });
+        let Err(e) = cancelled else {
+            return Err("the task finished".into());
+        };
+        assert!(
+            matches!(join_error(e, "commit"), Error::Unavailable(m) if m.contains("before it applied anything"))
+        );
+        let panicked: std::result::Result<(), _> =
+            rt.block_on(async { tokio::spawn(async { panic!("boom") }).await });
+        let Err(e) = panicked else {
+            return Err("the task finished".into());
+        };
+        assert!(matches!(join_error(e, "commit"), Error::Internal(_)));
+        Ok(())
+    }
 }

@@ -811,7 +811,7 @@ impl SqlEngine {
             // Off the async threads, as the planned search node runs.
             tokio::task::spawn_blocking(search)
                 .await
-                .map_err(|e| crate::Error::Internal(format!("search task failed: {e}")))??
+                .map_err(|e| crate::error::join_error(e, "search"))??
         };
         let ranked = &ranked[(plan.offset as usize).min(ranked.len())..];
         let ids: Vec<u64> = ranked.iter().map(|s| s.id).collect();

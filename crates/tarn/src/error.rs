@@ -20,6 +20,9 @@ pub enum ErrorKind {
     TooManyRequests,
     /// 500: a bug or an I/O failure; never bad input.
     Internal,
+    /// 503: the database is closed or the host is shutting down; nothing of the call
+    /// was applied, and it can be retried once the host is back.
+    Unavailable,
 }
 
 impl ErrorKind {
@@ -33,6 +36,7 @@ impl ErrorKind {
             ErrorKind::Conflict => 409,
             ErrorKind::TooManyRequests => 429,
             ErrorKind::Internal => 500,
+            ErrorKind::Unavailable => 503,
         }
     }
 }
@@ -81,7 +85,7 @@ impl Error {
         self.kind
     }
 
-    /// The HTTP-style status (400, 401, 403, 404, 409, 429, 500).
+    /// The HTTP-style status (400, 401, 403, 404, 409, 429, 500, 503).
     pub fn status(&self) -> u16 {
         self.kind.status()
     }
@@ -116,6 +120,7 @@ impl From<tarn_sql::Error> for Error {
             E::NotFound(m) => Error::not_found(m),
             E::Conflict(m) => Error::conflict(m),
             E::Storage(s) => s.into(),
+            E::Unavailable(m) => Error::new(ErrorKind::Unavailable, m),
             other => Error::new(ErrorKind::Internal, other.to_string()),
         }
     }
@@ -131,6 +136,11 @@ impl From<tarn_storage::Error> for Error {
             // A catalog change that no longer applies when its commit is prepared (a
             // concurrent change won): the catalog's own kind (404, 409).
             tarn_storage::Error::Catalog(c) => c.into(),
+            // Refused before anything was logged: the caller may retry elsewhere or later.
+            tarn_storage::Error::Closed => Error::new(
+                ErrorKind::Unavailable,
+                "the database is closed (the host is shutting down): nothing was applied",
+            ),
             other => Error::new(ErrorKind::Internal, other.to_string()),
         }
     }
