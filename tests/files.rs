@@ -895,3 +895,103 @@ async fn uploads_given_up_on_keep_nothing() -> TestResult {
     );
     Ok(())
 }
+
+/// A file upload is bound to the workspace it started in (issue 34): deleted while the
+/// bytes stream (and perhaps created again under the same id, or in a new organization
+/// of the same id), the upload is a 404, keeps no bytes and adds no record.
+#[tokio::test]
+async fn a_file_upload_lands_in_the_workspace_it_started_in_or_nowhere() -> TestResult {
+    use tokio::io::AsyncWriteExt;
+    let dir = tempfile::tempdir()?;
+    let tarn = Tarn::open(dir.path()).await?;
+    let s = fixture(&tarn).await?;
+    let data = bytes(3 << 20, 7);
+    for case in ["recreated", "deleted", "org recreated"] {
+        s.create_workspace("cw", "Doomed").await?;
+        // The write returning means the upload has begun reading (the pipe holds less).
+        let (mut client, reader) = tokio::io::duplex(16 << 10);
+        let upload = {
+            let s = s.clone();
+            tokio::spawn(async move { s.upload_file("cw", "f.bin", "", reader).await })
+        };
+        client.write_all(&data[..200_000]).await?;
+        match case {
+            "recreated" => {
+                s.delete_workspace("cw").await?;
+                s.create_workspace("cw", "New").await?;
+            }
+            "deleted" => s.delete_workspace("cw").await?,
+            _ => {
+                s.delete_organization("test").await?;
+                s.create_organization("test", "Again").await?;
+                s.create_workspace("ws", "Workspace").await?;
+                s.create_workspace("other", "Other").await?;
+                s.create_workspace("cw", "New").await?;
+            }
+        }
+        client.write_all(&data[200_000..]).await?;
+        drop(client);
+        let err = upload.await?.expect_err(case);
+        assert_eq!(err.status(), 404, "{case}: {err}");
+        if case != "deleted" {
+            assert_eq!(s.files("cw", None, None).await?.total_count, 0, "{case}");
+        }
+        if s.workspace("cw").await.is_ok() {
+            s.delete_workspace("cw").await?;
+        }
+        assert!(
+            blob_names(dir.path()).is_empty(),
+            "{case}: {:?}",
+            blob_names(dir.path())
+        );
+    }
+    s.create_workspace("cw", "Kept").await?;
+    let f = s.upload_file("cw", "f.bin", "", &data[..]).await?;
+    assert_eq!(content(&s, "cw", &f.id).await?, data);
+    tarn.close().await?;
+    Ok(())
+}
+
+/// Media types are `type/subtype` with well-formed `name=value` parameters (RFC 9110
+/// §8.3.1), whoever passes them (the CLI's `--media-type`, the REST host's part
+/// `Content-Type`): anything else is a 400 and stores nothing.
+#[tokio::test]
+async fn media_types_are_checked_with_their_parameters() -> TestResult {
+    let tarn = Tarn::in_memory().await?;
+    let s = fixture(&tarn).await?;
+    for bad in [
+        "notamediatype",
+        "a/b/c",
+        "/plain",
+        "text/",
+        "text /plain",
+        "text/plain; charset",
+        "text/plain; =utf-8",
+        "text/plain; charset=",
+        "text/plain; charset=utf 8",
+        "text/plain; charset=\"utf-8",
+        "text/plain; charset=\"a\"b\"",
+        "text/plain; a=b=c",
+        "text/plain, text/html",
+        "tëxt/plain",
+    ] {
+        let e = s
+            .upload_file("ws", "x", bad, &b"x"[..])
+            .await
+            .expect_err(bad);
+        assert_eq!(e.status(), 400, "{bad}: {e}");
+    }
+    assert_eq!(s.files("ws", None, None).await?.total_count, 0);
+    for good in [
+        "text/plain",
+        "application/vnd.api+json",
+        "text/plain; charset=utf-8",
+        "text/plain ; charset=utf-8 ;",
+        "text/plain;charset=\"utf-8\";format=flowed",
+        "multipart/mixed; boundary=\"a b;c\\\"d\"",
+    ] {
+        let f = s.upload_file("ws", "x", good, &b"x"[..]).await?;
+        assert_eq!(f.media_type, good);
+    }
+    Ok(())
+}

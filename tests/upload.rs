@@ -1210,3 +1210,61 @@ async fn files_of_a_dropped_upload_stay_until_a_checkpoint_covers_its_record() -
     );
     Ok(())
 }
+
+/// An upload is bound to the workspace it started in (issue 34): when that workspace is
+/// deleted while the file streams, the upload is a 404 and creates nothing, also when a
+/// new workspace of the same id (or of a new organization of the same id) exists by the
+/// time it commits; staged rows go with it.
+#[tokio::test]
+async fn an_upload_lands_in_the_workspace_it_started_in_or_nowhere() -> TestResult {
+    use tokio::io::AsyncWriteExt;
+    let dir = tempfile::tempdir()?;
+    let tarn = Tarn::open(dir.path()).await?;
+    let s = fixture(&tarn).await?;
+    let body = numbers_csv(0, 50_000).into_bytes();
+    for case in ["recreated", "deleted", "org recreated"] {
+        s.create_workspace("cw", "Doomed").await?;
+        // A client that sends part of the file, then waits: the pipe's buffer is smaller
+        // than the part, so the write returning means the upload has begun reading.
+        let (mut client, reader) = tokio::io::duplex(16 << 10);
+        let upload = {
+            let s = s.clone();
+            tokio::spawn(async move { s.upload_table("cw", "t", "t.csv", reader).await })
+        };
+        client.write_all(&body[..200_000]).await?;
+        match case {
+            "recreated" => {
+                s.delete_workspace("cw").await?;
+                s.create_workspace("cw", "New").await?;
+            }
+            "deleted" => s.delete_workspace("cw").await?,
+            _ => {
+                s.delete_organization("test").await?;
+                s.create_organization("test", "Again").await?;
+                s.create_workspace("ws", "Workspace").await?;
+                s.create_workspace("other", "Other").await?;
+                s.create_workspace("cw", "New").await?;
+            }
+        }
+        client.write_all(&body[200_000..]).await?;
+        drop(client);
+        let err = upload.await?.expect_err(case);
+        assert_eq!(err.status(), 404, "{case}: {err}");
+        if case != "deleted" {
+            assert!(s.table("cw", "t").await.is_err(), "{case}");
+            assert!(s.tables("cw").await?.is_empty(), "{case}");
+        }
+        if s.workspace("cw").await.is_ok() {
+            s.delete_workspace("cw").await?;
+        }
+    }
+    // The workspace it started in still there: the upload lands.
+    s.create_workspace("cw", "Kept").await?;
+    let up = s.upload_table("cw", "t", "t.csv", &body[..]).await?;
+    assert_eq!(up.row_count, 50_000);
+    s.delete_workspace("cw").await?;
+    tarn.close().await?;
+    // Nothing staged by the refused uploads is left behind.
+    assert_eq!(segment_files(dir.path()), Vec::<String>::new());
+    Ok(())
+}

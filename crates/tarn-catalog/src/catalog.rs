@@ -205,6 +205,13 @@ pub struct WorkspaceRecord {
     pub name: String,
     /// ISO 8601 UTC.
     pub created_at: String,
+    /// Chosen when the workspace is created (a UUID) and never reused: it tells this
+    /// workspace from an earlier one of the same id that was deleted, which the id and
+    /// `created_at` (whole seconds) cannot. An upload is bound to the workspace it
+    /// started in by it. Empty for workspaces created before it existed (any workspace
+    /// created since has one, so it still differs from theirs).
+    #[serde(default)]
+    pub uid: String,
 }
 
 /// How a column gets a value when an INSERT does not give one.
@@ -1138,6 +1145,7 @@ mod tests {
             org_id: org.into(),
             name: id.into(),
             created_at: String::new(),
+            uid: String::new(),
         })
     }
 

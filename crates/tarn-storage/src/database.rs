@@ -700,6 +700,7 @@ pub(crate) mod tests {
                 org_id: "o".into(),
                 name: "w".into(),
                 created_at: String::new(),
+                uid: String::new(),
             })),
             Op::Catalog(CatalogOp::CreateTable(TableDef {
                 id: 1,
@@ -1243,6 +1244,7 @@ pub(crate) mod tests {
                 org_id: "o".into(),
                 name: id.into(),
                 created_at: String::new(),
+                uid: String::new(),
             }))
         };
         // The running size is an upper bound (deletes add to it too): near the limit

@@ -233,6 +233,34 @@ pub(crate) fn ws_not_found(id: &str) -> Error {
     Error::not_found(format!("workspace \"{id}\" does not exist"))
 }
 
+/// The identity (`WorkspaceRecord::uid`) of workspace `ws` of `org` in `catalog`: what a
+/// long call (an upload) is bound to when it starts, so that it lands in that workspace
+/// or nowhere, never in another one created under the same id meanwhile.
+pub(crate) fn workspace_identity(catalog: &Catalog, org: &str, ws: &str) -> Result<String> {
+    catalog
+        .workspace(org, ws)
+        .map(|w| w.uid.clone())
+        .ok_or_else(|| ws_not_found(ws))
+}
+
+/// 404 unless workspace `ws` of `org` in `catalog` (read under the DDL lock, where the
+/// call commits) is still the one `bound` identifies: deleted, or deleted and created
+/// again under the same id, it is not the workspace the call started in.
+pub(crate) fn check_same_workspace(
+    catalog: &Catalog,
+    org: &str,
+    ws: &str,
+    bound: &str,
+) -> Result<()> {
+    match catalog.workspace(org, ws) {
+        Some(w) if w.uid == bound => Ok(()),
+        Some(_) => Err(Error::not_found(format!(
+            "workspace \"{ws}\" was deleted while the upload ran (the workspace \"{ws}\" there now is a new one)"
+        ))),
+        None => Err(ws_not_found(ws)),
+    }
+}
+
 /// What a catalog-changing call holds once [`Session::lock_and_recheck`] returns.
 pub(crate) struct Locked {
     /// The DDL lock, to hand to the commit.

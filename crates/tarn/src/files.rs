@@ -12,7 +12,7 @@ use tarn_catalog::{CatalogOp, FileRecord};
 use tarn_storage::{BlobReader, BlobSource, BlobWriter, Database, Op};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncSeek, ReadBuf};
 
-use crate::access::{Locked, Operation};
+use crate::access::{Locked, Operation, check_same_workspace, workspace_identity};
 use crate::{Error, ErrorKind, FileInfo, FileList, Result, Session, now_iso};
 
 /// Files listed per page when the caller gives no limit.
@@ -248,31 +248,83 @@ fn check_filename(name: &str) -> Result<()> {
     }
 }
 
-/// A media type as uploads take it: `type/subtype` (parameters allowed), at most 255
-/// bytes, no control characters; empty means `application/octet-stream`.
+/// A media type as uploads take it: `type/subtype` and optional `; name=value`
+/// parameters (RFC 9110 §8.3.1: tokens, the value a token or a quoted string), at most
+/// 255 bytes; empty means `application/octet-stream`. The same check serves every
+/// caller (the CLI's `--media-type`, the REST host's part `Content-Type`), so what one
+/// refuses the others refuse too.
 fn media_type_or_default(media_type: &str) -> Result<String> {
     let m = media_type.trim();
     if m.is_empty() {
         return Ok("application/octet-stream".into());
     }
-    let essence = m.split(';').next().unwrap_or_default().trim();
-    let token = |s: &str| {
-        !s.is_empty()
-            && s.bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b"!#$&-^_.+".contains(&b))
-    };
-    let ok = m.len() <= 255
-        && !m.chars().any(char::is_control)
-        && essence
-            .split_once('/')
-            .is_some_and(|(t, s)| token(t) && token(s));
-    if ok {
+    if m.len() <= 255 && valid_media_type(m) {
         Ok(m.to_string())
     } else {
         Err(Error::bad(format!(
-            "invalid media type {media_type:?}: expected type/subtype, such as text/plain"
+            "invalid media type {media_type:?}: expected type/subtype[; name=value]…, such as text/plain; charset=utf-8"
         )))
     }
+}
+
+/// RFC 9110's `media-type = type "/" subtype parameters`, where `parameters = *( OWS ";"
+/// OWS [ parameter ] )` and `parameter = token "=" ( token / quoted-string )`.
+fn valid_media_type(m: &str) -> bool {
+    fn token(s: &str) -> bool {
+        !s.is_empty()
+            && s.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
+    }
+    fn quoted(s: &str) -> bool {
+        let Some(inner) = s.strip_prefix('"').and_then(|s| s.strip_suffix('"')) else {
+            return false;
+        };
+        let mut bytes = inner.bytes();
+        while let Some(b) = bytes.next() {
+            let ok = match b {
+                // A quoted-pair: any visible character, space or tab after the backslash.
+                b'\\' => bytes
+                    .next()
+                    .is_some_and(|c| c == b'\t' || (0x20..0x7f).contains(&c)),
+                b'"' => false,
+                b => b == b'\t' || (0x20..0x7f).contains(&b),
+            };
+            if !ok {
+                return false;
+            }
+        }
+        true
+    }
+    // Parameters are split at `;` outside quoted strings.
+    let mut parts = Vec::new();
+    let (mut start, mut in_quotes, mut escaped) = (0, false, false);
+    for (i, b) in m.bytes().enumerate() {
+        match b {
+            _ if escaped => escaped = false,
+            b'\\' if in_quotes => escaped = true,
+            b'"' => in_quotes = !in_quotes,
+            b';' if !in_quotes => {
+                parts.push(&m[start..i]);
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    parts.push(&m[start..]);
+    fn trim(s: &str) -> &str {
+        s.trim_matches([' ', '\t'])
+    }
+    // The caller trimmed `m`; OWS may come before the first `;`.
+    let essence_ok = trim(parts[0])
+        .split_once('/')
+        .is_some_and(|(t, s)| token(t) && token(s));
+    essence_ok
+        && parts[1..].iter().all(|p| {
+            let p = trim(p);
+            p.is_empty()
+                || p.split_once('=')
+                    .is_some_and(|(name, value)| token(name) && (token(value) || quoted(value)))
+        })
 }
 
 impl Session {
@@ -314,9 +366,12 @@ impl Session {
     where
         R: AsyncRead + Unpin + Send,
     {
-        self.authorize(Operation::UploadFile, ws)?;
+        let access = self.authorize(Operation::UploadFile, ws)?;
         check_filename(filename)?;
         let media_type = media_type_or_default(media_type)?;
+        // The file is stored in this workspace or not at all (not in one created under
+        // the same id after this one is deleted, while the bytes stream).
+        let bound = workspace_identity(&access.catalog, access.org(), ws)?;
         let id = uuid::Uuid::new_v4().to_string();
         let db = self.tarn.db().clone();
 
@@ -362,9 +417,11 @@ impl Session {
         };
         let sha256 = hex(&hash.finalize());
 
-        // The workspace may have gone (or the key been revoked) while the bytes
-        // streamed: checked again under the DDL lock, where the record commits.
-        let Locked { ddl, org, .. } = self.lock_and_recheck(Operation::UploadFile, ws).await?;
+        // The workspace may have gone, or been replaced by a new one of the same id (or
+        // the key been revoked) while the bytes streamed: checked again under the DDL
+        // lock, where the record commits.
+        let Locked { ddl, org, catalog } = self.lock_and_recheck(Operation::UploadFile, ws).await?;
+        check_same_workspace(&catalog, &org, ws, &bound)?;
         let record = FileRecord {
             id: id.clone(),
             org_id: org,

@@ -983,6 +983,7 @@ impl Session {
                     org_id: org,
                     name: name.to_string(),
                     created_at: now_iso(),
+                    uid: uuid::Uuid::new_v4().to_string(),
                 }))],
                 vec![ddl],
             )

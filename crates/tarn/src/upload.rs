@@ -14,7 +14,7 @@ use tarn_sql::arrow_type;
 use tarn_storage::{Database, Op, Stager, stored_schema};
 use tokio::io::AsyncRead;
 
-use crate::access::{Access, Locked, Operation};
+use crate::access::{Access, Locked, Operation, check_same_workspace, workspace_identity};
 use crate::files::{join_error, next_chunk};
 use crate::{Error, ErrorKind, Result, Session, now_iso};
 
@@ -218,6 +218,9 @@ impl Session {
             Ok(())
         };
         taken(&access.catalog, access.org())?;
+        // The table is created in this workspace or not at all (not in one created
+        // under the same id after this one is deleted, while the file streams).
+        let bound = workspace_identity(&access.catalog, access.org(), ws)?;
         let db = self.tarn.db().clone();
         let table = db.reserve_table_id();
         let mut idle = Some(Box::new(Job {
@@ -266,11 +269,13 @@ impl Session {
         progress(UploadProgress { bytes, rows });
         self.tarn.check_open()?;
 
-        // The workspace may have gone (or the key been revoked, or the name been taken)
-        // while the file streamed: checked again under the DDL lock.
+        // The workspace may have gone, or been replaced by a new one of the same id (or
+        // the key been revoked, or the name been taken) while the file streamed: checked
+        // again under the DDL lock.
         let Locked {
             ddl, org, catalog, ..
         } = self.lock_and_recheck(op, ws).await?;
+        check_same_workspace(&catalog, &org, ws, &bound)?;
         taken(&catalog, &org)?;
         let def = TableDef {
             id: table,

@@ -314,6 +314,14 @@ impl FromRequestParts<AppState> for Authed {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> ApiResult<Self> {
+        // Neither header is a list: two of either would leave whose key, or which
+        // organization, to whichever the server happened to read.
+        if parts.headers.get_all(header::AUTHORIZATION).iter().count() > 1 {
+            return Err(ApiError::unauthorized("more than one Authorization header"));
+        }
+        if parts.headers.get_all(ORG_HEADER).iter().count() > 1 {
+            return Err(ApiError::bad("more than one X-Service-Org-Id header"));
+        }
         let auth = parts
             .headers
             .get(header::AUTHORIZATION)
@@ -624,9 +632,12 @@ fn multipart_rejection(e: axum::extract::multipart::MultipartRejection) -> ApiEr
 }
 
 /// `POST /workspaces/{ws}/tables`: multipart `file`, `filename`, `table_name` → 201
-/// `{name, row_count, columns}`. When `table_name` comes before `file` (as browsers and
-/// most clients send form fields), the file streams straight into the table; when it
-/// comes after, the file is first spooled to an anonymous temporary file.
+/// `{name, row_count, columns}`. When `table_name` and the file's name (the `filename`
+/// part, else the file part's own filename) are known when `file` comes (as browsers and
+/// most clients send form fields), the file streams straight into the table; otherwise
+/// it is first spooled to an anonymous temporary file. Each of the three parts may come
+/// once (400 for a second: which one was meant is not known); a `filename` part after a
+/// file that streamed under another name is 400 too (the name chose the format).
 async fn upload_table(
     Authed(s): Authed,
     Path(ws): Path<String>,
@@ -636,23 +647,41 @@ async fn upload_table(
     let mut table_name: Option<String> = None;
     let mut filename: Option<String> = None;
     let mut spooled: Option<(tokio::fs::File, Option<String>)> = None;
-    let mut uploaded: Option<tarn::UploadedTable> = None;
+    // The table made from a streamed file, and the name the file was read under.
+    let mut uploaded: Option<(tarn::UploadedTable, String)> = None;
     let read = async {
         while let Some(field) = mp.next_field().await.map_err(multipart_error)? {
             match field.name() {
-                Some("table_name") => table_name = Some(small_text(field).await?),
-                Some("filename") => filename = Some(small_text(field).await?),
-                Some("file") if uploaded.is_none() && spooled.is_none() => {
+                Some("table_name") => {
+                    once(&table_name, "table_name")?;
+                    table_name = Some(small_text(field).await?);
+                }
+                Some("filename") => {
+                    once(&filename, "filename")?;
+                    let name = small_text(field).await?;
+                    if let Some((_, used)) = &uploaded
+                        && *used != name
+                    {
+                        return Err(ApiError::bad(format!(
+                            "multipart field \"filename\" ({name:?}) comes after the file part, which was already read as {used:?}: send \"filename\" before \"file\""
+                        )));
+                    }
+                    filename = Some(name);
+                }
+                Some("file") => {
+                    if uploaded.is_some() || spooled.is_some() {
+                        return Err(twice("file"));
+                    }
                     let part_name = field.file_name().map(str::to_string);
-                    match &table_name {
-                        Some(t) => {
-                            let name = filename.clone().or(part_name).ok_or_else(no_filename)?;
+                    match (&table_name, filename.clone().or(part_name.clone())) {
+                        (Some(t), Some(name)) => {
                             let failed = Arc::new(BodyFailure::default());
                             let reader = part_reader(field, failed.clone());
                             let result = s.upload_table(&ws, t, &name, reader).await;
-                            uploaded = Some(result.map_err(|e| failed.take().unwrap_or(e.into()))?);
+                            let done = result.map_err(|e| failed.take().unwrap_or(e.into()))?;
+                            uploaded = Some((done, name));
                         }
-                        None => {
+                        _ => {
                             // Spooling costs disk: only for a caller who may upload here.
                             s.workspace(&ws).await?;
                             spooled = Some((spool(field).await?, part_name));
@@ -666,14 +695,14 @@ async fn upload_table(
     }
     .await;
     if let Err(e) = read {
-        // The rest of the body failed after the table was made (cut short, or past the
-        // limit): the request failed, so the table goes too.
-        if let Some(done) = &uploaded {
+        // The rest of the body failed after the table was made (cut short, past the
+        // limit, a part given twice): the request failed, so the table goes too.
+        if let Some((done, _)) = &uploaded {
             let _ = s.drop_table(&ws, &done.name).await;
         }
         return Err(e);
     }
-    if let Some(done) = uploaded {
+    if let Some((done, _)) = uploaded {
         return Ok(created(done));
     }
     let table_name =
@@ -686,7 +715,21 @@ async fn upload_table(
     ))
 }
 
-/// Reads and ignores a part (unknown parts, a second `file`).
+/// 400 unless a part that may come once (`name`) has not come yet (`seen`).
+fn once<T>(seen: &Option<T>, name: &str) -> ApiResult<()> {
+    match seen {
+        Some(_) => Err(twice(name)),
+        None => Ok(()),
+    }
+}
+
+fn twice(name: &str) -> ApiError {
+    ApiError::bad(format!(
+        "multipart field \"{name}\" is given more than once"
+    ))
+}
+
+/// Reads and ignores a part (parts of other names).
 async fn drain(mut field: axum::extract::multipart::Field<'_>) -> ApiResult<()> {
     while field.chunk().await.map_err(multipart_error)?.is_some() {}
     Ok(())
@@ -736,7 +779,11 @@ async fn spool(field: axum::extract::multipart::Field<'_>) -> ApiResult<tokio::f
 }
 
 /// `POST /workspaces/{ws}/files`: the `file` part (its filename and media type) → 201
-/// with the file record.
+/// with the file record. The part's own filename names the file; a `filename` part
+/// before it stands in when the part has none. `file` and `filename` may come once
+/// each (400 for a second). The part's `Content-Type` is checked as `upload_file`
+/// checks every media type: one that is not `type/subtype[; name=value]…` is a 400,
+/// not stored as `application/octet-stream`.
 async fn upload_file(
     Authed(s): Authed,
     Path(ws): Path<String>,
@@ -748,14 +795,29 @@ async fn upload_file(
     let read = async {
         while let Some(field) = mp.next_field().await.map_err(multipart_error)? {
             match field.name() {
-                Some("filename") => filename = Some(small_text(field).await?),
-                Some("file") if stored.is_none() => {
+                Some("filename") => {
+                    once(&filename, "filename")?;
+                    filename = Some(small_text(field).await?);
+                }
+                Some("file") => {
+                    once(&stored, "file")?;
                     let name = field
                         .file_name()
                         .map(str::to_string)
                         .or_else(|| filename.clone())
                         .ok_or_else(no_filename)?;
-                    let media_type = field.content_type().unwrap_or("").to_string();
+                    // The header as sent: the parser's own reading drops a media type
+                    // it cannot parse, which would store bytes as octet-stream that
+                    // the client labelled otherwise.
+                    let media_type = match field.headers().get(header::CONTENT_TYPE) {
+                        None => String::new(),
+                        Some(v) => v
+                            .to_str()
+                            .map_err(|_| {
+                                ApiError::bad("the file part's Content-Type is not ASCII text")
+                            })?
+                            .to_string(),
+                    };
                     let failed = Arc::new(BodyFailure::default());
                     let reader = part_reader(field, failed.clone());
                     let result = s.upload_file(&ws, &name, &media_type, reader).await;
@@ -781,24 +843,28 @@ async fn upload_file(
 // ---------------------------------------------------------------------------------------
 // Files
 
+/// `GET /workspaces/{ws}/files?limit=&offset=`. Each parameter may be given once: a
+/// second `limit` is a 400, not silently the one that wins.
 async fn files(
     Authed(s): Authed,
     Path(ws): Path<String>,
-    Query(q): Query<std::collections::HashMap<String, String>>,
+    Query(q): Query<Vec<(String, String)>>,
 ) -> ApiResult<Json<tarn::FileList>> {
-    fn int<T: std::str::FromStr>(
-        q: &std::collections::HashMap<String, String>,
-        k: &str,
-    ) -> ApiResult<Option<T>> {
-        q.get(k)
-            .map(|v| {
-                v.parse().map_err(|_| {
-                    ApiError::bad(format!(
-                        "query parameter \"{k}\" must be a non-negative integer, not \"{v}\""
-                    ))
-                })
-            })
-            .transpose()
+    fn int<T: std::str::FromStr>(q: &[(String, String)], k: &str) -> ApiResult<Option<T>> {
+        let mut given = q.iter().filter(|(name, _)| name == k).map(|(_, v)| v);
+        let Some(v) = given.next() else {
+            return Ok(None);
+        };
+        if given.next().is_some() {
+            return Err(ApiError::bad(format!(
+                "query parameter \"{k}\" is given more than once"
+            )));
+        }
+        v.parse().map(Some).map_err(|_| {
+            ApiError::bad(format!(
+                "query parameter \"{k}\" must be a non-negative integer, not \"{v}\""
+            ))
+        })
     }
     let limit = int::<u32>(&q, "limit")?;
     let offset = int::<u64>(&q, "offset")?;
@@ -830,9 +896,19 @@ async fn file_content(
 ) -> ApiResult<Response> {
     let mut content = s.file_content(&ws, &id).await?;
     let size = content.size_bytes;
-    let range = match headers.get(header::RANGE).map(|v| parse_range(v, size)) {
-        None | Some(Range::Ignore) => None,
-        Some(Range::Unsatisfiable) => {
+    let mut ranges = headers.get_all(header::RANGE).iter();
+    let range = match (ranges.next(), ranges.next()) {
+        // Range is not a list field: two of them are not one valid specifier. And
+        // without validators (ETag, Last-Modified) no `If-Range` can match, and RFC 9110
+        // §13.1.5 then requires the Range to be ignored.
+        (Some(_), Some(_)) => Range::Ignore,
+        _ if headers.contains_key(header::IF_RANGE) => Range::Ignore,
+        (Some(v), None) => parse_range(v, size),
+        (None, _) => Range::Ignore,
+    };
+    let range = match range {
+        Range::Ignore => None,
+        Range::Unsatisfiable => {
             let mut r = ApiError::new(
                 StatusCode::RANGE_NOT_SATISFIABLE,
                 "RangeNotSatisfiable",
@@ -845,7 +921,7 @@ async fn file_content(
             );
             return Ok(r);
         }
-        Some(Range::Bytes(a, b)) => Some((a, b)),
+        Range::Bytes(a, b) => Some((a, b)),
     };
     let media_type = header_value(&content.media_type);
     let mut builder = Response::builder()
@@ -884,52 +960,59 @@ async fn file_content(
 /// A `Range` header against a file of `size` bytes.
 #[derive(Debug, PartialEq)]
 enum Range {
-    /// Not a single byte range we serve (several ranges, another unit): send it all,
-    /// as RFC 9110 allows.
+    /// Not a single valid byte range (several ranges, another unit, a specifier that
+    /// breaks RFC 9110's grammar, `first > last`): send it all, as RFC 9110 §14.2 has a
+    /// server do with a Range it does not take.
     Ignore,
+    /// Valid but outside the file (a first byte at or past its end, `-0`): 416.
     Unsatisfiable,
     /// First and last byte, inclusive.
     Bytes(u64, u64),
 }
 
+/// One `bytes=first-[last]` or `bytes=-suffix` (RFC 9110 §14.1.2): the unit is
+/// case-insensitive, the positions are digits only (no sign, no spaces), and a range
+/// whose last byte comes before its first is invalid, hence ignored (§14.1.1), unlike
+/// one that starts past the end, which is valid and unsatisfiable (416).
 fn parse_range(v: &HeaderValue, size: u64) -> Range {
-    let Some(spec) = v
-        .to_str()
-        .ok()
-        .and_then(|s| s.trim().strip_prefix("bytes="))
-    else {
+    let Some((unit, spec)) = v.to_str().ok().and_then(|s| s.split_once('=')) else {
         return Range::Ignore;
     };
-    if spec.contains(',') {
+    if !unit.eq_ignore_ascii_case("bytes") || spec.contains(',') {
         return Range::Ignore;
     }
-    let Some((a, b)) = spec.trim().split_once('-') else {
+    let Some((a, b)) = spec.split_once('-') else {
         return Range::Ignore;
     };
-    let (a, b) = (a.trim(), b.trim());
-    let parsed = match (a.is_empty(), b.is_empty()) {
-        // `-n`: the last n bytes.
-        (true, false) => b.parse::<u64>().ok().map(|n| {
-            if n == 0 || size == 0 {
-                None
-            } else {
-                Some((size.saturating_sub(n), size - 1))
-            }
-        }),
-        (false, _) => a.parse::<u64>().ok().and_then(|a| {
-            let b = if b.is_empty() {
-                Some(u64::MAX)
-            } else {
-                b.parse::<u64>().ok()
-            };
-            b.map(|b| (a < size && a <= b).then(|| (a, b.min(size - 1))))
-        }),
-        (true, true) => None,
+    // A position too large for u64 is still a valid one: past the end of any file.
+    let pos = |s: &str| {
+        (!s.is_empty() && s.bytes().all(|c| c.is_ascii_digit()))
+            .then(|| s.parse::<u64>().unwrap_or(u64::MAX))
     };
-    match parsed {
-        None => Range::Ignore,
-        Some(None) => Range::Unsatisfiable,
-        Some(Some((a, b))) => Range::Bytes(a, b),
+    if a.is_empty() {
+        // `-n`: the last n bytes; of an empty file, the whole (empty) file.
+        return match pos(b) {
+            None => Range::Ignore,
+            Some(0) => Range::Unsatisfiable,
+            Some(_) if size == 0 => Range::Ignore,
+            Some(n) => Range::Bytes(size.saturating_sub(n), size - 1),
+        };
+    }
+    let Some(first) = pos(a) else {
+        return Range::Ignore;
+    };
+    let last = if b.is_empty() {
+        u64::MAX
+    } else {
+        match pos(b) {
+            Some(last) if last >= first => last,
+            _ => return Range::Ignore,
+        }
+    };
+    if first >= size {
+        Range::Unsatisfiable
+    } else {
+        Range::Bytes(first, last.min(size - 1))
     }
 }
 
@@ -970,17 +1053,43 @@ mod tests {
     #[test]
     fn ranges_follow_rfc_9110() {
         assert_eq!(range("bytes=0-9", 100), Range::Bytes(0, 9));
+        assert_eq!(range("Bytes=0-9", 100), Range::Bytes(0, 9));
         assert_eq!(range("bytes=90-200", 100), Range::Bytes(90, 99));
         assert_eq!(range("bytes=90-", 100), Range::Bytes(90, 99));
         assert_eq!(range("bytes=-10", 100), Range::Bytes(90, 99));
         assert_eq!(range("bytes=-1000", 100), Range::Bytes(0, 99));
+        assert_eq!(
+            range("bytes=0-99999999999999999999999", 100),
+            Range::Bytes(0, 99)
+        );
         assert_eq!(range("bytes=100-", 100), Range::Unsatisfiable);
-        assert_eq!(range("bytes=5-4", 100), Range::Unsatisfiable);
+        assert_eq!(range("bytes=100-200", 100), Range::Unsatisfiable);
+        assert_eq!(
+            range("bytes=99999999999999999999999-", 100),
+            Range::Unsatisfiable
+        );
         assert_eq!(range("bytes=-0", 100), Range::Unsatisfiable);
         assert_eq!(range("bytes=0-0", 0), Range::Unsatisfiable);
-        assert_eq!(range("bytes=0-1,5-6", 100), Range::Ignore);
-        assert_eq!(range("items=0-1", 100), Range::Ignore);
-        assert_eq!(range("bytes=x-1", 100), Range::Ignore);
+        // Invalid: ignored (the whole file), never 416.
+        assert_eq!(range("bytes=5-4", 100), Range::Ignore);
+        assert_eq!(range("bytes=500-400", 100), Range::Ignore);
+        assert_eq!(range("bytes=-5", 0), Range::Ignore);
+        for bad in [
+            "bytes=0-1,5-6",
+            "items=0-1",
+            "bytes=x-1",
+            "bytes=+1-5",
+            "bytes=1-+5",
+            "bytes= 1-5",
+            "bytes=1 -5",
+            "bytes=-",
+            "bytes=--5",
+            "bytes=1-2-3",
+            "bytes 1-5",
+            "bytes=-1e3",
+        ] {
+            assert_eq!(range(bad, 100), Range::Ignore, "{bad}");
+        }
     }
 
     #[test]

@@ -3,7 +3,10 @@
 //! ```text
 //! tarn-rest-server --data DIR add-user you@example.com --name You   # prints the API key
 //! tarn-rest-server --data DIR serve --listen 127.0.0.1:8080
+//! tarn-rest-server --data DIR revoke-key KEY_ID   # also while it serves (admin socket)
 //! ```
+
+mod admin;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -19,13 +22,20 @@ use tarn_rest_server::{Config, router};
     name = "tarn-rest-server",
     version,
     about = "Serve the data-workspace REST interface from a Tarn directory",
-    after_help = "Example:\n  tarn-rest-server --data ./db add-user me@example.com --name Me\n  tarn-rest-server --data ./db serve --listen 127.0.0.1:8080"
+    after_help = "Example:\n  tarn-rest-server --data ./db add-user me@example.com --name Me\n  tarn-rest-server --data ./db serve --listen 127.0.0.1:8080\n  tarn-rest-server --data ./db revoke-key 0b9e…   # while it serves, too"
 )]
 struct Cli {
     /// The database directory (created when missing). One process at a time opens it:
-    /// stop the server before using `tarn` on the same directory.
+    /// stop the server before using `tarn` on the same directory. While the server
+    /// runs, `add-user`, `add-key` and `revoke-key` are sent to it through its admin
+    /// socket instead.
     #[arg(long, default_value = "tarn-data")]
     data: PathBuf,
+    /// The admin socket `serve` listens on (mode 0600; only the server's own OS user
+    /// is answered) and `add-user`, `add-key` and `revoke-key` look for a running
+    /// server on. Default: DIR/admin.sock.
+    #[arg(long, global = true)]
+    admin_socket: Option<PathBuf>,
     #[command(subcommand)]
     command: Command,
 }
@@ -33,7 +43,8 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Serve until SIGINT or SIGTERM; then stop accepting, let requests under way finish,
-    /// and close the database.
+    /// and close the database. Also listens on the admin socket, so that `add-user`,
+    /// `add-key` and `revoke-key` work while it runs.
     #[command(
         after_help = "Example:\n  tarn-rest-server --data ./db serve --listen 127.0.0.1:8080"
     )]
@@ -61,7 +72,8 @@ enum Command {
         burst: u32,
     },
     /// Create a user and an API key (the hosted service's web console does this); prints
-    /// `{"user_id", "key_id", "secret"}`. The secret is shown only here.
+    /// `{"user_id", "key_id", "secret"}`. The secret is shown only here. Works on a
+    /// stopped server's directory, or through a running server's admin socket.
     #[command(
         after_help = "Example:\n  tarn-rest-server --data ./db add-user me@example.com --name Me"
     )]
@@ -73,6 +85,8 @@ enum Command {
         name: String,
     },
     /// Create another API key for a user; prints `{"user_id", "key_id", "secret"}`.
+    /// Works on a stopped server's directory, or through a running server's admin
+    /// socket.
     #[command(after_help = "Example:\n  tarn-rest-server --data ./db add-key 6f1c… --label laptop")]
     AddKey {
         /// The user's id (from `add-user` or `GET /me`).
@@ -81,7 +95,10 @@ enum Command {
         #[arg(long, default_value = "rest")]
         label: String,
     },
-    /// Revoke an API key: it is refused from its next request.
+    /// Revoke an API key: it is refused (401) from its next request. With the server
+    /// running this goes through its admin socket and takes effect at once, without a
+    /// restart (requests of the key under way finish first); otherwise it opens the
+    /// directory.
     #[command(after_help = "Example:\n  tarn-rest-server --data ./db revoke-key 0b9e…")]
     RevokeKey {
         /// The key's id.
@@ -116,6 +133,47 @@ fn main() -> ExitCode {
 }
 
 async fn run(cli: Cli, statements: tokio::runtime::Handle) -> ExitCode {
+    let socket = cli
+        .admin_socket
+        .clone()
+        .unwrap_or_else(|| cli.data.join("admin.sock"));
+    let request = match &cli.command {
+        Command::Serve { .. } => None,
+        Command::AddUser { email, name } => Some(admin::Request::AddUser {
+            email: email.clone(),
+            name: name.clone(),
+        }),
+        Command::AddKey { user_id, label } => Some(admin::Request::AddKey {
+            user_id: user_id.clone(),
+            label: label.clone(),
+        }),
+        Command::RevokeKey { key_id } => Some(admin::Request::RevokeKey {
+            key_id: key_id.clone(),
+        }),
+    };
+    // A running server holds the directory: it runs the command for us.
+    if let Some(request) = &request {
+        match admin::send(&socket, request).await {
+            Ok(None) => {}
+            Ok(Some(admin::Reply::Ok(out))) => {
+                if let Some(out) = out {
+                    println!("{out}");
+                }
+                return ExitCode::SUCCESS;
+            }
+            Ok(Some(admin::Reply::Error { status, message })) => {
+                eprintln!("ERROR ({status}): {message}");
+                return ExitCode::from(1);
+            }
+            Err(e) => {
+                eprintln!(
+                    "ERROR: cannot reach the server on its admin socket {}: {e}",
+                    socket.display()
+                );
+                return ExitCode::from(1);
+            }
+        }
+    }
     let mut options = tarn::Options::new();
     if let Command::Serve {
         rate_limit: Some(rps),
@@ -151,24 +209,45 @@ async fn run(cli: Cli, statements: tokio::runtime::Handle) -> ExitCode {
                 max_upload_bytes,
                 statements: Some(statements.clone()),
             };
-            serve(&tarn, listen, config, Duration::from_secs(drain_secs)).await
+            let admin = match admin::Listener::bind(&socket) {
+                Ok(l) => l,
+                Err(e) => {
+                    eprintln!(
+                        "ERROR: cannot listen on the admin socket {} (--admin-socket): {e}",
+                        socket.display()
+                    );
+                    return close(tarn, statements, ExitCode::from(1)).await;
+                }
+            };
+            serve(
+                &tarn,
+                listen,
+                config,
+                Duration::from_secs(drain_secs),
+                admin,
+            )
+            .await
         }
-        Command::AddUser { email, name } => match add_user(&tarn, &email, &name).await {
-            Ok(()) => ExitCode::SUCCESS,
-            Err(e) => fail(&e),
-        },
-        Command::AddKey { user_id, label } => match tarn.create_api_key(&user_id, &label).await {
-            Ok(k) => {
-                print_key(&user_id, &k);
-                ExitCode::SUCCESS
+        Command::AddUser { .. } | Command::AddKey { .. } | Command::RevokeKey { .. } => {
+            match request {
+                Some(request) => match admin::execute(&tarn, request).await {
+                    Ok(out) => {
+                        if let Some(out) = out {
+                            println!("{out}");
+                        }
+                        ExitCode::SUCCESS
+                    }
+                    Err(e) => fail(&e),
+                },
+                None => ExitCode::SUCCESS,
             }
-            Err(e) => fail(&e),
-        },
-        Command::RevokeKey { key_id } => match tarn.revoke_api_key(&key_id).await {
-            Ok(()) => ExitCode::SUCCESS,
-            Err(e) => fail(&e),
-        },
+        }
     };
+    close(tarn, statements, code).await
+}
+
+/// Closes the database, then exits with `code` (or 1 when closing fails).
+async fn close(tarn: Tarn, statements: tokio::runtime::Handle, code: ExitCode) -> ExitCode {
     // Closing waits for statements under way; one stuck in a single long poll past the
     // drain cannot be waited for, and then the process ends without the checkpoint
     // (the log has every acknowledged commit).
@@ -189,26 +268,18 @@ async fn run(cli: Cli, statements: tokio::runtime::Handle) -> ExitCode {
     }
 }
 
-async fn add_user(tarn: &Tarn, email: &str, name: &str) -> tarn::Result<()> {
-    let user = tarn.create_user(email, name).await?;
-    let key = tarn.create_api_key(&user.id, "rest").await?;
-    print_key(&user.id, &key);
-    Ok(())
-}
-
-fn print_key(user_id: &str, key: &tarn::NewApiKey) {
-    println!(
-        "{}",
-        serde_json::json!({"user_id": user_id, "key_id": key.id, "secret": key.secret})
-    );
-}
-
 fn fail(e: &tarn::Error) -> ExitCode {
     eprintln!("ERROR ({}): {e}", e.status());
     ExitCode::from(1)
 }
 
-async fn serve(tarn: &Tarn, listen: SocketAddr, config: Config, drain: Duration) -> ExitCode {
+async fn serve(
+    tarn: &Tarn,
+    listen: SocketAddr,
+    config: Config,
+    drain: Duration,
+    admin: admin::Listener,
+) -> ExitCode {
     let listener = match tokio::net::TcpListener::bind(listen).await {
         Ok(l) => l,
         Err(e) => {
@@ -223,6 +294,12 @@ async fn serve(tarn: &Tarn, listen: SocketAddr, config: Config, drain: Duration)
             return ExitCode::from(1);
         }
     }
+    // Answered until the server stops (its file goes with `admin`).
+    let admin_task = {
+        let tarn = tarn.clone();
+        tokio::spawn(async move { admin.serve(tarn).await })
+    };
+    let _stop_admin = AbortOnDrop(admin_task);
     let (stopping_tx, stopping_rx) = tokio::sync::oneshot::channel::<()>();
     let server =
         axum::serve(listener, router(tarn.clone(), config)).with_graceful_shutdown(async move {
@@ -251,6 +328,15 @@ async fn serve(tarn: &Tarn, listen: SocketAddr, config: Config, drain: Duration)
         }
     }
     ExitCode::SUCCESS
+}
+
+/// Aborts a task when dropped (whichever way `serve` returns).
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }
 
 async fn shutdown_signal() {

@@ -1206,3 +1206,435 @@ async fn shutdown_lets_the_statement_under_way_commit_and_answer() {
     assert_eq!(acme.count("w", "t").await, n);
     assert!(server.stop().success());
 }
+
+/// A part of a hand-made multipart body: its header lines and its bytes.
+type RawPart = (String, Vec<u8>);
+
+fn part(headers: impl Into<String>, bytes: impl AsRef<[u8]>) -> RawPart {
+    (headers.into(), bytes.as_ref().to_vec())
+}
+
+/// A text field's part.
+fn field(name: &str, value: &str) -> RawPart {
+    part(
+        format!("Content-Disposition: form-data; name=\"{name}\""),
+        value,
+    )
+}
+
+/// A `file` part named `filename` (none when empty), with extra header lines.
+fn file_part(filename: &str, extra: &str, bytes: &[u8]) -> RawPart {
+    let mut headers = String::from("Content-Disposition: form-data; name=\"file\"");
+    if !filename.is_empty() {
+        headers.push_str(&format!("; filename=\"{filename}\""));
+    }
+    if !extra.is_empty() {
+        headers.push_str("\r\n");
+        headers.push_str(extra);
+    }
+    part(headers, bytes)
+}
+
+/// A multipart body with boundary `XyZ`, for what reqwest's form builder will not send
+/// (media types that do not parse).
+fn raw_form(parts: &[RawPart]) -> Vec<u8> {
+    let mut body = Vec::new();
+    for (headers, bytes) in parts {
+        body.extend_from_slice(format!("--XyZ\r\n{headers}\r\n\r\n").as_bytes());
+        body.extend_from_slice(bytes);
+        body.extend_from_slice(b"\r\n");
+    }
+    body.extend_from_slice(b"--XyZ--\r\n");
+    body
+}
+
+async fn post_form(api: &Api, path: &str, parts: &[RawPart]) -> (StatusCode, Value) {
+    let r = api
+        .req(Method::POST, path)
+        .header("Content-Type", "multipart/form-data; boundary=XyZ")
+        .body(raw_form(parts))
+        .send()
+        .await
+        .expect("send");
+    answer(r).await
+}
+
+/// How many files workspace `w` has.
+async fn file_count(api: &Api) -> Value {
+    api.get("/workspaces/w/files?limit=0").await.1["total_count"].clone()
+}
+
+/// A GET of `path` with `headers`: status, `Content-Range`, body.
+async fn get_with(
+    api: &Api,
+    path: &str,
+    headers: &[(&str, &str)],
+) -> (StatusCode, Option<String>, Vec<u8>) {
+    let mut r = api.req(Method::GET, path);
+    for (h, v) in headers {
+        r = r.header(*h, *v);
+    }
+    let r = r.send().await.expect("send");
+    let status = r.status();
+    let range = r
+        .headers()
+        .get("content-range")
+        .map(|v| v.to_str().expect("text").to_string());
+    (status, range, r.bytes().await.expect("body").to_vec())
+}
+
+/// Issue 34: what a client sends is taken as sent or refused, never silently replaced:
+/// a file part's media type that does not parse is a 400 (not octet-stream), a part or
+/// header given twice is a 400 (not "last wins"), and a Range that breaks RFC 9110's
+/// grammar (`5-2`, a sign, two Range headers) is ignored (200), while a valid one past
+/// the end is still 416.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn malformed_and_repeated_request_parts_are_refused_not_guessed() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let key = add_user(dir.path(), "admin@example.com");
+    let server = Server::start(dir.path(), &[]);
+    let acme = org_and_workspace(&server, &key).await;
+    let files = "/workspaces/w/files";
+    let tables = "/workspaces/w/tables";
+
+    // Media types: the header as sent, checked as the library checks every one.
+    for bad in [
+        "notamediatype",
+        "a/b/c",
+        "text/plain; charset",
+        "text/plain; =x",
+    ] {
+        let extra = format!("Content-Type: {bad}");
+        let r = post_form(&acme, files, &[file_part("a.txt", &extra, b"hello")]).await;
+        let msg = error_of(&r, 400, "BadRequest");
+        assert!(msg.contains("media type"), "{bad}: {msg}");
+    }
+    assert_eq!(file_count(&acme).await, 0);
+    let typed = "Content-Type: text/plain; charset=\"utf-8\"";
+    let (s, info) = post_form(&acme, files, &[file_part("a.txt", typed, b"hello")]).await;
+    assert_eq!(s, StatusCode::CREATED, "{info}");
+    assert_eq!(info["media_type"], "text/plain; charset=\"utf-8\"");
+    let (s, info) = post_form(&acme, files, &[file_part("b.bin", "", b"x")]).await;
+    assert_eq!(s, StatusCode::CREATED, "{info}");
+    assert_eq!(info["media_type"], "application/octet-stream");
+    assert_eq!(file_count(&acme).await, 2);
+
+    // Repeated parts: 400, and nothing is kept.
+    for parts in [
+        vec![file_part("c.txt", "", b"1"), file_part("d.txt", "", b"2")],
+        vec![
+            field("filename", "c.txt"),
+            field("filename", "d.txt"),
+            file_part("", "", b"3"),
+        ],
+    ] {
+        let msg = error_of(&post_form(&acme, files, &parts).await, 400, "BadRequest");
+        assert!(msg.contains("more than once"), "{msg}");
+    }
+    assert_eq!(file_count(&acme).await, 2);
+
+    let csv: &[u8] = b"a,b\n1,2\n";
+    for (parts, what) in [
+        (
+            vec![
+                field("table_name", "t1"),
+                field("table_name", "t2"),
+                file_part("t.csv", "", csv),
+            ],
+            "table_name",
+        ),
+        // A second file after one that streamed into a table: the table goes.
+        (
+            vec![
+                field("table_name", "t1"),
+                file_part("t.csv", "", csv),
+                file_part("u.csv", "", csv),
+            ],
+            "file",
+        ),
+        (
+            vec![
+                file_part("t.csv", "", csv),
+                file_part("u.csv", "", csv),
+                field("table_name", "t1"),
+            ],
+            "file",
+        ),
+        (
+            vec![
+                field("filename", "t.csv"),
+                field("table_name", "t1"),
+                field("filename", "t.json"),
+                file_part("t.csv", "", csv),
+            ],
+            "filename",
+        ),
+        // The file streamed as a CSV file; a name saying otherwise comes too late.
+        (
+            vec![
+                field("table_name", "t1"),
+                file_part("t.csv", "", csv),
+                field("filename", "t.json"),
+            ],
+            "filename",
+        ),
+    ] {
+        let msg = error_of(&post_form(&acme, tables, &parts).await, 400, "BadRequest");
+        assert!(msg.contains(&format!("\"{what}\"")), "{what}: {msg}");
+        error_of(&acme.get("/workspaces/w/tables/t1").await, 404, "NotFound");
+        error_of(&acme.get("/workspaces/w/tables/t2").await, 404, "NotFound");
+    }
+    // A late `filename` that agrees, and one for a file part without a name (spooled).
+    for (table, parts) in [
+        (
+            "t1",
+            vec![
+                field("table_name", "t1"),
+                file_part("t.csv", "", csv),
+                field("filename", "t.csv"),
+            ],
+        ),
+        (
+            "t2",
+            vec![
+                field("table_name", "t2"),
+                file_part("", "", csv),
+                field("filename", "t.csv"),
+            ],
+        ),
+    ] {
+        let (s, v) = post_form(&acme, tables, &parts).await;
+        assert_eq!(s, StatusCode::CREATED, "{v}");
+        assert_eq!(v["name"], table);
+        assert_eq!(v["columns"], json!(["a", "b"]));
+    }
+
+    // Repeated query parameters and headers.
+    error_of(
+        &acme.get(&format!("{files}?limit=1&limit=1000")).await,
+        400,
+        "BadRequest",
+    );
+    let r = acme
+        .req(Method::GET, "/workspaces")
+        .header("X-Service-Org-Id", "other")
+        .send()
+        .await
+        .expect("send");
+    error_of(&answer(r).await, 400, "BadRequest");
+    let r = acme
+        .req(Method::GET, "/me")
+        .header("Authorization", "Bearer tarn_someone_else")
+        .send()
+        .await
+        .expect("send");
+    error_of(&answer(r).await, 401, "Unauthorized");
+
+    // Ranges: invalid ones are ignored (the whole file), valid ones past the end are 416.
+    let (_, info) = post_form(&acme, files, &[file_part("ten.bin", "", b"0123456789")]).await;
+    let content = format!("{files}/{}/content", info["id"].as_str().expect("id"));
+    let whole = b"0123456789".to_vec();
+    for invalid in [
+        "bytes=5-2",
+        "bytes=9-0",
+        "bytes=+1-5",
+        "bytes=1-+5",
+        "bytes= 1-5",
+        "bytes=1-2-3",
+        "bytes=-",
+        "bytes=0-1,5-6",
+    ] {
+        let got = get_with(&acme, &content, &[("Range", invalid)]).await;
+        assert_eq!(got, (StatusCode::OK, None, whole.clone()), "{invalid}");
+    }
+    let got = get_with(
+        &acme,
+        &content,
+        &[("Range", "bytes=0-1"), ("Range", "bytes=5-6")],
+    )
+    .await;
+    assert_eq!(got, (StatusCode::OK, None, whole.clone()));
+    // No validator is ever sent, so no If-Range matches: the Range is ignored.
+    let got = get_with(
+        &acme,
+        &content,
+        &[("Range", "bytes=0-1"), ("If-Range", "\"x\"")],
+    )
+    .await;
+    assert_eq!(got, (StatusCode::OK, None, whole.clone()));
+    let got = get_with(&acme, &content, &[("Range", "Bytes=2-4")]).await;
+    assert_eq!(
+        got,
+        (
+            StatusCode::PARTIAL_CONTENT,
+            Some("bytes 2-4/10".to_string()),
+            b"234".to_vec()
+        )
+    );
+    let got = get_with(
+        &acme,
+        &content,
+        &[("Range", "bytes=8-99999999999999999999999")],
+    )
+    .await;
+    assert_eq!(
+        got,
+        (
+            StatusCode::PARTIAL_CONTENT,
+            Some("bytes 8-9/10".to_string()),
+            b"89".to_vec()
+        )
+    );
+    for unsatisfiable in ["bytes=10-", "bytes=10-20", "bytes=-0"] {
+        let (s, range, _) = get_with(&acme, &content, &[("Range", unsatisfiable)]).await;
+        assert_eq!(
+            (s, range.as_deref()),
+            (StatusCode::RANGE_NOT_SATISFIABLE, Some("bytes */10")),
+            "{unsatisfiable}"
+        );
+    }
+    assert!(server.stop().success());
+}
+
+/// `tarn-rest-server --data DIR ARGS…` while the server may be running: exit status,
+/// standard output, standard error.
+fn admin_command(dir: &Path, args: &[&str]) -> (bool, String, String) {
+    let out = Command::new(BIN)
+        .arg("--data")
+        .arg(dir)
+        .args(args)
+        .output()
+        .expect("run the command");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// Issue 34: a leaked key is revoked without downtime. With the server running,
+/// `revoke-key` (and `add-key`, `add-user`) reach it through its admin socket, and the
+/// key is refused from the very next request; other keys go on working.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keys_are_added_and_revoked_while_the_server_runs() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let key = add_user(dir.path(), "admin@example.com");
+    let server = Server::start(dir.path(), &[]);
+    let admin = Api::new(&server, &key, None);
+    let (s, me) = admin.get("/me").await;
+    assert_eq!(s, StatusCode::OK);
+    let user_id = me["id"].as_str().expect("id").to_string();
+
+    let (ok, out, err) = admin_command(dir.path(), &["add-key", &user_id, "--label", "leaky"]);
+    assert!(ok, "add-key while serving: {err}");
+    let leaked: Value = serde_json::from_str(&out).expect("json");
+    let leaked_secret = leaked["secret"].as_str().expect("secret");
+    let leaky = Api::new(&server, leaked_secret, None);
+    assert_eq!(leaky.get("/me").await.0, StatusCode::OK);
+    let (ok, out, err) = admin_command(dir.path(), &["add-user", "new@example.com"]);
+    assert!(ok, "add-user while serving: {err}");
+    let new: Value = serde_json::from_str(&out).expect("json");
+    let newcomer = Api::new(&server, new["secret"].as_str().expect("secret"), None);
+    assert_eq!(newcomer.get("/me").await.1["email"], "new@example.com");
+
+    let (ok, _, err) = admin_command(
+        dir.path(),
+        &["revoke-key", leaked["key_id"].as_str().expect("key_id")],
+    );
+    assert!(ok, "revoke-key while serving: {err}");
+    error_of(&leaky.get("/me").await, 401, "Unauthorized");
+    assert_eq!(admin.get("/me").await.0, StatusCode::OK);
+    assert_eq!(newcomer.get("/me").await.0, StatusCode::OK);
+    let (ok, _, err) = admin_command(dir.path(), &["revoke-key", "no-such-key"]);
+    assert!(!ok);
+    assert!(err.contains("404"), "{err}");
+
+    // Stopped, the commands open the directory themselves, and the revocation held.
+    assert!(server.stop().success());
+    assert!(!dir.path().join("admin.sock").exists());
+    let (ok, _, err) = admin_command(
+        dir.path(),
+        &["revoke-key", new["key_id"].as_str().expect("key_id")],
+    );
+    assert!(ok, "revoke-key offline: {err}");
+    let server = Server::start(dir.path(), &[]);
+    for (secret, status) in [
+        (leaked_secret, 401),
+        (new["secret"].as_str().expect("s"), 401),
+    ] {
+        error_of(
+            &Api::new(&server, secret, None).get("/me").await,
+            status,
+            "Unauthorized",
+        );
+    }
+    assert_eq!(
+        Api::new(&server, &key, None).get("/me").await.0,
+        StatusCode::OK
+    );
+    assert!(server.stop().success());
+}
+
+/// Issue 34: an upload is bound to the workspace it started in. Deleted (and created
+/// again under the same id) while the file streams, the upload is a 404 and the new
+/// workspace gets no table and no file.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn uploads_streaming_across_a_workspace_delete_land_nowhere() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let key = add_user(dir.path(), "admin@example.com");
+    let server = Server::start(dir.path(), &[]);
+    let acme = org_and_workspace(&server, &key).await;
+    for endpoint in ["tables", "files"] {
+        let made = acme
+            .post("/workspaces", json!({"id": "cw", "name": "Doomed"}))
+            .await;
+        assert_eq!(made.0, StatusCode::CREATED, "{}", made.1);
+        let (tx, rx) = tokio::sync::mpsc::channel::<Vec<u8>>(4);
+        let stream = futures::stream::unfold(rx, |mut rx| async move {
+            rx.recv()
+                .await
+                .map(|chunk| (Ok::<_, std::io::Error>(chunk), rx))
+        });
+        let part = multipart::Part::stream(reqwest::Body::wrap_stream(stream)).file_name("t.csv");
+        let form = multipart::Form::new()
+            .text("table_name", "t")
+            .part("file", part);
+        let request = acme
+            .req(Method::POST, &format!("/workspaces/cw/{endpoint}"))
+            .multipart(form)
+            .send();
+        let upload = tokio::spawn(async move { answer(request.await.expect("send")).await });
+        let rows = |from: u32| {
+            (from..from + 20_000)
+                .map(|i| format!("{i},{i}\n"))
+                .collect::<String>()
+                .into_bytes()
+        };
+        tx.send([b"a,b\n".to_vec(), rows(0)].concat())
+            .await
+            .expect("send");
+        // The upload is under way (the server has the first part of the file).
+        tokio::time::sleep(Duration::from_millis(700)).await;
+        assert!(!upload.is_finished());
+        assert_eq!(
+            acme.delete("/workspaces/cw").await.0,
+            StatusCode::NO_CONTENT
+        );
+        let made = acme
+            .post("/workspaces", json!({"id": "cw", "name": "New"}))
+            .await;
+        assert_eq!(made.0, StatusCode::CREATED, "{}", made.1);
+        tx.send(rows(20_000)).await.expect("send");
+        drop(tx);
+        let r = upload.await.expect("join");
+        error_of(&r, 404, "NotFound");
+        let (s, v) = acme.get("/workspaces/cw/tables").await;
+        assert_eq!((s, v), (StatusCode::OK, json!([])));
+        assert_eq!(acme.get("/workspaces/cw/files").await.1["total_count"], 0);
+        assert_eq!(
+            acme.delete("/workspaces/cw").await.0,
+            StatusCode::NO_CONTENT
+        );
+    }
+    assert!(server.stop().success());
+}
