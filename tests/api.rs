@@ -900,7 +900,8 @@ async fn indexes_survive_reopen_and_show_in_table_details() -> TestResult {
     let d = serde_json::to_value(s.table("ws", "t").await?)?;
     assert_eq!(
         d["indexes"],
-        json!([{"name": "t_title", "column": "headline", "index_type": "exact_text", "options": {}}])
+        json!([{"name": "t_title", "column": "headline", "index_type": "exact_text", "options": {},
+            "status": "ready", "segments_indexed": 0, "segments": 0}])
     );
     let err = s
         .query(

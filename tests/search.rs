@@ -758,6 +758,15 @@ async fn kill_9_during_index_builds() -> TestResult {
                 "round {round}"
             );
         }
+        // An index the crash left without its files says so, where a CLI user looks.
+        let details = s.table("ws", "t").await?;
+        for i in &details.indexes {
+            assert_eq!(
+                i.status == "building",
+                i.segments_indexed < i.segments,
+                "round {round}: {i:?}"
+            );
+        }
         // And the index builds again.
         s.query(
             "ws",
@@ -767,6 +776,15 @@ async fn kill_9_during_index_builds() -> TestResult {
         .await?;
         s.query("ws", r#"VACUUM "ws"."t""#, &[]).await?;
         assert_eq!(index_files(dir.path()).len(), 1, "round {round}");
+        let details = s.table("ws", "t").await?;
+        assert!(
+            details
+                .indexes
+                .iter()
+                .all(|i| i.status == "ready" && i.segments_indexed == i.segments),
+            "round {round}: {:?}",
+            details.indexes
+        );
         tarn.close().await?;
     }
     Ok(())
@@ -1367,5 +1385,124 @@ async fn null_scores_sort_last_in_every_top_k_shape() -> TestResult {
             "{sql}"
         );
     }
+    Ok(())
+}
+
+/// An index build is bounded by its statement: CREATE INDEX waits for it until the
+/// statement timeout, then returns with a notice while the build goes on in the
+/// background (shown as `building`); a build whose caller went away goes on too. Either
+/// stops when its index or table is dropped or the database closes, and leaves no
+/// `.idx.tmp` (a CREATE INDEX whose client disconnected built for minutes, also after
+/// its table was dropped, and SIGTERM then waited 30 s for the close).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn index_builds_stop_with_their_index_table_or_database() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    // Each progress report of a build waits, so a build takes seconds.
+    let slow = || {
+        manual()
+            .query_timeout(std::time::Duration::from_millis(1500))
+            .on_index_progress(|_| std::thread::sleep(std::time::Duration::from_millis(500)))
+    };
+    let tarn = Tarn::open_with(dir.path(), slow()).await?;
+    let (s, secret) = fixture_with_key(&tarn).await?;
+    create_t(&s).await?;
+    let mut rng = Rng(5);
+    insert_vectors(&s, &mut rng, 0, 12_000, 16).await?;
+    s.query("ws", r#"VACUUM "ws"."t""#, &[]).await?;
+    let tmp_files = || {
+        std::fs::read_dir(dir.path().join("segments"))
+            .map(|d| {
+                d.filter_map(Result::ok)
+                    .map(|e| e.file_name().to_string_lossy().to_string())
+                    .filter(|n| n.ends_with(".idx.tmp"))
+                    .collect::<Vec<_>>()
+            })
+            .unwrap_or_default()
+    };
+    let wait_for = |what: &'static str, f: &dyn Fn() -> bool| -> TestResult {
+        let until = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        while !f() {
+            if std::time::Instant::now() > until {
+                return Err(format!("{what} did not happen").into());
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        Ok(())
+    };
+
+    // Past the statement timeout: a notice, and the index shows as building.
+    let r = s
+        .query(
+            "ws",
+            r#"CREATE INDEX e_idx ON "ws"."t" USING engine_index (e)"#,
+            &[],
+        )
+        .await?;
+    assert!(
+        r.notices
+            .iter()
+            .any(|n| n.contains("built in the background")),
+        "{r:?}"
+    );
+    let building = &s.table("ws", "t").await?.indexes[0];
+    assert_eq!(building.status, "building", "{building:?}");
+    assert!(
+        building.segments_indexed < building.segments,
+        "{building:?}"
+    );
+    // Dropped while it builds: the build stops and leaves nothing.
+    s.query("ws", r#"DROP INDEX "ws"."e_idx""#, &[]).await?;
+    wait_for("the build's temporary file going", &|| {
+        tmp_files().is_empty()
+    })?;
+
+    // A caller that goes away leaves the build to the background; dropping the table
+    // stops it.
+    let gone = tokio::time::timeout(
+        std::time::Duration::from_millis(300),
+        s.query(
+            "ws",
+            r#"CREATE INDEX e_idx ON "ws"."t" USING engine_index (e)"#,
+            &[],
+        ),
+    )
+    .await;
+    assert!(gone.is_err(), "the CREATE INDEX returned within 300 ms");
+    wait_for("a build", &|| !tmp_files().is_empty())?;
+    s.query("ws", r#"DROP TABLE "ws"."t""#, &[]).await?;
+    wait_for("the build's temporary file going", &|| {
+        tmp_files().is_empty()
+    })?;
+
+    // The database closes promptly under a build.
+    create_t(&s).await?;
+    insert_vectors(&s, &mut rng, 0, 12_000, 16).await?;
+    s.query("ws", r#"VACUUM "ws"."t""#, &[]).await?;
+    let r = s
+        .query(
+            "ws",
+            r#"CREATE INDEX e_idx ON "ws"."t" USING engine_index (e)"#,
+            &[],
+        )
+        .await?;
+    assert!(!r.notices.is_empty(), "{r:?}");
+    let started = std::time::Instant::now();
+    tokio::time::timeout(std::time::Duration::from_secs(20), tarn.close()).await??;
+    eprintln!("closed under a build in {:?}", started.elapsed());
+    assert!(tmp_files().is_empty(), "{:?}", tmp_files());
+    drop(s);
+    drop(tarn);
+    // Reopened without the slow hook, the index is still building until VACUUM.
+    let tarn = Tarn::open_with(dir.path(), manual()).await?;
+    let s = reconnect(&tarn, &secret).await?;
+    let i = &s.table("ws", "t").await?.indexes[0];
+    assert_eq!(i.status, "building", "{i:?}");
+    s.query("ws", r#"VACUUM "ws"."t""#, &[]).await?;
+    let i = &s.table("ws", "t").await?.indexes[0];
+    assert_eq!(
+        (i.status.as_str(), i.segments_indexed),
+        ("ready", i.segments),
+        "{i:?}"
+    );
     Ok(())
 }

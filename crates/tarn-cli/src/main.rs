@@ -464,6 +464,10 @@ fn print_result(r: &QueryResult, json: bool) {
         println!("{}", serde_json::to_string(r).unwrap_or_default());
         return;
     }
+    // As psql shows a server's notices: on standard error, before the result.
+    for n in &r.notices {
+        eprintln!("NOTICE: {n}");
+    }
     match &r.rows {
         None => println!(
             "OK, {} row(s) affected ({:.1} ms)",

@@ -154,6 +154,9 @@ impl Shell<'_> {
         } else {
             String::new()
         };
+        for n in &r.notices {
+            println!("NOTICE: {n}");
+        }
         match &r.rows {
             None => println!("OK, {} row(s) affected{time}", r.rows_affected),
             Some(rows) => {
@@ -272,7 +275,13 @@ impl Shell<'_> {
         if !t.indexes.is_empty() {
             println!("Indexes:");
             for i in &t.indexes {
-                println!("    \"{}\" {} ({})", i.name, i.index_type, i.column);
+                println!(
+                    "    \"{}\" {} ({}){}",
+                    i.name,
+                    i.index_type,
+                    i.column,
+                    building_note(i)
+                );
             }
         }
     }
@@ -291,12 +300,30 @@ impl Shell<'_> {
                         Value::from(t.name.as_str()),
                         Value::from(i.column.as_str()),
                         Value::from(i.index_type.as_str()),
+                        Value::from(format!("{}{}", i.status, building_note(i))),
                     ]
                 })),
                 Err(e) => return show_error(&e),
             }
         }
-        print_listing(&["index", "table", "column", "type"], &rows, "index");
+        print_listing(
+            &["index", "table", "column", "type", "status"],
+            &rows,
+            "index",
+        );
+    }
+}
+
+/// ` building: 3 of 5 segments indexed; VACUUM the table to finish` for an index whose
+/// build is under way or pending, else nothing.
+fn building_note(i: &tarn::IndexInfo) -> String {
+    if i.status == "building" {
+        format!(
+            " building: {} of {} segments indexed; VACUUM the table to finish",
+            i.segments_indexed, i.segments
+        )
+    } else {
+        String::new()
     }
 }
 

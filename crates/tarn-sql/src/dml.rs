@@ -668,6 +668,7 @@ impl Txn<'_> {
             schema,
             batches: Some(batches),
             rows_affected: affected,
+            notices: Vec::new(),
         })
     }
 

@@ -102,6 +102,9 @@ pub struct StatementResult {
     pub batches: Option<Vec<RecordBatch>>,
     /// Rows written.
     pub rows_affected: u64,
+    /// What the caller should know though the statement succeeded (PostgreSQL's
+    /// NOTICE), such as an index build that goes on in the background.
+    pub notices: Vec<String>,
 }
 
 impl StatementResult {
@@ -111,6 +114,7 @@ impl StatementResult {
             schema: Arc::new(Schema::empty()),
             batches: None,
             rows_affected,
+            notices: Vec::new(),
         }
     }
 
@@ -278,38 +282,60 @@ impl SqlEngine {
         }
         let mut txn = Txn::new(self, org, ws);
         txn.settings = session;
+        let deadline = tokio::time::Instant::now() + self.limits.query_timeout;
         // The timeout covers the work, not the commit: once logging starts the outcome
         // is decided, and reporting a timeout for a committed statement would lie.
-        let out = self.with_timeout(Box::pin(txn.run(stmt))).await?;
+        let mut out = self.with_timeout(Box::pin(txn.run(stmt))).await?;
         let builds = std::mem::take(&mut txn.build_indexes);
         txn.commit().await?;
-        self.build_indexes(builds).await;
+        if !self.build_indexes(builds, deadline).await {
+            out.notices.push(format!(
+                "the index is built in the background: its build did not finish within the \
+                 statement timeout ({} ms, limit query_timeout); until it does, searches read \
+                 the segments it does not cover exactly (same results, slower), and VACUUM \
+                 of the table waits for it",
+                self.limits.query_timeout.as_millis()
+            ));
+        }
         Ok(out)
     }
 
     /// Builds the index files the sealed segments of `tables` lack (after CREATE INDEX
-    /// committed), off the async threads. The statement has committed: a build that
-    /// fails is logged and left to the background worker (and to VACUUM), never
-    /// reported as the statement failing.
-    async fn build_indexes(&self, tables: Vec<TableId>) {
-        for id in tables {
-            let db = self.db.clone();
-            let progress = self.index_progress.clone();
-            let built = tokio::task::spawn_blocking(move || {
-                db.build_indexes(id, &|p| {
+    /// committed), off the async threads, waiting until `deadline` at most; whether the
+    /// build finished by then. The statement has committed: a build that fails is logged
+    /// and left to the background worker (and to VACUUM), never reported as the
+    /// statement failing. A build not waited for — past the deadline, or because the
+    /// caller went away — goes on in the background, one at a time (storage keeps one
+    /// build slot), and stops when its index or table is dropped or the database closes.
+    async fn build_indexes(&self, tables: Vec<TableId>, deadline: tokio::time::Instant) -> bool {
+        if tables.is_empty() {
+            return true;
+        }
+        let db = self.db.clone();
+        let progress = self.index_progress.clone();
+        let build = tokio::task::spawn_blocking(move || {
+            for id in tables {
+                match db.build_indexes(id, &|p| {
                     if let Some(f) = &progress {
                         f(p)
                     }
-                })
-            })
-            .await;
-            match built {
-                Ok(Ok(_)) => {}
-                Ok(Err(e)) => {
-                    tracing::warn!(table = id, error = %e, "index build after CREATE INDEX failed")
+                }) {
+                    Ok(_) => {}
+                    // Closing: what is left is built at the next open or VACUUM.
+                    Err(tarn_storage::Error::Closed) => return,
+                    Err(e) => {
+                        tracing::warn!(table = id, error = %e, "index build after CREATE INDEX failed")
+                    }
                 }
-                Err(e) => tracing::warn!(table = id, error = %e, "index build task failed"),
             }
+        });
+        match tokio::time::timeout_at(deadline, build).await {
+            Ok(Ok(())) => true,
+            Ok(Err(e)) => {
+                tracing::warn!(error = %e, "index build task failed");
+                true
+            }
+            Err(_) => false,
         }
     }
 
@@ -441,10 +467,12 @@ impl SqlEngine {
             }
             Ok::<_, Error>(())
         };
+        let deadline = tokio::time::Instant::now() + self.limits.query_timeout;
         self.with_timeout(Box::pin(fut)).await?;
         let builds = std::mem::take(&mut txn.build_indexes);
         txn.commit().await?;
-        self.build_indexes(builds).await;
+        // A build past the deadline goes on in the background (see `build_indexes`).
+        self.build_indexes(builds, deadline).await;
         Ok(totals)
     }
 
@@ -955,6 +983,7 @@ impl<'e> Txn<'e> {
                     schema,
                     batches: Some(batches),
                     rows_affected: 0,
+                    notices: Vec::new(),
                 })
             }
             // Boxed: each statement kind's future is large, and nesting them all in one
@@ -991,6 +1020,8 @@ impl<'e> Txn<'e> {
     }
 
     async fn run_explain(&self, stmt: Statement) -> Result<StatementResult> {
+        let ids = self.check_relations(&stmt, &HashMap::new())?;
+        // (After the relation check: an unknown table is 404 whatever reads it.)
         // Tarn runs writes and DDL itself, not through a DataFusion plan: DataFusion's
         // EXPLAIN of them shows a plan that never runs, and its ANALYZE fails in its own
         // words ("Insert into not implemented for this table").
@@ -1003,7 +1034,6 @@ impl<'e> Txn<'e> {
                 first_words(&statement.to_string())
             ));
         }
-        let ids = self.check_relations(&stmt, &HashMap::new())?;
         let view = self.view(HashMap::new(), &ids);
         let (schema, batches) = self.plan_and_collect(stmt, view).await?;
         Ok(StatementResult {
@@ -1011,6 +1041,7 @@ impl<'e> Txn<'e> {
             schema,
             batches: Some(batches),
             rows_affected: 0,
+            notices: Vec::new(),
         })
     }
 

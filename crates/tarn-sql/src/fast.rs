@@ -316,6 +316,7 @@ impl SqlEngine {
             schema,
             batches: Some(batches),
             rows_affected: 0,
+            notices: Vec::new(),
         }))
     }
 }

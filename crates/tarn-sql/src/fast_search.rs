@@ -876,6 +876,7 @@ impl SqlEngine {
             schema: out_schema,
             batches: Some(vec![batch]),
             rows_affected: 0,
+            notices: Vec::new(),
         }))
     }
 }

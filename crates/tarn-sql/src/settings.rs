@@ -97,6 +97,7 @@ pub(crate) fn run(stmt: &Statement, settings: &mut Settings) -> Result<Statement
                 schema,
                 batches: Some(vec![batch]),
                 rows_affected: 0,
+                notices: Vec::new(),
             })
         }
         _ => bad("this form of SET is not supported: SET engine.ef_search = n"),

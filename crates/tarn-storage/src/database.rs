@@ -535,6 +535,18 @@ impl Database {
         Ok(())
     }
 
+    /// How far index `index` of table `id` covers the table's sealed segments:
+    /// `(segments with its file, sealed segments)`, `None` for an index without
+    /// per-segment files. Fewer means a build is under way or pending (after CREATE
+    /// INDEX, compaction or a crash); searches read the uncovered segments exactly.
+    pub fn index_coverage(
+        &self,
+        id: TableId,
+        index: tarn_catalog::IndexId,
+    ) -> Option<(usize, usize)> {
+        self.inner.index_coverage(id, index)
+    }
+
     /// Seals table `id`'s memtable and builds the index files its sealed segments
     /// lack, reporting progress (what `CREATE INDEX` waits for). Returns the number of
     /// files built.
@@ -567,6 +579,10 @@ impl Database {
             return Ok(());
         }
         self.stop_worker();
+        // An index build (a statement's, running on after its caller) sees `closed` at
+        // its next step and removes its temporary file: wait for that, so that no build
+        // touches the directory once its lock is released.
+        drop(self.inner.index_build.lock());
         // Commits check `closed` under the gate: once we hold it, none is in flight and
         // none will start.
         drop(self.inner.gate.write());

@@ -164,6 +164,34 @@ pub struct BuildProgress {
 }
 
 impl Inner {
+    /// `(segments with a file of index, sealed segments)` of table `table`; `None` when
+    /// the index makes no per-segment files (or the table or index is gone). Segments
+    /// kept in memory (an in-memory database) never get files and are not counted.
+    pub(crate) fn index_coverage(&self, table: TableId, index: IndexId) -> Option<(usize, usize)> {
+        let builder = self.options.index_builder.as_ref()?;
+        let catalog = self.catalog.read().clone();
+        let def = catalog
+            .indexes_of(table)
+            .into_iter()
+            .find(|i| i.id == index)?
+            .clone();
+        if !builder.builds(&def) {
+            return None;
+        }
+        let store = self.table(table)?;
+        let snapshot = store.snapshot();
+        let sealed: Vec<_> = snapshot
+            .segments()
+            .iter()
+            .filter(|s| !s.segment().in_memory())
+            .collect();
+        let indexed = sealed
+            .iter()
+            .filter(|s| s.segment().index(index).is_some())
+            .count();
+        Some((indexed, sealed.len()))
+    }
+
     /// Builds the missing index files of the sealed segments of `table` (every table
     /// when `None`), attaches them and writes a manifest naming them. Returns the
     /// number of files built. Readers and writers go on meanwhile; the only lock held
@@ -222,7 +250,9 @@ impl Inner {
                 return Err(Error::Closed);
             }
             let sid = segment.id().unwrap_or_default();
-            if self.failed_builds.lock().contains(&(t, sid, index.id)) {
+            if self.failed_builds.lock().contains(&(t, sid, index.id))
+                || live_index_ids(&self.catalog.read(), t, vec![index.id]).is_empty()
+            {
                 continue;
             }
             let path = seg_dir.join(index_file_name(t, sid, index.id));
@@ -235,7 +265,13 @@ impl Inner {
                     rows,
                 })
             };
-            let stop = || self.stopping.load(Ordering::Acquire);
+            // A build stops when the worker stops, the database closes, or its index or
+            // table is dropped (a dropped index's build would otherwise run on for
+            // minutes, holding the one build slot and a file that is thrown away).
+            let dropped = || live_index_ids(&self.catalog.read(), t, vec![index.id]).is_empty();
+            let closing =
+                || self.stopping.load(Ordering::Acquire) || self.closed.load(Ordering::Acquire);
+            let stop = || closing() || dropped();
             // Written under the temporary name, which checkpoints leave alone: a file
             // gets its final name only when it is attached (below), so no cleanup can
             // take a finished file that nothing references yet.
@@ -256,7 +292,11 @@ impl Inner {
                 Err(e) => {
                     let _ = self.options.backend.remove(&tmp);
                     if matches!(e, Error::Closed) {
-                        return Err(e);
+                        if closing() {
+                            return Err(e);
+                        }
+                        // Stopped because its index or table went: nothing to keep.
+                        continue;
                     }
                     // Not retried until the next open: a file that cannot be built must
                     // not hold back every other index or the worker's other work.

@@ -1086,14 +1086,24 @@ impl Session {
             indexes: catalog
                 .indexes_of(def.id)
                 .into_iter()
-                .map(|i| IndexInfo {
-                    name: i.name.clone(),
-                    column: def
-                        .column_by_id(i.column)
-                        .map(|c| c.name.clone())
-                        .unwrap_or_default(),
-                    index_type: i.index_type.as_str().to_string(),
-                    options: i.options.clone(),
+                .map(|i| {
+                    let (done, all) = self
+                        .tarn
+                        .db()
+                        .index_coverage(def.id, i.id)
+                        .unwrap_or((0, 0));
+                    IndexInfo {
+                        name: i.name.clone(),
+                        column: def
+                            .column_by_id(i.column)
+                            .map(|c| c.name.clone())
+                            .unwrap_or_default(),
+                        index_type: i.index_type.as_str().to_string(),
+                        options: i.options.clone(),
+                        status: if done < all { "building" } else { "ready" }.to_string(),
+                        segments_indexed: done as u64,
+                        segments: all as u64,
+                    }
                 })
                 .collect(),
         })
@@ -1180,6 +1190,7 @@ impl Session {
             row_count,
             rows_affected: out.rows_affected,
             execution_time_ms: start.elapsed().as_secs_f64() * 1000.0,
+            notices: out.notices,
         })
     }
 

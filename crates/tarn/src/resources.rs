@@ -156,6 +156,16 @@ pub struct IndexInfo {
     pub index_type: String,
     /// `WITH (…)` options other than `index_type`.
     pub options: std::collections::BTreeMap<String, String>,
+    /// `ready`, or `building` while some sealed segment lacks the index's file (a
+    /// build under way or pending: after CREATE INDEX past its statement timeout,
+    /// compaction, or a crash); searches read those segments exactly meanwhile, and
+    /// `VACUUM "ws"."t"` finishes the build.
+    pub status: String,
+    /// Sealed segments with the index's file, and of all sealed segments (both 0 for
+    /// an index without per-segment files, such as `exact_text`).
+    pub segments_indexed: u64,
+    /// Sealed segments of the table that the index covers when ready.
+    pub segments: u64,
 }
 
 /// `GET …/tables/{t}`.
@@ -187,6 +197,11 @@ pub struct QueryResult {
     pub rows_affected: u64,
     /// Wall time of the call.
     pub execution_time_ms: f64,
+    /// What the caller should know though the statement succeeded (PostgreSQL's
+    /// NOTICE): an index build that goes on in the background past the statement
+    /// timeout. Left out of the JSON when empty (a Tarn addition to the service's body).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub notices: Vec<String>,
 }
 
 /// Result of `query_batch` (SPEC §4.10).
