@@ -496,6 +496,37 @@ impl DisplayAs for SearchExec {
         if let Some(p) = &self.filter {
             write!(f, " filter={p}")?;
         }
+        // An index whose files do not cover every sealed segment yet (a build under
+        // way or cut short): those segments are read exactly.
+        let ids = self
+            .index
+            .iter()
+            .map(|(id, name, _)| (*id, name.clone()))
+            .chain(match &self.query {
+                NodeQuery::Text(b) => Some((b.index.id, b.index.name.clone())),
+                NodeQuery::Hybrid { binding, .. } => {
+                    Some((binding.text.index.id, binding.text.index.name.clone()))
+                }
+                NodeQuery::Vector(_) => None,
+            });
+        for (id, name) in ids {
+            let sealed: Vec<_> = self
+                .table
+                .version()
+                .segments()
+                .iter()
+                .filter(|s| !s.segment().in_memory())
+                .map(|s| s.segment().index(id).is_some())
+                .collect();
+            let done = sealed.iter().filter(|d| **d).count();
+            if done < sealed.len() {
+                write!(
+                    f,
+                    " ({name} building: {done} of {} segments indexed, the others read exactly)",
+                    sealed.len()
+                )?;
+            }
+        }
         Ok(())
     }
 }
