@@ -1268,3 +1268,27 @@ async fn an_upload_lands_in_the_workspace_it_started_in_or_nowhere() -> TestResu
     assert_eq!(segment_files(dir.path()), Vec::<String>::new());
     Ok(())
 }
+
+/// Column names from a file's header or keys are refused, as in CREATE TABLE, when they
+/// hold control characters (a quoted CSV header can hold a line break, a JSON key a
+/// NUL) or bidirectional controls; nothing is created.
+#[tokio::test]
+async fn header_names_with_control_characters_are_refused() -> TestResult {
+    let tarn = Tarn::in_memory().await?;
+    let s = fixture(&tarn).await?;
+    for (file, body) in [
+        ("a.csv", "id,\"two\nlines\"\n1,2\n".to_string()),
+        ("b.csv", "id,\"x\u{202E}y\"\n1,2\n".to_string()),
+        ("c.json", r#"[{"id": 1, "a\u0000b": 2}]"#.to_string()),
+        ("d.csv", "id,\"two\nlines\"\n".to_string()),
+    ] {
+        let e = s
+            .upload_table("ws", "t", file, body.as_bytes())
+            .await
+            .unwrap_err();
+        assert_eq!(e.status(), 400, "{file}: {e}");
+        assert!(e.message().contains("not allowed"), "{file}: {e}");
+        assert!(s.tables("ws").await?.is_empty(), "{file}");
+    }
+    Ok(())
+}

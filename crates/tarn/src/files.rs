@@ -189,6 +189,13 @@ pub(crate) async fn next_chunk<R: AsyncRead + Unpin>(
 }
 
 pub(crate) fn join_error(e: tokio::task::JoinError) -> Error {
+    // Cancelled: the runtime is shutting down and the upload never committed.
+    if e.is_cancelled() {
+        return Error::new(
+            ErrorKind::Unavailable,
+            "the server is shutting down: the upload was stopped and nothing was kept",
+        );
+    }
     Error::new(ErrorKind::Internal, format!("upload task failed: {e}"))
 }
 

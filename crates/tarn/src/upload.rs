@@ -58,6 +58,11 @@ impl Job {
                     .ingest
                     .columns()
                     .ok_or_else(|| internal("a batch before the columns"))?;
+                // Header names with control or bidirectional characters are refused as
+                // in CREATE TABLE, before any row is staged.
+                for c in &columns {
+                    tarn_sql::check_column_name(&c.name)?;
+                }
                 let schema = stored_schema(
                     &columns
                         .iter()
@@ -277,6 +282,10 @@ impl Session {
         } = self.lock_and_recheck(op, ws).await?;
         check_same_workspace(&catalog, &org, ws, &bound)?;
         taken(&catalog, &org)?;
+        // (Checked when the first batch was staged; a file without rows gets here first.)
+        for c in columns.iter() {
+            tarn_sql::check_column_name(&c.name)?;
+        }
         let def = TableDef {
             id: table,
             org_id: org,

@@ -94,6 +94,15 @@ impl AppState {
         let mut task = AbortOnDrop(rt.spawn(f));
         match (&mut task.0).await {
             Ok(r) => Ok(r?),
+            // The statement runtime shut down under it (the drain's time ran out): not a
+            // bug, and the statement applied wholly or not at all.
+            Err(e) if e.is_cancelled() => Err(ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "Unavailable",
+                "the server is shutting down and stopped this statement before it answered: \
+                 it applied wholly or not at all"
+                    .to_string(),
+            )),
             Err(e) => Err(ApiError::new(
                 StatusCode::INTERNAL_SERVER_ERROR,
                 "Internal",
