@@ -1020,3 +1020,39 @@ async fn a_pending_admin_does_not_let_the_last_admin_go() -> TestResult {
     admin.remove_member("acme", &admin_id).await?;
     Ok(())
 }
+
+/// Display names and labels of catalog records are bounded (five organizations with
+/// 50M-character names filled the catalog every tenant shares and made each DDL take a
+/// second): past 256 characters, or with control characters, a 400 naming the field,
+/// and nothing is stored.
+#[tokio::test]
+async fn names_and_labels_of_catalog_records_are_bounded() -> TestResult {
+    let tarn = Tarn::in_memory().await?;
+    let long = "n".repeat(tarn::MAX_TEXT_FIELD_CHARS + 1);
+    let fine = "é".repeat(tarn::MAX_TEXT_FIELD_CHARS);
+    let e = tarn.create_user("a@example.com", &long).await.unwrap_err();
+    assert_eq!(e.status(), 400, "{e}");
+    assert!(e.message().starts_with("name is too long"), "{e}");
+    let user = tarn.create_user("a@example.com", &fine).await?;
+    let e = tarn.create_api_key(&user.id, &long).await.unwrap_err();
+    assert!(e.message().starts_with("label is too long"), "{e}");
+    let key = tarn.create_api_key(&user.id, "k").await?;
+    let s = tarn.connect(&key.secret).await?;
+    for bad in [long.as_str(), "a\u{0}b"] {
+        let e = s.create_organization("big", bad).await.unwrap_err();
+        assert_eq!(e.status(), 400, "{e}");
+        assert!(e.message().starts_with("name "), "{e}");
+    }
+    assert!(s.organizations().await?.is_empty());
+    s.create_organization("acme", &fine).await?;
+    let s = s.with_org("acme");
+    let e = s.update_organization("acme", &long).await.unwrap_err();
+    assert_eq!(e.status(), 400, "{e}");
+    let e = s.create_workspace("w", &long).await.unwrap_err();
+    assert_eq!(e.status(), 400, "{e}");
+    s.create_workspace("w", &fine).await?;
+    let e = s.update_workspace("w", &long).await.unwrap_err();
+    assert_eq!(e.status(), 400, "{e}");
+    assert_eq!(s.workspace("w").await?.workspace.name, fine);
+    Ok(())
+}

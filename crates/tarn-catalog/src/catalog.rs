@@ -471,6 +471,26 @@ pub enum CatalogOp {
     },
 }
 
+impl CatalogOp {
+    /// The organization whose records this op adds to or changes, when it names one
+    /// (or names a table that `catalog` places in one): what its share of the catalog
+    /// is checked against. Deletes, users and keys name none.
+    pub fn growing_org<'a>(&'a self, catalog: &'a Catalog) -> Option<&'a str> {
+        match self {
+            CatalogOp::CreateOrg(o) => Some(&o.id),
+            CatalogOp::RenameOrg { org_id, .. } | CatalogOp::RenameWorkspace { org_id, .. } => {
+                Some(org_id)
+            }
+            CatalogOp::PutMember(m) => Some(&m.org_id),
+            CatalogOp::CreateWorkspace(w) => Some(&w.org_id),
+            CatalogOp::CreateTable(t) | CatalogOp::ReplaceTable(t) => Some(&t.org_id),
+            CatalogOp::CreateIndex(i) => catalog.table_by_id(i.table_id).map(|t| t.org_id.as_str()),
+            CatalogOp::PutFile(f) => Some(&f.org_id),
+            _ => None,
+        }
+    }
+}
+
 /// What a [`CatalogOp`] removed, for storage to drop: tables (their rows and index
 /// files) and workspace files (their bytes).
 #[derive(Debug, Default, PartialEq)]
@@ -548,6 +568,36 @@ impl Catalog {
                 .collect(),
             next_file_seq: self.next_file_seq,
         }
+    }
+
+    /// Bytes organization `org`'s records take in a checkpoint (its record, members and
+    /// the users it invited who have no key yet, workspaces, tables, indexes and file
+    /// records), as JSON: its share of the catalog. Walks them all: called only when the
+    /// catalog is large enough for one organization to matter.
+    pub fn org_bytes(&self, org: &str) -> u64 {
+        let mut n = self.orgs.get(org).map_or(0, json_len);
+        for (u, _) in self.members_of(org) {
+            n += (org.len() + u.id.len() + 16) as u64;
+            if !u.verified {
+                n += json_len(u);
+            }
+        }
+        for w in self.workspaces_of(org) {
+            n += json_len(w);
+            for t in self.tables_of(org, &w.id) {
+                n += json_len(t);
+                for i in self.indexes_of(t.id) {
+                    n += json_len(i);
+                }
+            }
+            if let Some(files) = self.files.get(&(org.to_string(), w.id.clone())) {
+                n += files
+                    .newest_first()
+                    .map(|f| json_len(f.as_ref()))
+                    .sum::<u64>();
+            }
+        }
+        n
     }
 
     /// Rebuilds a catalog from a checkpoint's records.
@@ -1110,6 +1160,11 @@ impl Catalog {
         self.remove_indexes_of(&ids);
         ids
     }
+}
+
+/// Serialized length of a record, for [`Catalog::org_bytes`].
+fn json_len<T: Serialize>(v: &T) -> u64 {
+    serde_json::to_vec(v).map_or(0, |v| v.len() as u64)
 }
 
 #[cfg(test)]

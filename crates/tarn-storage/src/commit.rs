@@ -33,6 +33,19 @@ use crate::{Error, Result};
 /// Largest encoded catalog (it is rewritten whole into every manifest).
 pub const MAX_CATALOG_BYTES: u64 = 256 << 20;
 
+/// Each organization's records may take at most `1 / ORG_SHARE` of the catalog.
+const ORG_SHARE: u64 = 4;
+
+/// An upper bound of the bytes catalog `ops` add (their logged size).
+fn ops_bytes(ops: &[Op]) -> u64 {
+    ops.iter()
+        .filter_map(|op| match op {
+            Op::Catalog(c) => serde_json::to_vec(c).ok().map(|v| v.len() as u64),
+            _ => None,
+        })
+        .sum()
+}
+
 /// The catalog a commit leads to.
 struct NextCatalog {
     catalog: Arc<Catalog>,
@@ -219,6 +232,21 @@ impl Inner {
         ops: &[Op],
         limit: bool,
     ) -> Result<NextCatalog> {
+        // What the organizations these ops grow hold now, when the catalog is past a
+        // quarter of its limit (below that no organization can be past its share).
+        let max = self.max_catalog_bytes.load(Ordering::Relaxed);
+        let share = max / ORG_SHARE;
+        let mut growing: Vec<(String, u64)> = Vec::new();
+        if limit && self.catalog_bytes.load(Ordering::Relaxed) + ops_bytes(ops) > share {
+            for op in ops {
+                if let Op::Catalog(c) = op
+                    && let Some(org) = c.growing_org(&catalog)
+                    && !growing.iter().any(|(o, _)| o == org)
+                {
+                    growing.push((org.to_string(), catalog.org_bytes(org)));
+                }
+            }
+        }
         let catalog_mut = Arc::make_mut(&mut catalog);
         let mut created = Vec::new();
         let mut dropped = Vec::new();
@@ -234,7 +262,22 @@ impl Inner {
                 created.push(t.id);
             }
         }
-        let max = self.max_catalog_bytes.load(Ordering::Relaxed);
+        // No organization may take more than its share (a quarter of the limit): one
+        // tenant filling the catalog must not make every other tenant's writes fail. Only
+        // growth is refused; an organization past its share can still delete.
+        for (org, before) in &growing {
+            let after = catalog_mut.org_bytes(org);
+            if after > share && after > *before {
+                return Err(Error::TooLarge {
+                    what: format!(
+                        "organization \"{org}\"'s records in the catalog (each organization \
+                         may use a quarter of it)"
+                    ),
+                    size: after,
+                    limit: share,
+                });
+            }
+        }
         let bound = self.catalog_bytes.load(Ordering::Relaxed) + added_bytes;
         if limit && bound > max {
             // The running figure only grows between checkpoints (deletes add to it

@@ -1281,6 +1281,62 @@ pub(crate) mod tests {
         Ok(())
     }
 
+    /// One organization filling the catalog cannot make another's writes fail: past its
+    /// share (a quarter of the limit) its growth is refused, while others still write
+    /// and it can still delete.
+    #[test]
+    fn each_organization_has_a_fair_share_of_the_catalog() -> Result<()> {
+        let db = Database::open(
+            tempfile::tempdir().map_err(|e| Error::io("tmp", e))?.path(),
+            quiet(),
+        )?;
+        let org = |id: &str| {
+            Op::Catalog(CatalogOp::CreateOrg(tarn_catalog::OrgRecord {
+                id: id.into(),
+                name: id.into(),
+                creator: String::new(),
+                created_at: String::new(),
+            }))
+        };
+        let workspace = |org: &str, id: &str| {
+            Op::Catalog(CatalogOp::CreateWorkspace(WorkspaceRecord {
+                id: id.into(),
+                org_id: org.into(),
+                name: "n".repeat(200),
+                created_at: String::new(),
+                uid: String::new(),
+            }))
+        };
+        db.commit(vec![org("hog"), org("bob")])?;
+        db.inner
+            .max_catalog_bytes
+            .store(64 << 10, Ordering::Relaxed);
+        let mut made = 0;
+        let refused = loop {
+            match db.commit(vec![workspace("hog", &format!("w{made}"))]) {
+                Ok(_) => made += 1,
+                Err(e) => break e,
+            }
+            assert!(made < 1000, "never refused");
+        };
+        assert!(matches!(refused, Error::TooLarge { .. }), "{refused}");
+        assert!(
+            refused.to_string().contains("organization \"hog\""),
+            "{refused}"
+        );
+        assert!(db.catalog().org_bytes("hog") <= (64 << 10) / 4);
+        // Another organization still writes, and the hog can still delete.
+        for i in 0..20 {
+            db.commit(vec![workspace("bob", &format!("b{i}"))])?;
+        }
+        db.commit(vec![Op::Catalog(CatalogOp::DeleteWorkspace {
+            org_id: "hog".into(),
+            workspace_id: "w0".into(),
+        })])?;
+        assert!(db.catalog().workspace("hog", "w0").is_none());
+        Ok(())
+    }
+
     #[test]
     fn close_checkpoints_releases_the_lock_and_refuses_later_commits() -> Result<()> {
         let dir = tempfile::tempdir().map_err(|e| Error::io("tmp", e))?;

@@ -329,6 +329,29 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     subtle::ConstantTimeEq::ct_eq(a, b).into()
 }
 
+/// Longest display name (of a user, organization or workspace) or API key label, in
+/// characters.
+pub const MAX_TEXT_FIELD_CHARS: usize = 256;
+
+/// A display name or label: at most [`MAX_TEXT_FIELD_CHARS`] characters, no control
+/// characters, or a 400 naming the field. Every catalog record is held in memory and
+/// rewritten at each checkpoint: an unbounded name let one tenant grow the catalog
+/// shared by all (five 50M-character names made every DDL take a second).
+fn check_text_field(field: &str, value: &str) -> Result<()> {
+    let chars = value.chars().count();
+    if chars > MAX_TEXT_FIELD_CHARS {
+        return Err(Error::bad(format!(
+            "{field} is too long: {chars} characters, at most {MAX_TEXT_FIELD_CHARS}"
+        )));
+    }
+    if value.chars().any(char::is_control) {
+        return Err(Error::bad(format!(
+            "{field} must not contain control characters"
+        )));
+    }
+    Ok(())
+}
+
 /// A valid e-mail address, trimmed and in lower case, or 400: one `@` between a
 /// non-empty local part and a domain, no whitespace or control characters, at most 320
 /// bytes. (Not RFC 5322's full grammar: enough to refuse what cannot be an address, as
@@ -507,6 +530,7 @@ impl Tarn {
     /// existed ([`Session::add_member`]) already has an unverified user: this is 409 too.
     pub async fn create_user(&self, email: &str, name: &str) -> Result<User> {
         let email = normalize_email(email)?;
+        check_text_field("name", name)?;
         let ddl = self.inner.engine.locks().ddl().await;
         if self.catalog().user_by_email(&email).is_some() {
             return Err(Error::conflict(format!("user \"{email}\" already exists")));
@@ -539,6 +563,7 @@ impl Tarn {
     /// Creates an API key for a user; the secret is returned only here (only its SHA-256
     /// is stored). The user becomes verified.
     pub async fn create_api_key(&self, user_id: &str, label: &str) -> Result<NewApiKey> {
+        check_text_field("label", label)?;
         let ddl = self.inner.engine.locks().ddl().await;
         let catalog = self.catalog();
         let user = catalog
@@ -769,6 +794,7 @@ impl Session {
     pub async fn create_organization(&self, id: &str, name: &str) -> Result<IdName> {
         self.authorize(Operation::CreateOrganization, "")?;
         tarn_catalog::validate_id("organization", id)?;
+        check_text_field("name", name)?;
         let Locked { ddl, catalog, .. } = self
             .lock_and_recheck(Operation::CreateOrganization, "")
             .await?;
@@ -800,6 +826,7 @@ impl Session {
     /// Renames an organization (admin).
     pub async fn update_organization(&self, id: &str, name: &str) -> Result<IdName> {
         self.authorize(Operation::UpdateOrganization, id)?;
+        check_text_field("name", name)?;
         let Locked { ddl, .. } = self
             .lock_and_recheck(Operation::UpdateOrganization, id)
             .await?;
@@ -968,6 +995,7 @@ impl Session {
     pub async fn create_workspace(&self, id: &str, name: &str) -> Result<IdName> {
         self.authorize(Operation::CreateWorkspace, "")?;
         tarn_catalog::validate_id("workspace", id)?;
+        check_text_field("name", name)?;
         let Locked { ddl, catalog, org } = self
             .lock_and_recheck(Operation::CreateWorkspace, "")
             .await?;
@@ -997,6 +1025,7 @@ impl Session {
     /// Renames a workspace.
     pub async fn update_workspace(&self, id: &str, name: &str) -> Result<IdName> {
         self.authorize(Operation::UpdateWorkspace, id)?;
+        check_text_field("name", name)?;
         // Checked again under the DDL lock: a workspace deleted meanwhile is a 404.
         let Locked { ddl, org, .. } = self
             .lock_and_recheck(Operation::UpdateWorkspace, id)
