@@ -19,8 +19,8 @@ fn now_iso() -> String {
 }
 
 /// Refuses a name a new table cannot have (CREATE TABLE, ALTER TABLE … RENAME TO,
-/// uploads): 1-63 bytes, as PostgreSQL's identifiers, and printable (see
-/// [`check_name_chars`]).
+/// uploads): 1-63 bytes, as PostgreSQL's identifiers, without control or
+/// bidirectional control characters.
 pub fn check_table_name(name: &str) -> Result<()> {
     if name.is_empty() || name.len() > 63 {
         return bad(format!("invalid table name {name:?}: use 1-63 characters"));
