@@ -460,3 +460,44 @@ async fn large_array_parameters_bind_as_one_array() -> TestResult {
     );
     Ok(())
 }
+
+/// A top-k search whose LIMIT passes the table returns every row: those rows count
+/// against `query_memory` on the planner-free path as on the planned one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn searches_returning_every_row_are_bounded_by_query_memory() -> TestResult {
+    for fast in [true, false] {
+        let tarn =
+            Tarn::in_memory_with(tarn::Options::new().query_memory(1 << 20).fast_paths(fast))
+                .await?;
+        let s = fixture(&tarn).await?;
+        query(
+            &s,
+            r#"CREATE TABLE "ws"."v" (id INT, e FLOAT4[]) USING engine"#,
+            &[],
+        )
+        .await?;
+        // In parts: an INSERT's SELECT counts against the limit too.
+        for from in (1..20_000).step_by(1000) {
+            query(
+                &s,
+                &format!(
+                    r#"INSERT INTO "ws"."v" SELECT x, array_repeat(x::float4, 64) FROM generate_series({from}, {}) g(x)"#,
+                    from + 999
+                ),
+                &[],
+            )
+            .await?;
+        }
+        let q = format!("{{{}}}", vec!["1"; 64].join(","));
+        let sql = format!(r#"SELECT id, e FROM "ws"."v" ORDER BY e <#> '{q}' DESC LIMIT 1000000"#);
+        let e = s.query_arrow("ws", &sql, &[]).await.unwrap_err();
+        assert_eq!(e.status(), 400, "fast paths {fast}: {e}");
+        assert!(
+            e.message().contains("query_memory"),
+            "fast paths {fast}: {e}"
+        );
+        let r = query(&s, &sql.replace("1000000", "5"), &[]).await?;
+        assert_eq!(r.row_count, 5);
+    }
+    Ok(())
+}

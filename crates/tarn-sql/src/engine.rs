@@ -1295,7 +1295,7 @@ async fn collect_bounded(
 }
 
 /// Bytes of the buffers `batch` uses (its slice of them).
-fn batch_bytes(batch: &RecordBatch) -> usize {
+pub(crate) fn batch_bytes(batch: &RecordBatch) -> usize {
     batch
         .columns()
         .iter()

@@ -150,9 +150,14 @@ fn classify(e: &DataFusionError) -> Error {
                 _ => Error::BadRequest(clean_message(&e.to_string())),
             }
         }
-        DataFusionError::ResourcesExhausted(msg) => {
-            Error::BadRequest(format!("query memory limit (query_memory) exceeded: {msg}"))
-        }
+        // DataFusion lists the pool's top consumers on the lines after the first.
+        DataFusionError::ResourcesExhausted(msg) => Error::BadRequest(format!(
+            "query memory limit (query_memory) exceeded: {}",
+            msg.lines()
+                .next()
+                .unwrap_or(msg)
+                .trim_end_matches(" with top memory consumers (across reservations) as:")
+        )),
         // Not the statement's fault: a bug, I/O (spill files), a task that panicked or
         // was cancelled, the FFI boundary.
         DataFusionError::Internal(msg) | DataFusionError::Ffi(msg) => Error::Internal(msg.clone()),

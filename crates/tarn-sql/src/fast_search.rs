@@ -850,6 +850,16 @@ impl SqlEngine {
             stored.iter().map(|&i| Some(i)).collect(),
             stored_schema.clone(),
         )?;
+        // The rows count against query_memory here too (`LIMIT` far past k over a large
+        // table returns every row): past it, the limit's 400 before they are copied again.
+        let bytes: usize = parts.iter().map(crate::engine::batch_bytes).sum();
+        if bytes > self.limits().query_memory {
+            return Err(crate::Error::BadRequest(format!(
+                "query memory limit (query_memory) exceeded: the result rows take {bytes} bytes, \
+                 the limit is {}",
+                self.limits().query_memory
+            )));
+        }
         let stored_batch = datafusion::arrow::compute::concat_batches(&stored_schema, &parts)?;
         let scores: ArrayRef = Arc::new(Float32Array::from(
             ranked.iter().map(|s| s.score).collect::<Vec<_>>(),
