@@ -906,7 +906,7 @@ async fn a_file_upload_lands_in_the_workspace_it_started_in_or_nowhere() -> Test
     let tarn = Tarn::open(dir.path()).await?;
     let s = fixture(&tarn).await?;
     let data = bytes(3 << 20, 7);
-    for case in ["recreated", "deleted", "org recreated"] {
+    for case in tarn_tests::WORKSPACE_REPLACEMENTS {
         s.create_workspace("cw", "Doomed").await?;
         // The write returning means the upload has begun reading (the pipe holds less).
         let (mut client, reader) = tokio::io::duplex(16 << 10);
@@ -915,20 +915,7 @@ async fn a_file_upload_lands_in_the_workspace_it_started_in_or_nowhere() -> Test
             tokio::spawn(async move { s.upload_file("cw", "f.bin", "", reader).await })
         };
         client.write_all(&data[..200_000]).await?;
-        match case {
-            "recreated" => {
-                s.delete_workspace("cw").await?;
-                s.create_workspace("cw", "New").await?;
-            }
-            "deleted" => s.delete_workspace("cw").await?,
-            _ => {
-                s.delete_organization("test").await?;
-                s.create_organization("test", "Again").await?;
-                s.create_workspace("ws", "Workspace").await?;
-                s.create_workspace("other", "Other").await?;
-                s.create_workspace("cw", "New").await?;
-            }
-        }
+        tarn_tests::replace_workspace(&s, case).await?;
         client.write_all(&data[200_000..]).await?;
         drop(client);
         let err = upload.await?.expect_err(case);

@@ -1497,27 +1497,14 @@ async fn index_builds_stop_with_their_index_table_or_database() -> TestResult {
     let s = reconnect(&tarn, &secret).await?;
     let i = &s.table("ws", "t").await?.indexes[0];
     assert_eq!(i.status, "building", "{i:?}");
-    let q = literal(&vector(&mut rng, 16));
-    let plan = json!(
-        rows(
-            &s,
-            &format!(r#"EXPLAIN SELECT id FROM "ws"."t" ORDER BY e <#> {q} DESC LIMIT 3"#),
-            &[]
-        )
-        .await?
-    )
-    .to_string();
+    let explain = format!(
+        r#"EXPLAIN SELECT id FROM "ws"."t" ORDER BY e <#> {} DESC LIMIT 3"#,
+        literal(&vector(&mut rng, 16))
+    );
+    let plan = json!(rows(&s, &explain, &[]).await?).to_string();
     assert!(plan.contains("(e_idx building: "), "{plan}");
     s.query("ws", r#"VACUUM "ws"."t""#, &[]).await?;
-    let plan = json!(
-        rows(
-            &s,
-            &format!(r#"EXPLAIN SELECT id FROM "ws"."t" ORDER BY e <#> {q} DESC LIMIT 3"#),
-            &[]
-        )
-        .await?
-    )
-    .to_string();
+    let plan = json!(rows(&s, &explain, &[]).await?).to_string();
     assert!(!plan.contains("building"), "{plan}");
     let i = &s.table("ws", "t").await?.indexes[0];
     assert_eq!(

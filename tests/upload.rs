@@ -1222,7 +1222,7 @@ async fn an_upload_lands_in_the_workspace_it_started_in_or_nowhere() -> TestResu
     let tarn = Tarn::open(dir.path()).await?;
     let s = fixture(&tarn).await?;
     let body = numbers_csv(0, 50_000).into_bytes();
-    for case in ["recreated", "deleted", "org recreated"] {
+    for case in tarn_tests::WORKSPACE_REPLACEMENTS {
         s.create_workspace("cw", "Doomed").await?;
         // A client that sends part of the file, then waits: the pipe's buffer is smaller
         // than the part, so the write returning means the upload has begun reading.
@@ -1232,20 +1232,7 @@ async fn an_upload_lands_in_the_workspace_it_started_in_or_nowhere() -> TestResu
             tokio::spawn(async move { s.upload_table("cw", "t", "t.csv", reader).await })
         };
         client.write_all(&body[..200_000]).await?;
-        match case {
-            "recreated" => {
-                s.delete_workspace("cw").await?;
-                s.create_workspace("cw", "New").await?;
-            }
-            "deleted" => s.delete_workspace("cw").await?,
-            _ => {
-                s.delete_organization("test").await?;
-                s.create_organization("test", "Again").await?;
-                s.create_workspace("ws", "Workspace").await?;
-                s.create_workspace("other", "Other").await?;
-                s.create_workspace("cw", "New").await?;
-            }
-        }
+        tarn_tests::replace_workspace(&s, case).await?;
         client.write_all(&body[200_000..]).await?;
         drop(client);
         let err = upload.await?.expect_err(case);

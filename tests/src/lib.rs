@@ -232,3 +232,27 @@ pub fn run_and_kill(
     let _ = reader.join();
     Ok(out)
 }
+
+/// The ways workspace `cw` of organization `test` (made by [`fixture`]) goes while an
+/// upload into it streams: deleted, deleted and made again, or its organization deleted
+/// and made again with the same workspaces.
+pub const WORKSPACE_REPLACEMENTS: [&str; 3] = ["recreated", "deleted", "org recreated"];
+
+/// Does what `case` of [`WORKSPACE_REPLACEMENTS`] says to workspace `cw`.
+pub async fn replace_workspace(s: &Session, case: &str) -> tarn::Result<()> {
+    match case {
+        "recreated" => {
+            s.delete_workspace("cw").await?;
+            s.create_workspace("cw", "New").await?;
+        }
+        "deleted" => s.delete_workspace("cw").await?,
+        _ => {
+            s.delete_organization("test").await?;
+            s.create_organization("test", "Again").await?;
+            s.create_workspace("ws", "Workspace").await?;
+            s.create_workspace("other", "Other").await?;
+            s.create_workspace("cw", "New").await?;
+        }
+    }
+    Ok(())
+}
