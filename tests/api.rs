@@ -1453,6 +1453,14 @@ async fn errors_are_in_tarns_own_words() -> TestResult {
             "EXPLAIN shows the plans of queries",
         ),
         (
+            r#"EXPLAIN WITH x AS (SELECT 9) INSERT INTO "ws"."n" (id) SELECT * FROM x"#,
+            "EXPLAIN shows the plans of queries",
+        ),
+        (
+            "SELECT engine_param_array('int8[][]', '[1')",
+            "engine_param_array",
+        ),
+        (
             r#"SELECT v1.id, x.s FROM "ws"."n" v1, LATERAL (SELECT e <#> v1.e AS s FROM "ws"."n" ORDER BY s DESC LIMIT 1) x"#,
             "correlated subquery is not supported",
         ),

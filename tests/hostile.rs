@@ -362,6 +362,11 @@ async fn every_result_path_is_bounded_by_query_memory() -> TestResult {
         1_000_000
     );
     over(query(&s, wide, &[]).await.unwrap_err(), wide);
+    // Rows whose JSON text is six times their bytes (control characters are escaped):
+    // ~10 MB held, ~60 MB written.
+    let escaped = "SELECT repeat(chr(1), 1000) FROM generate_series(1, 10000)";
+    assert!(s.query_arrow("ws", escaped, &[]).await.is_ok());
+    over(query(&s, escaped, &[]).await.unwrap_err(), escaped);
     // The process goes on, with the pool's memory given back.
     let r = query(&s, "SELECT count(*) FROM generate_series(1, 1000000)", &[]).await?;
     assert_eq!(r.rows, Some(vec![vec![json!(1_000_000)]]));

@@ -1363,6 +1363,15 @@ async fn null_scores_sort_last_in_every_top_k_shape() -> TestResult {
         s.query("ws", &subquery, &[]).await?.rows,
         s.query("ws", &literal, &[]).await?.rows
     );
+    // A column that is not a score keeps PostgreSQL's placement, also when a score of
+    // the same name stands on the side a semi join drops.
+    let sql = format!(
+        "SELECT a.s FROM (SELECT NULL::real AS s UNION ALL SELECT 1::real) a LEFT SEMI JOIN (SELECT e <#> '{{1,0}}' AS s FROM {n}) b ON true ORDER BY s DESC"
+    );
+    assert_eq!(
+        json!(s.query("ws", &sql, &[]).await?.rows),
+        json!([[null], [1.0]])
+    );
     // NULLS FIRST, written, is kept.
     let sql = format!("SELECT id FROM {n} ORDER BY e <#> '{{1,0}}' DESC NULLS FIRST LIMIT 1");
     assert_eq!(json!(s.query("ws", &sql, &[]).await?.rows), json!([[2]]));

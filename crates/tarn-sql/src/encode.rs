@@ -25,46 +25,54 @@ pub fn encode_value(field: &Field, array: &ArrayRef, i: usize) -> Result<Value> 
     encode(array.as_ref(), i, json)
 }
 
-/// Encodes whole columns into rows, within `budget` bytes of JSON values (what is left
-/// of the statement's `query_memory` limit): a result whose JSON form would pass it is
-/// the limit's 400, not a process grown past its memory.
+/// Encodes whole columns into rows, charging each row's JSON size to `charge` (the
+/// statement's share of the `query_memory` pool, see `SqlEngine::reserve`) in steps:
+/// a result whose JSON form would pass the limit is its 400, not a process grown past
+/// its memory.
 pub fn encode_rows(
     fields: &[&Field],
     columns: &[ArrayRef],
     rows: &mut Vec<Vec<Value>>,
-    budget: &mut usize,
+    charge: &mut dyn FnMut(usize) -> Result<()>,
 ) -> Result<()> {
+    /// Rows charged at once (one pool lock per step, not per row).
+    const STEP: usize = 256;
     let n = columns.first().map_or(0, |c| c.len());
+    let mut pending = 0;
     for i in 0..n {
         let mut row = Vec::with_capacity(columns.len());
-        let mut size = std::mem::size_of::<Vec<Value>>() + columns.len() * VALUE_SIZE;
+        pending += std::mem::size_of::<Vec<Value>>() + columns.len() * VALUE_SIZE;
         for (field, col) in fields.iter().zip(columns) {
             let v = encode_value(field, col, i)?;
-            size += heap_size(&v);
+            pending += json_size(&v);
             row.push(v);
         }
-        *budget = budget.checked_sub(size).ok_or_else(|| {
-            Error::BadRequest(
-                "query memory limit (query_memory) exceeded: the result rows as JSON are larger \
-                 than the limit; select fewer rows or columns (LIMIT), or read them as Arrow"
-                    .into(),
-            )
-        })?;
         rows.push(row);
+        if i % STEP == STEP - 1 {
+            charge(std::mem::take(&mut pending))?;
+        }
     }
-    Ok(())
+    charge(pending)
 }
 
 const VALUE_SIZE: usize = std::mem::size_of::<Value>();
 
-/// Bytes `v` holds on the heap (about: allocator rounding and map nodes aside).
-pub fn heap_size(v: &Value) -> usize {
+/// What `v` costs as a result: the bytes it holds on the heap, or its JSON text where
+/// that is longer (escapes: a control character is one byte held and six written), so
+/// the body a host serializes is bounded too.
+pub fn json_size(v: &Value) -> usize {
     match v {
-        Value::String(s) => s.capacity(),
-        Value::Array(a) => a.capacity() * VALUE_SIZE + a.iter().map(heap_size).sum::<usize>(),
+        Value::String(s) => {
+            let escapes = s
+                .bytes()
+                .filter(|b| *b < 0x20 || *b == b'"' || *b == b'\\')
+                .count();
+            s.capacity().max(s.len() + 2 + 5 * escapes)
+        }
+        Value::Array(a) => a.capacity() * VALUE_SIZE + a.iter().map(json_size).sum::<usize>(),
         Value::Object(m) => m
             .iter()
-            .map(|(k, v)| k.capacity() + 2 * VALUE_SIZE + heap_size(v))
+            .map(|(k, v)| k.capacity() + 2 * VALUE_SIZE + json_size(v))
             .sum(),
         _ => 0,
     }

@@ -224,6 +224,13 @@ impl SqlEngine {
         &self.limits
     }
 
+    /// A reservation named `name` on the `query_memory` pool the statements share, for
+    /// what a host holds of a result (its JSON form); released when dropped.
+    pub fn reserve(&self, name: &str) -> datafusion::execution::memory_pool::MemoryReservation {
+        datafusion::execution::memory_pool::MemoryConsumer::new(name)
+            .register(&self.base.runtime_env().memory_pool)
+    }
+
     /// Commits `ops` (the facade's own catalog changes) holding `guards`, the locks that
     /// make them valid, until the commit is published, even if this future is dropped.
     pub async fn commit(&self, ops: Vec<Op>, guards: Vec<OwnedMutexGuard<()>>) -> Result<()> {
@@ -1025,8 +1032,15 @@ impl<'e> Txn<'e> {
         // Tarn runs writes and DDL itself, not through a DataFusion plan: DataFusion's
         // EXPLAIN of them shows a plan that never runs, and its ANALYZE fails in its own
         // words ("Insert into not implemented for this table").
+        // (`WITH … INSERT` parses as a query whose body is the write.)
+        let writes = |q: &Query| {
+            matches!(
+                q.body.as_ref(),
+                ast::SetExpr::Insert(_) | ast::SetExpr::Update(_) | ast::SetExpr::Delete(_)
+            )
+        };
         if let Statement::Explain { statement, .. } = &stmt
-            && !matches!(statement.as_ref(), Statement::Query(_))
+            && !matches!(statement.as_ref(), Statement::Query(q) if !writes(q))
         {
             return bad(format!(
                 "EXPLAIN shows the plans of queries (SELECT, WITH, VALUES), not of {}: Tarn runs \
@@ -1294,8 +1308,9 @@ async fn collect_bounded(
     Ok(out)
 }
 
-/// Bytes of the buffers `batch` uses (its slice of them).
-pub(crate) fn batch_bytes(batch: &RecordBatch) -> usize {
+/// Bytes of the buffers `batch` uses (its slice of them): what a result's rows are
+/// counted as against `query_memory`.
+pub fn batch_bytes(batch: &RecordBatch) -> usize {
     batch
         .columns()
         .iter()

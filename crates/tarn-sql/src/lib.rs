@@ -46,8 +46,8 @@ mod values_subquery;
 
 pub use ddl::{check_column_name, check_table_name};
 pub use dialect::EngineDialect;
-pub use encode::{encode_rows, encode_value};
-pub use engine::{BatchTotals, Limits, Locks, SqlEngine, StatementResult};
+pub use encode::{encode_rows, encode_value, json_size};
+pub use engine::{BatchTotals, Limits, Locks, SqlEngine, StatementResult, batch_bytes};
 pub use error::{Error, Result};
 pub use provider::{EngineTable, table_schema};
 pub use settings::{EF_SEARCH, Settings};

@@ -81,6 +81,9 @@ fn shape(items: &[Json]) -> Option<(Leaf, usize, usize)> {
                     continue;
                 }
                 Json::Number(n) if n.is_i64() => Leaf::Int,
+                // Beyond int8: `ARRAY[…]` keeps it exact (uint64 or numeric); so does
+                // that path.
+                Json::Number(n) if n.is_u64() => return None,
                 Json::Number(_) => Leaf::Float,
                 Json::String(_) => Leaf::Text,
                 Json::Bool(_) => Leaf::Bool,
@@ -161,14 +164,18 @@ fn call(name: &str, args: Vec<ast::Expr>) -> ast::Expr {
     })
 }
 
-/// `(leaf, depth)` of a tag such as `float8[][]`.
+/// `(leaf, depth)` of a tag such as `float8[][]`, at most as deep as a JSON parameter
+/// may nest (the function can be called by hand: a tag of 100,000 `[]` must not build a
+/// type that deep).
 fn parse_tag(tag: &str) -> Option<(Leaf, usize)> {
     let base = tag.trim_end_matches("[]");
     let depth = (tag.len() - base.len()) / 2;
     let leaf = [Leaf::Int, Leaf::Float, Leaf::Text, Leaf::Bool]
         .into_iter()
         .find(|l| l.name() == base)?;
-    (depth >= 1).then_some((leaf, depth))
+    (1..=crate::params::MAX_JSON_DEPTH)
+        .contains(&depth)
+        .then_some((leaf, depth))
 }
 
 fn list_type(leaf: Leaf, depth: usize) -> DataType {
@@ -179,8 +186,11 @@ fn list_type(leaf: Leaf, depth: usize) -> DataType {
     t
 }
 
+/// Only a call written by hand can be wrong (the binder writes valid ones): a 400.
 fn internal(msg: &str) -> DataFusionError {
-    DataFusionError::Internal(format!("{FUNCTION}: {msg}"))
+    DataFusionError::External(Box::new(crate::Error::BadRequest(format!(
+        "{FUNCTION}: {msg}"
+    ))))
 }
 
 /// The leaves of `values` (all at one depth, as [`shape`] checked) as one array.
@@ -285,7 +295,7 @@ impl ScalarUDFImpl for ParamArray {
     ) -> DfResult<Arc<Field>> {
         let tag = match args.scalar_arguments.first() {
             Some(Some(ScalarValue::Utf8(Some(t)))) => t,
-            _ => return Err(internal("the type tag must be a literal")),
+            _ => return Err(internal("the type tag must be a text literal")),
         };
         let (leaf, depth) = parse_tag(tag).ok_or_else(|| internal("bad type tag"))?;
         Ok(Arc::new(Field::new(FUNCTION, list_type(leaf, depth), true)))
@@ -334,6 +344,8 @@ mod tests {
         assert_eq!(shape(&[json!([1]), json!(2)]), None);
         assert_eq!(shape(&[json!({"a": 1})]), None);
         assert_eq!(shape(&[json!(null)]), None);
+        assert_eq!(shape(&[json!(1), json!(u64::MAX)]), None);
+        assert!(parse_tag(&format!("int8{}", "[]".repeat(100_000))).is_none());
         let v = value("float8[][]", "[[1, 2.5], null, [3]]")?;
         assert_eq!(
             v.data_type(),

@@ -120,15 +120,30 @@ fn column_is_score(c: &Column, plan: &LogicalPlan) -> bool {
             .iter()
             .all(|input| nth(input, i).is_some_and(|e| is_score(&e, input))),
         LogicalPlan::Distinct(Distinct::On(_)) => false,
+        // By position: the output is the left side's columns then the right's, or one
+        // side's alone (semi, anti and mark joins keep one side; mark adds a flag).
+        LogicalPlan::Join(j) => {
+            use datafusion::logical_expr::JoinType as J;
+            let left = j.left.schema().fields().len();
+            match j.join_type {
+                J::LeftSemi | J::LeftAnti | J::LeftMark => {
+                    nth(&j.left, i).is_some_and(|e| is_score(&e, &j.left))
+                }
+                J::RightSemi | J::RightAnti | J::RightMark => {
+                    nth(&j.right, i).is_some_and(|e| is_score(&e, &j.right))
+                }
+                _ if i < left => nth(&j.left, i).is_some_and(|e| is_score(&e, &j.left)),
+                _ => nth(&j.right, i - left).is_some_and(|e| is_score(&e, &j.right)),
+            }
+        }
         LogicalPlan::Filter(_)
         | LogicalPlan::Limit(_)
         | LogicalPlan::Sort(_)
         | LogicalPlan::Distinct(_)
-        | LogicalPlan::Repartition(_)
-        | LogicalPlan::Join(_) => plan
+        | LogicalPlan::Repartition(_) => plan
             .inputs()
-            .into_iter()
-            .any(|input| input.schema().index_of_column(c).is_ok() && column_is_score(c, input)),
+            .first()
+            .is_some_and(|input| nth(input, i).is_some_and(|e| is_score(&e, input))),
         _ => false,
     }
 }

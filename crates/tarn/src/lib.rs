@@ -476,7 +476,7 @@ impl Tarn {
         let db = self.db().clone();
         tokio::task::spawn_blocking(move || db.close())
             .await
-            .map_err(|e| Error::new(ErrorKind::Internal, e.to_string()))??;
+            .map_err(crate::files::join_error)??;
         Ok(())
     }
 
@@ -1202,13 +1202,32 @@ impl Session {
         let rows = match out.batches {
             None => None,
             Some(batches) => {
-                // The JSON rows count against the same limit as the Arrow rows did (those
-                // are let go batch by batch as they are encoded).
-                let mut budget = self.tarn.inner.engine.limits().query_memory;
+                // The rows stay charged to the pool the statements share while they are
+                // encoded: the Arrow batches until each is encoded and let go, the JSON
+                // rows as they are made (a host then serializes them).
+                let engine = &self.tarn.inner.engine;
+                let memory = engine.reserve("query result as JSON");
+                let over = |e: datafusion::error::DataFusionError| {
+                    Error::bad(format!(
+                        "query memory limit (query_memory) exceeded: the result rows as JSON \
+                         pass the limit of {} bytes; select fewer rows or columns (LIMIT), or \
+                         read them as Arrow ({})",
+                        engine.limits().query_memory,
+                        e.to_string().lines().next().unwrap_or_default()
+                    ))
+                };
+                memory
+                    .try_grow(batches.iter().map(tarn_sql::batch_bytes).sum())
+                    .map_err(over)?;
                 let mut rows = Vec::new();
                 let fields: Vec<_> = out.schema.fields().iter().map(|f| f.as_ref()).collect();
                 for b in batches {
-                    tarn_sql::encode_rows(&fields, b.columns(), &mut rows, &mut budget)?;
+                    tarn_sql::encode_rows(&fields, b.columns(), &mut rows, &mut |n| {
+                        memory
+                            .try_grow(n)
+                            .map_err(|e| tarn_sql::Error::BadRequest(over(e).message().to_string()))
+                    })?;
+                    memory.shrink(tarn_sql::batch_bytes(&b).min(memory.size()));
                 }
                 Some(rows)
             }
