@@ -100,6 +100,17 @@ pub async fn send(path: &Path, request: &Request) -> std::io::Result<Option<Repl
         }
         Err(e) => return Err(e),
     };
+    // Only to a server run by this user: a socket path in a shared directory could be
+    // another user's listener, which would take the request and could answer a
+    // revocation it never made.
+    let peer = stream.peer_cred()?.uid();
+    let me = own_uid()?;
+    if peer != me {
+        return Err(std::io::Error::new(
+            ErrorKind::PermissionDenied,
+            format!("the admin socket is served by uid {peer}, not by this user (uid {me})"),
+        ));
+    }
     let (read, mut write) = stream.into_split();
     let mut line = serde_json::to_vec(request).map_err(std::io::Error::other)?;
     line.push(b'\n');
@@ -116,6 +127,12 @@ pub async fn send(path: &Path, request: &Request) -> std::io::Result<Option<Repl
             format!("the server's answer on the admin socket is not understood: {e}"),
         )
     })
+}
+
+/// The user this process runs as (the owner of its `/proc/self`; Linux, where the
+/// server runs).
+fn own_uid() -> std::io::Result<u32> {
+    Ok(std::fs::metadata("/proc/self")?.uid())
 }
 
 /// The listening admin socket; its file is removed when this is dropped.
@@ -152,7 +169,9 @@ impl Listener {
         let listener = UnixListener::bind(path)?;
         // Only the owner may connect (the peer check below covers the instant before).
         std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))?;
-        let owner = std::fs::metadata(path)?.uid();
+        // This process's user, not the socket file's owner read back through a path
+        // that could have been swapped meanwhile.
+        let owner = own_uid()?;
         Ok(Listener {
             listener,
             path: path.to_path_buf(),
