@@ -1355,6 +1355,7 @@ async fn names_with_control_characters_or_empty_are_refused() -> TestResult {
         "evil\u{202E}gnp.exe",
         "x\u{2066}y",
         "tab\there",
+        "line\u{2028}sep",
     ] {
         let q = |sql: String| sql.replace("BAD", &bad.replace('"', "\"\""));
         for sql in [
@@ -1428,6 +1429,7 @@ async fn errors_are_in_tarns_own_words() -> TestResult {
     ];
     for (sql, says) in [
         ("SELECT ARRAY[1,2] <#> ARRAY[1,2]", "not bigint[]"),
+        ("SELECT 'a' ~ '('", "invalid regular expression"),
         (
             "SELECT 'abc' <#> 'abc'",
             "the left side must be that column",

@@ -300,7 +300,14 @@ impl Shell<'_> {
                         Value::from(t.name.as_str()),
                         Value::from(i.column.as_str()),
                         Value::from(i.index_type.as_str()),
-                        Value::from(format!("{}{}", i.status, building_note(i))),
+                        Value::from(if i.status == "building" {
+                            format!(
+                                "building: {} of {} segments",
+                                i.segments_indexed, i.segments
+                            )
+                        } else {
+                            i.status.clone()
+                        }),
                     ]
                 })),
                 Err(e) => return show_error(&e),

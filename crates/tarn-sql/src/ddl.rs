@@ -42,10 +42,13 @@ pub fn check_column_name(name: &str) -> Result<()> {
 /// name: they break every listing that prints it (`\d`, CSV headers, logs) and can
 /// make one name look like another, as file names already refuse them.
 pub(crate) fn check_name_chars(kind: &str, name: &str) -> Result<()> {
-    if name
-        .chars()
-        .any(|c| c.is_control() || matches!(c, '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}'))
-    {
+    if name.chars().any(|c| {
+        c.is_control()
+            || matches!(
+                c,
+                '\u{2028}' | '\u{2029}' | '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}'
+            )
+    }) {
         return bad(format!(
             "invalid {kind} name {name:?}: control and bidirectional control characters are not allowed"
         ));

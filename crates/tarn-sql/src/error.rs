@@ -198,7 +198,15 @@ fn from_foreign(e: &(dyn std::error::Error + 'static)) -> Error {
         }
         cur = err.source();
     }
-    Error::Internal(clean_message(&e.to_string()))
+    let msg = clean_message(&e.to_string());
+    // A pattern the user wrote that does not compile (`'a' ~ '('`): their input.
+    if msg.starts_with("regex parse error") {
+        return Error::BadRequest(format!(
+            "invalid regular expression: {}",
+            msg.split_whitespace().collect::<Vec<_>>().join(" ")
+        ));
+    }
+    Error::Internal(msg)
 }
 
 /// Arrow errors are not `Clone`; the variants classification looks at are copied, the
