@@ -236,8 +236,10 @@ impl Inner {
         // quarter of its limit (below that no organization can be past its share).
         let max = self.max_catalog_bytes.load(Ordering::Relaxed);
         let share = max / ORG_SHARE;
+        // Serialized once: the running size below adds the same figure.
+        let added_bytes = ops_bytes(ops);
         let mut growing: Vec<(String, u64)> = Vec::new();
-        if limit && self.catalog_bytes.load(Ordering::Relaxed) + ops_bytes(ops) > share {
+        if limit && self.catalog_bytes.load(Ordering::Relaxed) + added_bytes > share {
             for op in ops {
                 if let Op::Catalog(c) = op
                     && let Some(org) = c.growing_org(&catalog)
@@ -251,10 +253,8 @@ impl Inner {
         let mut created = Vec::new();
         let mut dropped = Vec::new();
         let mut removed_blobs = Vec::new();
-        let mut added_bytes = 0u64;
         for op in ops {
             let Op::Catalog(c) = op else { continue };
-            added_bytes += serde_json::to_vec(c).map_or(0, |v| v.len() as u64);
             let removed = catalog_mut.apply(c)?;
             dropped.extend(removed.tables);
             removed_blobs.extend(removed.files);
