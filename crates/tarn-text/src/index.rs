@@ -271,6 +271,7 @@ impl TextIndex {
         }
         let dir = RamDirectory::create();
         let files = c.u32()?;
+        let mut names: Vec<&str> = Vec::new();
         for _ in 0..files {
             let n = c.u16()? as usize;
             let name = std::str::from_utf8(c.take(n)?).map_err(corrupt)?;
@@ -280,11 +281,28 @@ impl TextIndex {
                 return Err(corrupt("bad file name"));
             }
             dir.atomic_write(Path::new(name), data).map_err(corrupt)?;
+            names.push(name);
         }
         if c.at != body.len() {
             return Err(corrupt("trailing bytes"));
         }
         let index = Index::open(dir).map_err(corrupt)?;
+        // The outer checksum covers the file as written; tantivy's own footers are
+        // checked too, because tantivy trusts its files' contents and panics on some
+        // damage (a term-info slice past its file's end) instead of failing. The two
+        // files without a footer are JSON, which fails to parse instead.
+        for name in &names {
+            if *name == "meta.json" || *name == ".managed.json" {
+                continue;
+            }
+            if !index
+                .directory()
+                .validate_checksum(Path::new(name))
+                .map_err(corrupt)?
+            {
+                return Err(corrupt(format!("checksum mismatch in {name}")));
+            }
+        }
         index.tokenizers().register(ANALYZER, tokenizer.analyzer());
         if index.schema() != schema(tokenizer) {
             return Err(corrupt("unexpected schema"));
