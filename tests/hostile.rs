@@ -377,6 +377,85 @@ async fn every_result_path_is_bounded_by_query_memory() -> TestResult {
     )
     .await?;
     assert_eq!(r.rows, Some(vec![vec![json!(200_000)]]));
+    // Results stay charged while their caller holds them (a host serializing the
+    // results of many statements at once is bounded by the pool, not only each
+    // statement while it runs): ~28 MB of JSON rows held, the same again does not fit.
+    let half = "SELECT x FROM generate_series(1, 500000) g(x)";
+    let held = query(&s, half, &[]).await?;
+    over(
+        query(&s, half, &[]).await.unwrap_err(),
+        "a second result beside a held one",
+    );
+    drop(held);
+    let held = query(&s, half, &[]).await?;
+    assert_eq!(held.row_count, 500_000);
+    drop(held);
+    let held = s
+        .query_arrow("ws", "SELECT x FROM generate_series(1, 4000000) g(x)", &[])
+        .await?;
+    over(
+        query(&s, half, &[]).await.unwrap_err(),
+        "a result beside held Arrow batches",
+    );
+    let copy = held.clone();
+    drop(held);
+    assert_eq!(query(&s, half, &[]).await?.row_count, 500_000);
+    drop(copy);
+    Ok(())
+}
+
+/// Functions that make far more than they are given are sized before they allocate:
+/// `repeat('x', 1000000)` over 5,000 rows asked for 5 GB outside any reservation and
+/// panicked past Arrow's 2 GiB of text per batch (a 500, or the CLI's exit 101).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn values_larger_than_memory_allows_are_refused_before_they_are_made() -> TestResult {
+    let tarn = Tarn::in_memory_with(tarn::Options::new().query_memory(64 << 20)).await?;
+    let s = fixture(&tarn).await?;
+    for sql in [
+        "SELECT repeat('x', 1000000) FROM generate_series(1, 5000)",
+        "SELECT length(repeat('ab', 100000000))",
+        "SELECT lpad('x', 1000000000)",
+        "SELECT rpad('x', 20000000, 'yz') FROM generate_series(1, 3)",
+        "SELECT cardinality(array_repeat(1, 1000000000))",
+        "SELECT cardinality(range(1, 1000000000))",
+        "SELECT cardinality(generate_series(-9223372036854775807, 9223372036854775807))",
+    ] {
+        let e = query(&s, sql, &[]).await.unwrap_err();
+        assert_eq!(e.status(), 400, "{sql}: {e}");
+        // A constant argument is folded into one value, which Arrow then refuses to
+        // repeat past 2 GiB (a panic, caught as the statement's error).
+        assert!(
+            e.message().contains("requested length too large")
+                || e.message().contains("passes 2 GiB in one batch"),
+            "{sql}: {e}"
+        );
+    }
+    // Text made per row (not folded) is sized before it is made.
+    let e = query(
+        &s,
+        "SELECT repeat(x::text, 1000000) FROM generate_series(1, 5000) g(x)",
+        &[],
+    )
+    .await
+    .unwrap_err();
+    assert!(e.message().contains("requested length too large"), "{e}");
+    // Under the limit (a quarter of query_memory per batch), they answer.
+    let r = query(
+        &s,
+        "SELECT length(repeat('ab', 1000000)), length(lpad('x', 100000, 'é')), \
+         cardinality(range(1, 100001)), cardinality(array_repeat('a', 1000))",
+        &[],
+    )
+    .await?;
+    assert_eq!(
+        r.rows,
+        Some(vec![vec![
+            json!(2_000_000),
+            json!(100_000),
+            json!(100_000),
+            json!(1000)
+        ]])
+    );
     Ok(())
 }
 

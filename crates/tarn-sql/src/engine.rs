@@ -198,7 +198,7 @@ impl SqlEngine {
                 name: CATALOG_NAME.to_string(),
             }) as Arc<dyn CatalogProviderList>)
             .build();
-        crate::functions::install(&mut state)?;
+        crate::functions::install(&mut state, limits.query_memory)?;
         Ok(SqlEngine {
             db,
             base: state,
@@ -512,9 +512,18 @@ impl SqlEngine {
         Ok(StatementResult::none(0))
     }
 
+    /// Runs a statement's work under the statement timeout, and turns a panic inside it
+    /// into the statement's error. The work only reads and stages (a commit runs after
+    /// it, in a task of its own), so a panic there applies nothing; DataFusion and Arrow
+    /// panic on some inputs instead of failing (a text column passing 2 GiB in one batch
+    /// of rows overflows Arrow's 32-bit offsets), and one statement's panic must not end
+    /// the process that every session shares.
     async fn with_timeout<T>(&self, fut: impl Future<Output = Result<T>>) -> Result<T> {
+        use futures::FutureExt;
+        let fut = std::panic::AssertUnwindSafe(fut).catch_unwind();
         match tokio::time::timeout(self.limits.query_timeout, fut).await {
-            Ok(r) => r,
+            Ok(Ok(r)) => r,
+            Ok(Err(panic)) => Err(crate::error::panic_error(panic.as_ref())),
             Err(_) => Err(self.timeout_error()),
         }
     }

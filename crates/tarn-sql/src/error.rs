@@ -84,6 +84,26 @@ pub(crate) fn join_error(e: tokio::task::JoinError, what: &str) -> Error {
     }
 }
 
+/// The error of a statement whose work panicked (see `SqlEngine::with_timeout`).
+pub(crate) fn panic_error(payload: &(dyn std::any::Any + Send)) -> Error {
+    let msg = payload
+        .downcast_ref::<String>()
+        .map(String::as_str)
+        .or_else(|| payload.downcast_ref::<&str>().copied())
+        .unwrap_or("a panic without a message");
+    if msg.contains("offset overflow") {
+        Error::BadRequest(
+            "a result is too large: a text, binary or array column passes 2 GiB in one batch \
+             of rows; select fewer or shorter values"
+                .into(),
+        )
+    } else {
+        Error::Internal(format!(
+            "the statement failed inside the query engine and applied nothing: {msg}"
+        ))
+    }
+}
+
 /// Maps a DataFusion error back to Tarn's: our own errors (and storage's) come back out
 /// of `External`, wherever DataFusion nested or shared them (contexts, shared errors of
 /// joins, collections, Arrow's external errors), with their kind; DataFusion's own are

@@ -5,13 +5,20 @@ use datafusion::execution::registry::FunctionRegistry;
 
 use crate::error::Result;
 
-/// Installs Tarn's functions and planners into a session state.
-pub fn install(state: &mut SessionState) -> Result<()> {
+/// Installs Tarn's functions and planners into a session state; `query_memory` is the
+/// statements' memory pool (it bounds what one call of a function may make).
+pub fn install(state: &mut SessionState, query_memory: usize) -> Result<()> {
     // Tarn's planner first: it takes `#>` with text paths before the JSON crate's does.
     crate::jsonb::register(state)?;
     datafusion_functions_json::register_all(state)?;
     crate::clock::register(state)?;
     state.register_udf(crate::similarity::udf())?;
+    // Functions that can make far more than they are given are sized first.
+    let udfs = state.scalar_functions().clone();
+    let max_output = crate::expansion::max_output_bytes(query_memory);
+    for f in crate::expansion::wrapped(|name| udfs.get(name).cloned(), max_output) {
+        state.register_udf(std::sync::Arc::new(f))?;
+    }
     state.register_udf(std::sync::Arc::new(
         datafusion::logical_expr::ScalarUDF::new_from_impl(crate::param_array::ParamArray::new()),
     ))?;

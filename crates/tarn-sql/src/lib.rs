@@ -20,6 +20,7 @@ mod dml;
 mod encode;
 mod engine;
 mod error;
+mod expansion;
 mod fast;
 mod fast_search;
 mod functions;

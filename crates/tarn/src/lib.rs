@@ -1199,6 +1199,7 @@ impl Session {
         let (access, _guards) = self.authorize_call(Operation::Query, ws).await?;
         let out = self.run(access, ws, sql, params).await?;
         let row_count = out.row_count();
+        let mut charge = Charge::default();
         let rows = match out.batches {
             None => None,
             Some(batches) => {
@@ -1229,6 +1230,7 @@ impl Session {
                     })?;
                     memory.shrink(tarn_sql::batch_bytes(&b).min(memory.size()));
                 }
+                charge = Charge(Some(memory));
                 Some(rows)
             }
         };
@@ -1239,6 +1241,7 @@ impl Session {
             rows_affected: out.rows_affected,
             execution_time_ms: start.elapsed().as_secs_f64() * 1000.0,
             notices: out.notices,
+            charge,
         })
     }
 
@@ -1281,10 +1284,28 @@ impl Session {
     ) -> Result<ArrowResult> {
         let (access, _guards) = self.authorize_call(Operation::QueryArrow, ws).await?;
         let out = self.run(access, ws, sql, params).await?;
+        let mut charge = Charge::default();
+        if let Some(batches) = &out.batches {
+            let engine = &self.tarn.inner.engine;
+            let memory = engine.reserve("query result as Arrow");
+            memory
+                .try_grow(batches.iter().map(tarn_sql::batch_bytes).sum())
+                .map_err(|e| {
+                    Error::bad(format!(
+                        "query memory limit (query_memory) exceeded: the result rows pass the \
+                         limit of {} bytes with what other statements hold; select fewer rows \
+                         or columns (LIMIT) ({})",
+                        engine.limits().query_memory,
+                        e.to_string().lines().next().unwrap_or_default()
+                    ))
+                })?;
+            charge = Charge(Some(memory));
+        }
         Ok(ArrowResult {
             schema: out.schema,
             batches: out.batches,
             rows_affected: out.rows_affected,
+            charge,
         })
     }
 

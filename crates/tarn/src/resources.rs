@@ -202,6 +202,9 @@ pub struct QueryResult {
     /// timeout. Left out of the JSON when empty (a Tarn addition to the service's body).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub notices: Vec<String>,
+    /// The rows' memory, charged to `query_memory` until the result is dropped.
+    #[serde(skip)]
+    pub(crate) charge: Charge,
 }
 
 /// Result of `query_batch` (SPEC §4.10).
@@ -226,6 +229,36 @@ pub struct ArrowResult {
     pub batches: Option<Vec<datafusion::arrow::record_batch::RecordBatch>>,
     /// Rows written.
     pub rows_affected: u64,
+    /// The batches' memory, charged to `query_memory` until the result is dropped
+    /// (never read: it is held for its drop).
+    #[expect(dead_code)]
+    pub(crate) charge: Charge,
+}
+
+/// Memory a result holds, kept charged to the pool that statements share
+/// (`query_memory`) for as long as the caller holds the result: a host that serializes
+/// or sends results of many concurrent statements is then bounded by the pool too, not
+/// only while each statement runs. A clone is not charged (its owner chose to copy).
+#[derive(Default)]
+pub(crate) struct Charge(pub(crate) Option<datafusion::execution::memory_pool::MemoryReservation>);
+
+impl Clone for Charge {
+    fn clone(&self) -> Self {
+        Charge(None)
+    }
+}
+
+impl PartialEq for Charge {
+    /// Results compare by their contents; what they are charged is not part of them.
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+impl std::fmt::Debug for Charge {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} bytes", self.0.as_ref().map_or(0, |r| r.size()))
+    }
 }
 
 /// A member of an organization (`GET …/members` lists them; `add_member` returns one).

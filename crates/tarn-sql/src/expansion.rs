@@ -1,0 +1,202 @@
+//! Functions whose output can be far larger than their input (`repeat`, `lpad`, `rpad`,
+//! `array_repeat`, `range`, scalar `generate_series`), wrapped so that their output is
+//! sized before it is made. DataFusion's versions allocate whatever is asked: one
+//! `repeat('x', 1000000)` per row of a 5,000-row batch asks for 5 GB, outside any
+//! statement's memory reservation, and passes 2 GiB of text in one batch (Arrow's
+//! 32-bit offsets) with a panic. Here a call whose output for one batch of rows would
+//! pass [`max_output_bytes`] fails first, as PostgreSQL refuses a value over 1 GB
+//! ("requested length too large").
+
+use std::sync::Arc;
+
+use datafusion::arrow::array::{Array, ArrayRef, AsArray};
+use datafusion::arrow::datatypes::{DataType, FieldRef, Int64Type};
+use datafusion::common::{Result, exec_err};
+use datafusion::logical_expr::simplify::{ExprSimplifyResult, SimplifyContext};
+use datafusion::logical_expr::{
+    ColumnarValue, Documentation, Expr, ReturnFieldArgs, ScalarFunctionArgs, ScalarUDF,
+    ScalarUDFImpl, Signature,
+};
+
+/// Most bytes one call may make for one batch of rows: a quarter of the statements'
+/// memory pool, at most 1 GiB (PostgreSQL's most for one value; under Arrow's 2 GiB).
+pub fn max_output_bytes(query_memory: usize) -> u64 {
+    (query_memory as u64 / 4).min(1 << 30)
+}
+
+/// The functions wrapped, and how each one's output is sized.
+const WRAPPED: [(&str, Kind); 6] = [
+    ("repeat", Kind::Repeat),
+    ("lpad", Kind::Pad),
+    ("rpad", Kind::Pad),
+    ("array_repeat", Kind::ArrayRepeat),
+    ("range", Kind::Range),
+    ("generate_series", Kind::Range),
+];
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum Kind {
+    /// `repeat(text, n)`: the text's bytes times n.
+    Repeat,
+    /// `lpad/rpad(text, n [, fill])`: n characters (counted as bytes: ASCII).
+    Pad,
+    /// `array_repeat(value, n)`: n elements (counted at 8 bytes).
+    ArrayRepeat,
+    /// `range/generate_series(start, stop [, step])` over integers: the elements
+    /// (8 bytes each).
+    Range,
+}
+
+/// The wrapped versions of the functions `get` finds, ready to register over them.
+pub fn wrapped(get: impl Fn(&str) -> Option<Arc<ScalarUDF>>, max_output: u64) -> Vec<ScalarUDF> {
+    WRAPPED
+        .iter()
+        .filter_map(|(name, kind)| {
+            let inner = get(name)?;
+            Some(ScalarUDF::new_from_impl(Bounded {
+                inner,
+                kind: *kind,
+                max_output,
+            }))
+        })
+        .collect()
+}
+
+/// A DataFusion function with its output sized first.
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct Bounded {
+    inner: Arc<ScalarUDF>,
+    kind: Kind,
+    max_output: u64,
+}
+
+/// Row `i` of an argument as an int8, if it is one (NULL and other types: `None`).
+fn ints(arg: &ColumnarValue, rows: usize) -> Option<ArrayRef> {
+    let array = arg.to_array(rows).ok()?;
+    let array = datafusion::arrow::compute::cast(&array, &DataType::Int64).ok()?;
+    Some(array)
+}
+
+/// Byte lengths of a text or binary argument, per row.
+fn byte_lengths(arg: &ColumnarValue, rows: usize) -> Option<ArrayRef> {
+    let array = arg.to_array(rows).ok()?;
+    let lengths = datafusion::arrow::compute::kernels::length::length(&array).ok()?;
+    datafusion::arrow::compute::cast(&lengths, &DataType::Int64).ok()
+}
+
+fn at(a: &ArrayRef, i: usize) -> i64 {
+    if a.is_null(i) {
+        0
+    } else {
+        a.as_primitive::<Int64Type>().value(i)
+    }
+}
+
+impl Bounded {
+    /// What this call would produce for the batch, in bytes (an estimate from above
+    /// for text, elements × 8 for arrays).
+    fn output_bytes(&self, args: &ScalarFunctionArgs) -> u64 {
+        let rows = args.number_rows;
+        let a = &args.args;
+        let mut total: u64 = 0;
+        match self.kind {
+            Kind::Repeat => {
+                let (Some(len), Some(n)) = (
+                    a.first().and_then(|x| byte_lengths(x, rows)),
+                    a.get(1).and_then(|x| ints(x, rows)),
+                ) else {
+                    return 0;
+                };
+                for i in 0..rows {
+                    let each = at(&len, i).max(0) as u64;
+                    total = total.saturating_add(each.saturating_mul(at(&n, i).max(0) as u64));
+                }
+            }
+            Kind::Pad | Kind::ArrayRepeat => {
+                let Some(n) = a.get(1).and_then(|x| ints(x, rows)) else {
+                    return 0;
+                };
+                let each = if self.kind == Kind::Pad { 1 } else { 8 };
+                for i in 0..rows {
+                    total = total.saturating_add((at(&n, i).max(0) as u64).saturating_mul(each));
+                }
+            }
+            Kind::Range => {
+                // `range(stop)`, `range(start, stop)`, `range(start, stop, step)`.
+                let int_args: Vec<ArrayRef> = match a
+                    .iter()
+                    .map(|x| match x.data_type() {
+                        t if t.is_integer() => ints(x, rows),
+                        _ => None,
+                    })
+                    .collect::<Option<Vec<_>>>()
+                {
+                    Some(v) if !v.is_empty() => v,
+                    _ => return 0,
+                };
+                for i in 0..rows {
+                    let (start, stop, step) = match int_args.as_slice() {
+                        [stop] => (0, at(stop, i), 1),
+                        [start, stop] => (at(start, i), at(stop, i), 1),
+                        [start, stop, step, ..] => (at(start, i), at(stop, i), at(step, i)),
+                        [] => return 0,
+                    };
+                    let span = (i128::from(stop) - i128::from(start)).unsigned_abs();
+                    let step = i128::from(step).unsigned_abs().max(1);
+                    let elements = u64::try_from(span / step + 1).unwrap_or(u64::MAX);
+                    total = total.saturating_add(elements.saturating_mul(8));
+                }
+            }
+        }
+        total
+    }
+}
+
+impl ScalarUDFImpl for Bounded {
+    fn name(&self) -> &str {
+        self.inner.name()
+    }
+
+    fn aliases(&self) -> &[String] {
+        self.inner.aliases()
+    }
+
+    fn signature(&self) -> &Signature {
+        self.inner.signature()
+    }
+
+    fn return_type(&self, arg_types: &[DataType]) -> Result<DataType> {
+        self.inner.return_type(arg_types)
+    }
+
+    fn return_field_from_args(&self, args: ReturnFieldArgs) -> Result<FieldRef> {
+        self.inner.return_field_from_args(args)
+    }
+
+    fn coerce_types(&self, arg_types: &[DataType]) -> Result<Vec<DataType>> {
+        self.inner.coerce_types(arg_types)
+    }
+
+    fn simplify(&self, args: Vec<Expr>, info: &SimplifyContext) -> Result<ExprSimplifyResult> {
+        self.inner.simplify(args, info)
+    }
+
+    fn documentation(&self) -> Option<&Documentation> {
+        self.inner.documentation()
+    }
+
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
+        let bytes = self.output_bytes(&args);
+        if bytes > self.max_output {
+            return exec_err!(
+                "requested length too large: {} would make {bytes} bytes for {} row(s), past \
+                 the limit of {} bytes per batch of rows (a quarter of query_memory, at most \
+                 1 GiB)",
+                self.inner.name(),
+                args.number_rows,
+                self.max_output
+            );
+        }
+        self.inner.invoke_with_args(args)
+    }
+}
