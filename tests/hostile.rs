@@ -459,6 +459,50 @@ async fn values_larger_than_memory_allows_are_refused_before_they_are_made() -> 
     Ok(())
 }
 
+/// An array parameter bound to jsonb keeps its JSON values as they are (through
+/// `ARRAY[…]` they first took one SQL type: `["1"]` came back `[1]`, `[null]` `[]`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn array_parameters_bound_to_jsonb_keep_their_values() -> TestResult {
+    let (_tarn, s) = session().await?;
+    query(&s, r#"CREATE TABLE "ws"."j" (id INT8, doc JSONB)"#, &[]).await?;
+    let values = [
+        json!(["1"]),
+        json!([null]),
+        json!([]),
+        json!([[1], [2, 3]]),
+        json!([1, "a", null, true, {"k": [1.5]}]),
+        json!([18446744073709551615u64]),
+    ];
+    for (i, v) in values.iter().enumerate() {
+        let r = query(&s, "SELECT $1::jsonb", std::slice::from_ref(v)).await?;
+        assert_eq!(r.rows, Some(vec![vec![v.clone()]]), "$1::jsonb of {v}");
+        let id = json!(i);
+        query(
+            &s,
+            r#"INSERT INTO "ws"."j" VALUES ($1, $2::jsonb)"#,
+            &[id.clone(), v.clone()],
+        )
+        .await?;
+        let r = query(&s, r#"SELECT doc FROM "ws"."j" WHERE id = $1"#, &[id]).await?;
+        assert_eq!(r.rows, Some(vec![vec![v.clone()]]), "stored {v}");
+        // Without a cast, the column's type decides the same.
+        let id = json!(100 + i);
+        query(
+            &s,
+            r#"INSERT INTO "ws"."j" VALUES ($1, $2)"#,
+            &[id.clone(), v.clone()],
+        )
+        .await?;
+        let r = query(&s, r#"SELECT doc FROM "ws"."j" WHERE id = $1"#, &[id]).await?;
+        assert_eq!(
+            r.rows,
+            Some(vec![vec![v.clone()]]),
+            "stored {v} without a cast"
+        );
+    }
+    Ok(())
+}
+
 /// Parameters cost what their bytes cost: an array parameter of a million elements
 /// binds as one Arrow list (it bound as one SQL literal per element: 14 s and 1.4 GB
 /// held for `$1::float4[]`; `$1::text[]` and `$1::jsonb` the same), with the values
@@ -531,6 +575,40 @@ async fn large_array_parameters_bind_as_one_array() -> TestResult {
         r.rows,
         Some(vec![vec![json!(5000), json!(624.875), json!(6)]])
     );
+    // Arrays without a typed leaf (NULLs, empty arrays) bind as one text list too,
+    // and arrays of objects as their JSON text (both took one expression per element).
+    let nulls = Value::Array(vec![json!(null); 1_000_000]);
+    let r = query(
+        &s,
+        "SELECT cardinality($1::text[]), ($1::text[])[5] IS NULL",
+        std::slice::from_ref(&nulls),
+    )
+    .await?;
+    assert_eq!(r.rows, Some(vec![vec![json!(1_000_000), json!(true)]]));
+    let empties = Value::Array(vec![json!([]); 300_000]);
+    let r = query(
+        &s,
+        "SELECT ($1::jsonb) -> 299999",
+        std::slice::from_ref(&empties),
+    )
+    .await?;
+    assert_eq!(r.rows, Some(vec![vec![json!([])]]));
+    let objects = Value::Array((0..300_000).map(|i| json!({"i": i})).collect());
+    let r = query(
+        &s,
+        "SELECT ($1::jsonb) -> 299999",
+        std::slice::from_ref(&objects),
+    )
+    .await?;
+    assert_eq!(r.rows, Some(vec![vec![json!({"i": 299_999})]]));
+    let singles = Value::Array((0..300_000).map(|i| json!([i])).collect());
+    let r = query(
+        &s,
+        "SELECT cardinality($1::int8[][]), ($1::int8[][])[300000][1]",
+        std::slice::from_ref(&singles),
+    )
+    .await?;
+    assert_eq!(r.rows, Some(vec![vec![json!(300_000), json!(299_999)]]));
     // Mixed shapes keep the literal path: a text and a number is still an error.
     let mixed = Value::Array(
         (0..5000)

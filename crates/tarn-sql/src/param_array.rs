@@ -64,14 +64,18 @@ impl Leaf {
 }
 
 /// `(leaf, depth, elements)` of a JSON array whose leaves (NULLs aside) have one type
-/// and whose arrays nest equally deep; `None` for any other shape, or one with no leaf.
+/// and whose arrays nest equally deep; `None` for any other shape. Without a leaf (only
+/// NULLs and empty arrays) it is text, as PostgreSQL takes an array of unknowns, as
+/// deep as its arrays nest.
 fn shape(items: &[Json]) -> Option<(Leaf, usize, usize)> {
     let mut leaf: Option<Leaf> = None;
     let mut depth: Option<usize> = None;
+    let mut deepest = 1;
     let mut count = 0usize;
     // (array, its depth below the top)
     let mut stack: Vec<(&[Json], usize)> = vec![(items, 1)];
     while let Some((arr, d)) = stack.pop() {
+        deepest = deepest.max(d);
         count += arr.len();
         for v in arr {
             let this = match v {
@@ -102,7 +106,44 @@ fn shape(items: &[Json]) -> Option<(Leaf, usize, usize)> {
             };
         }
     }
-    Some((leaf?, depth?, count))
+    match (leaf, depth) {
+        (Some(leaf), Some(depth)) => Some((leaf, depth, count)),
+        _ => Some((Leaf::Text, deepest, count)),
+    }
+}
+
+/// Whether `ARRAY[…]` can hold `items`: no objects, leaves (NULLs aside) all numbers,
+/// all text or all booleans, arrays nested equally deep. An array of mixed values has
+/// no SQL array type; it binds as its JSON text, which a jsonb column or cast takes.
+pub(crate) fn has_sql_type(items: &[Json]) -> bool {
+    #[derive(PartialEq, Clone, Copy)]
+    enum Kind {
+        Number,
+        Text,
+        Bool,
+    }
+    let mut kind: Option<Kind> = None;
+    let mut depth: Option<usize> = None;
+    let mut stack: Vec<(&[Json], usize)> = vec![(items, 1)];
+    while let Some((arr, d)) = stack.pop() {
+        for v in arr {
+            let this = match v {
+                Json::Null => continue,
+                Json::Array(inner) => {
+                    stack.push((inner, d + 1));
+                    continue;
+                }
+                Json::Number(_) => Kind::Number,
+                Json::String(_) => Kind::Text,
+                Json::Bool(_) => Kind::Bool,
+                Json::Object(_) => return false,
+            };
+            if *depth.get_or_insert(d) != d || *kind.get_or_insert(this) != this {
+                return false;
+            }
+        }
+    }
+    true
 }
 
 /// The call a large array parameter binds as, or `None` when it is small or of mixed

@@ -54,6 +54,28 @@ pub fn check_param_count(given: usize, required: usize) -> Result<()> {
 /// Replaces every `$n` in `stmt` (a statement or one expression) with `params[n-1]` and
 /// rewrites array-text casts.
 pub fn bind<V: VisitMut>(stmt: &mut V, params: &[Json]) -> Result<()> {
+    // An array parameter cast to json/jsonb binds as its JSON text, as jsonb takes
+    // text: through `ARRAY[…]` its values would first take one SQL type (`["1"]` came
+    // back `[1]`, `[null]` as `[]`). Before the other bindings, which would make the
+    // placeholder an `ARRAY[…]` first.
+    let _ = visit_expressions_mut(stmt, |expr| {
+        if let Expr::Cast {
+            expr: inner,
+            data_type: ast::DataType::JSON | ast::DataType::JSONB,
+            ..
+        } = expr
+            && let Expr::Value(v) = inner.as_ref()
+            && let Value::Placeholder(p) = &v.value
+            && let Some(value @ Json::Array(_)) = p
+                .strip_prefix('$')
+                .and_then(|n| n.parse::<usize>().ok())
+                .and_then(|n| n.checked_sub(1))
+                .and_then(|i| params.get(i))
+        {
+            **inner = lit(Value::SingleQuotedString(value.to_string()));
+        }
+        ControlFlow::<()>::Continue(())
+    });
     let mut err: Option<Error> = None;
     let _ = visit_expressions_mut(stmt, |expr| {
         match rewrite(expr, params) {
@@ -97,8 +119,13 @@ fn rewrite(expr: &Expr, params: &[Json]) -> Result<Option<Expr>> {
                     .ok_or_else(|| Error::BadRequest(format!("invalid parameter {p}")))?;
                 match n.checked_sub(1).and_then(|i| params.get(i)) {
                     Some(value @ Json::Array(items)) => Ok(Some(
-                        crate::param_array::bind_large(items)
-                            .unwrap_or_else(|| json_to_expr(value)),
+                        crate::param_array::bind_large(items).unwrap_or_else(|| {
+                            if crate::param_array::has_sql_type(items) {
+                                json_to_expr(value)
+                            } else {
+                                lit(Value::SingleQuotedString(value.to_string()))
+                            }
+                        }),
                     )),
                     Some(value) => Ok(Some(json_to_expr(value))),
                     None => bad(format!("there is no parameter ${n}")),

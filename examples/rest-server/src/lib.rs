@@ -375,9 +375,18 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for JsonBody<T> {
         let bytes = Bytes::from_request(req, state)
             .await
             .map_err(|e| ApiError::of_status(e.status(), e.body_text()))?;
-        serde_json::from_slice(&bytes)
-            .map(JsonBody)
-            .map_err(|e| ApiError::bad(format!("invalid JSON body: {e}")))
+        serde_json::from_slice(&bytes).map(JsonBody).map_err(|e| {
+            // serde_json's parser stops at 128 levels, counting the body's own object
+            // and its `params` array: say so, with the limit a parameter meets.
+            if e.to_string().starts_with("recursion limit exceeded") {
+                ApiError::bad(format!(
+                    "invalid JSON body: nested deeper than 128 levels (a parameter inside \
+                     `params` may nest 126): {e}"
+                ))
+            } else {
+                ApiError::bad(format!("invalid JSON body: {e}"))
+            }
+        })
     }
 }
 
