@@ -1348,6 +1348,29 @@ async fn null_scores_sort_last_in_every_top_k_shape() -> TestResult {
             ),
             &all,
         ),
+        // Keys computed from a score: arithmetic, COALESCE, aggregates, windows.
+        (
+            format!(
+                "SELECT id, (e <#> '{{1,0}}') * 1 AS s FROM {n} ORDER BY (e <#> '{{1,0}}') * 2 DESC"
+            ),
+            &all,
+        ),
+        (
+            format!(
+                "SELECT id, COALESCE(e <#> '{{1,0}}', NULL) AS s FROM {n} WHERE random() < 2 ORDER BY s DESC LIMIT 3"
+            ),
+            &all,
+        ),
+        (
+            format!("SELECT id, max(e <#> '{{1,0}}') AS s FROM {n} GROUP BY id ORDER BY s DESC"),
+            &all,
+        ),
+        (
+            format!(
+                "SELECT id, max(e <#> '{{1,0}}') OVER (PARTITION BY id) AS s FROM {n} ORDER BY s DESC"
+            ),
+            &all,
+        ),
     ] {
         let got = s.query("ws", &sql, &[]).await?.rows;
         assert_eq!(json!(got), *want, "{sql}");

@@ -1,6 +1,8 @@
 //! `ORDER BY <#> … DESC` puts NULL scores last in every plan (SPEC §5), not only in the
-//! plans the search node takes: a sort key that is a `<#>` score — directly, or through
-//! output aliases, subquery aliases, joins, windows, group keys and unions — sorted
+//! plans the search node takes: a sort key that is a `<#>` score or computed from one
+//! (`(e <#> q) * 2`, `max(e <#> q)`, a window function over scores) — directly, or
+//! through output aliases, subquery aliases, joins, windows, group keys, aggregates and
+//! unions — sorted
 //! descending with the default NULL placement gets `NULLS LAST`. (A window's own
 //! `OVER (ORDER BY …)` keeps PostgreSQL's placement: its key is part of the window
 //! column's name, which the plan above refers to.)
@@ -85,16 +87,20 @@ fn last_for_scores(keys: &mut [SortExpr], input: &LogicalPlan) -> bool {
     changed
 }
 
-/// Whether `e`, evaluated over `plan`'s output, is a `<#>` score.
+/// Whether `e`, evaluated over `plan`'s output, is computed from a `<#>` score: the
+/// score itself, or any expression, aggregate or window function over one
+/// (`(e <#> q) * 2`, `COALESCE(e <#> q, 0)`, `max(e <#> q)`). (Subqueries inside `e`
+/// are their own plans and are not followed.)
 fn is_score(e: &Expr, plan: &LogicalPlan) -> bool {
-    match e {
-        Expr::Alias(a) => is_score(&a.expr, plan),
-        Expr::Cast(c) => is_score(&c.expr, plan),
-        Expr::TryCast(c) => is_score(&c.expr, plan),
-        Expr::ScalarFunction(f) => f.func.name() == similarity::FUNCTION,
-        Expr::Column(c) => column_is_score(c, plan),
-        _ => false,
-    }
+    use datafusion::common::tree_node::TreeNode;
+    e.exists(|x| {
+        Ok(match x {
+            Expr::ScalarFunction(f) => f.func.name() == similarity::FUNCTION,
+            Expr::Column(c) => column_is_score(c, plan),
+            _ => false,
+        })
+    })
+    .unwrap_or(false)
 }
 
 /// Whether column `c` of `plan`'s output is a `<#>` score: followed down to the
@@ -110,11 +116,25 @@ fn column_is_score(c: &Column, plan: &LogicalPlan) -> bool {
     match plan {
         LogicalPlan::Projection(p) => p.expr.get(i).is_some_and(|e| is_score(e, &p.input)),
         LogicalPlan::SubqueryAlias(a) => nth(&a.input, i).is_some_and(|e| is_score(&e, &a.input)),
-        LogicalPlan::Aggregate(a) => a
-            .group_expr
-            .get(i)
-            .is_some_and(|e| !matches!(e, Expr::GroupingSet(_)) && is_score(e, &a.input)),
-        LogicalPlan::Window(w) => nth(&w.input, i).is_some_and(|e| is_score(&e, &w.input)),
+        // Group keys, then aggregates.
+        LogicalPlan::Aggregate(a) => match a.group_expr.get(i) {
+            Some(e) => !matches!(e, Expr::GroupingSet(_)) && is_score(e, &a.input),
+            None => a
+                .aggr_expr
+                .get(i - a.group_expr.len())
+                .is_some_and(|e| is_score(e, &a.input)),
+        },
+        // The input's columns, then the window functions.
+        LogicalPlan::Window(w) => {
+            let n = w.input.schema().fields().len();
+            if i < n {
+                nth(&w.input, i).is_some_and(|e| is_score(&e, &w.input))
+            } else {
+                w.window_expr
+                    .get(i - n)
+                    .is_some_and(|e| is_score(e, &w.input))
+            }
+        }
         LogicalPlan::Union(u) => u
             .inputs
             .iter()
