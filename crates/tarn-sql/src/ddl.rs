@@ -247,6 +247,17 @@ impl Txn<'_> {
                             "multiple default values specified for column \"{name}\""
                         ));
                     }
+                    // A literal default is checked against the column's type now, as
+                    // PostgreSQL does (`int DEFAULT 'x'` is refused at CREATE and ALTER,
+                    // not at the first insert, or after rows were given it).
+                    if let Some(crate::dml::Cell::Scalar(v)) = crate::dml::literal_cell(expr, &col)
+                    {
+                        let mut check = col.clone();
+                        check.nullable = true;
+                        crate::coerce::coerce_column(&v.to_array_of_size(1)?, &check).map_err(
+                            |e| Error::BadRequest(format!("default of column \"{name}\": {e}")),
+                        )?;
+                    }
                     col.default = Some(ColumnDefault::Expr {
                         sql: expr.to_string(),
                     })
@@ -336,7 +347,16 @@ impl Txn<'_> {
                             return bad("cannot add a SERIAL column to a table that has rows");
                         }
                         if let Some(ColumnDefault::Expr { .. }) = &col.default {
+                            // In the column's type (what an INSERT would store), so that
+                            // the rows already there read it back as one.
                             let value = self.default_array(&def, &col, 1).await?;
+                            let mut check = col.clone();
+                            check.nullable = true;
+                            let value = crate::coerce::coerce_column(&value, &check)
+                                .map_err(|e| {
+                                    Error::BadRequest(format!("default of column \"{name}\": {e}"))
+                                })?
+                                .array;
                             let field = crate::types::column_field(&col.name, &col.ty, true);
                             let v = crate::encode::encode_value(&field, &value, 0)?;
                             col.missing = (!v.is_null()).then_some(v);

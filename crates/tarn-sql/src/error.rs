@@ -317,7 +317,183 @@ pub(crate) fn clean_message(msg: &str) -> String {
             return pg.into();
         }
     }
-    m.to_string()
+    if let Some(pg) = pg_wording(m) {
+        return pg;
+    }
+    pg_type_names(m)
+}
+
+/// PostgreSQL's wording for DataFusion's refusals of types: operators and functions
+/// that do not take the argument types, VALUES rows of different types.
+fn pg_wording(m: &str) -> Option<String> {
+    // "Cannot coerce arithmetic expression A + B to valid types",
+    // "Cannot infer common argument type for comparison operation A = B".
+    for prefix in [
+        "Cannot coerce arithmetic expression ",
+        "Cannot infer common argument type for comparison operation ",
+    ] {
+        if let Some(rest) = m.strip_prefix(prefix) {
+            let rest = rest.strip_suffix(" to valid types").unwrap_or(rest);
+            return Some(format!(
+                "operator does not exist: {}; you might need to add explicit type casts",
+                pg_type_names(rest)
+            ));
+        }
+    }
+    // A function's signature check, in its several forms; the argument types from
+    // "… argument types 'f(A, B)'" when DataFusion gives them, else from "received A".
+    let function = ["Function '", "call to '"].iter().find_map(|p| {
+        let at = m.find(p)? + p.len();
+        let name = m[at..].split('\'').next()?;
+        (m.contains("failed to match any signature")
+            || m.contains("No function matches")
+            || m.contains("Failed to coerce arguments")
+            || m[at..].contains("' requires ")
+            || m[at..].contains("' expects "))
+        .then_some(name)
+    });
+    if let Some(name) = function {
+        let from_list = m
+            .find("argument types '")
+            .map(|at| &m[at + "argument types '".len()..])
+            .and_then(|rest| rest.split_once('(').map(|(_, args)| args))
+            .and_then(|args| args.rsplit_once(")'").map(|(args, _)| args));
+        let args = match from_list {
+            Some(args) => pg_type_names(args),
+            None => m
+                .split_once("but received ")
+                .map(|(_, t)| {
+                    let t = t.split(" (DataType").next().unwrap_or(t);
+                    pg_type_names(t.trim_end_matches(['.', ',']))
+                })
+                .unwrap_or_default(),
+        };
+        return Some(format!(
+            "function {name}({args}) does not exist: no function matches the given name and \
+             argument types; you might need to add explicit type casts"
+        ));
+    }
+    if let Some(rest) = m.strip_prefix("Inconsistent metadata across values list at row ") {
+        let column = rest
+            .split("column ")
+            .nth(1)
+            .and_then(|c| c.split(|ch: char| !ch.is_ascii_digit()).next())
+            .and_then(|c| c.parse::<usize>().ok())
+            .map_or(String::new(), |c| format!(" {}", c + 1));
+        return Some(format!(
+            "VALUES rows give column{column} different types (jsonb in one row, text in \
+             another): cast every row's value to one type, as in '[]'::jsonb"
+        ));
+    }
+    if let Some(rest) = m.strip_prefix("Fail to find the coerced type, errors: ") {
+        return Some(format!(
+            "the arguments have no common type: {}",
+            clean_message(rest)
+        ));
+    }
+    None
+}
+
+/// `msg` with Arrow's type names (`List(Float32)`, `Utf8`, `Decimal128(10, 2)`,
+/// `Struct("a": Int64)`) as PostgreSQL's (`real[]`, `text`, `numeric(10,2)`, `record`).
+fn pg_type_names(msg: &str) -> String {
+    let mut out = String::with_capacity(msg.len());
+    let mut rest = msg;
+    while !rest.is_empty() {
+        let boundary = out
+            .chars()
+            .last()
+            .is_none_or(|c| !(c.is_alphanumeric() || c == '_'));
+        if boundary && let Some((pg, len)) = arrow_type(rest) {
+            out.push_str(&pg);
+            rest = &rest[len..];
+            continue;
+        }
+        let Some(c) = rest.chars().next() else { break };
+        out.push(c);
+        rest = &rest[c.len_utf8()..];
+    }
+    out
+}
+
+/// The Arrow type named at the start of `s` (a name, and its parenthesized parameters
+/// if it has any): PostgreSQL's name for it and the bytes it takes.
+fn arrow_type(s: &str) -> Option<(String, usize)> {
+    let name_len = s
+        .find(|c: char| !c.is_ascii_alphanumeric())
+        .unwrap_or(s.len());
+    let name = &s[..name_len];
+    // Its parameters, parentheses balanced.
+    let (params, len) = if s[name_len..].starts_with('(') {
+        let mut depth = 0usize;
+        let mut end = None;
+        for (i, c) in s[name_len..].char_indices() {
+            match c {
+                '(' => depth += 1,
+                ')' => {
+                    depth -= 1;
+                    if depth == 0 {
+                        end = Some(name_len + i);
+                        break;
+                    }
+                }
+                _ => {}
+            }
+        }
+        let end = end?;
+        (Some(&s[name_len + 1..end]), end + 1)
+    } else {
+        (None, name_len)
+    };
+    let pg: String = match (name, params) {
+        ("Int8" | "Int16", None) => "smallint".into(),
+        ("Int32", None) => "integer".into(),
+        ("Int64" | "UInt8" | "UInt16" | "UInt32", None) => "bigint".into(),
+        ("UInt64", None) => "numeric".into(),
+        ("Float16" | "Float32", None) => "real".into(),
+        ("Float64", None) => "double precision".into(),
+        ("Utf8" | "LargeUtf8" | "Utf8View", None) => "text".into(),
+        ("Boolean", None) => "boolean".into(),
+        ("Binary" | "LargeBinary" | "BinaryView", None) => "bytea".into(),
+        ("FixedSizeBinary", Some(_)) => "bytea".into(),
+        ("Date32" | "Date64", None) => "date".into(),
+        ("Null", None) => "unknown".into(),
+        ("Decimal32" | "Decimal64" | "Decimal128" | "Decimal256", Some(p)) => {
+            format!("numeric({})", p.replace(' ', ""))
+        }
+        ("Timestamp", Some(p)) => {
+            if p.ends_with("None") || !p.contains(',') {
+                "timestamp".into()
+            } else {
+                "timestamptz".into()
+            }
+        }
+        ("Time32" | "Time64", Some(_)) => "time".into(),
+        ("Interval" | "Duration", Some(_)) => "interval".into(),
+        ("Struct", Some(_)) | ("Map", Some(_)) => "record".into(),
+        ("List" | "LargeList" | "ListView" | "LargeListView" | "FixedSizeList", Some(p)) => {
+            // `List(Float32)`, `List(nullable Float32)`, `FixedSizeList(3 x Float32)`,
+            // or a field's debug form: the first type named inside.
+            let mut inner = None;
+            let mut at = 0;
+            while at < p.len() {
+                let here = &p[at..];
+                let starts = at == 0
+                    || !p[..at]
+                        .chars()
+                        .last()
+                        .is_some_and(|c| c.is_alphanumeric() || c == '_');
+                if starts && let Some((t, _)) = arrow_type(here) {
+                    inner = Some(t);
+                    break;
+                }
+                at += here.chars().next().map_or(1, char::len_utf8);
+            }
+            format!("{}[]", inner?)
+        }
+        _ => return None,
+    };
+    Some((pg, len))
 }
 
 #[cfg(test)]
