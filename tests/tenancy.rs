@@ -1038,7 +1038,12 @@ async fn names_and_labels_of_catalog_records_are_bounded() -> TestResult {
     assert!(e.message().starts_with("label is too long"), "{e}");
     let key = tarn.create_api_key(&user.id, "k").await?;
     let s = tarn.connect(&key.secret).await?;
-    for bad in [long.as_str(), "a\u{0}b"] {
+    for bad in [
+        long.as_str(),
+        "a\u{0}b",
+        "a\u{2028}b",
+        "evil\u{202E}gpj.exe",
+    ] {
         let e = s.create_organization("big", bad).await.unwrap_err();
         assert_eq!(e.status(), 400, "{e}");
         assert!(e.message().starts_with("name "), "{e}");
@@ -1054,5 +1059,67 @@ async fn names_and_labels_of_catalog_records_are_bounded() -> TestResult {
     let e = s.update_workspace("w", &long).await.unwrap_err();
     assert_eq!(e.status(), 400, "{e}");
     assert_eq!(s.workspace("w").await?.workspace.name, fine);
+    // Invalid ids and addresses are quoted in part, not echoed whole.
+    let huge = "X".repeat(1 << 20);
+    let e = s.create_workspace(&huge, "w").await.unwrap_err();
+    assert_eq!(e.status(), 400, "{e}");
+    assert!(e.message().len() < 300, "{} bytes", e.message().len());
+    let e = s
+        .add_member("acme", &format!("{huge} @x"), "member")
+        .await
+        .unwrap_err();
+    assert_eq!(e.status(), 400, "{e}");
+    assert!(e.message().len() < 300, "{} bytes", e.message().len());
+    Ok(())
+}
+
+/// One user cannot fill the catalog all organizations share with organizations of its
+/// own (25,000 slowed every tenant's DDL forty-fold), and an invited user removed before
+/// getting a key is forgotten with the invitation (it was left counting toward no
+/// organization's share).
+#[tokio::test]
+async fn organizations_per_user_and_withdrawn_invitations_are_bounded() -> TestResult {
+    let tarn = Tarn::in_memory_with(tarn::Options::new().max_organizations_per_user(3)).await?;
+    let ada = tarn.create_user("ada@example.com", "Ada").await?;
+    let ada = tarn
+        .connect(&tarn.create_api_key(&ada.id, "k").await?.secret)
+        .await?;
+    for id in ["o1", "o2", "o3"] {
+        ada.create_organization(id, id).await?;
+    }
+    let e = ada.create_organization("o4", "o4").await.unwrap_err();
+    assert_eq!(e.status(), 400, "{e}");
+    assert!(e.message().contains("max_organizations_per_user"), "{e}");
+    // Another user is not held by ada's count.
+    let bob = tarn.create_user("bob@example.com", "Bob").await?;
+    let bob = tarn
+        .connect(&tarn.create_api_key(&bob.id, "k").await?.secret)
+        .await?;
+    bob.create_organization("b1", "b1").await?;
+    // Deleting one makes room again.
+    ada.delete_organization("o3").await?;
+    ada.create_organization("o4", "o4").await?;
+
+    // Invited, then removed before having a key: the user record goes too, so the
+    // address can be created anew (409 while it lingered).
+    let o1 = ada.with_org("o1");
+    let invited = o1.add_member("o1", "carol@example.com", "member").await?;
+    o1.remove_member("o1", &invited.user_id).await?;
+    tarn.create_user("carol@example.com", "Carol").await?;
+    // The same when the organization that invited them is deleted.
+    o1.add_member("o1", "dan@example.com", "member").await?;
+    ada.delete_organization("o1").await?;
+    tarn.create_user("dan@example.com", "Dan").await?;
+    // A user with a key, or still in another organization, stays.
+    let o2 = ada.with_org("o2");
+    let o4 = ada.with_org("o4");
+    let erin = o2.add_member("o2", "erin@example.com", "member").await?;
+    o4.add_member("o4", "erin@example.com", "member").await?;
+    o2.remove_member("o2", &erin.user_id).await?;
+    let e = tarn
+        .create_user("erin@example.com", "Erin")
+        .await
+        .unwrap_err();
+    assert_eq!(e.status(), 409, "{e}");
     Ok(())
 }

@@ -575,29 +575,77 @@ impl Catalog {
     /// records), as JSON: its share of the catalog. Walks them all: called only when the
     /// catalog is large enough for one organization to matter.
     pub fn org_bytes(&self, org: &str) -> u64 {
+        // One pass over each map (ranges where the organization leads the key): the
+        // cost is linear in the catalog, not workspaces × tables.
+        let from = (org.to_string(), String::new());
         let mut n = self.orgs.get(org).map_or(0, json_len);
-        for (u, _) in self.members_of(org) {
-            n += (org.len() + u.id.len() + 16) as u64;
-            if !u.verified {
+        for ((_, u), _) in self
+            .members
+            .range(from.clone()..)
+            .take_while(|((o, _), _)| o == org)
+        {
+            n += (org.len() + u.len() + 16) as u64;
+            if let Some(u) = self.users.get(u)
+                && !u.verified
+            {
                 n += json_len(u);
             }
         }
-        for w in self.workspaces_of(org) {
+        for (_, w) in self
+            .workspaces
+            .range(from.clone()..)
+            .take_while(|((o, _), _)| o == org)
+        {
             n += json_len(w);
-            for t in self.tables_of(org, &w.id) {
-                n += json_len(t);
-                for i in self.indexes_of(t.id) {
-                    n += json_len(i);
-                }
-            }
-            if let Some(files) = self.files.get(&(org.to_string(), w.id.clone())) {
-                n += files
-                    .newest_first()
-                    .map(|f| json_len(f.as_ref()))
-                    .sum::<u64>();
-            }
+        }
+        let mut tables = std::collections::HashSet::new();
+        for t in self.tables.values().filter(|t| t.org_id == org) {
+            n += json_len(t);
+            tables.insert(t.id);
+        }
+        for i in self
+            .indexes
+            .values()
+            .filter(|i| tables.contains(&i.table_id))
+        {
+            n += json_len(i);
+        }
+        for (_, files) in self.files.range(from..).take_while(|((o, _), _)| o == org) {
+            n += files
+                .newest_first()
+                .map(|f| json_len(f.as_ref()))
+                .sum::<u64>();
         }
         n
+    }
+
+    /// How many of the organizations there are user `id` created.
+    pub fn orgs_created_by(&self, id: &str) -> usize {
+        self.orgs.values().filter(|o| o.creator == id).count()
+    }
+
+    /// Deletes those of `users` that have no API key and no organization left: an
+    /// invitation withdrawn. Invited users count toward the organizations that invited
+    /// them (see [`Catalog::org_bytes`]); one left in none would count toward no one,
+    /// so an organization could invite and remove users without end, growing the
+    /// catalog that every organization shares.
+    fn forget_orphaned_invites(&mut self, mut users: Vec<String>) {
+        users.retain(|id| self.users.get(id).is_some_and(|u| !u.verified));
+        if users.is_empty() {
+            return;
+        }
+        let kept: std::collections::HashSet<&str> = self
+            .members
+            .keys()
+            .map(|(_, u)| u.as_str())
+            .chain(self.api_keys.values().map(|k| k.user_id.as_str()))
+            .collect();
+        users.retain(|id| !kept.contains(id.as_str()));
+        for id in users {
+            if let Some(u) = self.users.remove(&id) {
+                self.users_by_email.remove(&u.email);
+            }
+        }
     }
 
     /// Rebuilds a catalog from a checkpoint's records.
@@ -923,7 +971,14 @@ impl Catalog {
                 self.orgs
                     .remove(org_id)
                     .ok_or_else(|| missing("organization"))?;
+                let members: Vec<String> = self
+                    .members
+                    .keys()
+                    .filter(|(o, _)| o == org_id)
+                    .map(|(_, u)| u.clone())
+                    .collect();
                 self.members.retain(|(o, _), _| o != org_id);
+                self.forget_orphaned_invites(members);
                 self.workspaces.retain(|(o, _), _| o != org_id);
                 let mut files = Vec::new();
                 self.files.retain(|(o, _), w| {
@@ -949,6 +1004,7 @@ impl Catalog {
                 self.members
                     .remove(&(org_id.clone(), user_id.clone()))
                     .ok_or_else(|| missing("member"))?;
+                self.forget_orphaned_invites(vec![user_id.clone()]);
             }
             CatalogOp::CreateWorkspace(w) => {
                 let key = (w.org_id.clone(), w.id.clone());

@@ -43,6 +43,28 @@ pub enum Error {
 /// Result of catalog operations.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
+/// `value` as an error message quotes it: whole when short, else its first 64
+/// characters and its length (a 50 MB id must not come back as a 50 MB message).
+pub fn shown(value: &str) -> String {
+    const MAX: usize = 64;
+    match value.char_indices().nth(MAX) {
+        None => format!("{value:?}"),
+        Some((cut, _)) => format!("{:?}… ({} bytes)", &value[..cut], value.len()),
+    }
+}
+
+/// Whether `c` may not appear in a name or label shown to people: control characters,
+/// line and paragraph separators (a name on two lines forges log and listing lines),
+/// and bidirectional controls (which can reorder what a name seems to say, its
+/// extension for one).
+pub fn is_hidden_control(c: char) -> bool {
+    c.is_control()
+        || matches!(
+            c,
+            '\u{2028}' | '\u{2029}' | '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}'
+        )
+}
+
 /// Checks an organization or workspace id: 1–63 characters of `[a-z0-9_-]`, starting
 /// with a letter or digit. `what` names the id in the message.
 pub fn validate_id(what: &str, id: &str) -> Result<()> {
@@ -59,7 +81,8 @@ pub fn validate_id(what: &str, id: &str) -> Result<()> {
         Ok(())
     } else {
         Err(Error::InvalidId(format!(
-            "invalid {what} id \"{id}\": use 1-63 characters of a-z, 0-9, '_' and '-', starting with a letter or digit"
+            "invalid {what} id {}: use 1-63 characters of a-z, 0-9, '_' and '-', starting with a letter or digit",
+            shown(id)
         )))
     }
 }

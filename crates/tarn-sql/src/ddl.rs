@@ -42,15 +42,10 @@ pub fn check_column_name(name: &str) -> Result<()> {
 /// name: they break every listing that prints it (`\d`, CSV headers, logs) and can
 /// make one name look like another, as file names already refuse them.
 pub(crate) fn check_name_chars(kind: &str, name: &str) -> Result<()> {
-    if name.chars().any(|c| {
-        c.is_control()
-            || matches!(
-                c,
-                '\u{2028}' | '\u{2029}' | '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}'
-            )
-    }) {
+    if name.chars().any(tarn_catalog::is_hidden_control) {
         return bad(format!(
-            "invalid {kind} name {name:?}: control and bidirectional control characters are not allowed"
+            "invalid {kind} name {}: control and bidirectional control characters are not allowed",
+            tarn_catalog::shown(name)
         ));
     }
     Ok(())

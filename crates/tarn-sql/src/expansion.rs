@@ -19,9 +19,10 @@ use datafusion::logical_expr::{
 };
 
 /// Most bytes one call may make for one batch of rows: a quarter of the statements'
-/// memory pool, at most 1 GiB (PostgreSQL's most for one value; under Arrow's 2 GiB).
+/// memory pool, at least 64 MiB (a small pool still builds test vectors) and at most
+/// 1 GiB (PostgreSQL's most for one value; under Arrow's 2 GiB).
 pub fn max_output_bytes(query_memory: usize) -> u64 {
-    (query_memory as u64 / 4).min(1 << 30)
+    (query_memory as u64 / 4).clamp(64 << 20, 1 << 30)
 }
 
 /// The functions wrapped, and how each one's output is sized.
@@ -190,8 +191,8 @@ impl ScalarUDFImpl for Bounded {
         if bytes > self.max_output {
             return exec_err!(
                 "requested length too large: {} would make {bytes} bytes for {} row(s), past \
-                 the limit of {} bytes per batch of rows (a quarter of query_memory, at most \
-                 1 GiB)",
+                 the limit of {} bytes per batch of rows (a quarter of query_memory, within \
+                 64 MiB to 1 GiB)",
                 self.inner.name(),
                 args.number_rows,
                 self.max_output

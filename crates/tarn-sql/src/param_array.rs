@@ -384,7 +384,9 @@ mod tests {
         assert_eq!(shape(&[json!(1), json!("a")]), None);
         assert_eq!(shape(&[json!([1]), json!(2)]), None);
         assert_eq!(shape(&[json!({"a": 1})]), None);
-        assert_eq!(shape(&[json!(null)]), None);
+        // No typed leaf: text, as deep as the arrays nest.
+        assert_eq!(shape(&[json!(null)]), Some((Leaf::Text, 1, 1)));
+        assert_eq!(shape(&[json!([]), json!([null])]), Some((Leaf::Text, 2, 3)));
         assert_eq!(shape(&[json!(1), json!(u64::MAX)]), None);
         assert!(parse_tag(&format!("int8{}", "[]".repeat(100_000))).is_none());
         let v = value("float8[][]", "[[1, 2.5], null, [3]]")?;

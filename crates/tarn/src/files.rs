@@ -239,18 +239,15 @@ fn check_filename(name: &str) -> Result<()> {
         && name.len() <= 255
         && name != "."
         && name != ".."
-        && !name.chars().any(|c| {
-            c == '/'
-                    || c == '\\'
-                    || c.is_control()
-                    // Bidirectional controls, which can disguise a name's extension.
-                    || matches!(c, '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}')
-        });
+        && !name
+            .chars()
+            .any(|c| c == '/' || c == '\\' || tarn_catalog::is_hidden_control(c));
     if ok {
         Ok(())
     } else {
         Err(Error::bad(format!(
-            "invalid file name {name:?}: use 1-255 bytes without '/', '\\', control or bidirectional control characters"
+            "invalid file name {}: use 1-255 bytes without '/', '\\', control or bidirectional control characters",
+            tarn_catalog::shown(name)
         )))
     }
 }
