@@ -145,6 +145,9 @@ pub struct SqlEngine {
     limits: Limits,
     /// Told how index builds that statements wait for progress.
     index_progress: Option<Arc<dyn Fn(tarn_storage::BuildProgress) + Send + Sync>>,
+    /// Set when the host starts closing ([`SqlEngine::begin_close`]): statements stop
+    /// waiting for background work.
+    closing: tokio::sync::watch::Sender<bool>,
     /// Parameterized queries parsed recently, by organization and SQL text: a host
     /// that runs one search again and again with new parameters parses it once.
     parsed: Mutex<HashMap<String, Arc<Statement>>>,
@@ -205,6 +208,7 @@ impl SqlEngine {
             locks: Arc::new(Locks::default()),
             limits,
             index_progress: None,
+            closing: tokio::sync::watch::Sender::new(false),
             parsed: Mutex::new(HashMap::new()),
         })
     }
@@ -336,14 +340,27 @@ impl SqlEngine {
                 }
             }
         });
-        match tokio::time::timeout_at(deadline, build).await {
-            Ok(Ok(())) => true,
-            Ok(Err(e)) => {
-                tracing::warn!(error = %e, "index build task failed");
-                true
-            }
-            Err(_) => false,
+        let mut closing = self.closing.subscribe();
+        tokio::select! {
+            r = tokio::time::timeout_at(deadline, build) => match r {
+                Ok(Ok(())) => true,
+                Ok(Err(e)) => {
+                    tracing::warn!(error = %e, "index build task failed");
+                    true
+                }
+                Err(_) => false,
+            },
+            // The host is closing: the statement answers now, with its notice; the
+            // build stops at the close and is finished at the next open.
+            _ = closing.wait_for(|c| *c) => false,
         }
+    }
+
+    /// The host starts closing: statements under way stop waiting for work that goes
+    /// on in the background (a CREATE INDEX answers at once, with its notice), so that
+    /// a drain before [`Database`]'s close is not held by them. Statements still run.
+    pub fn begin_close(&self) {
+        self.closing.send_replace(true);
     }
 
     /// Calls `f` with the progress of index builds that statements wait for (CREATE

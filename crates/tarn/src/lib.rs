@@ -475,6 +475,16 @@ impl Tarn {
         Ok(self.inner.engine.commit(ops, guards).await?)
     }
 
+    /// Starts closing, for a host that drains requests before [`Tarn::close`] (on
+    /// SIGTERM, say): statements under way stop waiting for work that goes on in the
+    /// background — a CREATE INDEX answers at once with its notice instead of waiting
+    /// for its build until the statement timeout — so the drain is not held by them.
+    /// Statements still run; builds stop at the close and are finished at the next
+    /// open. `close` does this first too.
+    pub fn begin_close(&self) {
+        self.inner.engine.begin_close();
+    }
+
     /// Closes the database: waits for commits in flight, stops background maintenance,
     /// checkpoints (so the next open replays nothing) and releases the directory lock,
     /// all on a blocking thread. Afterwards every call through any clone of this
@@ -488,6 +498,7 @@ impl Tarn {
     /// thread the closing checkpoint is skipped rather than block the runtime, so the
     /// next open replays the log.
     pub async fn close(&self) -> Result<()> {
+        self.begin_close();
         // Uses are advisory: failing to record them must not keep the database open.
         if let Err(e) = self.record_key_uses().await {
             tracing::warn!("API key uses not recorded on close: {e}");

@@ -301,10 +301,13 @@ async fn serve(
     };
     let _stop_admin = AbortOnDrop(admin_task);
     let (stopping_tx, stopping_rx) = tokio::sync::oneshot::channel::<()>();
+    let closing = tarn.clone();
     let server =
         axum::serve(listener, router(tarn.clone(), config)).with_graceful_shutdown(async move {
             shutdown_signal().await;
             eprintln!("shutting down: waiting for requests under way");
+            // Requests waiting for background work (CREATE INDEX) answer now.
+            closing.begin_close();
             let _ = stopping_tx.send(());
         });
     // Requests under way get `drain` to finish; past it they are given up (exit status
