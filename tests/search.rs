@@ -1487,6 +1487,24 @@ async fn index_builds_stop_with_their_index_table_or_database() -> TestResult {
     wait_for("the build's temporary file going", &|| {
         tmp_files().is_empty()
     })?;
+    // In a batch, the same notice.
+    let b = s
+        .query_batch(
+            "ws",
+            r#"CREATE INDEX e_idx ON "ws"."t" USING engine_index (e)"#,
+            &[vec![]],
+        )
+        .await?;
+    assert!(
+        b.notices
+            .iter()
+            .any(|n| n.contains("built in the background")),
+        "{b:?}"
+    );
+    s.query("ws", r#"DROP INDEX "ws"."e_idx""#, &[]).await?;
+    wait_for("the build's temporary file going", &|| {
+        tmp_files().is_empty()
+    })?;
 
     // A caller that goes away leaves the build to the background; dropping the table
     // stops it.

@@ -292,6 +292,7 @@ impl Txn<'_> {
             statements: n as u64,
             rows_affected: n as u64,
             row_count,
+            notices: Vec::new(),
         }))
     }
 

@@ -127,7 +127,7 @@ impl StatementResult {
 }
 
 /// Totals of a batch.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Default)]
 pub struct BatchTotals {
     /// Parameter sets run.
     pub statements: u64,
@@ -135,6 +135,9 @@ pub struct BatchTotals {
     pub rows_affected: u64,
     /// Sum of rows returned.
     pub row_count: u64,
+    /// What the caller should know though the batch succeeded (an index build that
+    /// goes on in the background), as `StatementResult::notices`.
+    pub notices: Vec<String>,
 }
 
 /// Runs Tarn SQL against one database.
@@ -300,15 +303,20 @@ impl SqlEngine {
         let builds = std::mem::take(&mut txn.build_indexes);
         txn.commit().await?;
         if !self.build_indexes(builds, deadline).await {
-            out.notices.push(format!(
-                "the index is built in the background: its build did not finish within the \
-                 statement timeout ({} ms, limit query_timeout); until it does, searches read \
-                 the segments it does not cover exactly (same results, slower), and VACUUM \
-                 of the table waits for it",
-                self.limits.query_timeout.as_millis()
-            ));
+            out.notices.push(self.background_build_notice());
         }
         Ok(out)
+    }
+
+    /// The notice of a statement whose index build goes on past it.
+    fn background_build_notice(&self) -> String {
+        format!(
+            "the index is built in the background: its build did not finish within the \
+             statement timeout ({} ms, limit query_timeout); until it does, searches read \
+             the segments it does not cover exactly (same results, slower), and VACUUM \
+             of the table waits for it",
+            self.limits.query_timeout.as_millis()
+        )
     }
 
     /// Builds the index files the sealed segments of `tables` lack (after CREATE INDEX
@@ -496,7 +504,9 @@ impl SqlEngine {
         let builds = std::mem::take(&mut txn.build_indexes);
         txn.commit().await?;
         // A build past the deadline goes on in the background (see `build_indexes`).
-        self.build_indexes(builds, deadline).await;
+        if !self.build_indexes(builds, deadline).await {
+            totals.notices.push(self.background_build_notice());
+        }
         Ok(totals)
     }
 

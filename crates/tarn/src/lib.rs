@@ -1410,6 +1410,7 @@ impl Session {
             rows_affected: totals.rows_affected,
             row_count: totals.row_count,
             execution_time_ms: start.elapsed().as_secs_f64() * 1000.0,
+            notices: totals.notices,
         })
     }
 }

@@ -218,6 +218,10 @@ pub struct BatchResult {
     pub row_count: u64,
     /// Wall time of the call.
     pub execution_time_ms: f64,
+    /// As `QueryResult::notices` (an index build that goes on in the background). Left
+    /// out of the JSON when empty (a Tarn addition to the service's body).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub notices: Vec<String>,
 }
 
 /// Result of `query_arrow`: the rows as Arrow record batches.
