@@ -533,10 +533,20 @@ impl SqlEngine {
         };
         let def = Txn::new(self, org, ws).resolve(name)?;
         let db = self.db.clone();
-        tokio::task::spawn_blocking(move || db.vacuum(def.id))
+        let indexed = tokio::task::spawn_blocking(move || db.vacuum(def.id))
             .await
             .map_err(|e| crate::error::join_error(e, "VACUUM"))??;
-        Ok(StatementResult::none(0))
+        let mut out = StatementResult::none(0);
+        if !indexed {
+            out.notices.push(
+                "the table is compacted, but the index files of its new segments were not all \
+                 built (the database is closing, or a build failed): searches read those \
+                 segments exactly (same results, slower) until the next open or VACUUM builds \
+                 them"
+                    .into(),
+            );
+        }
+        Ok(out)
     }
 
     /// Runs a statement's work under the statement timeout, and turns a panic inside it

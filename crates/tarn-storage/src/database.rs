@@ -509,8 +509,11 @@ impl Database {
     }
 
     /// Compacts table `id` now (VACUUM): seals its memtable, merges its segments and
-    /// drops deleted rows, and checkpoints the result.
-    pub fn vacuum(&self, id: TableId) -> Result<()> {
+    /// drops deleted rows, and checkpoints the result; then builds the index files of
+    /// its new segments. Whether those were all built (not when the database began
+    /// closing under the build, or a build failed: searches read those segments
+    /// exactly until they are).
+    pub fn vacuum(&self, id: TableId) -> Result<bool> {
         self.inner.check_open()?;
         {
             let _m = self.inner.maintenance_lock()?;
@@ -520,10 +523,14 @@ impl Database {
         }
         // The compaction is done and durable; a graph that fails to build is logged
         // and searched exactly meanwhile.
-        if let Err(e) = self.inner.build_indexes(Some(id), &|_| {}) {
-            tracing::warn!(table = id, error = %e, "index build after VACUUM failed");
+        match self.inner.build_indexes(Some(id), &|_| {}) {
+            Ok(_) => Ok(true),
+            Err(Error::Closed) => Ok(false),
+            Err(e) => {
+                tracing::warn!(table = id, error = %e, "index build after VACUUM failed");
+                Ok(false)
+            }
         }
-        Ok(())
     }
 
     /// Runs one round of background maintenance now (checkpoint if due, compaction of
