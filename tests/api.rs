@@ -1513,6 +1513,22 @@ async fn errors_are_in_tarns_own_words() -> TestResult {
             "VALUES ('{}'::jsonb), ('[]')",
             "VALUES rows give column 1 different types",
         ),
+        (
+            "SELECT * FROM generate_series(1, 'a')",
+            "must be an INTEGER or NULL, got text",
+        ),
+        (
+            "SELECT round('x'::text)",
+            "function round(text) does not exist",
+        ),
+        (
+            "SELECT 1 = 'a'",
+            "invalid input syntax for type bigint: \"a\"",
+        ),
+        (
+            "SELECT avg(x) FROM (VALUES ('a'::text)) v(x)",
+            "function avg(text) does not exist",
+        ),
     ] {
         let e = s.query("ws", sql, &[]).await.unwrap_err();
         assert_eq!(e.kind(), ErrorKind::BadRequest, "{sql}: {e}");

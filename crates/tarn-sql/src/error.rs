@@ -353,24 +353,41 @@ fn pg_wording(m: &str) -> Option<String> {
         .then_some(name)
     });
     if let Some(name) = function {
+        let listed = format!("argument types '{name}(");
         let from_list = m
-            .find("argument types '")
-            .map(|at| &m[at + "argument types '".len()..])
-            .and_then(|rest| rest.split_once('(').map(|(_, args)| args))
-            .and_then(|args| args.rsplit_once(")'").map(|(args, _)| args));
+            .find(&listed)
+            .map(|at| &m[at + listed.len()..])
+            .and_then(|args| args.split_once(")'").map(|(args, _)| args))
+            .filter(|args| !args.contains(['\'', ':']));
         let args = match from_list {
             Some(args) => pg_type_names(args),
+            // "… but received String (DataType: Utf8)": the data type when given.
             None => m
                 .split_once("but received ")
                 .map(|(_, t)| {
-                    let t = t.split(" (DataType").next().unwrap_or(t);
-                    pg_type_names(t.trim_end_matches(['.', ',']))
+                    match t
+                        .split_once("(DataType: ")
+                        .and_then(|(_, dt)| arrow_type(dt))
+                    {
+                        Some((pg, _)) => pg,
+                        None => pg_type_names(t.split(['.', ',']).next().unwrap_or(t).trim()),
+                    }
                 })
                 .unwrap_or_default(),
         };
         return Some(format!(
             "function {name}({args}) does not exist: no function matches the given name and \
              argument types; you might need to add explicit type casts"
+        ));
+    }
+    // "Cannot cast string 'a' to value of Int64 type": PostgreSQL's invalid input.
+    if let Some(rest) = m.strip_prefix("Cannot cast string '")
+        && let Some((value, ty)) = rest.rsplit_once("' to value of ")
+    {
+        let ty = ty.strip_suffix(" type").unwrap_or(ty);
+        return Some(format!(
+            "invalid input syntax for type {}: {value:?}",
+            pg_type_names(ty)
         ));
     }
     if let Some(rest) = m.strip_prefix("Inconsistent metadata across values list at row ") {
@@ -471,6 +488,11 @@ fn arrow_type(s: &str) -> Option<(String, usize)> {
         ("Time32" | "Time64", Some(_)) => "time".into(),
         ("Interval" | "Duration", Some(_)) => "interval".into(),
         ("Struct", Some(_)) | ("Map", Some(_)) => "record".into(),
+        // A literal's debug form, `Literal(Utf8("a"), None)`: its type.
+        ("Literal", Some(p)) => {
+            let inner = p.split(['(', ',']).next().unwrap_or(p).trim();
+            arrow_type(inner).map_or_else(|| "a literal".into(), |(t, _)| t)
+        }
         ("List" | "LargeList" | "ListView" | "LargeListView" | "FixedSizeList", Some(p)) => {
             // `List(Float32)`, `List(nullable Float32)`, `FixedSizeList(3 x Float32)`,
             // or a field's debug form: the first type named inside.
