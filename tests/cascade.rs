@@ -18,7 +18,7 @@
 //! are where their cascade belongs.
 //!
 //! `kill_9_during_deletes` runs 20 rounds; `kill_9_during_deletes_many_rounds` (ignored,
-//! `cargo test --workspace --test cascade -- --ignored many_rounds`) runs 100.
+//! `cargo test --workspace --test integration -- --ignored kill_9_during_deletes_many_rounds`) runs 100.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
@@ -918,7 +918,7 @@ async fn kill_9_rounds(rounds: u64) -> TestResult {
     let mut unacknowledged = 0usize;
     let mut replayed_drops = 0usize;
     for round in 0..rounds {
-        let mut child = child_test("cascade_child")?
+        let mut child = child_test(&format!("{}::cascade_child", module_path!()))?
             .env("TARN_CASCADE_DIR", path)
             .env("TARN_CASCADE_START", next.to_string())
             .stdout(Stdio::piped())

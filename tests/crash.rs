@@ -5,7 +5,7 @@
 //! every other statement wholly or not at all.
 //!
 //! `kill_9_rounds` runs 20 rounds; `kill_9_many_rounds` (ignored, run it with
-//! `cargo test --workspace --test crash -- --ignored kill_9_many_rounds`) runs 500.
+//! `cargo test --workspace --test integration -- --ignored kill_9_many_rounds`) runs 500.
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -96,7 +96,7 @@ async fn run_rounds(rounds: u64) -> TestResult {
     let mut deleted: BTreeMap<u64, bool> = BTreeMap::new();
     let mut next = 0u64;
     for round in 0..rounds {
-        let mut child = child_test("crash_child_writer")?
+        let mut child = child_test(&format!("{}::crash_child_writer", module_path!()))?
             .env("TARN_CRASH_DIR", &path)
             .env("TARN_CRASH_START", next.to_string())
             .stdout(Stdio::piped())

@@ -530,7 +530,7 @@ async fn kill_9_during_uploads_and_deletes() -> TestResult {
     for _round in 0..8 {
         // Kill after a few acknowledgements plus a random wait.
         let lines = run_and_kill(
-            "files_crash_child",
+            &format!("{}::files_crash_child", module_path!()),
             &[
                 ("TARN_FILES_CRASH_DIR", path.clone()),
                 ("TARN_FILES_CRASH_START", next.to_string()),

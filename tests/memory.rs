@@ -1,4 +1,4 @@
-//! Bounded memory (its own test binary, so no other test shares the process): a table
+//! Bounded memory (in the `rss` binary, so no other test shares the process): a table
 //! several times the memtable is written and read — a full scan, an aggregate and a
 //! sort that must spill — while anonymous resident memory (`RssAnon`; pages of mapped
 //! segment files don't count) stays far below the table's size.
@@ -34,6 +34,7 @@ fn batch(from: i64, to: i64) -> Result<RecordBatch, tarn::arrow::error::ArrowErr
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rss_anon_stays_bounded_for_a_table_many_times_the_memtable() -> TestResult {
+    let _serial = tarn_tests::RSS_SERIAL.lock().await;
     let Some(base) = rss_anon() else {
         return Ok(()); // not Linux: nothing to measure
     };

@@ -13,7 +13,7 @@
 //!
 //! `power_cut_rounds` runs 20 rounds (16 with `SyncMode::Full`, 4 with `Process`, which
 //! promises to survive a process crash only: there, only "opens and nothing torn" is
-//! checked); `power_cut_many_rounds` (ignored: `cargo test --test power_loss -- --ignored`)
+//! checked); `power_cut_many_rounds` (ignored: `cargo test --test integration -- --ignored power_cut_many_rounds`)
 //! runs 500.
 
 use std::collections::{BTreeMap, BTreeSet};

@@ -721,7 +721,7 @@ async fn kill_9_during_index_builds() -> TestResult {
     };
     let mut rng = Rng(99);
     for round in 0..5 {
-        let mut child = child_test("index_build_child")?
+        let mut child = child_test(&format!("{}::index_build_child", module_path!()))?
             .env("TARN_INDEX_DIR", &path)
             .stdout(Stdio::null())
             .spawn()?;

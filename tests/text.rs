@@ -493,7 +493,7 @@ async fn kill_9_between_writes_and_text_index_builds() -> TestResult {
     let mut next = 0i64;
     let mut rng = tarn_tests::Rng(5);
     for round in 0..5 {
-        let mut child = tarn_tests::child_test("text_writer_child")?
+        let mut child = tarn_tests::child_test(&format!("{}::text_writer_child", module_path!()))?
             .env("TARN_TEXT_DIR", &path)
             .env("TARN_TEXT_START", next.to_string())
             .stdout(Stdio::piped())

@@ -1032,7 +1032,7 @@ async fn kill_9_during_uploads() -> TestResult {
     let mut next = 0u64;
     for _round in 0..6 {
         let lines = run_and_kill(
-            "upload_crash_child",
+            &format!("{}::upload_crash_child", module_path!()),
             &[
                 ("TARN_UPLOAD_CRASH_DIR", path.clone()),
                 ("TARN_UPLOAD_CRASH_START", next.to_string()),

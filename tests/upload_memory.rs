@@ -1,4 +1,4 @@
-//! An upload larger than memory (its own test binary, so no other test shares the
+//! An upload larger than memory (in the `rss` binary, so no other test shares the
 //! process): a generated 2 GiB CSV stream becomes a table while anonymous resident
 //! memory (`RssAnon`; pages of mapped segment files don't count) stays a small
 //! fraction of the file.
@@ -74,6 +74,7 @@ impl AsyncRead for Generated {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rss_anon_stays_bounded_uploading_a_file_larger_than_memory_budgets() -> TestResult {
+    let _serial = tarn_tests::RSS_SERIAL.lock().await;
     let Some(base) = rss_anon() else {
         return Ok(()); // not Linux: nothing to measure
     };

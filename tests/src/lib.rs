@@ -58,10 +58,17 @@ pub fn id_body_x_batch(
     )
 }
 
+/// Held by each test that measures the process's resident memory (the `rss` binary),
+/// so that they run one at a time.
+pub static RSS_SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 /// This test binary again, as a child process that runs only the ignored test `name`
 /// (the child of a kill -9 test) with its standard error discarded; the caller adds
-/// the environment and standard output.
+/// the environment and standard output. `name` is the test's path as
+/// `format!("{}::name", module_path!())` gives it: the binary's crate name, which
+/// libtest leaves out of test names, is dropped.
 pub fn child_test(name: &str) -> std::io::Result<Command> {
+    let name = name.split_once("::").map_or(name, |(_, path)| path);
     let mut command = Command::new(std::env::current_exe()?);
     command
         .args([
@@ -201,7 +208,8 @@ pub fn rss_anon() -> Option<u64> {
     Some(kb * 1024)
 }
 
-/// Runs the ignored test `name` of this binary as a child with `envs`, lets it print
+/// Runs the ignored test `name` of this binary (named as for [`child_test`]) as a child
+/// with `envs`, lets it print
 /// `lines` lines (or waits up to `wait` for them), waits `pause` more, kills it
 /// (SIGKILL) and returns every line it printed: what a kill -9 test learns of the
 /// work the child acknowledged.
