@@ -1348,6 +1348,17 @@ async fn null_scores_sort_last_in_every_top_k_shape() -> TestResult {
             ),
             &all,
         ),
+        // A scalar subquery whose column is a score, correlated or not.
+        (
+            format!("SELECT id, (SELECT e <#> '{{1,0}}') AS s FROM {n} ORDER BY s DESC"),
+            &all,
+        ),
+        (
+            format!(
+                "SELECT id, CAST((SELECT max(k2.e <#> '{{1,0}}') FROM {n} k2 WHERE k2.id = k.id) AS real) AS s FROM {n} k ORDER BY s DESC"
+            ),
+            &all,
+        ),
         // Keys computed from a score: arithmetic, COALESCE, aggregates, windows.
         (
             format!(

@@ -89,14 +89,24 @@ fn last_for_scores(keys: &mut [SortExpr], input: &LogicalPlan) -> bool {
 
 /// Whether `e`, evaluated over `plan`'s output, is computed from a `<#>` score: the
 /// score itself, or any expression, aggregate or window function over one
-/// (`(e <#> q) * 2`, `COALESCE(e <#> q, 0)`, `max(e <#> q)`). (Subqueries inside `e`
-/// are their own plans and are not followed.)
+/// (`(e <#> q) * 2`, `COALESCE(e <#> q, 0)`, `max(e <#> q)`), or a scalar subquery
+/// whose column is one (`(SELECT e <#> q)`).
 fn is_score(e: &Expr, plan: &LogicalPlan) -> bool {
     use datafusion::common::tree_node::TreeNode;
     e.exists(|x| {
         Ok(match x {
             Expr::ScalarFunction(f) => f.func.name() == similarity::FUNCTION,
             Expr::Column(c) => column_is_score(c, plan),
+            // `(SELECT e <#> q)`, `(SELECT max(k.e <#> q) FROM k WHERE …)`: the
+            // subquery's one column, followed into its plan.
+            Expr::ScalarSubquery(sq) => {
+                let inner = sq.subquery.as_ref();
+                inner.schema().fields().len() == 1
+                    && is_score(
+                        &Expr::Column(Column::from(inner.schema().qualified_field(0))),
+                        inner,
+                    )
+            }
             _ => false,
         })
     })
