@@ -1553,6 +1553,53 @@ async fn errors_are_in_tarns_own_words() -> TestResult {
     Ok(())
 }
 
+/// Errors quote the caller's input in part: a 30 MB parameter that does not parse, or a
+/// 900 KB name, came back whole in the message. Column names are 1-63 bytes, as table
+/// names.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn errors_quote_large_input_in_part() -> TestResult {
+    let (_tarn, s) = session().await?;
+    let huge = "x".repeat(30 << 20);
+    let long = "y".repeat(900_000);
+    let cases: Vec<(String, Vec<serde_json::Value>)> = vec![
+        ("SELECT $1::int".into(), vec![json!(huge)]),
+        ("SELECT $1::date".into(), vec![json!(huge)]),
+        ("SELECT $1::float4[]".into(), vec![json!(huge)]),
+        (format!(r#"CREATE TABLE "ws"."t" ("{long}" INT)"#), vec![]),
+        (format!(r#"CREATE TABLE "ws"."{long}" (a INT)"#), vec![]),
+        (format!(r#"SELECT * FROM "ws"."{long}""#), vec![]),
+    ];
+    for (sql, params) in &cases {
+        let e = s.query("ws", sql, params).await.unwrap_err();
+        assert!(
+            e.message().len() <= tarn::MAX_MESSAGE_BYTES,
+            "{} bytes: {}",
+            e.message().len(),
+            &e.message()[..200]
+        );
+        assert!(matches!(e.status(), 400 | 404), "{e}");
+    }
+    s.query(
+        "ws",
+        &format!(r#"CREATE TABLE "ws"."t" ("{}" INT)"#, "c".repeat(63)),
+        &[],
+    )
+    .await?;
+    let e = s
+        .query(
+            "ws",
+            &format!(
+                r#"ALTER TABLE "ws"."t" ADD COLUMN "{}" INT"#,
+                "c".repeat(64)
+            ),
+            &[],
+        )
+        .await
+        .unwrap_err();
+    assert!(e.message().contains("at most 63 bytes"), "{e}");
+    Ok(())
+}
+
 /// A default is checked against its column's type when it is declared: `ADD COLUMN z
 /// int DEFAULT 'x'` on a table with rows was accepted, and every read of the table
 /// failed after it.

@@ -23,17 +23,27 @@ fn now_iso() -> String {
 /// bidirectional control characters.
 pub fn check_table_name(name: &str) -> Result<()> {
     if name.is_empty() || name.len() > 63 {
-        return bad(format!("invalid table name {name:?}: use 1-63 characters"));
+        return bad(format!(
+            "invalid table name {}: use 1-63 characters",
+            tarn_catalog::shown(name)
+        ));
     }
     check_name_chars("table", name)
 }
 
 /// Refuses a name a new column cannot have (CREATE TABLE, ADD COLUMN, RENAME COLUMN,
 /// CREATE TABLE … AS, uploads): not empty (PostgreSQL's "zero-length delimited
-/// identifier") and printable.
+/// identifier"), at most 63 bytes, and printable.
 pub fn check_column_name(name: &str) -> Result<()> {
     if name.is_empty() {
         return bad("zero-length delimited identifier: a column name cannot be empty");
+    }
+    // 63 bytes, as table names and PostgreSQL's identifiers (which it cuts there).
+    if name.len() > 63 {
+        return bad(format!(
+            "invalid column name {}: use at most 63 bytes",
+            tarn_catalog::shown(name)
+        ));
     }
     check_name_chars("column", name)
 }

@@ -41,6 +41,27 @@ impl ErrorKind {
     }
 }
 
+/// Longest message an error carries, in bytes: messages quote the caller's input (a
+/// value that does not parse, an unknown name), and a 30 MB parameter must not come
+/// back as a 30 MB error.
+pub const MAX_MESSAGE_BYTES: usize = 1024;
+
+/// `message` cut to [`MAX_MESSAGE_BYTES`] (at a character boundary), saying so.
+fn cap_message(message: String) -> String {
+    if message.len() <= MAX_MESSAGE_BYTES {
+        return message;
+    }
+    let mut cut = MAX_MESSAGE_BYTES - 64;
+    while !message.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    format!(
+        "{}… (message cut: {} bytes)",
+        &message[..cut],
+        message.len()
+    )
+}
+
 /// Tarn's one error type: a kind, a message for people, and for 429 the wait.
 #[derive(Debug, Clone, thiserror::Error)]
 #[error("{message}")]
@@ -55,7 +76,7 @@ impl Error {
     pub fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
         Error {
             kind,
-            message: message.into(),
+            message: cap_message(message.into()),
             retry_after: None,
         }
     }

@@ -86,7 +86,7 @@ use access::{Access, Gates, Locked, org_not_found, revoked, ws_not_found};
 pub use access::{Operation, PERMISSIONS, Permission, Scope};
 /// The Arrow crate Tarn's record batches come from (`query_arrow`, `insert_arrow`).
 pub use datafusion::arrow;
-pub use error::{Error, ErrorKind, Result};
+pub use error::{Error, ErrorKind, MAX_MESSAGE_BYTES, Result};
 pub use files::{DEFAULT_FILES_LIMIT, FileContent, FileReader, MAX_FILES_LIMIT};
 pub use resources::*;
 pub use retry::{RetryPolicy, Retryable};

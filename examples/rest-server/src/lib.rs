@@ -195,7 +195,11 @@ impl ApiError {
         ApiError {
             status,
             kind: kind.to_string(),
-            message: message.into(),
+            // Cut as the library cuts its own messages (`tarn::MAX_MESSAGE_BYTES`): a
+            // 60 KB path id or header must not come back whole.
+            message: tarn::Error::new(tarn::ErrorKind::Internal, message)
+                .message()
+                .to_owned(),
             retry_after: None,
         }
     }
