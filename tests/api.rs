@@ -1521,6 +1521,20 @@ async fn errors_are_in_tarns_own_words() -> TestResult {
             "SELECT round('x'::text)",
             "function round(text) does not exist",
         ),
+        ("SELECT 1 WHERE 1", "non-boolean predicate '1'"),
+        (
+            r#"CREATE TABLE "ws"."x" AS SELECT named_struct('a', 1) AS s"#,
+            "cannot store a column of type record",
+        ),
+        (
+            r#"CREATE TABLE "ws"."x" AS SELECT ARRAY[ARRAY[ARRAY['a']]] AS s"#,
+            "cannot store a column of type text[][]",
+        ),
+        ("SELECT 12.5::numeric(2,1)", "numeric"),
+        (
+            "SELECT 'yesterday-ish'::timestamptz",
+            "invalid input syntax for type timestamp: \"yesterday-ish\"",
+        ),
         (
             "SELECT 1 = 'a'",
             "invalid input syntax for type bigint: \"a\"",

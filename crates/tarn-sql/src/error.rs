@@ -268,6 +268,8 @@ pub(crate) fn clean_message(msg: &str) -> String {
         "Schema error: ",
         "SQL error: ",
         "External error: ",
+        "Parser error: ",
+        "Resources exhausted: ",
         "Divide by zero error",
     ];
     let mut m = msg.trim();
@@ -380,6 +382,14 @@ fn pg_wording(m: &str) -> Option<String> {
              argument types; you might need to add explicit type casts"
         ));
     }
+    // "Error parsing timestamp from 'x': …": PostgreSQL's invalid input.
+    if let Some(rest) = m.strip_prefix("Error parsing timestamp from '")
+        && let Some((value, _)) = rest.split_once("': ")
+    {
+        return Some(format!(
+            "invalid input syntax for type timestamp: {value:?}"
+        ));
+    }
     // "Cannot cast string 'a' to value of Int64 type": PostgreSQL's invalid input.
     if let Some(rest) = m.strip_prefix("Cannot cast string '")
         && let Some((value, ty)) = rest.rsplit_once("' to value of ")
@@ -413,7 +423,7 @@ fn pg_wording(m: &str) -> Option<String> {
 
 /// `msg` with Arrow's type names (`List(Float32)`, `Utf8`, `Decimal128(10, 2)`,
 /// `Struct("a": Int64)`) as PostgreSQL's (`real[]`, `text`, `numeric(10,2)`, `record`).
-fn pg_type_names(msg: &str) -> String {
+pub(crate) fn pg_type_names(msg: &str) -> String {
     let mut out = String::with_capacity(msg.len());
     let mut rest = msg;
     while !rest.is_empty() {
@@ -463,6 +473,17 @@ fn arrow_type(s: &str) -> Option<(String, usize)> {
         (None, name_len)
     };
     let pg: String = match (name, params) {
+        // A value's debug form (`Int64(1)`, `Utf8("a")`, `Boolean(true)`): the value.
+        (
+            "Int8" | "Int16" | "Int32" | "Int64" | "UInt8" | "UInt16" | "UInt32" | "UInt64"
+            | "Float16" | "Float32" | "Float64" | "Boolean",
+            Some(p),
+        ) => p.to_string(),
+        ("Utf8" | "LargeUtf8" | "Utf8View", Some(p)) => match p.strip_prefix('"') {
+            Some(q) => format!("'{}'", q.strip_suffix('"').unwrap_or(q)),
+            None => p.to_string(),
+        },
+        ("Decimal32" | "Decimal64" | "Decimal128" | "Decimal256", None) => "numeric".into(),
         ("Int8" | "Int16", None) => "smallint".into(),
         ("Int32", None) => "integer".into(),
         ("Int64" | "UInt8" | "UInt16" | "UInt32", None) => "bigint".into(),

@@ -207,10 +207,20 @@ pub fn sql_type_of(field: &Field) -> Result<SqlType> {
             DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => SqlType::TextArray,
             DataType::Int32 | DataType::Int16 | DataType::Int8 => SqlType::Int4Array,
             DataType::Int64 => SqlType::Int8Array,
-            other => return bad(format!("cannot store a column of type {other}[]")),
+            other => {
+                return bad(format!(
+                    "cannot store a column of type {}[]",
+                    crate::error::pg_type_names(&other.to_string())
+                ));
+            }
         },
         DataType::Union(..) => SqlType::Jsonb,
-        other => return bad(format!("cannot store a column of type {other}")),
+        other => {
+            return bad(format!(
+                "cannot store a column of type {}",
+                crate::error::pg_type_names(&other.to_string())
+            ));
+        }
     })
 }
 

@@ -368,6 +368,19 @@ fn check_text_field(field: &str, value: &str) -> Result<()> {
     Ok(())
 }
 
+/// What the memory pool said when it refused a result's rows, without DataFusion's
+/// wrappers ("Resources exhausted: …", the list of top consumers after it).
+fn pool_refusal(e: &datafusion::error::DataFusionError) -> String {
+    let text = e.to_string();
+    let first = text.lines().next().unwrap_or_default();
+    let first = first.strip_prefix("Resources exhausted: ").unwrap_or(first);
+    first
+        .split(" with top memory consumers")
+        .next()
+        .unwrap_or(first)
+        .to_string()
+}
+
 /// A valid e-mail address, trimmed and in lower case, or 400: one `@` between a
 /// non-empty local part and a domain, no whitespace or control characters, at most 320
 /// bytes. (Not RFC 5322's full grammar: enough to refuse what cannot be an address, as
@@ -1251,7 +1264,7 @@ impl Session {
                          pass the limit of {} bytes; select fewer rows or columns (LIMIT), or \
                          read them as Arrow ({})",
                         engine.limits().query_memory,
-                        e.to_string().lines().next().unwrap_or_default()
+                        pool_refusal(&e)
                     ))
                 };
                 memory
@@ -1333,7 +1346,7 @@ impl Session {
                          limit of {} bytes with what other statements hold; select fewer rows \
                          or columns (LIMIT) ({})",
                         engine.limits().query_memory,
-                        e.to_string().lines().next().unwrap_or_default()
+                        pool_refusal(&e)
                     ))
                 })?;
             charge = Charge(Some(memory));
