@@ -380,12 +380,12 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for JsonBody<T> {
             .await
             .map_err(|e| ApiError::of_status(e.status(), e.body_text()))?;
         serde_json::from_slice(&bytes).map(JsonBody).map_err(|e| {
-            // serde_json's parser stops at 128 levels, counting the body's own object
-            // and its `params` array: say so, with the limit a parameter meets.
+            // serde_json's parser takes at most 127 levels, counting the body's own
+            // object and its `params` array: say so, with the limit a parameter meets.
             if e.to_string().starts_with("recursion limit exceeded") {
                 ApiError::bad(format!(
-                    "invalid JSON body: nested deeper than 128 levels (a parameter inside \
-                     `params` may nest 126): {e}"
+                    "invalid JSON body: nested deeper than 127 levels (a parameter inside \
+                     `params` may nest 125): {e}"
                 ))
             } else {
                 ApiError::bad(format!("invalid JSON body: {e}"))
