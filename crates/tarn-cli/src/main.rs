@@ -493,6 +493,25 @@ pub(crate) fn cell_text(v: &Value) -> String {
     }
 }
 
+/// `s` safe to print on a terminal: a line break becomes a space, and other control
+/// characters, line separators and bidirectional controls become escapes such as
+/// `\x1B` or `\u{202E}` (data someone else wrote must not reach the terminal as
+/// escape sequences that recolor, retitle or reorder it).
+pub(crate) fn printable(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '\n' => out.push(' '),
+            c if (c as u32) < 0x80 && c.is_control() => {
+                out.push_str(&format!("\\x{:02X}", c as u32));
+            }
+            c if tarn::is_hidden_control(c) => out.push_str(&format!("\\u{{{:04X}}}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
 /// A plain text table, cells cut at 60 characters.
 pub(crate) fn format_table(columns: &[String], rows: &[Vec<Value>]) -> String {
     let cut = |s: String| {
@@ -504,11 +523,7 @@ pub(crate) fn format_table(columns: &[String], rows: &[Vec<Value>]) -> String {
     };
     let cells: Vec<Vec<String>> = rows
         .iter()
-        .map(|r| {
-            r.iter()
-                .map(|v| cut(cell_text(v).replace('\n', " ")))
-                .collect()
-        })
+        .map(|r| r.iter().map(|v| cut(printable(&cell_text(v)))).collect())
         .collect();
     let mut widths: Vec<usize> = columns.iter().map(|c| c.chars().count()).collect();
     for row in &cells {

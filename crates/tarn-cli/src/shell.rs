@@ -381,7 +381,7 @@ fn format_expanded(columns: &[String], rows: &[Vec<Value>]) -> String {
                 Value::String(s) => s,
                 other => other.to_string(),
             };
-            out.push_str(&format!("{c:<width$} | {text}\n"));
+            out.push_str(&format!("{c:<width$} | {}\n", crate::printable(&text)));
         }
     }
     out

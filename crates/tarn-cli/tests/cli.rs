@@ -128,6 +128,28 @@ fn one_statement_with_params() {
     );
 }
 
+/// Data printed as a table cannot drive the terminal: escape sequences, BEL and
+/// bidirectional controls in values are shown as escapes.
+#[test]
+fn tables_print_control_characters_as_escapes() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = tarn(
+        dir.path(),
+        &[
+            "sql",
+            "-w",
+            "ws",
+            "SELECT chr(27) || '[31mRED' || chr(7) AS x, 'c' || chr(8238) || 'd' AS z",
+        ],
+        None,
+    );
+    assert_code(&out, 0, "select");
+    let text = stdout_text(&out);
+    assert!(!text.contains(['\u{1b}', '\u{7}', '\u{202e}']), "{text:?}");
+    assert!(text.contains("\\x1B[31mRED\\x07"), "{text}");
+    assert!(text.contains("c\\u{202E}d"), "{text}");
+}
+
 #[test]
 fn statements_from_stdin_go_on_after_errors() {
     let dir = tempfile::tempdir().expect("tempdir");

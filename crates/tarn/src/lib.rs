@@ -91,6 +91,10 @@ pub use files::{DEFAULT_FILES_LIMIT, FileContent, FileReader, MAX_FILES_LIMIT};
 pub use resources::*;
 pub use retry::{RetryPolicy, Retryable};
 pub use tarn_catalog::Role;
+/// Whether a character may not appear in names and labels (control characters, line
+/// separators, bidirectional controls); also what a front end escapes before printing
+/// data on a terminal.
+pub use tarn_catalog::is_hidden_control;
 pub use tarn_storage::{BuildProgress, SyncMode};
 pub use upload::{UploadProgress, UploadedTable};
 
