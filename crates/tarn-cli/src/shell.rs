@@ -226,7 +226,7 @@ impl Shell<'_> {
                 }
                 Err(e) => show_error(&e),
             },
-            ("\\i", Some(file)) => match std::fs::read_to_string(file) {
+            ("\\i", Some(file)) => match read_script(file) {
                 Ok(text) => {
                     let (stmts, _) = split_statements(&text, true);
                     for stmt in stmts {
@@ -366,6 +366,25 @@ fn abbreviate(v: &Value) -> Value {
 }
 
 /// Rows one column per line, as psql's `\x`.
+/// Most bytes `\i` reads from one file: larger scripts go through
+/// `tarn sql -w WS -`, which streams them (and `\i /dev/zero` must end).
+const MAX_SCRIPT_BYTES: u64 = 64 << 20;
+
+/// The text of a `\i` file, at most [`MAX_SCRIPT_BYTES`].
+fn read_script(file: &str) -> std::io::Result<String> {
+    use std::io::Read;
+    let mut text = String::new();
+    std::fs::File::open(file)?
+        .take(MAX_SCRIPT_BYTES + 1)
+        .read_to_string(&mut text)?;
+    if text.len() as u64 > MAX_SCRIPT_BYTES {
+        return Err(std::io::Error::other(format!(
+            "larger than {MAX_SCRIPT_BYTES} bytes: run it with `tarn sql -w WS - < FILE`"
+        )));
+    }
+    Ok(text)
+}
+
 fn format_expanded(columns: &[String], rows: &[Vec<Value>]) -> String {
     let width = columns.iter().map(|c| c.chars().count()).max().unwrap_or(0);
     let mut out = String::new();
@@ -391,6 +410,18 @@ fn format_expanded(columns: &[String], rows: &[Vec<Value>]) -> String {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    /// `\i` of an endless file ends with an error instead of reading until memory
+    /// runs out.
+    #[test]
+    fn scripts_are_read_up_to_their_limit() {
+        let e = read_script("/dev/zero").unwrap_err();
+        assert!(e.to_string().contains("larger than"), "{e}");
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("s.sql");
+        std::fs::write(&path, "SELECT 1;").expect("write");
+        assert_eq!(read_script(&path.to_string_lossy()).expect("read"), "SELECT 1;");
+    }
 
     #[test]
     fn long_vectors_are_cut_and_rows_expand() {
