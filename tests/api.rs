@@ -1641,7 +1641,11 @@ async fn defaults_are_checked_against_their_column_type() -> TestResult {
     ] {
         let e = s.query("ws", sql, &[]).await.unwrap_err();
         assert_eq!(e.status(), 400, "{sql}: {e}");
-        assert_eq!(e.message(), "cannot use subquery in DEFAULT expression", "{sql}");
+        assert_eq!(
+            e.message(),
+            "cannot use subquery in DEFAULT expression",
+            "{sql}"
+        );
     }
     // Nothing was changed; the table reads as before.
     let r = s

@@ -430,6 +430,16 @@ async fn values_larger_than_memory_allows_are_refused_before_they_are_made() -> 
             "{sql}: {e}"
         );
     }
+    // One value past its limit (a thirty-second of query_memory, at least 16 MiB),
+    // however few the rows: three folded 250 MB constants took a host past 6 GB.
+    let e = query(
+        &s,
+        "SELECT repeat(chr(1), 25000000) a, repeat(chr(2), 25000000) b",
+        &[],
+    )
+    .await
+    .unwrap_err();
+    assert!(e.message().contains("per value"), "{e}");
     // Text made per row (not folded) is sized before it is made.
     let e = query(
         &s,

@@ -420,7 +420,10 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join("s.sql");
         std::fs::write(&path, "SELECT 1;").expect("write");
-        assert_eq!(read_script(&path.to_string_lossy()).expect("read"), "SELECT 1;");
+        assert_eq!(
+            read_script(&path.to_string_lossy()).expect("read"),
+            "SELECT 1;"
+        );
     }
 
     #[test]

@@ -4,7 +4,7 @@
 //! `repeat('x', 1000000)` per row of a 5,000-row batch asks for 5 GB, outside any
 //! statement's memory reservation, and passes 2 GiB of text in one batch (Arrow's
 //! 32-bit offsets) with a panic. Here a call whose output for one batch of rows would
-//! pass [`max_output_bytes`] fails first, as PostgreSQL refuses a value over 1 GB
+//! pass [`output_limits`] fails first, as PostgreSQL refuses a value over 1 GB
 //! ("requested length too large").
 
 use std::sync::Arc;
@@ -18,11 +18,25 @@ use datafusion::logical_expr::{
     ScalarUDFImpl, Signature,
 };
 
-/// Most bytes one call may make for one batch of rows: a quarter of the statements'
-/// memory pool, at least 64 MiB (a small pool still builds test vectors) and at most
-/// 1 GiB (PostgreSQL's most for one value; under Arrow's 2 GiB).
-pub fn max_output_bytes(query_memory: usize) -> u64 {
-    (query_memory as u64 / 4).clamp(64 << 20, 1 << 30)
+/// Most bytes one call may make: per value and per batch of rows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct OutputLimits {
+    /// One value: a thirty-second of the statements' memory pool, within 16–256 MiB.
+    /// Smaller than PostgreSQL's 1 GB because a constant value is folded into the plan,
+    /// which the planner copies several times.
+    pub value: u64,
+    /// One batch of rows: a quarter of the pool, at least 64 MiB (a small pool still
+    /// builds test vectors) and at most 1 GiB (under Arrow's 2 GiB).
+    pub batch: u64,
+}
+
+/// The limits for a pool of `query_memory` bytes.
+pub fn output_limits(query_memory: usize) -> OutputLimits {
+    let pool = query_memory as u64;
+    OutputLimits {
+        value: (pool / 32).clamp(16 << 20, 256 << 20),
+        batch: (pool / 4).clamp(64 << 20, 1 << 30),
+    }
 }
 
 /// The functions wrapped, and how each one's output is sized.
@@ -49,7 +63,10 @@ enum Kind {
 }
 
 /// The wrapped versions of the functions `get` finds, ready to register over them.
-pub fn wrapped(get: impl Fn(&str) -> Option<Arc<ScalarUDF>>, max_output: u64) -> Vec<ScalarUDF> {
+pub fn wrapped(
+    get: impl Fn(&str) -> Option<Arc<ScalarUDF>>,
+    limits: OutputLimits,
+) -> Vec<ScalarUDF> {
     WRAPPED
         .iter()
         .filter_map(|(name, kind)| {
@@ -57,7 +74,7 @@ pub fn wrapped(get: impl Fn(&str) -> Option<Arc<ScalarUDF>>, max_output: u64) ->
             Some(ScalarUDF::new_from_impl(Bounded {
                 inner,
                 kind: *kind,
-                max_output,
+                limits,
             }))
         })
         .collect()
@@ -68,7 +85,7 @@ pub fn wrapped(get: impl Fn(&str) -> Option<Arc<ScalarUDF>>, max_output: u64) ->
 struct Bounded {
     inner: Arc<ScalarUDF>,
     kind: Kind,
-    max_output: u64,
+    limits: OutputLimits,
 }
 
 /// Row `i` of an argument as an int8, if it is one (NULL and other types: `None`).
@@ -96,30 +113,35 @@ fn at(a: &ArrayRef, i: usize) -> i64 {
 impl Bounded {
     /// What this call would produce for the batch, in bytes (an estimate from above
     /// for text, elements × 8 for arrays).
-    fn output_bytes(&self, args: &ScalarFunctionArgs) -> u64 {
+    fn output_bytes(&self, args: &ScalarFunctionArgs) -> (u64, u64) {
         let rows = args.number_rows;
         let a = &args.args;
         let mut total: u64 = 0;
+        let mut largest: u64 = 0;
+        let mut add = |bytes: u64| {
+            total = total.saturating_add(bytes);
+            largest = largest.max(bytes);
+        };
         match self.kind {
             Kind::Repeat => {
                 let (Some(len), Some(n)) = (
                     a.first().and_then(|x| byte_lengths(x, rows)),
                     a.get(1).and_then(|x| ints(x, rows)),
                 ) else {
-                    return 0;
+                    return (0, 0);
                 };
                 for i in 0..rows {
                     let each = at(&len, i).max(0) as u64;
-                    total = total.saturating_add(each.saturating_mul(at(&n, i).max(0) as u64));
+                    add(each.saturating_mul(at(&n, i).max(0) as u64));
                 }
             }
             Kind::Pad | Kind::ArrayRepeat => {
                 let Some(n) = a.get(1).and_then(|x| ints(x, rows)) else {
-                    return 0;
+                    return (0, 0);
                 };
                 let each = if self.kind == Kind::Pad { 1 } else { 8 };
                 for i in 0..rows {
-                    total = total.saturating_add((at(&n, i).max(0) as u64).saturating_mul(each));
+                    add((at(&n, i).max(0) as u64).saturating_mul(each));
                 }
             }
             Kind::Range => {
@@ -133,23 +155,23 @@ impl Bounded {
                     .collect::<Option<Vec<_>>>()
                 {
                     Some(v) if !v.is_empty() => v,
-                    _ => return 0,
+                    _ => return (0, 0),
                 };
                 for i in 0..rows {
                     let (start, stop, step) = match int_args.as_slice() {
                         [stop] => (0, at(stop, i), 1),
                         [start, stop] => (at(start, i), at(stop, i), 1),
                         [start, stop, step, ..] => (at(start, i), at(stop, i), at(step, i)),
-                        [] => return 0,
+                        [] => return (0, 0),
                     };
                     let span = (i128::from(stop) - i128::from(start)).unsigned_abs();
                     let step = i128::from(step).unsigned_abs().max(1);
                     let elements = u64::try_from(span / step + 1).unwrap_or(u64::MAX);
-                    total = total.saturating_add(elements.saturating_mul(8));
+                    add(elements.saturating_mul(8));
                 }
             }
         }
-        total
+        (total, largest)
     }
 }
 
@@ -187,15 +209,24 @@ impl ScalarUDFImpl for Bounded {
     }
 
     fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
-        let bytes = self.output_bytes(&args);
-        if bytes > self.max_output {
+        let (bytes, largest) = self.output_bytes(&args);
+        if largest > self.limits.value {
+            return exec_err!(
+                "requested length too large: {} would make a value of {largest} bytes, past \
+                 the limit of {} bytes per value (a thirty-second of query_memory, within \
+                 16 to 256 MiB)",
+                self.inner.name(),
+                self.limits.value
+            );
+        }
+        if bytes > self.limits.batch {
             return exec_err!(
                 "requested length too large: {} would make {bytes} bytes for {} row(s), past \
                  the limit of {} bytes per batch of rows (a quarter of query_memory, within \
                  64 MiB to 1 GiB)",
                 self.inner.name(),
                 args.number_rows,
-                self.max_output
+                self.limits.batch
             );
         }
         self.inner.invoke_with_args(args)

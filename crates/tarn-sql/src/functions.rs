@@ -15,8 +15,8 @@ pub fn install(state: &mut SessionState, query_memory: usize) -> Result<()> {
     state.register_udf(crate::similarity::udf())?;
     // Functions that can make far more than they are given are sized first.
     let udfs = state.scalar_functions().clone();
-    let max_output = crate::expansion::max_output_bytes(query_memory);
-    for f in crate::expansion::wrapped(|name| udfs.get(name).cloned(), max_output) {
+    let limits = crate::expansion::output_limits(query_memory);
+    for f in crate::expansion::wrapped(|name| udfs.get(name).cloned(), limits) {
         state.register_udf(std::sync::Arc::new(f))?;
     }
     state.register_udf(std::sync::Arc::new(
