@@ -252,23 +252,6 @@ impl Txn<'_> {
                             "multiple default values specified for column \"{name}\""
                         ));
                     }
-                    // PostgreSQL's rule: a default is evaluated per row without a
-                    // query of its own.
-                    let mut subquery = false;
-                    let _ = datafusion::sql::sqlparser::ast::visit_expressions(expr, |e| {
-                        if matches!(
-                            e,
-                            ast::Expr::Subquery(_)
-                                | ast::Expr::Exists { .. }
-                                | ast::Expr::InSubquery { .. }
-                        ) {
-                            subquery = true;
-                        }
-                        std::ops::ControlFlow::<()>::Continue(())
-                    });
-                    if subquery {
-                        return bad("cannot use subquery in DEFAULT expression");
-                    }
                     // A literal default is checked against the column's type now, as
                     // PostgreSQL does (`int DEFAULT 'x'` is refused at CREATE and ALTER,
                     // not at the first insert, or after rows were given it).

@@ -69,6 +69,8 @@ impl Default for Config {
 struct AppState {
     tarn: Tarn,
     statements: Option<tokio::runtime::Handle>,
+    /// See [`PARSE_BUDGET_MIB`].
+    parse_budget: Arc<tokio::sync::Semaphore>,
 }
 
 /// A task that is aborted when its handle is dropped (the client went away): the
@@ -174,6 +176,7 @@ pub fn router(tarn: Tarn, config: Config) -> Router {
         .with_state(AppState {
             tarn,
             statements: config.statements,
+            parse_budget: Arc::new(tokio::sync::Semaphore::new(PARSE_BUDGET_MIB as usize)),
         })
 }
 
@@ -368,18 +371,50 @@ impl FromRequestParts<AppState> for Authed {
     }
 }
 
-/// A JSON body, read whatever its content type says: 413 past the body limit, 400 for
-/// anything that is not the expected object.
-struct JsonBody<T>(T);
+/// Memory the JSON bodies being handled at once may take once parsed, in MiB. A body
+/// parses into far more than its bytes (a JSON array of numbers: 2 bytes an element
+/// written, 32 as a `serde_json::Value`, then the statement's own copies), so a few
+/// 60 MB bodies at once took the host past 6 GB; each request holds its estimate of
+/// this budget until it has answered, and waits for it when others hold it.
+const PARSE_BUDGET_MIB: u32 = 2048;
 
-impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for JsonBody<T> {
+/// What a body of `len` bytes is counted as against [`PARSE_BUDGET_MIB`]: 48 times its
+/// size (measured: a 62 MB array of numbers peaked at 3 GB), at least 1 MiB, at most
+/// the whole budget (a body that large runs alone).
+fn parse_estimate_mib(len: usize) -> u32 {
+    let mib = (len as u64).saturating_mul(48).div_ceil(1 << 20);
+    u32::try_from(mib)
+        .unwrap_or(u32::MAX)
+        .clamp(1, PARSE_BUDGET_MIB)
+}
+
+/// A JSON body, read whatever its content type says: 413 past the body limit, 400 for
+/// anything that is not the expected object. The second field holds the body's share of
+/// [`PARSE_BUDGET_MIB`] until the handler returns.
+struct JsonBody<T>(T, tokio::sync::OwnedSemaphorePermit);
+
+impl<T: DeserializeOwned> FromRequest<AppState> for JsonBody<T> {
     type Rejection = ApiError;
 
-    async fn from_request(req: Request, state: &S) -> ApiResult<Self> {
+    async fn from_request(req: Request, state: &AppState) -> ApiResult<Self> {
         let bytes = Bytes::from_request(req, state)
             .await
             .map_err(|e| ApiError::of_status(e.status(), e.body_text()))?;
-        serde_json::from_slice(&bytes).map(JsonBody).map_err(|e| {
+        let held = state
+            .parse_budget
+            .clone()
+            .acquire_many_owned(parse_estimate_mib(bytes.len()))
+            .await
+            .map_err(|_| {
+                ApiError::new(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "Unavailable",
+                    "the server is shutting down",
+                )
+            })?;
+        let parsed = serde_json::from_slice(&bytes);
+        drop(bytes);
+        parsed.map(|body| JsonBody(body, held)).map_err(|e| {
             // serde_json's parser takes at most 127 levels, counting the body's own
             // object and its `params` array: say so, with the limit a parameter meets.
             if e.to_string().starts_with("recursion limit exceeded") {
@@ -430,7 +465,7 @@ struct NameRequest {
 
 async fn create_organization(
     Authed(s): Authed,
-    JsonBody(r): JsonBody<IdNameRequest>,
+    JsonBody(r, _held): JsonBody<IdNameRequest>,
 ) -> ApiResult<impl IntoResponse> {
     Ok(created(s.create_organization(&r.id, &r.name).await?))
 }
@@ -448,7 +483,7 @@ async fn organization(
 async fn update_organization(
     Authed(s): Authed,
     Path(org): Path<String>,
-    JsonBody(r): JsonBody<NameRequest>,
+    JsonBody(r, _held): JsonBody<NameRequest>,
 ) -> ApiResult<Json<tarn::IdName>> {
     let name = match r.name {
         Some(name) => name,
@@ -480,7 +515,7 @@ struct RoleRequest {
 async fn add_member(
     Authed(s): Authed,
     Path(org): Path<String>,
-    JsonBody(r): JsonBody<AddMemberRequest>,
+    JsonBody(r, _held): JsonBody<AddMemberRequest>,
 ) -> ApiResult<impl IntoResponse> {
     Ok(created(s.add_member(&org, &r.email, &r.role).await?))
 }
@@ -488,7 +523,7 @@ async fn add_member(
 async fn update_member(
     Authed(s): Authed,
     Path((org, user)): Path<(String, String)>,
-    JsonBody(r): JsonBody<RoleRequest>,
+    JsonBody(r, _held): JsonBody<RoleRequest>,
 ) -> ApiResult<Json<tarn::MemberRole>> {
     Ok(Json(s.update_member(&org, &user, &r.role).await?))
 }
@@ -517,7 +552,7 @@ async fn workspace(
 
 async fn create_workspace(
     Authed(s): Authed,
-    JsonBody(r): JsonBody<IdNameRequest>,
+    JsonBody(r, _held): JsonBody<IdNameRequest>,
 ) -> ApiResult<impl IntoResponse> {
     Ok(created(s.create_workspace(&r.id, &r.name).await?))
 }
@@ -526,7 +561,7 @@ async fn create_workspace(
 async fn update_workspace(
     Authed(s): Authed,
     Path(ws): Path<String>,
-    JsonBody(r): JsonBody<NameRequest>,
+    JsonBody(r, _held): JsonBody<NameRequest>,
 ) -> ApiResult<Json<tarn::IdName>> {
     let name = r
         .name
@@ -596,7 +631,7 @@ async fn query(
     State(st): State<AppState>,
     Authed(s): Authed,
     Path(ws): Path<String>,
-    JsonBody(r): JsonBody<QueryRequest>,
+    JsonBody(r, _held): JsonBody<QueryRequest>,
 ) -> ApiResult<Json<tarn::QueryResult>> {
     let params = r.params.unwrap_or_default();
     let run = async move { s.query(&ws, &r.query, &params).await };
@@ -607,7 +642,7 @@ async fn query_batch(
     State(st): State<AppState>,
     Authed(s): Authed,
     Path(ws): Path<String>,
-    JsonBody(r): JsonBody<BatchRequest>,
+    JsonBody(r, _held): JsonBody<BatchRequest>,
 ) -> ApiResult<Json<tarn::BatchResult>> {
     let run = async move { s.query_batch(&ws, &r.query, &r.params_batch).await };
     Ok(Json(st.statement(run).await?))
@@ -1070,6 +1105,18 @@ mod tests {
 
     fn range(s: &str, size: u64) -> Range {
         parse_range(&HeaderValue::from_str(s).expect("header"), size)
+    }
+
+    /// Small bodies take a sliver of the parse budget; one of ~45 MB or more takes all
+    /// of it and runs alone.
+    #[test]
+    fn bodies_are_counted_against_the_parse_budget_by_size() {
+        assert_eq!(parse_estimate_mib(0), 1);
+        assert_eq!(parse_estimate_mib(1000), 1);
+        assert_eq!(parse_estimate_mib(1 << 20), 48);
+        assert_eq!(parse_estimate_mib(45 << 20), PARSE_BUDGET_MIB);
+        assert_eq!(parse_estimate_mib(64 << 20), PARSE_BUDGET_MIB);
+        assert_eq!(parse_estimate_mib(usize::MAX), PARSE_BUDGET_MIB);
     }
 
     #[test]

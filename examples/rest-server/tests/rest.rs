@@ -1358,18 +1358,18 @@ async fn malformed_and_repeated_request_parts_are_refused_not_guessed() {
     let files = "/workspaces/w/files";
     let tables = "/workspaces/w/tables";
 
-    // A JSON body nests at most 128 levels, counting its object and `params`: a
-    // parameter 126 deep binds, one deeper is a 400 naming the limit.
+    // A JSON body nests at most 127 levels, counting its object and `params`: a
+    // parameter 125 deep binds, one deeper is a 400 naming the limit.
     let deep = |n: usize| (0..n).fold(json!(1), |v, _| json!([v]));
     let (status, body) = acme
         .sql("w", "SELECT $1::jsonb IS NULL", json!([deep(125)]))
         .await;
     assert_eq!(status, StatusCode::OK, "{body}");
     let r = acme
-        .sql("w", "SELECT $1::jsonb IS NULL", json!([deep(127)]))
+        .sql("w", "SELECT $1::jsonb IS NULL", json!([deep(126)]))
         .await;
     let msg = error_of(&r, 400, "BadRequest");
-    assert!(msg.contains("128 levels"), "{msg}");
+    assert!(msg.contains("127 levels"), "{msg}");
 
     // Media types: the header as sent, checked as the library checks every one.
     for bad in [
