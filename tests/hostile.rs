@@ -299,6 +299,19 @@ async fn a_statement_too_large_for_one_log_record_is_400_naming_the_limit() -> T
     let err = s.insert_arrow("ws", "big", &[batch]).await.unwrap_err();
     assert_eq!(err.status(), 400, "{err}");
     assert!(err.message().contains("1073741824"), "{err}");
+    // A batch stops as soon as what it staged passes one log record (3,000 sets of
+    // 1 MB rows were all staged, 3 GB, before the commit refused them).
+    let sets: Vec<Vec<Value>> = (0..1100).map(|i| vec![json!(i), json!("x")]).collect();
+    let err = s
+        .query_batch(
+            "ws",
+            r#"INSERT INTO "ws"."big" VALUES ($1, repeat($2, 1000000))"#,
+            &sets,
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(err.status(), 400, "{err}");
+    assert!(err.message().contains("passes what one commit"), "{err}");
     s.query("ws", r#"INSERT INTO "ws"."big" VALUES (1, 'small')"#, &[])
         .await?;
     tarn.close().await?;

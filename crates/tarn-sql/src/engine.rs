@@ -485,6 +485,10 @@ impl SqlEngine {
         let mut txn = Txn::new(self, org, ws);
         txn.settings = settings.lock().clone();
         let fut = async {
+            // The rows the batch has staged so far: past what one log record holds, the
+            // batch fails now, not after staging every set (3,000 sets of 1 MB rows
+            // held 3 GB before the commit refused them).
+            let (mut staged, mut counted) = (0u64, 0usize);
             for (i, params) in params_batch.iter().enumerate() {
                 let step = async {
                     self.check_params(params)?;
@@ -496,6 +500,22 @@ impl SqlEngine {
                 totals.statements += 1;
                 totals.rows_affected += out.rows_affected;
                 totals.row_count += out.row_count();
+                for op in &txn.ops[counted.min(txn.ops.len())..] {
+                    if let Op::Insert { batch, .. } = op {
+                        staged += batch_bytes(batch) as u64;
+                    }
+                }
+                counted = txn.ops.len();
+                if staged > tarn_storage::MAX_RECORD_BYTES {
+                    return Err(prefix_error(
+                        Error::BadRequest(format!(
+                            "the data the batch writes passes what one commit (one log \
+                             record) holds, {} bytes: split it into smaller batches",
+                            tarn_storage::MAX_RECORD_BYTES
+                        )),
+                        i,
+                    ));
+                }
             }
             Ok::<_, Error>(())
         };
