@@ -227,6 +227,14 @@ async fn answer(stream: UnixStream, tarn: &Tarn, owner: u32) -> std::io::Result<
                 message: "no request within 30 s".into(),
             },
             Ok(Err(e)) => return Err(e),
+            // Cut at the limit before its line ended.
+            Ok(Ok(n)) if n as u64 >= MAX_REQUEST && line.last() != Some(&b'\n') => Reply::Error {
+                status: 400,
+                message: format!(
+                    "the request is longer than {MAX_REQUEST} bytes (an e-mail, name or \
+                         label that long is not valid anyway)"
+                ),
+            },
             Ok(Ok(_)) => match serde_json::from_slice::<Request>(&line) {
                 Err(e) => Reply::Error {
                     status: 400,

@@ -1622,6 +1622,11 @@ async fn keys_are_added_and_revoked_while_the_server_runs() {
     let (ok, _, err) = admin_command(dir.path(), &["revoke-key", "no-such-key"]);
     assert!(!ok);
     assert!(err.contains("404"), "{err}");
+    // A request longer than the socket takes is refused as too long, not as bad JSON.
+    let long = format!("{}@x.com", "a".repeat(100_000));
+    let (ok, _, err) = admin_command(dir.path(), &["add-user", &long]);
+    assert!(!ok);
+    assert!(err.contains("longer than 65536 bytes"), "{err}");
 
     // Stopped, the commands open the directory themselves, and the revocation held.
     assert!(server.stop().success());
