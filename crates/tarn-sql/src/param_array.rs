@@ -63,6 +63,34 @@ impl Leaf {
     }
 }
 
+/// Walks the scalars of a JSON array (NULLs and nested arrays aside) with their depth
+/// below the top, until `visit` says stop (`false`): `(elements over every level,
+/// deepest array, whether the walk finished)`.
+fn walk_leaves(
+    items: &[Json],
+    mut visit: impl FnMut(&Json, usize) -> bool,
+) -> (usize, usize, bool) {
+    let (mut count, mut deepest) = (0usize, 1usize);
+    // (array, its depth below the top)
+    let mut stack: Vec<(&[Json], usize)> = vec![(items, 1)];
+    while let Some((arr, d)) = stack.pop() {
+        deepest = deepest.max(d);
+        count += arr.len();
+        for v in arr {
+            match v {
+                Json::Null => {}
+                Json::Array(inner) => stack.push((inner, d + 1)),
+                leaf => {
+                    if !visit(leaf, d) {
+                        return (count, deepest, false);
+                    }
+                }
+            }
+        }
+    }
+    (count, deepest, true)
+}
+
 /// `(leaf, depth, elements)` of a JSON array whose leaves (NULLs aside) have one type
 /// and whose arrays nest equally deep; `None` for any other shape. Without a leaf (only
 /// NULLs and empty arrays) it is text, as PostgreSQL takes an array of unknowns, as
@@ -70,41 +98,30 @@ impl Leaf {
 fn shape(items: &[Json]) -> Option<(Leaf, usize, usize)> {
     let mut leaf: Option<Leaf> = None;
     let mut depth: Option<usize> = None;
-    let mut deepest = 1;
-    let mut count = 0usize;
-    // (array, its depth below the top)
-    let mut stack: Vec<(&[Json], usize)> = vec![(items, 1)];
-    while let Some((arr, d)) = stack.pop() {
-        deepest = deepest.max(d);
-        count += arr.len();
-        for v in arr {
-            let this = match v {
-                Json::Null => continue,
-                Json::Array(inner) => {
-                    stack.push((inner, d + 1));
-                    continue;
-                }
-                Json::Number(n) if n.is_i64() => Leaf::Int,
-                // Beyond int8: `ARRAY[…]` keeps it exact (uint64 or numeric); so does
-                // that path.
-                Json::Number(n) if n.is_u64() => return None,
-                Json::Number(_) => Leaf::Float,
-                Json::String(_) => Leaf::Text,
-                Json::Bool(_) => Leaf::Bool,
-                Json::Object(_) => return None,
-            };
-            if *depth.get_or_insert(d) != d {
-                return None;
-            }
-            leaf = match (leaf, this) {
-                (None, t) => Some(t),
-                (Some(a), b) if a == b => Some(a),
-                (Some(Leaf::Int), Leaf::Float) | (Some(Leaf::Float), Leaf::Int) => {
-                    Some(Leaf::Float)
-                }
-                _ => return None,
-            };
+    let (count, deepest, finished) = walk_leaves(items, |v, d| {
+        let this = match v {
+            Json::Number(n) if n.is_i64() => Leaf::Int,
+            // Beyond int8: `ARRAY[…]` keeps it exact (uint64 or numeric); so does that
+            // path.
+            Json::Number(n) if n.is_u64() => return false,
+            Json::Number(_) => Leaf::Float,
+            Json::String(_) => Leaf::Text,
+            Json::Bool(_) => Leaf::Bool,
+            _ => return false,
+        };
+        if *depth.get_or_insert(d) != d {
+            return false;
         }
+        leaf = match (leaf, this) {
+            (None, t) => Some(t),
+            (Some(a), b) if a == b => Some(a),
+            (Some(Leaf::Int), Leaf::Float) | (Some(Leaf::Float), Leaf::Int) => Some(Leaf::Float),
+            _ => return false,
+        };
+        true
+    });
+    if !finished {
+        return None;
     }
     match (leaf, depth) {
         (Some(leaf), Some(depth)) => Some((leaf, depth, count)),
@@ -124,26 +141,16 @@ pub(crate) fn has_sql_type(items: &[Json]) -> bool {
     }
     let mut kind: Option<Kind> = None;
     let mut depth: Option<usize> = None;
-    let mut stack: Vec<(&[Json], usize)> = vec![(items, 1)];
-    while let Some((arr, d)) = stack.pop() {
-        for v in arr {
-            let this = match v {
-                Json::Null => continue,
-                Json::Array(inner) => {
-                    stack.push((inner, d + 1));
-                    continue;
-                }
-                Json::Number(_) => Kind::Number,
-                Json::String(_) => Kind::Text,
-                Json::Bool(_) => Kind::Bool,
-                Json::Object(_) => return false,
-            };
-            if *depth.get_or_insert(d) != d || *kind.get_or_insert(this) != this {
-                return false;
-            }
-        }
-    }
-    true
+    walk_leaves(items, |v, d| {
+        let this = match v {
+            Json::Number(_) => Kind::Number,
+            Json::String(_) => Kind::Text,
+            Json::Bool(_) => Kind::Bool,
+            _ => return false,
+        };
+        *depth.get_or_insert(d) == d && *kind.get_or_insert(this) == this
+    })
+    .2
 }
 
 /// The call a large array parameter binds as, or `None` when it is small or of mixed
