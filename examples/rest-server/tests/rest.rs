@@ -61,14 +61,19 @@ impl Server {
         self.base.trim_start_matches("http://")
     }
 
-    /// SIGTERM, then the exit status.
-    fn stop(mut self) -> std::process::ExitStatus {
+    /// Sends SIGTERM (the server starts its shutdown).
+    fn terminate(&self) {
         let pid = self.child.id().to_string();
         let killed = Command::new("kill")
             .args(["-TERM", &pid])
             .status()
             .expect("kill");
         assert!(killed.success());
+    }
+
+    /// SIGTERM, then the exit status.
+    fn stop(mut self) -> std::process::ExitStatus {
+        self.terminate();
         let status = self.child.wait().expect("wait");
         std::mem::forget(self);
         status
@@ -1186,14 +1191,7 @@ async fn shutdown_lets_the_statement_under_way_commit_and_answer() {
         })
     };
     tokio::time::sleep(Duration::from_millis(300)).await;
-    let pid = server.child.id().to_string();
-    assert!(
-        Command::new("kill")
-            .args(["-TERM", &pid])
-            .status()
-            .expect("kill")
-            .success()
-    );
+    server.terminate();
     let (s, v) = insert.await.expect("join");
     assert_eq!(s, StatusCode::OK, "{v}");
     assert_eq!(v["rows_affected"], n);
@@ -1230,15 +1228,8 @@ async fn the_drain_is_held_under_cpu_bound_statements() {
         })
         .collect();
     tokio::time::sleep(Duration::from_millis(1000)).await;
-    let pid = server.child.id().to_string();
     let started = std::time::Instant::now();
-    assert!(
-        Command::new("kill")
-            .args(["-TERM", &pid])
-            .status()
-            .expect("kill")
-            .success()
-    );
+    server.terminate();
     let mut server = server;
     // The statements would run for minutes (the statement timeout is 60 s); the drain
     // is 1 s and the close a moment.
