@@ -172,6 +172,29 @@ proptest! {
     }
 }
 
+/// A NULL array parameter beside a scalar one in a batch stays NULL on the fast path as
+/// on the statement path (the fast path stored `[null]`: Arrow casts each value of a
+/// non-list column, NULL included, to a one-element list). Found by the property test
+/// above.
+#[tokio::test]
+async fn a_null_array_parameter_beside_a_scalar_stays_null() {
+    let sql = r#"INSERT INTO "ws"."t" (tags, id, body, x) VALUES ($5, $1, $2, $3)"#;
+    let sets = vec![
+        vec![json!(0), json!(""), json!(0.0), json!(false), json!(0)],
+        vec![json!(1), json!(""), json!(0.0), json!(false), Value::Null],
+    ];
+    for fast in [true, false] {
+        let (_t, s) = open(fast).await;
+        s.query_batch("ws", sql, &sets).await.expect("batch");
+        let tags: Vec<Value> = contents(&s)
+            .await
+            .into_iter()
+            .map(|r| r[5].clone())
+            .collect();
+        assert_eq!(tags, vec![json!(["0"]), Value::Null], "fast paths {fast}");
+    }
+}
+
 /// A batch large enough that the fast path's single write is what runs, with a failing
 /// set at the end: the error names that set and nothing is written.
 #[tokio::test]

@@ -453,6 +453,35 @@ async fn values_larger_than_memory_allows_are_refused_before_they_are_made() -> 
     .await
     .unwrap_err();
     assert!(e.message().contains("per value"), "{e}");
+    // `||` over text is sized too (five concatenations of 500 rows of 1 MB took 5 GB,
+    // then Arrow panicked past 2 GiB in a batch); it still concatenates, NULL with NULL.
+    let e = query(
+        &s,
+        "SELECT length(s||s||s||s||s) FROM (SELECT repeat(chr(65 + (g % 2)::int), 100000) s \
+         FROM generate_series(1, 500) g) x",
+        &[],
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(e.status(), 400, "{e}");
+    assert!(
+        e.message().contains("requested length too large: ||"),
+        "{e}"
+    );
+    let r = query(
+        &s,
+        "SELECT 'a' || 'b', x::text || '!' || x::text, NULL::text || 'a', 'a' || NULL::text \
+         FROM generate_series(1, 2) g(x) ORDER BY x",
+        &[],
+    )
+    .await?;
+    assert_eq!(
+        r.rows,
+        Some(vec![
+            vec![json!("ab"), json!("1!1"), json!(null), json!(null)],
+            vec![json!("ab"), json!("2!2"), json!(null), json!(null)]
+        ])
+    );
     // Text made per row (not folded) is sized before it is made.
     let e = query(
         &s,

@@ -231,7 +231,24 @@ fn coerce_plain(array: &ArrayRef, col: &ColumnDef) -> Result<ArrayRef> {
             if array.data_type() == &target {
                 return Ok(array.clone());
             }
-            cast_with_options(array, &target, &STRICT).map_err(|e| cast_error(col, e))
+            let out = cast_with_options(array, &target, &STRICT).map_err(|e| cast_error(col, e))?;
+            // Arrow casts a value that is not a list into a one-element list, a NULL
+            // too (`[null]`); a NULL stays NULL, as the statement path stores it.
+            if let (Some(list), Some(nulls)) = (out.as_list_opt::<i32>(), array.nulls())
+                && !matches!(
+                    array.data_type(),
+                    DataType::List(_) | DataType::LargeList(_)
+                )
+            {
+                let (field, offsets, values, _) = list.clone().into_parts();
+                return Ok(Arc::new(ListArray::try_new(
+                    field,
+                    offsets,
+                    values,
+                    Some(nulls.clone()),
+                )?));
+            }
+            Ok(out)
         }
     }
 }

@@ -1,5 +1,6 @@
 //! Functions whose output can be far larger than their input (`repeat`, `lpad`, `rpad`,
-//! `array_repeat`, `range`, scalar `generate_series`), wrapped so that their output is
+//! `array_repeat`, `range`, scalar `generate_series`, and `concat`, `concat_ws` and
+//! `||`, whose chains multiply), wrapped so that their output is
 //! sized before it is made. DataFusion's versions allocate whatever is asked: one
 //! `repeat('x', 1000000)` per row of a 5,000-row batch asks for 5 GB, outside any
 //! statement's memory reservation, and passes 2 GiB of text in one batch (Arrow's
@@ -40,7 +41,9 @@ pub fn output_limits(query_memory: usize) -> OutputLimits {
 }
 
 /// The functions wrapped, and how each one's output is sized.
-const WRAPPED: [(&str, Kind); 6] = [
+const WRAPPED: [(&str, Kind); 8] = [
+    ("concat", Kind::Concat),
+    ("concat_ws", Kind::ConcatWs),
     ("repeat", Kind::Repeat),
     ("lpad", Kind::Pad),
     ("rpad", Kind::Pad),
@@ -51,6 +54,10 @@ const WRAPPED: [(&str, Kind); 6] = [
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 enum Kind {
+    /// `concat(a, b, …)`: the text of its arguments (NULLs count nothing).
+    Concat,
+    /// `concat_ws(sep, a, b, …)`: the arguments and a separator between each two.
+    ConcatWs,
     /// `repeat(text, n)`: the text's bytes times n.
     Repeat,
     /// `lpad/rpad(text, n [, fill])`: n characters (counted as bytes: ASCII).
@@ -95,13 +102,6 @@ fn ints(arg: &ColumnarValue, rows: usize) -> Option<ArrayRef> {
     Some(array)
 }
 
-/// Byte lengths of a text or binary argument, per row.
-fn byte_lengths(arg: &ColumnarValue, rows: usize) -> Option<ArrayRef> {
-    let array = arg.to_array(rows).ok()?;
-    let lengths = datafusion::arrow::compute::kernels::length::length(&array).ok()?;
-    datafusion::arrow::compute::cast(&lengths, &DataType::Int64).ok()
-}
-
 fn at(a: &ArrayRef, i: usize) -> i64 {
     if a.is_null(i) {
         0
@@ -123,16 +123,43 @@ impl Bounded {
             largest = largest.max(bytes);
         };
         match self.kind {
+            Kind::Concat | Kind::ConcatWs => {
+                // Arguments that are not text are short when written (numbers, dates).
+                let lengths: Vec<Vec<Option<u64>>> = a
+                    .iter()
+                    .map(|x| match x.data_type() {
+                        DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => {
+                            text_lengths(x, rows).unwrap_or_default()
+                        }
+                        _ => vec![Some(32); rows],
+                    })
+                    .collect();
+                let (sep, parts) = match self.kind {
+                    Kind::ConcatWs => match lengths.split_first() {
+                        Some((sep, parts)) => (Some(sep), parts),
+                        None => return (0, 0),
+                    },
+                    _ => (None, lengths.as_slice()),
+                };
+                for i in 0..rows {
+                    let present: Vec<u64> = parts
+                        .iter()
+                        .filter_map(|p| p.get(i).copied().flatten())
+                        .collect();
+                    let sep = sep.and_then(|s| s.get(i).copied().flatten()).unwrap_or(0);
+                    let gaps = present.len().saturating_sub(1) as u64;
+                    add(present.iter().sum::<u64>() + sep.saturating_mul(gaps));
+                }
+            }
             Kind::Repeat => {
-                let (Some(len), Some(n)) = (
-                    a.first().and_then(|x| byte_lengths(x, rows)),
+                let (Some(Ok(len)), Some(n)) = (
+                    a.first().map(|x| text_lengths(x, rows)),
                     a.get(1).and_then(|x| ints(x, rows)),
                 ) else {
                     return (0, 0);
                 };
-                for i in 0..rows {
-                    let each = at(&len, i).max(0) as u64;
-                    add(each.saturating_mul(at(&n, i).max(0) as u64));
+                for (i, each) in len.iter().enumerate() {
+                    add(each.unwrap_or(0).saturating_mul(at(&n, i).max(0) as u64));
                 }
             }
             Kind::Pad | Kind::ArrayRepeat => {
@@ -230,5 +257,170 @@ impl ScalarUDFImpl for Bounded {
             );
         }
         self.inner.invoke_with_args(args)
+    }
+}
+
+/// `text || text`, sized before it is made (see the module docs): DataFusion's
+/// operator builds each intermediate result outside any reservation and panics past
+/// 2 GiB of text in a batch (`s||s||s||s||s` over 500 rows of 1 MB took 5 GB, then a
+/// panic). Planned in place of the operator when both sides are text
+/// ([`ConcatPlanner`]); NULL when either side is, as the operator.
+#[derive(Debug, PartialEq, Eq, Hash)]
+pub(crate) struct TextConcat {
+    signature: Signature,
+    limits: OutputLimits,
+}
+
+/// The function's name (in EXPLAIN).
+pub(crate) const TEXT_CONCAT: &str = "engine_text_concat";
+
+impl TextConcat {
+    pub(crate) fn new(limits: OutputLimits) -> Self {
+        TextConcat {
+            signature: Signature::uniform(
+                2,
+                vec![DataType::Utf8],
+                datafusion::logical_expr::Volatility::Immutable,
+            ),
+            limits,
+        }
+    }
+}
+
+/// The byte length of each row of a text (or binary) argument (`None`: NULL; `None`
+/// for every row of an argument of another type), without making a constant into an
+/// array (a 1 MB constant over 8,192 rows would be 8 GB).
+fn text_lengths(arg: &ColumnarValue, rows: usize) -> Result<Vec<Option<u64>>> {
+    use datafusion::common::ScalarValue as S;
+    Ok(match arg {
+        ColumnarValue::Scalar(s) => {
+            let len = match s {
+                S::Utf8(v) | S::LargeUtf8(v) | S::Utf8View(v) => v.as_ref().map(|s| s.len()),
+                S::Binary(v) | S::LargeBinary(v) | S::BinaryView(v) => v.as_ref().map(Vec::len),
+                _ => None,
+            };
+            vec![len.map(|l| l as u64); rows]
+        }
+        ColumnarValue::Array(a) => {
+            let Ok(lengths) = datafusion::arrow::compute::kernels::length::length(a) else {
+                return Ok(vec![None; a.len()]);
+            };
+            let lengths = datafusion::arrow::compute::cast(&lengths, &DataType::Int64)?;
+            let lengths = lengths.as_primitive::<Int64Type>();
+            (0..lengths.len())
+                .map(|i| (!lengths.is_null(i)).then(|| lengths.value(i).max(0) as u64))
+                .collect()
+        }
+    })
+}
+
+impl ScalarUDFImpl for TextConcat {
+    fn name(&self) -> &str {
+        TEXT_CONCAT
+    }
+
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    fn return_type(&self, _arg_types: &[DataType]) -> Result<DataType> {
+        Ok(DataType::Utf8)
+    }
+
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
+        let rows = args.number_rows;
+        let [left, right] = args.args.as_slice() else {
+            return exec_err!("{TEXT_CONCAT} takes two arguments");
+        };
+        let (l, r) = (text_lengths(left, rows)?, text_lengths(right, rows)?);
+        let (mut total, mut largest) = (0u64, 0u64);
+        for (a, b) in l.iter().zip(&r) {
+            if let (Some(a), Some(b)) = (a, b) {
+                total = total.saturating_add(a + b);
+                largest = largest.max(a + b);
+            }
+        }
+        if largest > self.limits.value {
+            return exec_err!(
+                "requested length too large: || would make a value of {largest} bytes, past \
+                 the limit of {} bytes per value (a thirty-second of query_memory, within \
+                 16 to 256 MiB)",
+                self.limits.value
+            );
+        }
+        if total > self.limits.batch {
+            return exec_err!(
+                "requested length too large: || would make {total} bytes for {rows} row(s), \
+                 past the limit of {} bytes per batch of rows (a quarter of query_memory, \
+                 within 64 MiB to 1 GiB)",
+                self.limits.batch
+            );
+        }
+        if let (ColumnarValue::Scalar(a), ColumnarValue::Scalar(b)) = (left, right) {
+            let joined = match (a, b) {
+                (
+                    datafusion::common::ScalarValue::Utf8(Some(a)),
+                    datafusion::common::ScalarValue::Utf8(Some(b)),
+                ) => Some(format!("{a}{b}")),
+                _ => None,
+            };
+            return Ok(ColumnarValue::Scalar(
+                datafusion::common::ScalarValue::Utf8(joined),
+            ));
+        }
+        let (a, b) = (left.to_array(rows)?, right.to_array(rows)?);
+        let joined = datafusion::arrow::compute::kernels::concat_elements::concat_elements_utf8(
+            a.as_string::<i32>(),
+            b.as_string::<i32>(),
+        )?;
+        Ok(ColumnarValue::Array(Arc::new(joined)))
+    }
+}
+
+/// Plans `text || text` as [`TextConcat`]; other `||` (arrays, jsonb, mixed types)
+/// as DataFusion does.
+#[derive(Debug)]
+pub(crate) struct ConcatPlanner {
+    udf: Arc<ScalarUDF>,
+}
+
+impl ConcatPlanner {
+    pub(crate) fn new(limits: OutputLimits) -> Self {
+        ConcatPlanner {
+            udf: Arc::new(ScalarUDF::new_from_impl(TextConcat::new(limits))),
+        }
+    }
+}
+
+impl datafusion::logical_expr::planner::ExprPlanner for ConcatPlanner {
+    fn plan_binary_op(
+        &self,
+        expr: datafusion::logical_expr::planner::RawBinaryExpr,
+        schema: &datafusion::common::DFSchema,
+    ) -> Result<
+        datafusion::logical_expr::planner::PlannerResult<
+            datafusion::logical_expr::planner::RawBinaryExpr,
+        >,
+    > {
+        use datafusion::logical_expr::ExprSchemable;
+        use datafusion::logical_expr::planner::PlannerResult;
+        use datafusion::sql::sqlparser::ast::BinaryOperator;
+        let text = |e: &Expr| {
+            matches!(
+                e.get_type(schema),
+                Ok(DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View)
+            ) && !e
+                .to_field(schema)
+                .is_ok_and(|(_, f)| crate::types::is_json_field(&f))
+        };
+        if expr.op == BinaryOperator::StringConcat && text(&expr.left) && text(&expr.right) {
+            return Ok(PlannerResult::Planned(Expr::ScalarFunction(
+                datafusion::logical_expr::expr::ScalarFunction::new_udf(
+                    self.udf.clone(),
+                    vec![expr.left, expr.right],
+                ),
+            )));
+        }
+        Ok(PlannerResult::Original(expr))
     }
 }
