@@ -525,6 +525,8 @@ pub(crate) fn format_table(columns: &[String], rows: &[Vec<Value>]) -> String {
         .iter()
         .map(|r| r.iter().map(|v| cut(printable(&cell_text(v)))).collect())
         .collect();
+    // Output names can be anything a query wrote (`AS "…"`): escaped as the cells are.
+    let columns: Vec<String> = columns.iter().map(|c| printable(c)).collect();
     let mut widths: Vec<usize> = columns.iter().map(|c| c.chars().count()).collect();
     for row in &cells {
         for (i, c) in row.iter().enumerate() {
@@ -541,7 +543,7 @@ pub(crate) fn format_table(columns: &[String], rows: &[Vec<Value>]) -> String {
             .join("|")
     };
     let mut out = String::new();
-    out.push_str(&line(columns));
+    out.push_str(&line(&columns));
     out.push('\n');
     out.push_str(
         &widths

@@ -400,6 +400,7 @@ fn format_expanded(columns: &[String], rows: &[Vec<Value>]) -> String {
                 Value::String(s) => s,
                 other => other.to_string(),
             };
+            let c = crate::printable(c);
             out.push_str(&format!("{c:<width$} | {}\n", crate::printable(&text)));
         }
     }

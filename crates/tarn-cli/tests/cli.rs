@@ -139,7 +139,7 @@ fn tables_print_control_characters_as_escapes() {
             "sql",
             "-w",
             "ws",
-            "SELECT chr(27) || '[31mRED' || chr(7) AS x, 'c' || chr(8238) || 'd' AS z",
+            "SELECT chr(27) || '[31mRED' || chr(7) AS \"x\u{1b}[2J\", 'c' || chr(8238) || 'd' AS z",
         ],
         None,
     );
@@ -148,6 +148,7 @@ fn tables_print_control_characters_as_escapes() {
     assert!(!text.contains(['\u{1b}', '\u{7}', '\u{202e}']), "{text:?}");
     assert!(text.contains("\\x1B[31mRED\\x07"), "{text}");
     assert!(text.contains("c\\u{202E}d"), "{text}");
+    assert!(text.contains("x\\x1B[2J"), "{text}");
 }
 
 #[test]
