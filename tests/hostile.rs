@@ -512,6 +512,60 @@ async fn values_larger_than_memory_allows_are_refused_before_they_are_made() -> 
     Ok(())
 }
 
+/// Text read as a number is at most 1,000 characters: Arrow parses it recursively, and
+/// 600,000 digits (`repeat('9', 600000)::numeric`, a parameter, an INSERT into a
+/// numeric column) overflowed a statement thread's stack and aborted the process. The
+/// test runs on a 2 MiB thread, a tokio worker's stack.
+#[test]
+fn numeric_text_is_bounded_before_it_is_parsed() -> TestResult {
+    on_small_stack(|| async {
+        let (_tarn, s) = session().await?;
+        query(
+            &s,
+            r#"CREATE TABLE "ws"."num" (id INT, v NUMERIC(38, 2))"#,
+            &[],
+        )
+        .await?;
+        let digits = "9".repeat(600_000);
+        for (sql, params) in [
+            ("SELECT repeat('9', 600000)::numeric", vec![]),
+            ("SELECT $1::numeric", vec![json!(digits)]),
+            ("SELECT CAST($1 AS DECIMAL(10, 2))", vec![json!(digits)]),
+            (
+                r#"INSERT INTO "ws"."num" VALUES (1, $1)"#,
+                vec![json!(digits)],
+            ),
+            (
+                r#"INSERT INTO "ws"."num" SELECT 2, repeat('9', 600000)"#,
+                vec![],
+            ),
+        ] {
+            let e = query(&s, sql, &params).await.unwrap_err();
+            assert_eq!(e.status(), 400, "{sql}: {e}");
+            assert!(
+                e.message().contains("at most 1000 characters"),
+                "{sql}: {e}"
+            );
+        }
+        // Ordinary numeric text and casts of other types are as before.
+        let r = query(
+            &s,
+            "SELECT '12.5'::numeric(10, 2) AS a, 7::numeric AS b, NULL::numeric AS c",
+            &[],
+        )
+        .await?;
+        assert_eq!(r.columns, ["a", "b", "c"]);
+        let rows = r.rows.unwrap_or_default();
+        assert_eq!(rows[0][0], json!("12.50"));
+        assert!(
+            rows[0][1].as_str().is_some_and(|v| v.starts_with('7')),
+            "{rows:?}"
+        );
+        assert_eq!(rows[0][2], json!(null));
+        Ok(())
+    })
+}
+
 /// An array parameter bound to jsonb keeps its JSON values as they are (through
 /// `ARRAY[…]` they first took one SQL type: `["1"]` came back `[1]`, `[null]` `[]`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

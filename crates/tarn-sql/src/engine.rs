@@ -885,6 +885,7 @@ impl<'e> Txn<'e> {
         crate::names::function_column_aliases(&mut stmt);
         crate::jsonb::rewrite_casts(&mut stmt);
         crate::types::timestamp_casts(&mut stmt);
+        crate::expansion::guard_numeric_casts(&mut stmt);
         let mut view = view;
         view.desc_nulls_first_written = crate::score_order_rule::writes_desc_nulls_first(&stmt);
         STATEMENT_VIEW

@@ -424,3 +424,102 @@ impl datafusion::logical_expr::planner::ExprPlanner for ConcatPlanner {
         Ok(PlannerResult::Original(expr))
     }
 }
+
+/// Most characters of text read as a number (`'…'::numeric`, text into a numeric
+/// column). Arrow parses numeric text through num-bigint's recursive parser: 600,000
+/// digits overflowed a statement thread's stack and aborted the process. A numeric
+/// holds 38 digits here; PostgreSQL's own limit is 131,072 before the point.
+pub const MAX_NUMERIC_TEXT: u64 = 1000;
+
+/// The error for numeric text longer than [`MAX_NUMERIC_TEXT`].
+pub(crate) fn numeric_text_too_long(len: u64) -> String {
+    format!(
+        "invalid input syntax for type numeric: a value of {len} characters (numeric text is \
+         at most {MAX_NUMERIC_TEXT} characters)"
+    )
+}
+
+/// `engine_numeric_input(x)`: `x` unchanged, after checking that text read as a number
+/// is at most [`MAX_NUMERIC_TEXT`] characters. Wrapped around the operand of every
+/// cast to numeric ([`guard_numeric_casts`]).
+#[derive(Debug, PartialEq, Eq, Hash)]
+pub(crate) struct NumericInput {
+    signature: Signature,
+}
+
+/// The function's name.
+pub(crate) const NUMERIC_INPUT: &str = "engine_numeric_input";
+
+impl NumericInput {
+    pub(crate) fn new() -> Self {
+        NumericInput {
+            signature: Signature::any(1, datafusion::logical_expr::Volatility::Immutable),
+        }
+    }
+}
+
+impl ScalarUDFImpl for NumericInput {
+    fn name(&self) -> &str {
+        NUMERIC_INPUT
+    }
+
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    fn return_type(&self, arg_types: &[DataType]) -> Result<DataType> {
+        Ok(arg_types.first().cloned().unwrap_or(DataType::Null))
+    }
+
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
+        let Some(arg) = args.args.into_iter().next() else {
+            return exec_err!("{NUMERIC_INPUT} takes one argument");
+        };
+        if matches!(
+            arg.data_type(),
+            DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View
+        ) && let Some(len) = text_lengths(&arg, args.number_rows)?
+            .into_iter()
+            .flatten()
+            .find(|l| *l > MAX_NUMERIC_TEXT)
+        {
+            return Err(datafusion::error::DataFusionError::External(Box::new(
+                crate::Error::BadRequest(numeric_text_too_long(len)),
+            )));
+        }
+        Ok(arg)
+    }
+}
+
+/// Wraps the operand of every cast to numeric in `engine_numeric_input` (see
+/// [`MAX_NUMERIC_TEXT`]); the cast itself, and so the output name, stays as written.
+pub(crate) fn guard_numeric_casts(stmt: &mut datafusion::sql::sqlparser::ast::Statement) {
+    use datafusion::sql::sqlparser::ast;
+    let _ = ast::visit_expressions_mut(stmt, |e| {
+        if let ast::Expr::Cast {
+            expr, data_type, ..
+        } = e
+            && matches!(
+                data_type,
+                ast::DataType::Numeric(_) | ast::DataType::Decimal(_) | ast::DataType::Dec(_)
+            )
+        {
+            let inner = std::mem::replace(expr.as_mut(), ast::Expr::value(ast::Value::Null));
+            **expr = ast::Expr::Function(ast::Function {
+                name: ast::ObjectName::from(vec![ast::Ident::new(NUMERIC_INPUT)]),
+                uses_odbc_syntax: false,
+                parameters: ast::FunctionArguments::None,
+                args: ast::FunctionArguments::List(ast::FunctionArgumentList {
+                    duplicate_treatment: None,
+                    args: vec![ast::FunctionArg::Unnamed(ast::FunctionArgExpr::Expr(inner))],
+                    clauses: vec![],
+                }),
+                filter: None,
+                null_treatment: None,
+                over: None,
+                within_group: vec![],
+            });
+        }
+        std::ops::ControlFlow::<()>::Continue(())
+    });
+}

@@ -19,6 +19,10 @@ pub fn install(state: &mut SessionState, query_memory: usize) -> Result<()> {
     for f in crate::expansion::wrapped(|name| udfs.get(name).cloned(), limits) {
         state.register_udf(std::sync::Arc::new(f))?;
     }
+    // Text cast to numeric is checked for length first (see expansion.rs).
+    state.register_udf(std::sync::Arc::new(
+        datafusion::logical_expr::ScalarUDF::new_from_impl(crate::expansion::NumericInput::new()),
+    ))?;
     // `text || text` sized the same way (planned as `engine_text_concat`).
     state.register_expr_planner(std::sync::Arc::new(crate::expansion::ConcatPlanner::new(
         limits,
