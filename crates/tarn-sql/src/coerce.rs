@@ -11,7 +11,7 @@ use datafusion::arrow::array::{
 };
 use datafusion::arrow::buffer::{NullBuffer, OffsetBuffer};
 use datafusion::arrow::compute::{CastOptions, cast_with_options};
-use datafusion::arrow::datatypes::{DataType, Field, Float64Type, Int64Type};
+use datafusion::arrow::datatypes::{DataType, Field, Float64Type};
 use datafusion::arrow::util::display::FormatOptions;
 use tarn_catalog::{ColumnDef, SqlType};
 
@@ -83,19 +83,11 @@ fn coerce_plain(array: &ArrayRef, col: &ColumnDef) -> Result<ArrayRef> {
         return Ok(new_null_array(&target, array.len()));
     }
     // Numeric text is bounded before Arrow parses it (see `MAX_NUMERIC_TEXT`).
-    if matches!(target, DataType::Decimal128(..) | DataType::Decimal256(..))
-        && matches!(
-            array.data_type(),
-            DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View
-        )
-    {
-        let lengths = datafusion::arrow::compute::kernels::length::length(array)?;
-        let lengths = datafusion::arrow::compute::cast(&lengths, &DataType::Int64)?;
-        if let Some(max) = datafusion::arrow::compute::max(lengths.as_primitive::<Int64Type>())
-            && max as u64 > crate::expansion::MAX_NUMERIC_TEXT
-        {
-            return bad(crate::expansion::numeric_text_too_long(max as u64));
-        }
+    if matches!(target, DataType::Decimal128(..) | DataType::Decimal256(..)) {
+        crate::expansion::check_numeric_text(
+            &datafusion::logical_expr::ColumnarValue::Array(array.clone()),
+            array.len(),
+        )?;
     }
     match &col.ty {
         SqlType::Jsonb => {

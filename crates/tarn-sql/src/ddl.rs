@@ -61,6 +61,20 @@ pub(crate) fn check_name_chars(kind: &str, name: &str) -> Result<()> {
     Ok(())
 }
 
+/// A default's value in its column's type, as an INSERT would store it, or the 400
+/// that names the default (`NOT NULL DEFAULT NULL` passes: PostgreSQL refuses it only
+/// when a row takes it).
+fn default_in_type(
+    value: &datafusion::arrow::array::ArrayRef,
+    col: &ColumnDef,
+) -> Result<datafusion::arrow::array::ArrayRef> {
+    let mut nullable = col.clone();
+    nullable.nullable = true;
+    crate::coerce::coerce_column(value, &nullable)
+        .map(|c| c.array)
+        .map_err(|e| Error::BadRequest(format!("default of column \"{}\": {e}", col.name)))
+}
+
 impl Txn<'_> {
     /// `(workspace, table)` of a name being created: it must be qualified with a
     /// workspace of this organization.
@@ -257,11 +271,7 @@ impl Txn<'_> {
                     // not at the first insert, or after rows were given it).
                     if let Some(crate::dml::Cell::Scalar(v)) = crate::dml::literal_cell(expr, &col)
                     {
-                        let mut check = col.clone();
-                        check.nullable = true;
-                        crate::coerce::coerce_column(&v.to_array_of_size(1)?, &check).map_err(
-                            |e| Error::BadRequest(format!("default of column \"{name}\": {e}")),
-                        )?;
+                        default_in_type(&v.to_array_of_size(1)?, &col)?;
                     }
                     col.default = Some(ColumnDefault::Expr {
                         sql: expr.to_string(),
@@ -355,13 +365,7 @@ impl Txn<'_> {
                             // In the column's type (what an INSERT would store), so that
                             // the rows already there read it back as one.
                             let value = self.default_array(&def, &col, 1).await?;
-                            let mut check = col.clone();
-                            check.nullable = true;
-                            let value = crate::coerce::coerce_column(&value, &check)
-                                .map_err(|e| {
-                                    Error::BadRequest(format!("default of column \"{name}\": {e}"))
-                                })?
-                                .array;
+                            let value = default_in_type(&value, &col)?;
                             let field = crate::types::column_field(&col.name, &col.ty, true);
                             let v = crate::encode::encode_value(&field, &value, 0)?;
                             col.missing = (!v.is_null()).then_some(v);

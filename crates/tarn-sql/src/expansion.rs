@@ -431,12 +431,27 @@ impl datafusion::logical_expr::planner::ExprPlanner for ConcatPlanner {
 /// holds 38 digits here; PostgreSQL's own limit is 131,072 before the point.
 pub const MAX_NUMERIC_TEXT: u64 = 1000;
 
-/// The error for numeric text longer than [`MAX_NUMERIC_TEXT`].
-pub(crate) fn numeric_text_too_long(len: u64) -> String {
-    format!(
-        "invalid input syntax for type numeric: a value of {len} characters (numeric text is \
-         at most {MAX_NUMERIC_TEXT} characters)"
-    )
+/// Refuses text in `arg` (of `rows` rows) longer than [`MAX_NUMERIC_TEXT`], before it
+/// is read as a number; values of other types pass.
+pub(crate) fn check_numeric_text(arg: &ColumnarValue, rows: usize) -> crate::error::Result<()> {
+    if !matches!(
+        arg.data_type(),
+        DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View
+    ) {
+        return Ok(());
+    }
+    let lengths = text_lengths(arg, rows).map_err(|e| crate::Error::Internal(e.to_string()))?;
+    match lengths
+        .into_iter()
+        .flatten()
+        .find(|l| *l > MAX_NUMERIC_TEXT)
+    {
+        Some(len) => Err(crate::Error::BadRequest(format!(
+            "invalid input syntax for type numeric: a value of {len} characters (numeric \
+             text is at most {MAX_NUMERIC_TEXT} characters)"
+        ))),
+        None => Ok(()),
+    }
 }
 
 /// `engine_numeric_input(x)`: `x` unchanged, after checking that text read as a number
@@ -475,18 +490,8 @@ impl ScalarUDFImpl for NumericInput {
         let Some(arg) = args.args.into_iter().next() else {
             return exec_err!("{NUMERIC_INPUT} takes one argument");
         };
-        if matches!(
-            arg.data_type(),
-            DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View
-        ) && let Some(len) = text_lengths(&arg, args.number_rows)?
-            .into_iter()
-            .flatten()
-            .find(|l| *l > MAX_NUMERIC_TEXT)
-        {
-            return Err(datafusion::error::DataFusionError::External(Box::new(
-                crate::Error::BadRequest(numeric_text_too_long(len)),
-            )));
-        }
+        check_numeric_text(&arg, args.number_rows)
+            .map_err(|e| datafusion::error::DataFusionError::External(Box::new(e)))?;
         Ok(arg)
     }
 }
@@ -505,20 +510,7 @@ pub(crate) fn guard_numeric_casts(stmt: &mut datafusion::sql::sqlparser::ast::St
             )
         {
             let inner = std::mem::replace(expr.as_mut(), ast::Expr::value(ast::Value::Null));
-            **expr = ast::Expr::Function(ast::Function {
-                name: ast::ObjectName::from(vec![ast::Ident::new(NUMERIC_INPUT)]),
-                uses_odbc_syntax: false,
-                parameters: ast::FunctionArguments::None,
-                args: ast::FunctionArguments::List(ast::FunctionArgumentList {
-                    duplicate_treatment: None,
-                    args: vec![ast::FunctionArg::Unnamed(ast::FunctionArgExpr::Expr(inner))],
-                    clauses: vec![],
-                }),
-                filter: None,
-                null_treatment: None,
-                over: None,
-                within_group: vec![],
-            });
+            **expr = crate::param_array::call(NUMERIC_INPUT, vec![inner]);
         }
         std::ops::ControlFlow::<()>::Continue(())
     });

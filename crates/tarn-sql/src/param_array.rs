@@ -192,7 +192,8 @@ fn string(s: String) -> ast::Expr {
     ast::Expr::Value(ast::Value::SingleQuotedString(s).with_empty_span())
 }
 
-fn call(name: &str, args: Vec<ast::Expr>) -> ast::Expr {
+/// `name(args…)` as a SQL AST call (also the numeric-input guard's).
+pub(crate) fn call(name: &str, args: Vec<ast::Expr>) -> ast::Expr {
     ast::Expr::Function(ast::Function {
         name: ast::ObjectName::from(vec![ast::Ident::new(name)]),
         uses_odbc_syntax: false,
