@@ -552,6 +552,7 @@ impl Txn<'_> {
                 .collect::<Vec<_>>(),
         );
         let batch = RecordBatch::try_new(schema, stored.clone())?;
+        self.charge_rows(&batch)?;
         let t = self
             .tables
             .get_mut(&def.id)

@@ -485,10 +485,6 @@ impl SqlEngine {
         let mut txn = Txn::new(self, org, ws);
         txn.settings = settings.lock().clone();
         let fut = async {
-            // The rows the batch has staged so far: past what one log record holds, the
-            // batch fails now, not after staging every set (3,000 sets of 1 MB rows
-            // held 3 GB before the commit refused them).
-            let (mut staged, mut counted) = (0u64, 0usize);
             for (i, params) in params_batch.iter().enumerate() {
                 let step = async {
                     self.check_params(params)?;
@@ -500,22 +496,6 @@ impl SqlEngine {
                 totals.statements += 1;
                 totals.rows_affected += out.rows_affected;
                 totals.row_count += out.row_count();
-                for op in &txn.ops[counted.min(txn.ops.len())..] {
-                    if let Op::Insert { batch, .. } = op {
-                        staged += batch_bytes(batch) as u64;
-                    }
-                }
-                counted = txn.ops.len();
-                if staged > tarn_storage::MAX_RECORD_BYTES {
-                    return Err(prefix_error(
-                        Error::BadRequest(format!(
-                            "the data the batch writes passes what one commit (one log \
-                             record) holds, {} bytes: split it into smaller batches",
-                            tarn_storage::MAX_RECORD_BYTES
-                        )),
-                        i,
-                    ));
-                }
             }
             Ok::<_, Error>(())
         };
@@ -731,6 +711,9 @@ pub(crate) struct Txn<'e> {
     pub build_indexes: Vec<TableId>,
     /// The session's settings as the statement started (`SET engine.ef_search`).
     pub settings: Settings,
+    /// The rows this transaction has written and not yet committed, counted against
+    /// the `query_memory` pool the statements share (see [`Txn::charge_rows`]).
+    staged: Option<datafusion::execution::memory_pool::MemoryReservation>,
 }
 
 impl<'e> Txn<'e> {
@@ -747,7 +730,40 @@ impl<'e> Txn<'e> {
             now: chrono::Utc::now(),
             build_indexes: Vec::new(),
             settings: Settings::default(),
+            staged: None,
         }
+    }
+
+    /// Counts rows this transaction writes against the `query_memory` pool: they are
+    /// held twice until the commit (the op for the log and the transaction's own table
+    /// version, which merges small inserts into new buffers), so they count twice. A
+    /// batch of 3,000 one-megabyte rows held 4 GB before the log record's limit refused
+    /// it, and two such statements at once held twice that.
+    pub(crate) fn charge_rows(&mut self, batch: &RecordBatch) -> Result<()> {
+        let engine = self.engine;
+        let staged = self
+            .staged
+            .get_or_insert_with(|| engine.reserve("rows a statement writes"));
+        let bytes = batch_bytes(batch).saturating_mul(2);
+        // Past what one log record holds, the statement fails now, not after staging
+        // every row (3,000 sets of 1 MB rows held 3 GB before the commit refused them).
+        let total = (staged.size() + bytes) as u64 / 2;
+        if total > tarn_storage::MAX_RECORD_BYTES {
+            return Err(Error::BadRequest(format!(
+                "the rows this statement writes ({total} bytes) pass what one commit (one \
+                 log record) holds, {} bytes: write them in smaller statements or batches",
+                tarn_storage::MAX_RECORD_BYTES
+            )));
+        }
+        staged.try_grow(bytes).map_err(|_| {
+            Error::BadRequest(format!(
+                "query memory limit (query_memory) exceeded: the rows this statement writes \
+                 hold {} bytes, counted twice until they are committed; the statements \
+                 share {} bytes: write them in smaller statements or batches",
+                staged.size() / 2 + bytes / 2,
+                engine.limits.query_memory
+            ))
+        })
     }
 
     /// Takes the DDL lock (once) and refreshes the catalog so DDL validates against the
@@ -1261,7 +1277,12 @@ pub(crate) fn renamed(schema: &SchemaRef, names: &[String]) -> SchemaRef {
 fn coalesce(ops: Vec<Op>) -> Result<Vec<Op>> {
     let mut catalog = Vec::new();
     let mut attaches = Vec::new();
-    let mut inserts: Vec<(TableId, u64, Vec<RecordBatch>)> = Vec::new();
+    // Small inserts are concatenated, up to a few megabytes per op; a larger batch
+    // is an op of its own (concatenating would copy it once more while every copy is
+    // held: the statement's rows are already held twice until the commit).
+    const SMALL_BYTES: usize = 256 << 10;
+    const GROUP_BYTES: usize = 4 << 20;
+    let mut inserts: Vec<(TableId, u64, Vec<RecordBatch>, usize)> = Vec::new();
     let mut deletes: HashMap<TableId, Vec<u64>> = HashMap::new();
     let mut sequences: HashMap<(TableId, ColumnId), i64> = HashMap::new();
     for op in ops {
@@ -1274,15 +1295,25 @@ fn coalesce(ops: Vec<Op>) -> Result<Vec<Op>> {
                 first_row_id,
                 batch,
             } => {
-                if let Some((t, first, batches)) = inserts.last_mut()
+                let bytes = batch_bytes(&batch);
+                if let Some((t, first, batches, group)) = inserts.last_mut()
                     && *t == table
+                    && bytes < SMALL_BYTES
+                    && *group + bytes <= GROUP_BYTES
                     && batches[0].schema() == batch.schema()
                     && *first + batches.iter().map(|b| b.num_rows() as u64).sum::<u64>()
                         == first_row_id
                 {
                     batches.push(batch);
+                    *group += bytes;
                 } else {
-                    inserts.push((table, first_row_id, vec![batch]));
+                    // A large batch's group takes nothing more.
+                    let group = if bytes < SMALL_BYTES {
+                        bytes
+                    } else {
+                        usize::MAX / 2
+                    };
+                    inserts.push((table, first_row_id, vec![batch], group));
                 }
             }
             Op::Delete { table, row_ids } => {
@@ -1300,7 +1331,7 @@ fn coalesce(ops: Vec<Op>) -> Result<Vec<Op>> {
     }
     let mut out = catalog;
     out.extend(attaches);
-    for (table, first_row_id, batches) in inserts {
+    for (table, first_row_id, batches, _) in inserts {
         let batch = if batches.len() == 1 {
             batches
                 .into_iter()

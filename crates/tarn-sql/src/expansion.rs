@@ -12,6 +12,7 @@ use std::sync::Arc;
 
 use datafusion::arrow::array::{Array, ArrayRef, AsArray};
 use datafusion::arrow::datatypes::{DataType, FieldRef, Int64Type};
+use datafusion::common::tree_node::{Transformed, TreeNode};
 use datafusion::common::{Result, exec_err};
 use datafusion::logical_expr::simplify::{ExprSimplifyResult, SimplifyContext};
 use datafusion::logical_expr::{
@@ -41,8 +42,8 @@ pub fn output_limits(query_memory: usize) -> OutputLimits {
 }
 
 /// The functions wrapped, and how each one's output is sized.
-const WRAPPED: [(&str, Kind); 8] = [
-    ("concat", Kind::Concat),
+const WRAPPED: [(&str, Kind); 22] = [
+    ("concat", Kind::Sum),
     ("concat_ws", Kind::ConcatWs),
     ("repeat", Kind::Repeat),
     ("lpad", Kind::Pad),
@@ -50,23 +51,53 @@ const WRAPPED: [(&str, Kind); 8] = [
     ("array_repeat", Kind::ArrayRepeat),
     ("range", Kind::Range),
     ("generate_series", Kind::Range),
+    ("make_array", Kind::Sum),
+    ("array_concat", Kind::Sum),
+    ("array_append", Kind::Sum),
+    ("array_prepend", Kind::Sum),
+    ("struct", Kind::Sum),
+    ("named_struct", Kind::Sum),
+    ("overlay", Kind::Sum),
+    ("replace", Kind::Replace),
+    ("regexp_replace", Kind::RegexpReplace),
+    ("array_to_string", Kind::ArrayToString),
+    ("array_resize", Kind::ArrayResize),
+    ("array_replace", Kind::ArrayReplace),
+    ("array_replace_n", Kind::ArrayReplace),
+    ("array_replace_all", Kind::ArrayReplace),
 ];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 enum Kind {
-    /// `concat(a, b, …)`: the text of its arguments (NULLs count nothing).
-    Concat,
+    /// `concat(a, b, …)`, `ARRAY[a, b, …]`, `array_concat`, `struct(…)`, …: at most
+    /// the bytes of its arguments (NULLs count nothing). Each argument counts, so
+    /// `ARRAY[s, s, s]` is three times `s`.
+    Sum,
     /// `concat_ws(sep, a, b, …)`: the arguments and a separator between each two.
     ConcatWs,
     /// `repeat(text, n)`: the text's bytes times n.
     Repeat,
     /// `lpad/rpad(text, n [, fill])`: n characters (counted as bytes: ASCII).
     Pad,
-    /// `array_repeat(value, n)`: n elements (counted at 8 bytes).
+    /// `array_repeat(value, n)`: n copies of the value.
     ArrayRepeat,
     /// `range/generate_series(start, stop [, step])` over integers: the elements
     /// (8 bytes each).
     Range,
+    /// `replace(text, from, to)`: every occurrence of `from` becomes `to` (an empty
+    /// `from` matches between every two characters).
+    Replace,
+    /// `regexp_replace(text, pattern, replacement [, flags])`: with `g`, a match may be
+    /// empty (one between every two characters), and each one's replacement can copy
+    /// the match once per group reference.
+    RegexpReplace,
+    /// `array_to_string(array, sep [, null_text])`: each element written (text as its
+    /// bytes, other values at most 24), a separator and the NULL text each.
+    ArrayToString,
+    /// `array_resize(array, n [, fill])`: n elements of the array's or the fill's size.
+    ArrayResize,
+    /// `array_replace[_n|_all](array, from, to [, n])`: each element can become `to`.
+    ArrayReplace,
 }
 
 /// The wrapped versions of the functions `get` finds, ready to register over them.
@@ -78,13 +109,77 @@ pub fn wrapped(
         .iter()
         .filter_map(|(name, kind)| {
             let inner = get(name)?;
-            Some(ScalarUDF::new_from_impl(Bounded {
-                inner,
-                kind: *kind,
-                limits,
-            }))
+            Some(bounded(inner, *kind, limits))
         })
         .collect()
+}
+
+fn bounded(inner: Arc<ScalarUDF>, kind: Kind, limits: OutputLimits) -> ScalarUDF {
+    ScalarUDF::new_from_impl(Bounded {
+        inner,
+        kind,
+        limits,
+    })
+}
+
+/// `expr` with every call of a function [`WRAPPED`] names that is not sized yet
+/// replaced by its sized version. DataFusion's own planners build some calls without
+/// looking the function up (`ARRAY[…]` is `make_array`), and a function's
+/// simplification returns calls of its unwrapped self (`concat_ws` merging constant
+/// arguments), so calls are wrapped where they are, not only where they are named.
+fn wrap_calls(expr: Expr, limits: OutputLimits) -> Result<Transformed<Expr>> {
+    expr.transform_up(|e| {
+        let Expr::ScalarFunction(call) = &e else {
+            return Ok(Transformed::no(e));
+        };
+        if call.func.inner().downcast_ref::<Bounded>().is_some() {
+            return Ok(Transformed::no(e));
+        }
+        let Some((_, kind)) = WRAPPED.iter().find(|(name, _)| *name == call.func.name()) else {
+            return Ok(Transformed::no(e));
+        };
+        let Expr::ScalarFunction(call) = e else {
+            unreachable!("matched above")
+        };
+        Ok(Transformed::yes(Expr::ScalarFunction(
+            datafusion::logical_expr::expr::ScalarFunction::new_udf(
+                Arc::new(bounded(call.func, *kind, limits)),
+                call.args,
+            ),
+        )))
+    })
+}
+
+/// The analyzer rule that wraps every call of a function whose output can be far
+/// larger than its input, wherever the statement's plan has one (see [`wrap_calls`]).
+#[derive(Debug)]
+pub(crate) struct SizeCalls {
+    limits: OutputLimits,
+}
+
+impl SizeCalls {
+    pub(crate) fn new(limits: OutputLimits) -> Self {
+        SizeCalls { limits }
+    }
+}
+
+impl datafusion::optimizer::AnalyzerRule for SizeCalls {
+    fn name(&self) -> &str {
+        "tarn_size_calls"
+    }
+
+    fn analyze(
+        &self,
+        plan: datafusion::logical_expr::LogicalPlan,
+        _config: &datafusion::common::config::ConfigOptions,
+    ) -> Result<datafusion::logical_expr::LogicalPlan> {
+        // The wrapped function has the same name, type and nullability: no schema
+        // changes.
+        plan.transform_up_with_subqueries(|plan| {
+            plan.map_expressions(|e| wrap_calls(e, self.limits))
+        })
+        .map(|t| t.data)
+    }
 }
 
 /// A DataFusion function with its output sized first.
@@ -110,9 +205,175 @@ fn at(a: &ArrayRef, i: usize) -> i64 {
     }
 }
 
+/// Most bytes one value written as text takes when it is not text (a number, a date).
+const WRITTEN: u64 = 24;
+
+/// About how many bytes each row of an argument holds (NULL: 0): text and binary
+/// exactly, a list its elements at their average size, other values their average
+/// size. A constant is measured once, not repeated over the batch.
+fn row_bytes(arg: &ColumnarValue, rows: usize) -> Vec<u64> {
+    match arg {
+        ColumnarValue::Scalar(s) => {
+            let bytes = if s.is_null() {
+                0
+            } else {
+                match text_lengths(arg, 1) {
+                    Ok(v) if v.first().is_some_and(Option::is_some) => v[0].unwrap_or_default(),
+                    _ => s.size() as u64,
+                }
+            };
+            vec![bytes; rows]
+        }
+        ColumnarValue::Array(a) => array_row_bytes(a),
+    }
+}
+
+fn array_row_bytes(a: &ArrayRef) -> Vec<u64> {
+    use datafusion::arrow::array::OffsetSizeTrait;
+    fn average(a: &dyn Array) -> u64 {
+        (a.get_array_memory_size() as u64)
+            .checked_div(a.len() as u64)
+            .unwrap_or(0)
+            .max(1)
+    }
+    fn list<O: OffsetSizeTrait>(a: &ArrayRef) -> Vec<u64> {
+        let l = a.as_list::<O>();
+        let each = average(l.values().as_ref());
+        l.value_offsets()
+            .windows(2)
+            .enumerate()
+            .map(|(i, w)| {
+                if l.is_null(i) {
+                    0
+                } else {
+                    (w[1] - w[0]).as_usize() as u64 * each + 8
+                }
+            })
+            .collect()
+    }
+    match a.data_type() {
+        DataType::Utf8
+        | DataType::LargeUtf8
+        | DataType::Utf8View
+        | DataType::Binary
+        | DataType::LargeBinary
+        | DataType::BinaryView => text_lengths(&ColumnarValue::Array(a.clone()), a.len())
+            .unwrap_or_default()
+            .into_iter()
+            .map(Option::unwrap_or_default)
+            .collect(),
+        DataType::List(_) => list::<i32>(a),
+        DataType::LargeList(_) => list::<i64>(a),
+        _ => {
+            let each = average(a.as_ref());
+            (0..a.len())
+                .map(|i| if a.is_null(i) { 0 } else { each })
+                .collect()
+        }
+    }
+}
+
+/// Per row of a list argument: how many leaf elements (through nested lists) and how
+/// many bytes they take written as text (text at its length, other values at
+/// [`WRITTEN`]).
+fn leaves(arg: &ColumnarValue, rows: usize) -> Vec<(u64, u64)> {
+    use datafusion::arrow::array::OffsetSizeTrait;
+    fn of(a: &ArrayRef) -> Vec<(u64, u64)> {
+        fn list<O: OffsetSizeTrait>(a: &ArrayRef) -> Vec<(u64, u64)> {
+            let l = a.as_list::<O>();
+            let inner = of(l.values());
+            l.value_offsets()
+                .windows(2)
+                .map(|w| {
+                    inner[w[0].as_usize()..w[1].as_usize()]
+                        .iter()
+                        .fold((0, 0), |(n, b), (m, c)| (n + m, b + c))
+                })
+                .collect()
+        }
+        match a.data_type() {
+            DataType::List(_) => list::<i32>(a),
+            DataType::LargeList(_) => list::<i64>(a),
+            DataType::FixedSizeList(_, n) => {
+                let l = a.as_fixed_size_list();
+                let inner = of(l.values());
+                let n = (*n).max(0) as usize;
+                (0..l.len())
+                    .map(|i| {
+                        inner[i * n..(i + 1) * n]
+                            .iter()
+                            .fold((0, 0), |(k, b), (m, c)| (k + m, b + c))
+                    })
+                    .collect()
+            }
+            DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => {
+                array_row_bytes(a).into_iter().map(|b| (1, b)).collect()
+            }
+            _ => vec![(1, WRITTEN); a.len()],
+        }
+    }
+    match arg {
+        ColumnarValue::Scalar(s) => match s.to_array_of_size(1) {
+            Ok(a) => vec![of(&a).first().copied().unwrap_or_default(); rows],
+            Err(_) => vec![(0, 0); rows],
+        },
+        ColumnarValue::Array(a) => of(a),
+    }
+}
+
+/// Per row of a list argument: how many elements it has (top level).
+fn elements(arg: &ColumnarValue, rows: usize) -> Vec<u64> {
+    let count = |a: &ArrayRef| -> Vec<u64> {
+        match datafusion::arrow::compute::kernels::length::length(a)
+            .and_then(|l| datafusion::arrow::compute::cast(&l, &DataType::Int64))
+        {
+            Ok(l) => {
+                let l = l.as_primitive::<Int64Type>();
+                (0..l.len())
+                    .map(|i| {
+                        if l.is_null(i) {
+                            0
+                        } else {
+                            l.value(i).max(0) as u64
+                        }
+                    })
+                    .collect()
+            }
+            Err(_) => vec![0; a.len()],
+        }
+    };
+    match arg {
+        ColumnarValue::Scalar(s) => match s.to_array_of_size(1) {
+            Ok(a) => vec![count(&a).first().copied().unwrap_or_default(); rows],
+            Err(_) => vec![0; rows],
+        },
+        ColumnarValue::Array(a) => count(a),
+    }
+}
+
+/// Per row of a text argument: its text (`None`: NULL or not text).
+fn texts(arg: &ColumnarValue, rows: usize) -> Vec<Option<String>> {
+    use datafusion::common::ScalarValue as S;
+    match arg {
+        ColumnarValue::Scalar(S::Utf8(v) | S::LargeUtf8(v) | S::Utf8View(v)) => {
+            vec![v.clone(); rows]
+        }
+        ColumnarValue::Array(a) => match datafusion::arrow::compute::cast(a, &DataType::Utf8) {
+            Ok(t) => t
+                .as_string::<i32>()
+                .iter()
+                .map(|v| v.map(str::to_owned))
+                .collect(),
+            Err(_) => vec![None; rows],
+        },
+        ColumnarValue::Scalar(_) => vec![None; rows],
+    }
+}
+
 impl Bounded {
     /// What this call would produce for the batch, in bytes (an estimate from above
-    /// for text, elements × 8 for arrays).
+    /// for text, elements × their average size for arrays): the total and the largest
+    /// value.
     fn output_bytes(&self, args: &ScalarFunctionArgs) -> (u64, u64) {
         let rows = args.number_rows;
         let a = &args.args;
@@ -122,53 +383,50 @@ impl Bounded {
             total = total.saturating_add(bytes);
             largest = largest.max(bytes);
         };
+        let bytes_of = |i: usize| a.get(i).map(|x| row_bytes(x, rows));
         match self.kind {
-            Kind::Concat | Kind::ConcatWs => {
-                // Arguments that are not text are short when written (numbers, dates).
-                let lengths: Vec<Vec<Option<u64>>> = a
-                    .iter()
-                    .map(|x| match x.data_type() {
-                        DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => {
-                            text_lengths(x, rows).unwrap_or_default()
-                        }
-                        _ => vec![Some(32); rows],
-                    })
-                    .collect();
-                let (sep, parts) = match self.kind {
-                    Kind::ConcatWs => match lengths.split_first() {
-                        Some((sep, parts)) => (Some(sep), parts),
-                        None => return (0, 0),
-                    },
-                    _ => (None, lengths.as_slice()),
-                };
+            Kind::Sum => {
+                let each: Vec<Vec<u64>> = a.iter().map(|x| row_bytes(x, rows)).collect();
                 for i in 0..rows {
-                    let present: Vec<u64> = parts
-                        .iter()
-                        .filter_map(|p| p.get(i).copied().flatten())
-                        .collect();
-                    let sep = sep.and_then(|s| s.get(i).copied().flatten()).unwrap_or(0);
-                    let gaps = present.len().saturating_sub(1) as u64;
-                    add(present.iter().sum::<u64>() + sep.saturating_mul(gaps));
+                    add(each.iter().map(|v| v[i]).fold(0, u64::saturating_add));
+                }
+            }
+            Kind::ConcatWs => {
+                let Some((sep, parts)) = a.split_first() else {
+                    return (0, 0);
+                };
+                let sep = row_bytes(sep, rows);
+                let parts: Vec<Vec<u64>> = parts.iter().map(|x| row_bytes(x, rows)).collect();
+                for i in 0..rows {
+                    let gaps = parts.len().saturating_sub(1) as u64;
+                    let sum = parts.iter().map(|v| v[i]).fold(0, u64::saturating_add);
+                    add(sum.saturating_add(sep[i].saturating_mul(gaps)));
                 }
             }
             Kind::Repeat => {
-                let (Some(Ok(len)), Some(n)) = (
-                    a.first().map(|x| text_lengths(x, rows)),
-                    a.get(1).and_then(|x| ints(x, rows)),
-                ) else {
+                let (Some(len), Some(n)) = (bytes_of(0), a.get(1).and_then(|x| ints(x, rows)))
+                else {
                     return (0, 0);
                 };
                 for (i, each) in len.iter().enumerate() {
-                    add(each.unwrap_or(0).saturating_mul(at(&n, i).max(0) as u64));
+                    add(each.saturating_mul(at(&n, i).max(0) as u64));
                 }
             }
-            Kind::Pad | Kind::ArrayRepeat => {
+            Kind::Pad => {
                 let Some(n) = a.get(1).and_then(|x| ints(x, rows)) else {
                     return (0, 0);
                 };
-                let each = if self.kind == Kind::Pad { 1 } else { 8 };
                 for i in 0..rows {
-                    add((at(&n, i).max(0) as u64).saturating_mul(each));
+                    add(at(&n, i).max(0) as u64);
+                }
+            }
+            Kind::ArrayRepeat => {
+                let (Some(each), Some(n)) = (bytes_of(0), a.get(1).and_then(|x| ints(x, rows)))
+                else {
+                    return (0, 0);
+                };
+                for (i, each) in each.iter().enumerate() {
+                    add((at(&n, i).max(0) as u64).saturating_mul(each.saturating_add(8)));
                 }
             }
             Kind::Range => {
@@ -195,6 +453,80 @@ impl Bounded {
                     let step = i128::from(step).unsigned_abs().max(1);
                     let elements = u64::try_from(span / step + 1).unwrap_or(u64::MAX);
                     add(elements.saturating_mul(8));
+                }
+            }
+            Kind::Replace => {
+                let (Some(s), Some(from), Some(to)) = (bytes_of(0), bytes_of(1), bytes_of(2))
+                else {
+                    return (0, 0);
+                };
+                for i in 0..rows {
+                    let out = if from[i] == 0 {
+                        // Between every two characters, and at both ends.
+                        s[i].saturating_add((s[i] + 1).saturating_mul(to[i]))
+                    } else if to[i] <= from[i] {
+                        s[i]
+                    } else {
+                        s[i].saturating_add((s[i] / from[i]).saturating_mul(to[i] - from[i]))
+                    };
+                    add(out);
+                }
+            }
+            Kind::RegexpReplace => {
+                let (Some(s), Some(repl)) = (bytes_of(0), a.get(2)) else {
+                    return (0, 0);
+                };
+                let repl_text = texts(repl, rows);
+                let flags = a.get(3).map(|f| texts(f, rows));
+                for i in 0..rows {
+                    let Some(r) = &repl_text[i] else {
+                        continue;
+                    };
+                    let global = flags
+                        .as_ref()
+                        .is_some_and(|f| f[i].as_deref().is_some_and(|f| f.contains('g')));
+                    // Each group reference (`\1`, `$1`) copies at most its match.
+                    let refs = r.matches(['\\', '$']).count() as u64;
+                    let matches = if global { s[i] + 1 } else { 1 };
+                    let copies = s[i].saturating_mul(refs);
+                    add(s[i]
+                        .saturating_add(matches.saturating_mul(r.len() as u64))
+                        .saturating_add(copies));
+                }
+            }
+            Kind::ArrayToString => {
+                let Some(array) = a.first() else {
+                    return (0, 0);
+                };
+                let leaves = leaves(array, rows);
+                let sep = bytes_of(1).unwrap_or_else(|| vec![0; rows]);
+                let null = bytes_of(2).unwrap_or_else(|| vec![0; rows]);
+                for i in 0..rows {
+                    let (n, bytes) = leaves[i];
+                    add(bytes.saturating_add(n.saturating_mul(sep[i].saturating_add(null[i]))));
+                }
+            }
+            Kind::ArrayResize => {
+                let (Some(array), Some(n)) = (a.first(), a.get(1).and_then(|x| ints(x, rows)))
+                else {
+                    return (0, 0);
+                };
+                let count = elements(array, rows);
+                let bytes = row_bytes(array, rows);
+                let fill = bytes_of(2).unwrap_or_else(|| vec![0; rows]);
+                for i in 0..rows {
+                    let each = (bytes[i] / count[i].max(1)).max(fill[i]).saturating_add(8);
+                    add((at(&n, i).max(0) as u64).saturating_mul(each));
+                }
+            }
+            Kind::ArrayReplace => {
+                let (Some(array), Some(to)) = (a.first(), bytes_of(2)) else {
+                    return (0, 0);
+                };
+                let count = elements(array, rows);
+                let bytes = row_bytes(array, rows);
+                for i in 0..rows {
+                    add(bytes[i].saturating_add(count[i].saturating_mul(to[i])));
                 }
             }
         }
@@ -227,8 +559,26 @@ impl ScalarUDFImpl for Bounded {
         self.inner.coerce_types(arg_types)
     }
 
+    fn schema_name(&self, args: &[Expr]) -> Result<String> {
+        self.inner.schema_name(args)
+    }
+
+    fn is_strict(&self) -> bool {
+        self.inner.is_strict()
+    }
+
+    fn short_circuits(&self) -> bool {
+        self.inner.short_circuits()
+    }
+
     fn simplify(&self, args: Vec<Expr>, info: &SimplifyContext) -> Result<ExprSimplifyResult> {
-        self.inner.simplify(args, info)
+        // A simplified call is of the unwrapped function: wrapped again.
+        Ok(match self.inner.simplify(args, info)? {
+            ExprSimplifyResult::Simplified(e) => {
+                ExprSimplifyResult::Simplified(wrap_calls(e, self.limits)?.data)
+            }
+            original => original,
+        })
     }
 
     fn documentation(&self) -> Option<&Documentation> {

@@ -27,6 +27,10 @@ pub fn install(state: &mut SessionState, query_memory: usize) -> Result<()> {
     state.register_expr_planner(std::sync::Arc::new(crate::expansion::ConcatPlanner::new(
         limits,
     )))?;
+    // And wherever a planner made the call itself (`ARRAY[…]` is `make_array`).
+    state.add_analyzer_rule(std::sync::Arc::new(crate::expansion::SizeCalls::new(
+        limits,
+    )));
     state.register_udf(std::sync::Arc::new(
         datafusion::logical_expr::ScalarUDF::new_from_impl(crate::param_array::ParamArray::new()),
     ))?;

@@ -113,14 +113,22 @@ pub fn encode(ops: &[Op]) -> Result<Vec<u8>> {
                         return Err(too_large(size));
                     }
                 }
-                let mut bytes = Vec::new();
-                bytes.extend_from_slice(&table.to_le_bytes());
-                bytes.extend_from_slice(&first_row_id.to_le_bytes());
-                let mut w = StreamWriter::try_new(&mut bytes, &batch.schema())?;
+                // Written in place (a copy beside the record would hold the rows once
+                // more), its length filled in after.
+                let start = out.len();
+                out.push(2);
+                out.extend_from_slice(&0u32.to_le_bytes());
+                out.extend_from_slice(&table.to_le_bytes());
+                out.extend_from_slice(&first_row_id.to_le_bytes());
+                let mut w = StreamWriter::try_new(&mut out, &batch.schema())?;
                 w.write(batch)?;
                 w.finish()?;
                 drop(w);
-                put_op(&mut out, 2, &bytes)?;
+                let len = out.len() - start - 5;
+                if out.len() as u64 > MAX_RECORD_BYTES {
+                    return Err(too_large(out.len() as u64));
+                }
+                out[start + 1..start + 5].copy_from_slice(&(len as u32).to_le_bytes());
             }
             Op::Delete { table, row_ids } => {
                 let mut bytes = Vec::with_capacity(12 + row_ids.len() * 8);

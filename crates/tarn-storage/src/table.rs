@@ -21,6 +21,12 @@ use crate::{Error, Result};
 /// (a scan hands out whole segments as batches, like sealed blocks).
 const CHUNK_TARGET_ROWS: usize = crate::segment::BLOCK_ROWS;
 
+/// Most bytes two in-memory segments may hold to be merged into one: merging saves a
+/// segment's overhead for small rows, and copies large ones for nothing (a batch of
+/// one-megabyte rows held every row twice, and up to twice more while the largest
+/// merges ran).
+const MERGE_BYTES: u64 = 2 << 20;
+
 /// Name of the Arrow field that stores column `id` (stored data never uses names).
 pub fn column_field_name(id: ColumnId) -> String {
     format!("c{id}")
@@ -753,7 +759,7 @@ impl TableStore {
 /// Merges the last two in-memory segments while they are of similar size (a binary
 /// counter), so single-row inserts do not leave a long tail of tiny segments and each
 /// row is copied O(log CHUNK_TARGET_ROWS) times. Frozen segments (being sealed) and
-/// sealed ones never merge here.
+/// sealed ones never merge here, nor do segments that together pass [`MERGE_BYTES`].
 fn merge_tail(segments: &mut Vec<SegmentRef>) -> Result<()> {
     while segments.len() >= 2 {
         let last = &segments[segments.len() - 1];
@@ -763,6 +769,7 @@ fn merge_tail(segments: &mut Vec<SegmentRef>) -> Result<()> {
             || !mergeable(prev)
             || last.live_count() < prev.live_count()
             || prev.live_count() + last.live_count() > CHUNK_TARGET_ROWS
+            || prev.segment.bytes() + last.segment.bytes() > MERGE_BYTES
         {
             break;
         }
