@@ -1543,6 +1543,27 @@ async fn errors_are_in_tarns_own_words() -> TestResult {
             "SELECT avg(x) FROM (VALUES ('a'::text)) v(x)",
             "function avg(text) does not exist",
         ),
+        // Every argument named, not the first that failed.
+        ("SELECT substr(1, 'a')", "function substr(bigint, text)"),
+        // A long value is quoted in part, so the message still says what is wrong.
+        (
+            "SELECT repeat('9', 600000)::float8",
+            "(600000 characters) is out of range for type double precision",
+        ),
+        (
+            "SELECT repeat('x', 600000)::float8",
+            "invalid input syntax for type double precision: \"xxx",
+        ),
+        ("SELECT 1e400::numeric", "numeric field overflow"),
+        (
+            "SELECT '1'::numeric(0, 0)",
+            "NUMERIC precision must be between 1 and 76",
+        ),
+        (
+            r#"SELECT e <-> e FROM "ws"."n""#,
+            "operator does not exist: <->; similarity is scored with <#>",
+        ),
+        ("SELECT 1 ## 2", "operator does not exist: ##"),
     ] {
         let e = s.query("ws", sql, &[]).await.unwrap_err();
         assert_eq!(e.kind(), ErrorKind::BadRequest, "{sql}: {e}");

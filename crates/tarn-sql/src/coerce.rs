@@ -131,7 +131,8 @@ fn coerce_plain(array: &ArrayRef, col: &ColumnDef) -> Result<ArrayRef> {
                     Some(v) => {
                         let u = uuid::Uuid::parse_str(v.trim()).map_err(|_| {
                             Error::BadRequest(format!(
-                                "invalid input syntax for type uuid: \"{v}\""
+                                "invalid input syntax for type uuid: {}",
+                                crate::error::quoted(v)
                             ))
                         })?;
                         b.append_value(u.hyphenated().to_string());
@@ -291,7 +292,8 @@ fn float_in_range(source: &ArrayRef, out: &ArrayRef, ty: &SqlType) -> Result<()>
         }
         return if text {
             bad(format!(
-                "\"{written}\" is out of range for type {type_name}"
+                "{} is out of range for type {type_name}",
+                crate::error::quoted(written)
             ))
         } else {
             bad("value out of range: overflow")

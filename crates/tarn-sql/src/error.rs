@@ -254,6 +254,20 @@ fn arrow_message(e: &datafusion::arrow::error::ArrowError) -> String {
     }
 }
 
+/// A value from the statement quoted in a message, as PostgreSQL quotes it; a long one
+/// in part, with its length (a 600,000-digit value quoted whole left no room in the
+/// message for what was wrong with it).
+pub(crate) fn quoted(value: &str) -> String {
+    const SHOWN: usize = 64;
+    let chars = value.chars().count();
+    if chars <= SHOWN {
+        return format!("\"{}\"", value.escape_debug());
+    }
+    let head: String = value.chars().take(SHOWN - 16).collect();
+    let head = head.escape_debug();
+    format!("\"{head}…\" ({chars} characters)")
+}
+
 /// Strips DataFusion's "Error during planning: " style prefixes: messages are for people.
 pub(crate) fn clean_message(msg: &str) -> String {
     const PREFIXES: &[&str] = &[
@@ -288,6 +302,7 @@ pub(crate) fn clean_message(msg: &str) -> String {
         }
     }
     // DataFusion sometimes appends a backtrace hint or a context line; keep the first line.
+    let full = m;
     let m = m.lines().next().unwrap_or(m).trim();
     // A function's own refusal of its argument types, wrapped by DataFusion's coercion
     // ("Function 'f' user-defined coercion failed with: External error: <ours>. No
@@ -297,6 +312,16 @@ pub(crate) fn clean_message(msg: &str) -> String {
     {
         let inner = inner.split(". No function matches").next().unwrap_or(inner);
         return clean_message(inner);
+    }
+    // A call no signature takes: the argument types DataFusion lists on a later line
+    // (the first names only the first argument that failed).
+    const NO_MATCH: &str = "No function matches the given name and argument types '";
+    if let Some(at) = full.find(NO_MATCH)
+        && let Some((call, _)) = full[at + NO_MATCH.len()..].split_once('\'')
+        && let Some((name, args)) = call.split_once('(')
+        && let Some(args) = args.strip_suffix(')')
+    {
+        return no_such_function(name, &pg_type_names(args));
     }
     // An outer column left in a plan: a correlated shape unnesting does not cover.
     if m.starts_with("Physical plan does not support logical expression OuterReferenceColumn") {
@@ -323,6 +348,15 @@ pub(crate) fn clean_message(msg: &str) -> String {
         return pg;
     }
     pg_type_names(m)
+}
+
+/// PostgreSQL's message for a call of `name` with arguments of types `args` (already
+/// in PostgreSQL's names) that no function takes.
+fn no_such_function(name: &str, args: &str) -> String {
+    format!(
+        "function {name}({args}) does not exist: no function matches the given name and \
+         argument types; you might need to add explicit type casts"
+    )
 }
 
 /// PostgreSQL's wording for DataFusion's refusals of types: operators and functions
@@ -361,6 +395,14 @@ fn pg_wording(m: &str) -> Option<String> {
             .map(|at| &m[at + listed.len()..])
             .and_then(|args| args.split_once(")'").map(|(args, _)| args))
             .filter(|args| !args.contains(['\'', ':']));
+        // "… coercion from Int64, Utf8 to the signature …": every argument's type.
+        let from_list = from_list.or_else(|| {
+            let at = m.find("coercion from ")? + "coercion from ".len();
+            m[at..]
+                .split_once(" to the signature")
+                .map(|(args, _)| args)
+                .filter(|args| !args.contains(['\'', ':']))
+        });
         let args = match from_list {
             Some(args) => pg_type_names(args),
             // "… but received String (DataType: Utf8)": the data type when given.
@@ -377,18 +419,81 @@ fn pg_wording(m: &str) -> Option<String> {
                 })
                 .unwrap_or_default(),
         };
-        return Some(format!(
-            "function {name}({args}) does not exist: no function matches the given name and \
-             argument types; you might need to add explicit type casts"
-        ));
+        return Some(no_such_function(name, &args));
     }
     // "Error parsing timestamp from 'x': …": PostgreSQL's invalid input.
     if let Some(rest) = m.strip_prefix("Error parsing timestamp from '")
         && let Some((value, _)) = rest.split_once("': ")
     {
         return Some(format!(
-            "invalid input syntax for type timestamp: {value:?}"
+            "invalid input syntax for type timestamp: {}",
+            quoted(value)
         ));
+    }
+    // "Cannot cast to Decimal128(38, 10). Overflowing on inf": PostgreSQL's overflow.
+    if let Some(rest) = m.strip_prefix("Cannot cast to ")
+        && let Some((ty, value)) = rest.split_once(". Overflowing on ")
+    {
+        let value = match value.trim() {
+            "inf" | "-inf" | "NaN" => "an infinite value".to_string(),
+            v => quoted(v),
+        };
+        return Some(format!(
+            "numeric field overflow: {value} does not fit in {}",
+            pg_type_names(ty)
+        ));
+    }
+    // "Decimal(precision = 0, scale = 0) should satisfy `0 < precision <= 76`, …".
+    if let Some(rest) = m.strip_prefix("Decimal(precision = ")
+        && let Some((precision, rest)) = rest.split_once(", scale = ")
+        && let Some((scale, _)) = rest.split_once(") should satisfy")
+    {
+        return Some(format!(
+            "NUMERIC precision must be between 1 and 76 and scale between 0 and the \
+             precision, not ({precision}, {scale})"
+        ));
+    }
+    // "Unsupported binary operator: LtDashGt": the operator as it was written.
+    if let Some(name) = m.strip_prefix("Unsupported binary operator: ") {
+        let written = match name.trim() {
+            "LtDashGt" => "<->",
+            "DoubleHash" => "##",
+            "AtAt" => "@@",
+            "AtQuestion" => "@?",
+            "Question" => "?",
+            "QuestionAnd" => "?&",
+            "QuestionPipe" => "?|",
+            "HashMinus" => "#-",
+            "Spaceship" => "<=>",
+            "DuckIntegerDivide" => "//",
+            "MyIntegerDivide" => "DIV",
+            "PGOverlap" => "&&",
+            "PGStartsWith" => "^@",
+            "AndLt" => "&<",
+            "AndGt" => "&>",
+            "LtLtPipe" => "<<|",
+            "PipeGtGt" => "|>>",
+            "AndLtPipe" => "&<|",
+            "PipeAndGt" => "|&>",
+            "LtCaret" => "<^",
+            "GtCaret" => ">^",
+            "QuestionHash" => "?#",
+            "QuestionDash" => "?-",
+            "QuestionDashPipe" => "?-|",
+            "QuestionDoublePipe" => "?||",
+            "At" => "@",
+            "TildeEq" => "~=",
+            "Assignment" => ":=",
+            "Xor" => "XOR",
+            "Overlaps" => "OVERLAPS",
+            other => other,
+        };
+        let hint = if written == "<->" || written == "<=>" {
+            "; similarity is scored with <#> (higher is better)"
+        } else {
+            ""
+        };
+        return Some(format!("operator does not exist: {written}{hint}"));
     }
     // "Cannot cast string 'a' to value of Int64 type": PostgreSQL's invalid input.
     if let Some(rest) = m.strip_prefix("Cannot cast string '")
@@ -396,8 +501,9 @@ fn pg_wording(m: &str) -> Option<String> {
     {
         let ty = ty.strip_suffix(" type").unwrap_or(ty);
         return Some(format!(
-            "invalid input syntax for type {}: {value:?}",
-            pg_type_names(ty)
+            "invalid input syntax for type {}: {}",
+            pg_type_names(ty),
+            quoted(value)
         ));
     }
     if let Some(rest) = m.strip_prefix("Inconsistent metadata across values list at row ") {

@@ -1,6 +1,7 @@
 //! JSONB operators and functions that `datafusion-functions-json` lacks (see docs/design.md
-//! "SQL"): `@>` (containment), `jsonb_typeof`, `jsonb_array_length`, and `#>` / `#>>`
-//! with PostgreSQL text paths (`'{a,0}'`), which that crate silently answers with NULL.
+//! "SQL"): `@>` (containment), `||` (PostgreSQL's merge; DataFusion would join the
+//! texts), `jsonb_typeof`, `jsonb_array_length`, and `#>` / `#>>` with PostgreSQL text
+//! paths (`'{a,0}'`), which that crate silently answers with NULL.
 
 use std::sync::Arc;
 
@@ -24,7 +25,12 @@ use crate::params::{ArrayText, parse_array_text};
 /// Registers the JSONB functions and operator planners. Call before
 /// `datafusion_functions_json::register_all` so `#>` with a text path reaches Tarn first.
 pub fn register(state: &mut SessionState) -> Result<()> {
-    for f in [JsonbFn::Contains, JsonbFn::Typeof, JsonbFn::ArrayLength] {
+    for f in [
+        JsonbFn::Contains,
+        JsonbFn::Typeof,
+        JsonbFn::ArrayLength,
+        JsonbFn::Concat,
+    ] {
         state.register_udf(Arc::new(ScalarUDF::new_from_impl(JsonbUdf::new(f))))?;
     }
     state.register_udf(Arc::new(to_jsonb_udf()))?;
@@ -39,6 +45,8 @@ enum JsonbFn {
     Contains,
     Typeof,
     ArrayLength,
+    /// `||` with a jsonb side.
+    Concat,
 }
 
 #[derive(Debug, PartialEq, Eq, Hash)]
@@ -49,7 +57,7 @@ struct JsonbUdf {
 
 impl JsonbUdf {
     fn new(f: JsonbFn) -> Self {
-        let arity = if matches!(f, JsonbFn::Contains | JsonbFn::Exists) {
+        let arity = if matches!(f, JsonbFn::Contains | JsonbFn::Exists | JsonbFn::Concat) {
             2
         } else {
             1
@@ -107,6 +115,30 @@ fn contains(a: &Value, b: &Value) -> bool {
     }
 }
 
+/// PostgreSQL's jsonb `||`: two objects merge (the right one's keys win), arrays
+/// concatenate, and anything else joins as the elements of an array.
+fn concat(a: Value, b: Value) -> Value {
+    match (a, b) {
+        (Value::Object(mut x), Value::Object(y)) => {
+            x.extend(y);
+            Value::Object(x)
+        }
+        (Value::Array(mut x), Value::Array(y)) => {
+            x.extend(y);
+            Value::Array(x)
+        }
+        (Value::Array(mut x), y) => {
+            x.push(y);
+            Value::Array(x)
+        }
+        (x, Value::Array(mut y)) => {
+            y.insert(0, x);
+            Value::Array(y)
+        }
+        (x, y) => Value::Array(vec![x, y]),
+    }
+}
+
 impl ScalarUDFImpl for JsonbUdf {
     fn name(&self) -> &str {
         match self.f {
@@ -114,6 +146,7 @@ impl ScalarUDFImpl for JsonbUdf {
             JsonbFn::Exists => "jsonb_exists",
             JsonbFn::Typeof => "jsonb_typeof",
             JsonbFn::ArrayLength => "jsonb_array_length",
+            JsonbFn::Concat => "jsonb_concat",
         }
     }
 
@@ -124,9 +157,28 @@ impl ScalarUDFImpl for JsonbUdf {
     fn return_type(&self, _arg_types: &[DataType]) -> DfResult<DataType> {
         Ok(match self.f {
             JsonbFn::Contains | JsonbFn::Exists => DataType::Boolean,
-            JsonbFn::Typeof => DataType::Utf8,
+            JsonbFn::Typeof | JsonbFn::Concat => DataType::Utf8,
             JsonbFn::ArrayLength => DataType::Int32,
         })
+    }
+
+    fn return_field_from_args(
+        &self,
+        args: datafusion::logical_expr::ReturnFieldArgs,
+    ) -> DfResult<datafusion::arrow::datatypes::FieldRef> {
+        let types: Vec<DataType> = args
+            .arg_fields
+            .iter()
+            .map(|f| f.data_type().clone())
+            .collect();
+        let field =
+            datafusion::arrow::datatypes::Field::new(self.name(), self.return_type(&types)?, true);
+        // `||` of jsonb is jsonb.
+        Ok(Arc::new(if self.f == JsonbFn::Concat {
+            field.with_metadata(crate::types::json_metadata())
+        } else {
+            field
+        }))
     }
 
     fn invoke_with_args(&self, args: ScalarFunctionArgs) -> DfResult<ColumnarValue> {
@@ -185,6 +237,27 @@ impl ScalarUDFImpl for JsonbUdf {
                 }
                 Arc::new(b.finish())
             }
+            JsonbFn::Concat => {
+                let second = json_values(&arrays[1])?;
+                let mut b = StringBuilder::with_capacity(n, n * 16);
+                let mut canonical = tarn_ingest::JsonbText::new();
+                for (x, y) in first.into_iter().zip(second) {
+                    let (Some(x), Some(y)) = (x, y) else {
+                        b.append_null();
+                        continue;
+                    };
+                    let joined = serde_json::to_string(&concat(x, y)).map_err(|e| {
+                        datafusion::error::DataFusionError::Execution(e.to_string())
+                    })?;
+                    let stored = canonical.canonical(&joined).map_err(|e| {
+                        datafusion::error::DataFusionError::Execution(format!(
+                            "invalid input syntax for type json: {e}"
+                        ))
+                    })?;
+                    b.append_value(stored);
+                }
+                Arc::new(b.finish())
+            }
             JsonbFn::ArrayLength => {
                 let mut b = Int32Builder::with_capacity(n);
                 for v in &first {
@@ -228,9 +301,22 @@ impl ExprPlanner for JsonbPlanner {
     fn plan_binary_op(
         &self,
         expr: RawBinaryExpr,
-        _schema: &DFSchema,
+        schema: &DFSchema,
     ) -> DfResult<PlannerResult<RawBinaryExpr>> {
+        use datafusion::logical_expr::ExprSchemable;
+        let json = |e: &Expr| {
+            e.to_field(schema)
+                .is_ok_and(|(_, f)| crate::types::is_json_field(&f))
+        };
         match &expr.op {
+            BinaryOperator::StringConcat if json(&expr.left) || json(&expr.right) => {
+                Ok(PlannerResult::Planned(Expr::ScalarFunction(
+                    datafusion::logical_expr::expr::ScalarFunction::new_udf(
+                        Arc::new(ScalarUDF::new_from_impl(JsonbUdf::new(JsonbFn::Concat))),
+                        vec![expr.left, expr.right],
+                    ),
+                )))
+            }
             BinaryOperator::AtArrow => Ok(PlannerResult::Planned(Expr::ScalarFunction(
                 datafusion::logical_expr::expr::ScalarFunction::new_udf(
                     Arc::new(ScalarUDF::new_from_impl(JsonbUdf::new(JsonbFn::Contains))),
@@ -293,6 +379,19 @@ fn json_udf(name: &str) -> DfResult<Arc<ScalarUDF>> {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn concatenation_follows_postgres() {
+        assert_eq!(
+            concat(json!({"a": 1, "b": 2}), json!({"b": 3, "c": 4})),
+            json!({"a": 1, "b": 3, "c": 4})
+        );
+        assert_eq!(concat(json!([1, 2]), json!([3])), json!([1, 2, 3]));
+        assert_eq!(concat(json!([1]), json!({"a": 1})), json!([1, {"a": 1}]));
+        assert_eq!(concat(json!("x"), json!([1])), json!(["x", 1]));
+        assert_eq!(concat(json!({"a": 1}), json!(2)), json!([{"a": 1}, 2]));
+        assert_eq!(concat(json!(1), json!(null)), json!([1, null]));
+    }
 
     #[test]
     fn containment_follows_postgres() {

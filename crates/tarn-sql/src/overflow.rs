@@ -728,7 +728,11 @@ impl ScalarUDFImpl for FloatIn {
             if input.data_type() == &DataType::Float64 {
                 return exec_err!("value out of range: overflow");
             }
-            return exec_err!("\"{text}\" is out of range for type {}", self.type_name());
+            return exec_err!(
+                "{} is out of range for type {}",
+                crate::error::quoted(text),
+                self.type_name()
+            );
         }
         columnar(out, scalar)
     }
