@@ -1548,7 +1548,7 @@ async fn errors_are_in_tarns_own_words() -> TestResult {
         // A long value is quoted in part, so the message still says what is wrong.
         (
             "SELECT repeat('9', 600000)::float8",
-            "(600000 characters) is out of range for type double precision",
+            "(600000 bytes) is out of range for type double precision",
         ),
         (
             "SELECT repeat('x', 600000)::float8",
@@ -1564,6 +1564,27 @@ async fn errors_are_in_tarns_own_words() -> TestResult {
             "operator does not exist: <->; similarity is scored with <#>",
         ),
         ("SELECT 1 ## 2", "operator does not exist: ##"),
+        // A pattern that does not compile says why, whichever function read it.
+        (
+            "SELECT regexp_replace('x', '(', 'y')",
+            "unclosed group in \"(\"",
+        ),
+        ("SELECT regexp_match('x', '[')", "unclosed character class"),
+        ("SELECT map_extract(1, 'a')", "expected a map, not bigint"),
+        ("SELECT 'x' COLLATE \"C\"", "Collate is not supported"),
+        ("SELECT B'102'", "literals are not supported"),
+        (
+            "SELECT repeat('9', 600000)::bool",
+            "invalid input syntax for type boolean: \"999",
+        ),
+        (
+            "SELECT repeat('9', 600000)::interval",
+            "invalid input syntax for type interval: \"999",
+        ),
+        (
+            r#"INSERT INTO "ws"."n" VALUES (1, 2, 'x')"#,
+            "takes an array of numbers, not bigint",
+        ),
     ] {
         let e = s.query("ws", sql, &[]).await.unwrap_err();
         assert_eq!(e.kind(), ErrorKind::BadRequest, "{sql}: {e}");

@@ -571,6 +571,17 @@ async fn values_larger_than_memory_allows_are_refused_before_they_are_made() -> 
          (SELECT repeat(x::text, 200000) s FROM generate_series(1, 100) g(x)) t",
         "SELECT length(concat(s, s, s, s, s)) FROM \
          (SELECT repeat(x::text, 200000) s FROM generate_series(1, 100) g(x)) t",
+        // Characters wider than the input's: a four-byte fill, a four-byte
+        // replacement, upper case that triples, one element per character.
+        "SELECT octet_length(lpad('x', 10000000, '😀'))",
+        "SELECT sum(octet_length(translate(s, 'x', '😀'))) FROM \
+         (SELECT repeat('x', 1000000) s FROM generate_series(1, 30)) t",
+        "SELECT sum(octet_length(upper(s))) FROM \
+         (SELECT repeat('ΐ', 500000) s FROM generate_series(1, 30)) t",
+        "SELECT sum(cardinality(string_to_array(s, NULL))) FROM \
+         (SELECT repeat('x', 1000000) s FROM generate_series(1, 10)) t",
+        "SELECT sum(length((j || j)::text)) FROM \
+         (SELECT ('[' || repeat('1,', 3000000) || '1]')::jsonb j FROM generate_series(1, 10)) t",
     ] {
         let e = query(&s, sql, &[]).await.unwrap_err();
         assert_eq!(e.status(), 400, "{sql}: {e}");
@@ -585,7 +596,9 @@ async fn values_larger_than_memory_allows_are_refused_before_they_are_made() -> 
          replace('abc', 'b', 'xx'), regexp_replace('aaa', 'a', 'b', 'g'), \
          regexp_replace('abc', '(b)', '[\\1\\1]'), array_resize(ARRAY[1, 2], 3, 0), \
          array_replace_all(ARRAY[1, 2, 1], 1, 9), concat_ws(',', 'a', 'b', NULL, 'c'), \
-         cardinality(array_repeat(repeat('x', 1000), 1000))",
+         cardinality(array_repeat(repeat('x', 1000), 1000)), upper('ΐb'), \
+         translate('abc', 'b', '😀'), lpad('x', 3, 'é'), string_to_array('a,b', ','), \
+         '{\"a\":1}'::jsonb || '{\"b\":2}'::jsonb",
         &[],
     )
     .await?;
@@ -600,7 +613,12 @@ async fn values_larger_than_memory_allows_are_refused_before_they_are_made() -> 
             json!([1, 2, 0]),
             json!([9, 2, 9]),
             json!("a,b,c"),
-            json!(1000)
+            json!(1000),
+            json!("\u{399}\u{308}\u{301}B"),
+            json!("a😀c"),
+            json!("ééx"),
+            json!(["a", "b"]),
+            json!({"a": 1, "b": 2})
         ]])
     );
     // Under the limit (a quarter of query_memory per batch, at least 64 MiB), they

@@ -43,6 +43,12 @@ pub enum Error {
 /// Result of catalog operations.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
+/// Now, as catalog records write their times (`created_at`): ISO 8601 UTC to the
+/// second.
+pub fn now_iso() -> String {
+    chrono::Utc::now().format("%Y-%m-%dT%H:%M:%SZ").to_string()
+}
+
 /// `value` as an error message quotes it: whole when short, else its first 64
 /// characters and its length (a 50 MB id must not come back as a 50 MB message).
 pub fn shown(value: &str) -> String {

@@ -187,7 +187,7 @@ async fn run(cli: Cli) -> ExitCode {
                     match serde_json::from_str::<Value>(p) {
                         Ok(v) => values.push(v),
                         Err(e) => {
-                            eprintln!("tarn: -p {p}: not a JSON value: {e}");
+                            eprintln!("tarn: -p {}: not a JSON value: {e}", printable(p));
                             return ExitCode::from(2);
                         }
                     }
@@ -276,7 +276,8 @@ pub(crate) fn report(e: &tarn::Error, json: bool) -> ExitCode {
     if json {
         println!("{}", serde_json::json!({ "error": e }));
     } else {
-        eprintln!("ERROR ({}): {}", e.status(), e);
+        // Messages quote names and values from the statement: escaped as data cells are.
+        eprintln!("ERROR ({}): {}", e.status(), printable(&e.to_string()));
     }
     ExitCode::from(1)
 }
@@ -439,11 +440,7 @@ async fn run_stdin(session: &Session, ws: &str, json: bool) -> ExitCode {
                 Ok(r) => print_result(&r, json),
                 Err(e) => {
                     failed = true;
-                    if json {
-                        println!("{}", serde_json::json!({ "error": e }));
-                    } else {
-                        eprintln!("ERROR ({}): {}", e.status(), e);
-                    }
+                    report(&e, json);
                 }
             }
             let _ = std::io::stdout().flush();
@@ -466,7 +463,7 @@ fn print_result(r: &QueryResult, json: bool) {
     }
     // As psql shows a server's notices: on standard error, before the result.
     for n in &r.notices {
-        eprintln!("NOTICE: {n}");
+        eprintln!("NOTICE: {}", printable(n));
     }
     match &r.rows {
         None => println!(

@@ -233,10 +233,17 @@ impl Shell<'_> {
                         self.execute(&stmt).await;
                     }
                 }
-                Err(e) => println!("ERROR: {file}: {e}"),
+                Err(e) => println!(
+                    "ERROR: {}: {}",
+                    crate::printable(file),
+                    crate::printable(&e.to_string())
+                ),
             },
             ("\\i", None) => println!("ERROR: \\i needs a file name"),
-            _ => println!("ERROR: unknown command {cmd}; \\? lists the commands"),
+            _ => println!(
+                "ERROR: unknown command {}; \\? lists the commands",
+                crate::printable(cmd)
+            ),
         }
         true
     }
@@ -351,7 +358,11 @@ fn show_error(e: &tarn::Error) {
         .ok()
         .and_then(|v| v["kind"].as_str().map(str::to_string))
         .unwrap_or_default();
-    println!("ERROR {} {kind}: {}", e.status(), e.message());
+    println!(
+        "ERROR {} {kind}: {}",
+        e.status(),
+        crate::printable(e.message())
+    );
 }
 
 /// A long array (a vector) cut to its first elements and its length.

@@ -39,7 +39,7 @@ impl ExportFormat {
 
 /// A usage error: said on standard error, exit status 2.
 fn usage(msg: impl std::fmt::Display) -> ExitCode {
-    eprintln!("tarn: {msg}");
+    eprintln!("tarn: {}", crate::printable(&msg.to_string()));
     ExitCode::from(2)
 }
 

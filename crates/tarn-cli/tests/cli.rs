@@ -149,6 +149,21 @@ fn tables_print_control_characters_as_escapes() {
     assert!(text.contains("\\x1B[31mRED\\x07"), "{text}");
     assert!(text.contains("c\\u{202E}d"), "{text}");
     assert!(text.contains("x\\x1B[2J"), "{text}");
+    // Error messages quote names from the statement: escaped the same way.
+    let out = tarn(
+        dir.path(),
+        &[
+            "sql",
+            "-w",
+            "ws",
+            "SELECT * FROM \"ws\".\"t\u{1b}]0;pwned\u{7}\u{202e}\"",
+        ],
+        None,
+    );
+    assert_code(&out, 1, "missing table");
+    let text = String::from_utf8_lossy(&out.stderr).to_string();
+    assert!(!text.contains(['\u{1b}', '\u{7}', '\u{202e}']), "{text:?}");
+    assert!(text.contains("t\\x1B]0;pwned\\x07\\u{202E}"), "{text}");
 }
 
 #[test]

@@ -177,11 +177,9 @@ mod replay {
 
     /// The message of a panic's payload.
     fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
-        payload
-            .downcast_ref::<String>()
-            .cloned()
-            .or_else(|| payload.downcast_ref::<&str>().map(|s| s.to_string()))
+        tarn_storage::panic_message(payload)
             .unwrap_or_default()
+            .to_string()
     }
 
     /// Runs one input on a thread of its own, so that a hang (a statement that never

@@ -53,10 +53,7 @@ impl Drop for ArmThread {
 
 /// The message of a panic caught from a thread.
 fn panic_text(p: &(dyn std::any::Any + Send)) -> &str {
-    p.downcast_ref::<&str>()
-        .copied()
-        .or_else(|| p.downcast_ref::<String>().map(String::as_str))
-        .unwrap_or("a panic")
+    tarn_storage::panic_message(p).unwrap_or("a panic")
 }
 
 /// Candidates each arm contributes for `k` rows wanted.

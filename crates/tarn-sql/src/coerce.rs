@@ -381,7 +381,7 @@ fn nested_rows(array: &ArrayRef, col: &ColumnDef, multi: bool) -> Result<Vec<Nes
             } else {
                 "an array of numbers"
             },
-            array.data_type()
+            crate::error::pg_type_names(&array.data_type().to_string())
         ))
     };
     match array.data_type() {

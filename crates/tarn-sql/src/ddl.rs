@@ -10,13 +10,12 @@ use datafusion::sql::sqlparser::ast::{
 };
 use tarn_catalog::{CatalogOp, ColumnDef, ColumnDefault, TableDef};
 
-use crate::engine::{StatementResult, Txn, name_parts, normalize, quoted};
+use crate::engine::{StatementResult, Txn};
 use crate::error::{Error, Result, bad};
+use crate::ident::{name_parts, normalize, quoted};
 use crate::types::{declared_type, sql_type_of};
 
-fn now_iso() -> String {
-    chrono::Utc::now().format("%Y-%m-%dT%H:%M:%SZ").to_string()
-}
+use tarn_catalog::now_iso;
 
 /// Refuses a name a new table cannot have (CREATE TABLE, ALTER TABLE … RENAME TO,
 /// uploads): 1-63 bytes, as PostgreSQL's identifiers, without control or

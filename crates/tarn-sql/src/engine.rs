@@ -16,7 +16,7 @@ use datafusion::execution::memory_pool::{FairSpillPool, TrackConsumersPool};
 use datafusion::execution::runtime_env::RuntimeEnvBuilder;
 use datafusion::prelude::SessionConfig;
 use datafusion::sql::sqlparser::ast::{
-    self, Ident, ObjectName, Query, SelectItem, Statement, TableFactor, Visit, Visitor,
+    self, ObjectName, Query, SelectItem, Statement, TableFactor, Visit, Visitor,
 };
 use datafusion::sql::sqlparser::parser::Parser;
 use datafusion::sql::sqlparser::tokenizer::Tokenizer;
@@ -28,6 +28,7 @@ use tokio::sync::{Mutex as AsyncMutex, OwnedMutexGuard};
 use crate::bulk;
 use crate::dialect::EngineDialect;
 use crate::error::{Error, Result, bad};
+use crate::ident::{name_parts, normalize, quoted};
 use crate::names::OutputNames;
 use crate::params::{bind, needs_binding};
 use crate::provider::{CURRENT_SCHEMA, ReadView, STATEMENT_VIEW, ViewCatalogList};
@@ -646,36 +647,6 @@ fn prefix_error(e: Error, i: usize) -> Error {
         Error::Internal(m) => Error::Internal(p(m)),
         other => other,
     }
-}
-
-/// Normalizes an identifier as PostgreSQL does: unquoted names fold to lower case.
-pub(crate) fn normalize(id: &Ident) -> String {
-    if id.quote_style.is_some() {
-        id.value.clone()
-    } else {
-        id.value.to_lowercase()
-    }
-}
-
-/// The parts of an object name, normalized.
-pub(crate) fn name_parts(name: &ObjectName) -> Result<Vec<String>> {
-    name.0
-        .iter()
-        .map(|p| {
-            p.as_ident()
-                .map(normalize)
-                .ok_or_else(|| Error::BadRequest(format!("invalid name {name}")))
-        })
-        .collect()
-}
-
-/// Display form of a relation name for messages: `"ws"."docs"`.
-pub(crate) fn quoted(parts: &[String]) -> String {
-    parts
-        .iter()
-        .map(|p| format!("\"{p}\""))
-        .collect::<Vec<_>>()
-        .join(".")
 }
 
 /// A table a transaction writes: its lock and its private, pending version.

@@ -84,13 +84,25 @@ pub(crate) fn join_error(e: tokio::task::JoinError, what: &str) -> Error {
     }
 }
 
+/// A statement's fault found inside DataFusion (a function's argument, a search's
+/// column): carried through DataFusion's error as Tarn's 400.
+pub(crate) fn bad_request(msg: String) -> datafusion::error::DataFusionError {
+    datafusion::error::DataFusionError::External(Box::new(Error::BadRequest(msg)))
+}
+
 /// The error of a statement whose work panicked (see `SqlEngine::with_timeout`).
 pub(crate) fn panic_error(payload: &(dyn std::any::Any + Send)) -> Error {
-    let msg = payload
-        .downcast_ref::<String>()
-        .map(String::as_str)
-        .or_else(|| payload.downcast_ref::<&str>().copied())
-        .unwrap_or("a panic without a message");
+    panicked(tarn_storage::panic_message(payload).unwrap_or("a panic without a message"))
+}
+
+/// The panic a task of DataFusion's reported in `text` (`task 13 panicked with message
+/// "offset overflow"`), as [`panic_error`] says it; `None` if `text` tells of none.
+fn task_panic(text: &str) -> Option<Error> {
+    let (_, rest) = text.split_once("panicked with message ")?;
+    Some(panicked(rest.trim().trim_matches('"')))
+}
+
+fn panicked(msg: &str) -> Error {
     if msg.contains("offset overflow") {
         Error::BadRequest(
             "a result is too large: a text, binary or array column passes 2 GiB in one batch \
@@ -180,12 +192,18 @@ fn classify(e: &DataFusionError) -> Error {
         )),
         // Not the statement's fault: a bug, I/O (spill files), a task that panicked or
         // was cancelled, the FFI boundary.
+        // A map function given something else: the argument's fault, said as DataFusion
+        // says it ("Expected a Map type, got Int64.") but in PostgreSQL's type names.
+        DataFusionError::Internal(msg) if msg.starts_with("Expected a Map type") => {
+            Error::BadRequest(clean_message(msg))
+        }
         DataFusionError::Internal(msg) | DataFusionError::Ffi(msg) => Error::Internal(msg.clone()),
         DataFusionError::IoError(io) => Error::Internal(io.to_string()),
         DataFusionError::ExecutionJoin(j) if j.is_cancelled() => {
             Error::Unavailable("the server is shutting down: the query was stopped; retry".into())
         }
-        DataFusionError::ExecutionJoin(j) => Error::Internal(format!("query task failed: {j}")),
+        DataFusionError::ExecutionJoin(j) => task_panic(&j.to_string())
+            .unwrap_or_else(|| Error::Internal(format!("query task failed: {j}"))),
         DataFusionError::ObjectStore(e) => Error::Internal(e.to_string()),
         DataFusionError::ArrowError(a, _) => match a.as_ref() {
             datafusion::arrow::error::ArrowError::ExternalError(inner) => {
@@ -218,13 +236,14 @@ fn from_foreign(e: &(dyn std::error::Error + 'static)) -> Error {
         }
         cur = err.source();
     }
-    let msg = clean_message(&e.to_string());
+    let text = e.to_string();
+    if let Some(panic) = task_panic(&text) {
+        return panic;
+    }
+    let msg = clean_message(&text);
     // A pattern the user wrote that does not compile (`'a' ~ '('`): their input.
-    if msg.starts_with("regex parse error") {
-        return Error::BadRequest(format!(
-            "invalid regular expression: {}",
-            msg.split_whitespace().collect::<Vec<_>>().join(" ")
-        ));
+    if msg.starts_with("invalid regular expression") {
+        return Error::BadRequest(msg);
     }
     Error::Internal(msg)
 }
@@ -258,14 +277,7 @@ fn arrow_message(e: &datafusion::arrow::error::ArrowError) -> String {
 /// in part, with its length (a 600,000-digit value quoted whole left no room in the
 /// message for what was wrong with it).
 pub(crate) fn quoted(value: &str) -> String {
-    const SHOWN: usize = 64;
-    let chars = value.chars().count();
-    if chars <= SHOWN {
-        return format!("\"{}\"", value.escape_debug());
-    }
-    let head: String = value.chars().take(SHOWN - 16).collect();
-    let head = head.escape_debug();
-    format!("\"{head}…\" ({chars} characters)")
+    tarn_catalog::shown(value)
 }
 
 /// Strips DataFusion's "Error during planning: " style prefixes: messages are for people.
@@ -303,6 +315,10 @@ pub(crate) fn clean_message(msg: &str) -> String {
     }
     // DataFusion sometimes appends a backtrace hint or a context line; keep the first line.
     let full = m;
+    // A pattern that does not compile: the regex crate says where on later lines.
+    if full.contains("regex parse error") {
+        return regex_error(full);
+    }
     let m = m.lines().next().unwrap_or(m).trim();
     // A function's own refusal of its argument types, wrapped by DataFusion's coercion
     // ("Function 'f' user-defined coercion failed with: External error: <ours>. No
@@ -348,6 +364,22 @@ pub(crate) fn clean_message(msg: &str) -> String {
         return pg;
     }
     pg_type_names(m)
+}
+
+/// "invalid regular expression: …" from the regex crate's several-line message
+/// ("regex parse error:", the pattern, a caret, "error: unclosed group"), however
+/// DataFusion wrapped it.
+fn regex_error(text: &str) -> String {
+    let after = text
+        .split_once("regex parse error:")
+        .map_or(text, |(_, r)| r);
+    let mut lines = after.lines().map(str::trim).filter(|l| !l.is_empty());
+    let pattern = lines.next().unwrap_or_default();
+    let what = lines
+        .find_map(|l| l.strip_prefix("error: "))
+        .map(|w| w.trim_end_matches(['~', ')']).trim())
+        .unwrap_or("it does not compile");
+    format!("invalid regular expression: {what} in {}", quoted(pattern))
 }
 
 /// PostgreSQL's message for a call of `name` with arguments of types `args` (already
@@ -494,6 +526,43 @@ fn pg_wording(m: &str) -> Option<String> {
             ""
         };
         return Some(format!("operator does not exist: {written}{hint}"));
+    }
+    // "Cannot cast value 'x' to value of Boolean type", "Invalid input syntax for type
+    // interval: \"x\"": PostgreSQL's invalid input, the value quoted in part.
+    if let Some(rest) = m.strip_prefix("Cannot cast value '")
+        && let Some((value, ty)) = rest.rsplit_once("' to value of ")
+    {
+        let ty = ty.strip_suffix(" type").unwrap_or(ty);
+        return Some(format!(
+            "invalid input syntax for type {}: {}",
+            pg_type_names(ty),
+            quoted(value)
+        ));
+    }
+    if let Some(value) = m.strip_prefix("Invalid input syntax for type interval: ") {
+        return Some(format!(
+            "invalid input syntax for type interval: {}",
+            quoted(value.trim_matches('"'))
+        ));
+    }
+    // A map function given something else ("Expected a Map type, got Int64.").
+    if let Some((_, ty)) = m.split_once("Expected a Map type, got ") {
+        return Some(format!(
+            "expected a map, not {}",
+            pg_type_names(ty.trim_end_matches('.'))
+        ));
+    }
+    // Syntax DataFusion does not plan, said without its syntax tree.
+    if let Some(node) = m.strip_prefix("Unsupported ast node in sqltorel: ") {
+        let what = node.split(['{', '(', ' ']).next().unwrap_or(node);
+        return Some(format!("{what} is not supported"));
+    }
+    if m.starts_with("Dot access not supported for non-string expr") {
+        return Some("field access (.name) on this expression is not supported".into());
+    }
+    if let Some(value) = m.strip_prefix("Unsupported Value '") {
+        let what = value.split(['(', '\'']).next().unwrap_or(value);
+        return Some(format!("{what} literals are not supported"));
     }
     // "Cannot cast string 'a' to value of Int64 type": PostgreSQL's invalid input.
     if let Some(rest) = m.strip_prefix("Cannot cast string '")
@@ -675,5 +744,27 @@ mod join_tests {
         };
         assert!(matches!(join_error(e, "commit"), Error::Internal(_)));
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_task_that_panicked_past_arrow_offsets_is_the_statements_400() {
+        let e = task_panic("task 13 panicked with message \"offset overflow\"");
+        assert!(matches!(e, Some(Error::BadRequest(m)) if m.contains("a result is too large")));
+        assert!(matches!(
+            task_panic("task 2 panicked with message \"boom\""),
+            Some(Error::Internal(_))
+        ));
+        assert!(task_panic("task 2 was cancelled").is_none());
+    }
+
+    #[test]
+    fn regex_errors_say_what_is_wrong() {
+        let m = regex_error("regex parse error:\n    (\n    ^\nerror: unclosed group");
+        assert_eq!(m, "invalid regular expression: unclosed group in \"(\"");
     }
 }

@@ -42,7 +42,7 @@ pub fn output_limits(query_memory: usize) -> OutputLimits {
 }
 
 /// The functions wrapped, and how each one's output is sized.
-const WRAPPED: [(&str, Kind); 22] = [
+const WRAPPED: [(&str, Kind); 28] = [
     ("concat", Kind::Sum),
     ("concat_ws", Kind::ConcatWs),
     ("repeat", Kind::Repeat),
@@ -65,6 +65,13 @@ const WRAPPED: [(&str, Kind); 22] = [
     ("array_replace", Kind::ArrayReplace),
     ("array_replace_n", Kind::ArrayReplace),
     ("array_replace_all", Kind::ArrayReplace),
+    ("translate", Kind::Translate),
+    ("upper", Kind::CaseMap),
+    ("lower", Kind::CaseMap),
+    ("initcap", Kind::CaseMap),
+    ("string_to_array", Kind::Split),
+    // Tarn's own `jsonb || jsonb` (jsonb.rs): at most both sides' text.
+    ("jsonb_concat", Kind::Sum),
 ];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -77,7 +84,8 @@ enum Kind {
     ConcatWs,
     /// `repeat(text, n)`: the text's bytes times n.
     Repeat,
-    /// `lpad/rpad(text, n [, fill])`: n characters (counted as bytes: ASCII).
+    /// `lpad/rpad(text, n [, fill])`: n characters, of up to 4 bytes each where the text
+    /// or the fill is not ASCII.
     Pad,
     /// `array_repeat(value, n)`: n copies of the value.
     ArrayRepeat,
@@ -98,6 +106,14 @@ enum Kind {
     ArrayResize,
     /// `array_replace[_n|_all](array, from, to [, n])`: each element can become `to`.
     ArrayReplace,
+    /// `translate(text, from, to)`: each character can become the longest of `to`.
+    Translate,
+    /// `upper/lower/initcap(text)`: ASCII keeps its size, and a character that is not
+    /// can become up to three (`ΐ` is `Ϊ́` in upper case).
+    CaseMap,
+    /// `string_to_array(text, delimiter [, null])`: an element per piece (per character
+    /// with a NULL or empty delimiter), each with its offset and validity.
+    Split,
 }
 
 /// The wrapped versions of the functions `get` finds, ready to register over them.
@@ -351,22 +367,24 @@ fn elements(arg: &ColumnarValue, rows: usize) -> Vec<u64> {
     }
 }
 
-/// Per row of a text argument: its text (`None`: NULL or not text).
-fn texts(arg: &ColumnarValue, rows: usize) -> Vec<Option<String>> {
+/// Per row of a text argument, `measure` of its text (NULL and values that are not text:
+/// 0). A constant is measured once; a column is read where it is, not copied.
+fn text_measure(arg: &ColumnarValue, rows: usize, measure: impl Fn(&str) -> u64) -> Vec<u64> {
     use datafusion::common::ScalarValue as S;
     match arg {
         ColumnarValue::Scalar(S::Utf8(v) | S::LargeUtf8(v) | S::Utf8View(v)) => {
-            vec![v.clone(); rows]
+            vec![v.as_deref().map_or(0, &measure); rows]
         }
-        ColumnarValue::Array(a) => match datafusion::arrow::compute::cast(a, &DataType::Utf8) {
-            Ok(t) => t
-                .as_string::<i32>()
-                .iter()
-                .map(|v| v.map(str::to_owned))
-                .collect(),
-            Err(_) => vec![None; rows],
-        },
-        ColumnarValue::Scalar(_) => vec![None; rows],
+        ColumnarValue::Scalar(_) => vec![0; rows],
+        ColumnarValue::Array(a) => {
+            let each = |t: Option<&str>| t.map_or(0, &measure);
+            match a.data_type() {
+                DataType::Utf8 => a.as_string::<i32>().iter().map(each).collect(),
+                DataType::LargeUtf8 => a.as_string::<i64>().iter().map(each).collect(),
+                DataType::Utf8View => a.as_string_view().iter().map(each).collect(),
+                _ => vec![0; a.len()],
+            }
+        }
     }
 }
 
@@ -416,8 +434,48 @@ impl Bounded {
                 let Some(n) = a.get(1).and_then(|x| ints(x, rows)) else {
                     return (0, 0);
                 };
+                // The widest character of the text and the fill: 1 byte if both are ASCII.
+                let width = |x: Option<&ColumnarValue>| {
+                    x.map_or(vec![1; rows], |x| {
+                        text_measure(x, rows, |t| if t.is_ascii() { 1 } else { 4 })
+                    })
+                };
+                let (text, fill) = (width(a.first()), width(a.get(2)));
                 for i in 0..rows {
-                    add(at(&n, i).max(0) as u64);
+                    let width = text[i].max(fill[i]).max(1);
+                    add((at(&n, i).max(0) as u64).saturating_mul(width));
+                }
+            }
+            Kind::Translate => {
+                let widest = |t: &str| t.chars().map(char::len_utf8).max().unwrap_or(1) as u64;
+                let (Some(s), Some(to)) =
+                    (bytes_of(0), a.get(2).map(|x| text_measure(x, rows, widest)))
+                else {
+                    return (0, 0);
+                };
+                for i in 0..rows {
+                    add(s[i].saturating_mul(to[i].max(1)));
+                }
+            }
+            Kind::CaseMap => {
+                let Some(text) = a.first() else {
+                    return (0, 0);
+                };
+                let most = |t: &str| {
+                    let ascii = t.bytes().filter(u8::is_ascii).count() as u64;
+                    ascii + 3 * (t.len() as u64 - ascii)
+                };
+                for bytes in text_measure(text, rows, most) {
+                    add(bytes);
+                }
+            }
+            Kind::Split => {
+                let (Some(s), Some(delimiter)) = (bytes_of(0), bytes_of(1)) else {
+                    return (0, 0);
+                };
+                for i in 0..rows {
+                    let pieces = s[i] / delimiter[i].max(1) + 1;
+                    add(s[i].saturating_add(pieces.saturating_mul(8)));
                 }
             }
             Kind::ArrayRepeat => {
@@ -476,22 +534,17 @@ impl Bounded {
                 let (Some(s), Some(repl)) = (bytes_of(0), a.get(2)) else {
                     return (0, 0);
                 };
-                let repl_text = texts(repl, rows);
-                let flags = a.get(3).map(|f| texts(f, rows));
+                let repl_len = text_measure(repl, rows, |r| r.len() as u64);
+                // Each group reference (`\1`, `$1`) copies at most its match.
+                let refs = text_measure(repl, rows, |r| r.matches(['\\', '$']).count() as u64);
+                let global = a.get(3).map_or(vec![0; rows], |f| {
+                    text_measure(f, rows, |f| u64::from(f.contains('g')))
+                });
                 for i in 0..rows {
-                    let Some(r) = &repl_text[i] else {
-                        continue;
-                    };
-                    let global = flags
-                        .as_ref()
-                        .is_some_and(|f| f[i].as_deref().is_some_and(|f| f.contains('g')));
-                    // Each group reference (`\1`, `$1`) copies at most its match.
-                    let refs = r.matches(['\\', '$']).count() as u64;
-                    let matches = if global { s[i] + 1 } else { 1 };
-                    let copies = s[i].saturating_mul(refs);
+                    let matches = if global[i] == 1 { s[i] + 1 } else { 1 };
                     add(s[i]
-                        .saturating_add(matches.saturating_mul(r.len() as u64))
-                        .saturating_add(copies));
+                        .saturating_add(matches.saturating_mul(repl_len[i]))
+                        .saturating_add(s[i].saturating_mul(refs[i])));
                 }
             }
             Kind::ArrayToString => {

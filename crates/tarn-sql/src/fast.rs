@@ -21,7 +21,8 @@ use tarn_catalog::{Catalog, ColumnDef, ColumnId, SqlType, TableDef};
 use tarn_storage::key_specs;
 
 use crate::Result;
-use crate::engine::{SqlEngine, StatementResult, name_parts, normalize, ready_keys};
+use crate::engine::{SqlEngine, StatementResult, ready_keys};
+use crate::ident::{name_parts, normalize};
 use crate::provider::key_rows;
 use crate::types::column_field;
 

@@ -32,8 +32,9 @@ use tarn_search::{Fusion, HybridWeights, IndexUse, QueryValue, SearchRequest};
 use tarn_storage::TableVersion;
 
 use crate::Result;
-use crate::engine::{SqlEngine, StatementResult, normalize};
+use crate::engine::{SqlEngine, StatementResult};
 use crate::fast::{column_resolver, plain_wildcard, signed_value, single_table_select, target};
+use crate::ident::normalize;
 use crate::names::expr_name;
 use crate::provider::{key_rows, missing_array, table_schema};
 use crate::settings::Settings;

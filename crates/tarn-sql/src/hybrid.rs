@@ -30,7 +30,6 @@ use parking_lot::Mutex;
 use tarn_catalog::{ColumnId, IndexDef};
 use tarn_search::{ArmScores, Fuser, Fusion, HybridWeights, QueryValue};
 
-use crate::error::Error;
 use crate::provider::STATEMENT_VIEW;
 use crate::similarity::{
     FUNCTION, Kind, META_COLUMN_ID, META_TABLE_ID, planned_query, search_error,
@@ -42,9 +41,7 @@ pub const RECORD: &str = "engine_hybrid_record";
 /// The placeholder of the arms' scores and the fused one.
 pub const SCORES: &str = "engine_hybrid_scores";
 
-fn bad(msg: String) -> DataFusionError {
-    DataFusionError::External(Box::new(Error::BadRequest(msg)))
-}
+use crate::error::bad_request as bad;
 
 /// What a hybrid `<#>` yields.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -17,8 +17,9 @@ use std::collections::BTreeMap;
 use datafusion::sql::sqlparser::ast::{self, BinaryOperator, Expr, ObjectName, Value};
 use tarn_catalog::{CatalogOp, ColumnDef, IndexDef, IndexType, SqlType, TableDef};
 
-use crate::engine::{StatementResult, Txn, name_parts, normalize, quoted};
+use crate::engine::{StatementResult, Txn};
 use crate::error::{Error, Result, bad};
+use crate::ident::{name_parts, normalize, quoted};
 
 /// The only index access method Tarn has.
 const METHOD: &str = "engine_index";
@@ -26,9 +27,7 @@ const METHOD: &str = "engine_index";
 /// Longest relation name, as in PostgreSQL.
 const MAX_NAME: usize = 63;
 
-fn now_iso() -> String {
-    chrono::Utc::now().format("%Y-%m-%dT%H:%M:%SZ").to_string()
-}
+use tarn_catalog::now_iso;
 
 /// A column type as written in SQL, for messages.
 fn type_name(ty: &SqlType) -> String {

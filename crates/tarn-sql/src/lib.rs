@@ -26,6 +26,7 @@ mod fast_search;
 mod functions;
 mod guard;
 mod hybrid;
+mod ident;
 mod index_ddl;
 mod jsonb;
 mod names;

@@ -179,15 +179,6 @@ fn visible_name(name: &str) -> &str {
     name.split(UNIQUE_MARK).next().unwrap_or(name)
 }
 
-/// An identifier as DataFusion compares it: unquoted ones folded to lower case.
-fn normalized(id: &Ident) -> String {
-    if id.quote_style.is_some() {
-        id.value.clone()
-    } else {
-        id.value.to_lowercase()
-    }
-}
-
 /// Gives the planner unique names where PostgreSQL allows duplicates: in every SELECT
 /// list of `stmt`, an unaliased scalar subquery is aliased with PostgreSQL's name for it
 /// (so a derived table's `count` column can be referenced by that name) unless another
@@ -217,7 +208,7 @@ pub fn alias_duplicates(stmt: &mut datafusion::sql::sqlparser::ast::Statement, a
             let claimed: HashSet<String> = items
                 .iter()
                 .filter_map(|i| match i {
-                    SelectItem::ExprWithAlias { alias, .. } => Some(normalized(alias)),
+                    SelectItem::ExprWithAlias { alias, .. } => Some(crate::ident::normalize(alias)),
                     SelectItem::UnnamedExpr(
                         e @ (Expr::Identifier(_) | Expr::CompoundIdentifier(_)),
                     ) => Some(expr_name(e).to_lowercase()),
@@ -228,7 +219,7 @@ pub fn alias_duplicates(stmt: &mut datafusion::sql::sqlparser::ast::Statement, a
             for item in items.iter_mut() {
                 let e = match item {
                     SelectItem::ExprWithAlias { alias, .. } => {
-                        if !taken.insert(normalized(alias)) {
+                        if !taken.insert(crate::ident::normalize(alias)) {
                             *alias = Ident::new(self.internal(&alias.value));
                         }
                         continue;
@@ -237,8 +228,10 @@ pub fn alias_duplicates(stmt: &mut datafusion::sql::sqlparser::ast::Statement, a
                     _ => continue,
                 };
                 let key = match &*e {
-                    Expr::Identifier(id) => normalized(id),
-                    Expr::CompoundIdentifier(ids) => ids.last().map(normalized).unwrap_or_default(),
+                    Expr::Identifier(id) => crate::ident::normalize(id),
+                    Expr::CompoundIdentifier(ids) => {
+                        ids.last().map(crate::ident::normalize).unwrap_or_default()
+                    }
                     other => other.to_string(),
                 };
                 let pg = expr_name(e);

@@ -38,8 +38,9 @@ use tarn_storage::EncodedKeys;
 
 use crate::coerce::coerce_column;
 use crate::dml::{nullable, parse_query, quote_ident};
-use crate::engine::{Txn, name_parts, normalize};
+use crate::engine::Txn;
 use crate::error::{Error, Result, bad};
+use crate::ident::{name_parts, normalize};
 use crate::provider::{EngineTable, ROWID_COLUMN, table_schema};
 
 /// Name under which the proposed rows are registered for the DO UPDATE query. The

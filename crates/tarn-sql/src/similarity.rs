@@ -245,9 +245,7 @@ fn kind_name(k: Kind) -> &'static str {
     }
 }
 
-fn bad(msg: String) -> DataFusionError {
-    DataFusionError::External(Box::new(Error::BadRequest(msg)))
-}
+use crate::error::bad_request as bad;
 
 fn f32_list() -> DataType {
     DataType::List(Arc::new(Field::new_list_field(DataType::Float32, true)))

@@ -26,13 +26,10 @@ use tarn_catalog::{ColumnId, IndexDef, TableId};
 use tarn_search::{TextSearch, text_at};
 use tarn_storage::TableVersion;
 
-use crate::error::Error;
 use crate::provider::{ReadView, STATEMENT_VIEW};
 use crate::similarity::{FUNCTION, META_COLUMN_ID, META_TABLE_ID, search_error};
 
-fn bad(msg: String) -> DataFusionError {
-    DataFusionError::External(Box::new(Error::BadRequest(msg)))
-}
+use crate::error::bad_request as bad;
 
 /// A text `<#>` bound to the statement's snapshot of its table.
 pub(crate) struct TextBinding {

@@ -526,7 +526,8 @@ impl Inner {
         }));
         res.map_err(|panic| {
             let why = crate::untrusted::panic_message(panic.as_ref())
-                .unwrap_or_else(|| "a panic while publishing a commit".into());
+                .unwrap_or("a panic while publishing a commit")
+                .to_string();
             *self.poisoned.lock() = Some(why.clone());
             Error::Poisoned(why)
         })

@@ -26,6 +26,7 @@ mod segment;
 mod staged;
 mod table;
 mod untrusted;
+pub use untrusted::panic_message;
 mod wal;
 
 pub use backend::{

@@ -23,17 +23,17 @@ pub(crate) fn decode<T>(
     let out = catch_unwind(AssertUnwindSafe(f));
     DEPTH.with(|d| d.set(d.get() - 1));
     out.unwrap_or_else(|payload| {
-        let message = panic_message(payload.as_ref()).unwrap_or_else(|| "a panic".into());
+        let message = panic_message(payload.as_ref()).unwrap_or("a panic");
         Err(format!("the decoder failed: {message}"))
     })
 }
 
 /// The message a panic carries, when it is text.
-pub(crate) fn panic_message(payload: &(dyn std::any::Any + Send)) -> Option<String> {
+pub fn panic_message(payload: &(dyn std::any::Any + Send)) -> Option<&str> {
     payload
         .downcast_ref::<&str>()
-        .map(|s| s.to_string())
-        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .copied()
+        .or_else(|| payload.downcast_ref::<String>().map(String::as_str))
 }
 
 /// Whether this thread is inside an untrusted decoder (for panic hooks: the fuzz

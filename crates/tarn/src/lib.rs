@@ -331,9 +331,7 @@ impl std::fmt::Debug for Tarn {
     }
 }
 
-fn now_iso() -> String {
-    chrono::Utc::now().format("%Y-%m-%dT%H:%M:%SZ").to_string()
-}
+use tarn_catalog::now_iso;
 
 /// ISO 8601 UTC of Unix seconds `t`.
 fn iso_of(t: i64) -> String {
