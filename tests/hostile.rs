@@ -582,6 +582,10 @@ async fn values_larger_than_memory_allows_are_refused_before_they_are_made() -> 
          (SELECT repeat('x', 1000000) s FROM generate_series(1, 10)) t",
         "SELECT sum(length((j || j)::text)) FROM \
          (SELECT ('[' || repeat('1,', 3000000) || '1]')::jsonb j FROM generate_series(1, 10)) t",
+        // Each call within its limit, together past it (six of them took 3.4 GB).
+        "SELECT sum(length(a)) + sum(length(b)) + sum(length(c)) FROM (SELECT s || 'a' a, \
+         s || 'b' b, s || 'c' c FROM (SELECT repeat('x', 300000) s \
+         FROM generate_series(1, 100)) t) u",
     ] {
         let e = query(&s, sql, &[]).await.unwrap_err();
         assert_eq!(e.status(), 400, "{sql}: {e}");
@@ -621,6 +625,15 @@ async fn values_larger_than_memory_allows_are_refused_before_they_are_made() -> 
             json!({"a": 1, "b": 2})
         ]])
     );
+    // Two such calls within the batch's limit together answer, batch after batch.
+    let r = query(
+        &s,
+        "SELECT sum(length(a)) + sum(length(b)) FROM (SELECT s || 'a' a, s || 'b' b FROM \
+         (SELECT repeat('x', 3000) s FROM generate_series(1, 20000)) t) u",
+        &[],
+    )
+    .await?;
+    assert_eq!(r.rows, Some(vec![vec![json!(120_040_000)]]));
     // Under the limit (a quarter of query_memory per batch, at least 64 MiB), they
     // answer.
     let r = query(

@@ -527,17 +527,20 @@ fn pg_wording(m: &str) -> Option<String> {
         };
         return Some(format!("operator does not exist: {written}{hint}"));
     }
-    // "Cannot cast value 'x' to value of Boolean type", "Invalid input syntax for type
-    // interval: \"x\"": PostgreSQL's invalid input, the value quoted in part.
-    if let Some(rest) = m.strip_prefix("Cannot cast value '")
-        && let Some((value, ty)) = rest.rsplit_once("' to value of ")
-    {
-        let ty = ty.strip_suffix(" type").unwrap_or(ty);
-        return Some(format!(
-            "invalid input syntax for type {}: {}",
-            pg_type_names(ty),
-            quoted(value)
-        ));
+    // "Cannot cast string 'a' to value of Int64 type", "Cannot cast value 'x' to value
+    // of Boolean type", "Invalid input syntax for type interval: \"x\"": PostgreSQL's
+    // invalid input, the value quoted in part.
+    for prefix in ["Cannot cast string '", "Cannot cast value '"] {
+        if let Some(rest) = m.strip_prefix(prefix)
+            && let Some((value, ty)) = rest.rsplit_once("' to value of ")
+        {
+            let ty = ty.strip_suffix(" type").unwrap_or(ty);
+            return Some(format!(
+                "invalid input syntax for type {}: {}",
+                pg_type_names(ty),
+                quoted(value)
+            ));
+        }
     }
     if let Some(value) = m.strip_prefix("Invalid input syntax for type interval: ") {
         return Some(format!(
@@ -563,17 +566,6 @@ fn pg_wording(m: &str) -> Option<String> {
     if let Some(value) = m.strip_prefix("Unsupported Value '") {
         let what = value.split(['(', '\'']).next().unwrap_or(value);
         return Some(format!("{what} literals are not supported"));
-    }
-    // "Cannot cast string 'a' to value of Int64 type": PostgreSQL's invalid input.
-    if let Some(rest) = m.strip_prefix("Cannot cast string '")
-        && let Some((value, ty)) = rest.rsplit_once("' to value of ")
-    {
-        let ty = ty.strip_suffix(" type").unwrap_or(ty);
-        return Some(format!(
-            "invalid input syntax for type {}: {}",
-            pg_type_names(ty),
-            quoted(value)
-        ));
     }
     if let Some(rest) = m.strip_prefix("Inconsistent metadata across values list at row ") {
         let column = rest

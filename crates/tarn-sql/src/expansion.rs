@@ -42,7 +42,7 @@ pub fn output_limits(query_memory: usize) -> OutputLimits {
 }
 
 /// The functions wrapped, and how each one's output is sized.
-const WRAPPED: [(&str, Kind); 28] = [
+const WRAPPED: [(&str, Kind); 29] = [
     ("concat", Kind::Sum),
     ("concat_ws", Kind::ConcatWs),
     ("repeat", Kind::Repeat),
@@ -72,6 +72,8 @@ const WRAPPED: [(&str, Kind); 28] = [
     ("string_to_array", Kind::Split),
     // Tarn's own `jsonb || jsonb` (jsonb.rs): at most both sides' text.
     ("jsonb_concat", Kind::Sum),
+    // `text || text` sizes itself; wrapped too so that it counts beside the others.
+    (TEXT_CONCAT, Kind::Sum),
 ];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -135,31 +137,100 @@ fn bounded(inner: Arc<ScalarUDF>, kind: Kind, limits: OutputLimits) -> ScalarUDF
         inner,
         kind,
         limits,
+        ledger: None,
     })
 }
 
-/// `expr` with every call of a function [`WRAPPED`] names that is not sized yet
-/// replaced by its sized version. DataFusion's own planners build some calls without
-/// looking the function up (`ARRAY[…]` is `make_array`), and a function's
-/// simplification returns calls of its unwrapped self (`concat_ws` merging constant
-/// arguments), so calls are wrapped where they are, not only where they are named.
-fn wrap_calls(expr: Expr, limits: OutputLimits) -> Result<Transformed<Expr>> {
+/// What the sized calls of one plan node have made of the batch being evaluated, per
+/// thread: each call is within its own limits, and together they are held to the
+/// batch limit too (six `s || 'x'` of 500 MB each in one SELECT list took 3.4 GB).
+/// A batch's calls run one after another on one thread; a call seen again means the
+/// next batch has begun.
+#[derive(Debug, Default)]
+struct Ledger {
+    slots: std::sync::atomic::AtomicUsize,
+    spent: parking_lot::Mutex<
+        std::collections::HashMap<std::thread::ThreadId, (std::collections::HashSet<usize>, u64)>,
+    >,
+}
+
+impl Ledger {
+    /// Counts `bytes` made by the call in `slot`; the batch's total so far.
+    fn charge(&self, slot: usize, bytes: u64) -> u64 {
+        let mut spent = self.spent.lock();
+        let (seen, total) = spent.entry(std::thread::current().id()).or_default();
+        if !seen.insert(slot) {
+            seen.clear();
+            seen.insert(slot);
+            *total = 0;
+        }
+        *total = total.saturating_add(bytes);
+        *total
+    }
+}
+
+/// A call's place in its plan node's [`Ledger`].
+#[derive(Debug, Clone)]
+struct Entry {
+    ledger: Arc<Ledger>,
+    slot: usize,
+}
+
+impl PartialEq for Entry {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.ledger, &other.ledger) && self.slot == other.slot
+    }
+}
+
+impl Eq for Entry {}
+
+impl std::hash::Hash for Entry {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        (Arc::as_ptr(&self.ledger) as usize).hash(state);
+        self.slot.hash(state);
+    }
+}
+
+/// `expr` with every call of a function [`WRAPPED`] names replaced by its sized
+/// version, entered in `ledger` (one per plan node) when there is one. DataFusion's
+/// own planners build some calls without looking the function up (`ARRAY[…]` is
+/// `make_array`), and a function's simplification returns calls of its unwrapped self
+/// (`concat_ws` merging constant arguments), so calls are wrapped where they are, not
+/// only where they are named.
+fn wrap_calls(
+    expr: Expr,
+    limits: OutputLimits,
+    ledger: Option<&Arc<Ledger>>,
+) -> Result<Transformed<Expr>> {
     expr.transform_up(|e| {
         let Expr::ScalarFunction(call) = &e else {
             return Ok(Transformed::no(e));
         };
-        if call.func.inner().downcast_ref::<Bounded>().is_some() {
-            return Ok(Transformed::no(e));
-        }
-        let Some((_, kind)) = WRAPPED.iter().find(|(name, _)| *name == call.func.name()) else {
-            return Ok(Transformed::no(e));
+        let (inner, kind) = match call.func.inner().downcast_ref::<Bounded>() {
+            Some(b) if b.ledger.is_some() || ledger.is_none() => {
+                return Ok(Transformed::no(e));
+            }
+            Some(b) => (b.inner.clone(), b.kind),
+            None => match WRAPPED.iter().find(|(name, _)| *name == call.func.name()) {
+                Some((_, kind)) => (call.func.clone(), *kind),
+                None => return Ok(Transformed::no(e)),
+            },
         };
         let Expr::ScalarFunction(call) = e else {
             unreachable!("matched above")
         };
+        let entry = ledger.map(|l| Entry {
+            ledger: l.clone(),
+            slot: l.slots.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+        });
         Ok(Transformed::yes(Expr::ScalarFunction(
             datafusion::logical_expr::expr::ScalarFunction::new_udf(
-                Arc::new(bounded(call.func, *kind, limits)),
+                Arc::new(ScalarUDF::new_from_impl(Bounded {
+                    inner,
+                    kind,
+                    limits,
+                    ledger: entry,
+                })),
                 call.args,
             ),
         )))
@@ -192,7 +263,8 @@ impl datafusion::optimizer::AnalyzerRule for SizeCalls {
         // The wrapped function has the same name, type and nullability: no schema
         // changes.
         plan.transform_up_with_subqueries(|plan| {
-            plan.map_expressions(|e| wrap_calls(e, self.limits))
+            let ledger = Arc::new(Ledger::default());
+            plan.map_expressions(|e| wrap_calls(e, self.limits, Some(&ledger)))
         })
         .map(|t| t.data)
     }
@@ -204,6 +276,8 @@ struct Bounded {
     inner: Arc<ScalarUDF>,
     kind: Kind,
     limits: OutputLimits,
+    /// Its place among the sized calls of its plan node (none when only named).
+    ledger: Option<Entry>,
 }
 
 /// Row `i` of an argument as an int8, if it is one (NULL and other types: `None`).
@@ -389,6 +463,14 @@ fn text_measure(arg: &ColumnarValue, rows: usize, measure: impl Fn(&str) -> u64)
 }
 
 impl Bounded {
+    /// The function's name as the statement wrote it (`||` for text concatenation).
+    fn written(&self) -> &str {
+        match self.inner.name() {
+            TEXT_CONCAT => "||",
+            name => name,
+        }
+    }
+
     /// What this call would produce for the batch, in bytes (an estimate from above
     /// for text, elements × their average size for arrays): the total and the largest
     /// value.
@@ -627,9 +709,9 @@ impl ScalarUDFImpl for Bounded {
     fn simplify(&self, args: Vec<Expr>, info: &SimplifyContext) -> Result<ExprSimplifyResult> {
         // A simplified call is of the unwrapped function: wrapped again.
         Ok(match self.inner.simplify(args, info)? {
-            ExprSimplifyResult::Simplified(e) => {
-                ExprSimplifyResult::Simplified(wrap_calls(e, self.limits)?.data)
-            }
+            ExprSimplifyResult::Simplified(e) => ExprSimplifyResult::Simplified(
+                wrap_calls(e, self.limits, self.ledger.as_ref().map(|l| &l.ledger))?.data,
+            ),
             original => original,
         })
     }
@@ -645,7 +727,7 @@ impl ScalarUDFImpl for Bounded {
                 "requested length too large: {} would make a value of {largest} bytes, past \
                  the limit of {} bytes per value (a thirty-second of query_memory, within \
                  16 to 256 MiB)",
-                self.inner.name(),
+                self.written(),
                 self.limits.value
             );
         }
@@ -654,10 +736,23 @@ impl ScalarUDFImpl for Bounded {
                 "requested length too large: {} would make {bytes} bytes for {} row(s), past \
                  the limit of {} bytes per batch of rows (a quarter of query_memory, within \
                  64 MiB to 1 GiB)",
-                self.inner.name(),
+                self.written(),
                 args.number_rows,
                 self.limits.batch
             );
+        }
+        if let Some(entry) = &self.ledger {
+            let together = entry.ledger.charge(entry.slot, bytes);
+            if together > self.limits.batch {
+                return exec_err!(
+                    "requested length too large: {} and the calls beside it would make \
+                     {together} bytes for {} row(s), past the limit of {} bytes per batch of \
+                     rows (a quarter of query_memory, within 64 MiB to 1 GiB)",
+                    self.written(),
+                    args.number_rows,
+                    self.limits.batch
+                );
+            }
         }
         self.inner.invoke_with_args(args)
     }
