@@ -582,6 +582,17 @@ async fn values_larger_than_memory_allows_are_refused_before_they_are_made() -> 
          (SELECT repeat('x', 1000000) s FROM generate_series(1, 10)) t",
         "SELECT sum(length((j || j)::text)) FROM \
          (SELECT ('[' || repeat('1,', 3000000) || '1]')::jsonb j FROM generate_series(1, 10)) t",
+        // Aggregates that gather their input into one value: grouped, ungrouped and
+        // over a running window frame (every row the whole frame so far).
+        "SELECT y, length(string_agg(s, ',')) FROM (SELECT repeat('x', 1000000) s \
+         FROM generate_series(1, 20)) a, generate_series(1, 3) b(y) GROUP BY y",
+        "SELECT y, cardinality(array_agg(s)) FROM (SELECT repeat('x', 1000000) s \
+         FROM generate_series(1, 20)) a, generate_series(1, 3) b(y) GROUP BY y",
+        "SELECT length(string_agg(s, '')) FROM (SELECT repeat('x', 1000000) s \
+         FROM generate_series(1, 20)) t",
+        "SELECT sum(length(w)) FROM (SELECT string_agg(s, ',') OVER (ORDER BY x ROWS \
+         BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) w FROM (SELECT x, repeat('x', 1000000) s \
+         FROM generate_series(1, 30) g(x)) t) u",
         // Each call within its limit, together past it (six of them took 3.4 GB).
         "SELECT sum(length(a)) + sum(length(b)) + sum(length(c)) FROM (SELECT s || 'a' a, \
          s || 'b' b, s || 'c' c FROM (SELECT repeat('x', 300000) s \
@@ -624,6 +635,24 @@ async fn values_larger_than_memory_allows_are_refused_before_they_are_made() -> 
             json!(["a", "b"]),
             json!({"a": 1, "b": 2})
         ]])
+    );
+    // The same aggregates of small values answer as before.
+    let r = query(
+        &s,
+        "SELECT y, length(string_agg(s, ',')), cardinality(array_agg(s)), \
+         max(length(w)) FROM (SELECT y, s, string_agg(s, '') OVER (PARTITION BY y ORDER BY x) w \
+         FROM (SELECT x, repeat('x', 1000) s FROM generate_series(1, 20) g(x)) a, \
+         generate_series(1, 3) b(y)) t GROUP BY y ORDER BY y",
+        &[],
+    )
+    .await?;
+    assert_eq!(
+        r.rows,
+        Some(
+            (1..=3)
+                .map(|y| vec![json!(y), json!(20_019), json!(20), json!(20_000)])
+                .collect()
+        )
     );
     // Two such calls within the batch's limit together answer, batch after batch.
     let r = query(

@@ -19,6 +19,11 @@ pub fn install(state: &mut SessionState, query_memory: usize) -> Result<()> {
     for f in crate::expansion::wrapped(|name| udfs.get(name).cloned(), limits) {
         state.register_udf(std::sync::Arc::new(f))?;
     }
+    // So are the aggregates that gather their input into one value.
+    let udafs = state.aggregate_functions().clone();
+    for f in crate::expansion::bounded_aggregates(|name| udafs.get(name).cloned(), limits) {
+        state.register_udaf(std::sync::Arc::new(f))?;
+    }
     // Text cast to numeric is checked for length first (see expansion.rs).
     state.register_udf(std::sync::Arc::new(
         datafusion::logical_expr::ScalarUDF::new_from_impl(crate::expansion::NumericInput::new()),
