@@ -381,6 +381,26 @@ async fn rows_a_statement_writes_count_against_query_memory() -> TestResult {
     )
     .await?;
     assert_eq!(r.rows, Some(vec![vec![json!(30), json!(30_000_000)]]));
+    // An UPDATE holds the new rows it read as well as what it stages: 30 MB read and
+    // 60 MB staged pass the 64 MiB pool (staged alone did not).
+    let e = query(&s, r#"UPDATE "ws"."w" SET body = upper(body)"#, &[])
+        .await
+        .unwrap_err();
+    assert_eq!(e.status(), 400, "{e}");
+    assert!(e.message().contains("query_memory"), "{e}");
+    query(
+        &s,
+        r#"UPDATE "ws"."w" SET body = upper(body) WHERE id <= 3"#,
+        &[],
+    )
+    .await?;
+    let r = query(
+        &s,
+        r#"SELECT count(*) FILTER (WHERE body LIKE 'Y%'), count(*) FROM "ws"."w""#,
+        &[],
+    )
+    .await?;
+    assert_eq!(r.rows, Some(vec![vec![json!(9), json!(30)]]));
     Ok(())
 }
 

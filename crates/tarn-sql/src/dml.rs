@@ -691,7 +691,9 @@ impl Txn<'_> {
         let overrides = HashMap::from([((def.workspace_id.clone(), def.name.clone()), provider)]);
         let q = parse_query(select_sql)?;
         let (_, schema, batches) = self.run_query(q, overrides).await?;
+        self.charge_read(&batches)?;
         let batch = concat_batches(&schema, &batches)?;
+        drop(batches);
         let ids = batch
             .column(0)
             .as_primitive_opt::<UInt64Type>()
