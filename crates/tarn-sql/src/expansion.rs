@@ -32,6 +32,36 @@ pub struct OutputLimits {
     pub batch: u64,
 }
 
+impl OutputLimits {
+    /// Fails when `what` would make one value of `bytes` past the per-value limit.
+    fn check_value(&self, what: &str, bytes: u64) -> Result<()> {
+        if bytes > self.value {
+            return exec_err!(
+                "requested length too large: {what} would make a value of {bytes} bytes, past \
+                 the limit of {} bytes per value (a thirty-second of query_memory, within 16 \
+                 to 256 MiB)",
+                self.value
+            );
+        }
+        Ok(())
+    }
+
+    /// Fails when `what` would make `bytes` for a batch (`rows` rows, when known) past
+    /// the per-batch limit.
+    fn check_batch(&self, what: &str, bytes: u64, rows: Option<usize>) -> Result<()> {
+        if bytes > self.batch {
+            let rows = rows.map_or(String::new(), |r| format!(" for {r} row(s)"));
+            return exec_err!(
+                "requested length too large: {what} would make {bytes} bytes{rows}, past the \
+                 limit of {} bytes per batch of rows (a quarter of query_memory, within 64 \
+                 MiB to 1 GiB)",
+                self.batch
+            );
+        }
+        Ok(())
+    }
+}
+
 /// The limits for a pool of `query_memory` bytes.
 pub fn output_limits(query_memory: usize) -> OutputLimits {
     let pool = query_memory as u64;
@@ -722,37 +752,13 @@ impl ScalarUDFImpl for Bounded {
 
     fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
         let (bytes, largest) = self.output_bytes(&args);
-        if largest > self.limits.value {
-            return exec_err!(
-                "requested length too large: {} would make a value of {largest} bytes, past \
-                 the limit of {} bytes per value (a thirty-second of query_memory, within \
-                 16 to 256 MiB)",
-                self.written(),
-                self.limits.value
-            );
-        }
-        if bytes > self.limits.batch {
-            return exec_err!(
-                "requested length too large: {} would make {bytes} bytes for {} row(s), past \
-                 the limit of {} bytes per batch of rows (a quarter of query_memory, within \
-                 64 MiB to 1 GiB)",
-                self.written(),
-                args.number_rows,
-                self.limits.batch
-            );
-        }
+        let rows = Some(args.number_rows);
+        self.limits.check_value(self.written(), largest)?;
+        self.limits.check_batch(self.written(), bytes, rows)?;
         if let Some(entry) = &self.ledger {
             let together = entry.ledger.charge(entry.slot, bytes);
-            if together > self.limits.batch {
-                return exec_err!(
-                    "requested length too large: {} and the calls beside it would make \
-                     {together} bytes for {} row(s), past the limit of {} bytes per batch of \
-                     rows (a quarter of query_memory, within 64 MiB to 1 GiB)",
-                    self.written(),
-                    args.number_rows,
-                    self.limits.batch
-                );
-            }
+            let what = format!("{} and the calls beside it", self.written());
+            self.limits.check_batch(&what, together, rows)?;
         }
         self.inner.invoke_with_args(args)
     }
@@ -838,22 +844,8 @@ impl ScalarUDFImpl for TextConcat {
                 largest = largest.max(a + b);
             }
         }
-        if largest > self.limits.value {
-            return exec_err!(
-                "requested length too large: || would make a value of {largest} bytes, past \
-                 the limit of {} bytes per value (a thirty-second of query_memory, within \
-                 16 to 256 MiB)",
-                self.limits.value
-            );
-        }
-        if total > self.limits.batch {
-            return exec_err!(
-                "requested length too large: || would make {total} bytes for {rows} row(s), \
-                 past the limit of {} bytes per batch of rows (a quarter of query_memory, \
-                 within 64 MiB to 1 GiB)",
-                self.limits.batch
-            );
-        }
+        self.limits.check_value("||", largest)?;
+        self.limits.check_batch("||", total, Some(rows))?;
         if let (ColumnarValue::Scalar(a), ColumnarValue::Scalar(b)) = (left, right) {
             let joined = match (a, b) {
                 (
@@ -1220,17 +1212,8 @@ struct SizedAccumulator {
 
 impl SizedAccumulator {
     fn check_value(&self) -> Result<()> {
-        let held = self.inner.size() as u64;
-        if held > self.limits.value {
-            return exec_err!(
-                "requested length too large: {} would make a value of {held} bytes, past the \
-                 limit of {} bytes per value (a thirty-second of query_memory, within 16 to \
-                 256 MiB)",
-                self.name,
-                self.limits.value
-            );
-        }
-        Ok(())
+        self.limits
+            .check_value(&self.name, self.inner.size() as u64)
     }
 }
 
@@ -1243,16 +1226,8 @@ impl datafusion::logical_expr::Accumulator for SizedAccumulator {
     fn evaluate(&mut self) -> Result<datafusion::common::ScalarValue> {
         let value = self.inner.evaluate()?;
         self.handed_out = self.handed_out.saturating_add(value.size() as u64);
-        if self.handed_out > self.limits.batch {
-            return exec_err!(
-                "requested length too large: {} would make {} bytes of values, past the limit \
-                 of {} bytes per batch of rows (a quarter of query_memory, within 64 MiB to \
-                 1 GiB)",
-                self.name,
-                self.handed_out,
-                self.limits.batch
-            );
-        }
+        let what = format!("{}'s values", self.name);
+        self.limits.check_batch(&what, self.handed_out, None)?;
         Ok(value)
     }
 
@@ -1297,16 +1272,7 @@ impl SizedGroups {
         for (g, b) in groups.iter().zip(bytes) {
             let held = &mut self.held[*g];
             *held = held.saturating_add(b);
-            if *held > self.limits.value {
-                return exec_err!(
-                    "requested length too large: {} would make a value of more than {} bytes, \
-                     past the limit of {} bytes per value (a thirty-second of query_memory, \
-                     within 16 to 256 MiB)",
-                    self.name,
-                    *held,
-                    self.limits.value
-                );
-            }
+            self.limits.check_value(&self.name, *held)?;
         }
         Ok(())
     }
