@@ -1585,6 +1585,19 @@ async fn errors_are_in_tarns_own_words() -> TestResult {
             r#"INSERT INTO "ws"."n" VALUES (1, 2, 'x')"#,
             "takes an array of numbers, not bigint",
         ),
+        (
+            "SELECT (SELECT 1, 2)",
+            "subquery must return only one column",
+        ),
+        (
+            r#"SELECT * FROM "ws"."n", "ws"."n""#,
+            "table name \"n\" specified more than once",
+        ),
+        ("SELECT 100000::smallint", "smallint out of range"),
+        (
+            "SELECT now() + x * interval '1 day' FROM generate_series(1, 2) g(x)",
+            "operator does not exist: bigint * interval",
+        ),
     ] {
         let e = s.query("ws", sql, &[]).await.unwrap_err();
         assert_eq!(e.kind(), ErrorKind::BadRequest, "{sql}: {e}");

@@ -555,6 +555,39 @@ fn pg_wording(m: &str) -> Option<String> {
             pg_type_names(ty.trim_end_matches('.'))
         ));
     }
+    // PostgreSQL's words for planner refusals DataFusion words its own way.
+    if m.starts_with("Too many columns! The subquery should only return one column") {
+        return Some("subquery must return only one column".into());
+    }
+    if let Some(field) = m.strip_prefix("Schema contains duplicate qualified field name ") {
+        // "ws.t.id": the relation named twice is the part before the column.
+        let parts: Vec<&str> = field.trim().split('.').collect();
+        let table = parts.len().checked_sub(2).map_or(field, |i| parts[i]);
+        return Some(format!(
+            "table name \"{table}\" specified more than once (give each an alias)"
+        ));
+    }
+    if let Some(rest) = m.strip_prefix("Can't cast value ")
+        && let Some((_, ty)) = rest.split_once(" to type ")
+    {
+        return Some(format!("{} out of range", pg_type_names(ty.trim())));
+    }
+    if let Some(rest) = m.strip_prefix("Unsupported CAST from ")
+        && let Some((from, to)) = rest.split_once(" to ")
+    {
+        return Some(format!(
+            "cannot cast type {} to {}",
+            pg_type_names(from.trim()),
+            pg_type_names(to.trim())
+        ));
+    }
+    if let Some(rest) = m.strip_prefix("Cannot get result type for temporal operation ") {
+        let operation = rest.split(": ").next().unwrap_or(rest);
+        return Some(format!(
+            "operator does not exist: {}",
+            pg_type_names(operation)
+        ));
+    }
     // Syntax DataFusion does not plan, said without its syntax tree.
     if let Some(node) = m.strip_prefix("Unsupported ast node in sqltorel: ") {
         let what = node.split(['{', '(', ' ']).next().unwrap_or(node);
