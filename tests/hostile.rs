@@ -608,6 +608,9 @@ async fn values_larger_than_memory_allows_are_refused_before_they_are_made() -> 
          FROM generate_series(1, 20)) a, generate_series(1, 3) b(y) GROUP BY y",
         "SELECT y, cardinality(array_agg(s)) FROM (SELECT repeat('x', 1000000) s \
          FROM generate_series(1, 20)) a, generate_series(1, 3) b(y) GROUP BY y",
+        // Every group under the per-value limit, all of them past the per-batch one.
+        "SELECT y, length(string_agg(s, ',')) FROM (SELECT repeat('x', 1000000) s \
+         FROM generate_series(1, 10)) a, generate_series(1, 20) b(y) GROUP BY y",
         "SELECT length(string_agg(s, '')) FROM (SELECT repeat('x', 1000000) s \
          FROM generate_series(1, 20)) t",
         "SELECT sum(length(w)) FROM (SELECT string_agg(s, ',') OVER (ORDER BY x ROWS \

@@ -1112,6 +1112,7 @@ mod aggregate_impl {
                 name: self.inner.name().to_string(),
                 limits: self.limits,
                 held: Vec::new(),
+                total: 0,
             }))
         }
 
@@ -1261,6 +1262,9 @@ struct SizedGroups {
     limits: OutputLimits,
     /// Bytes taken in per group, by group index.
     held: Vec<u64>,
+    /// Their sum: all groups together are held to the per-batch limit (40 groups each
+    /// under the per-value limit took 5 GB).
+    total: u64,
 }
 
 impl SizedGroups {
@@ -1273,8 +1277,10 @@ impl SizedGroups {
             let held = &mut self.held[*g];
             *held = held.saturating_add(b);
             self.limits.check_value(&self.name, *held)?;
+            self.total = self.total.saturating_add(b);
         }
-        Ok(())
+        let what = format!("{} over all its groups", self.name);
+        self.limits.check_batch(&what, self.total, None)
     }
 
     fn emitted(&mut self, emit_to: datafusion::logical_expr::EmitTo) {
@@ -1284,6 +1290,7 @@ impl SizedGroups {
                 self.held.drain(..n.min(self.held.len()));
             }
         }
+        self.total = self.held.iter().sum();
     }
 }
 
