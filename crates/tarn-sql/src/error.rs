@@ -102,13 +102,13 @@ fn task_panic(text: &str) -> Option<Error> {
     Some(panicked(rest.trim().trim_matches('"')))
 }
 
+/// What a column past Arrow's 2 GiB per batch is said as, however Arrow reported it.
+const TOO_LARGE: &str = "a result is too large: a text, binary or array column passes 2 GiB \
+                         in one batch of rows; select fewer or shorter values";
+
 fn panicked(msg: &str) -> Error {
     if msg.contains("offset overflow") {
-        Error::BadRequest(
-            "a result is too large: a text, binary or array column passes 2 GiB in one batch \
-             of rows; select fewer or shorter values"
-                .into(),
-        )
+        Error::BadRequest(TOO_LARGE.into())
     } else {
         Error::Internal(format!(
             "the statement failed inside the query engine and applied nothing: {msg}"
@@ -555,6 +555,10 @@ fn pg_wording(m: &str) -> Option<String> {
             pg_type_names(ty.trim_end_matches('.'))
         ));
     }
+    // Arrow's own refusal past its 32-bit offsets ("Offset overflow error: 2160000000").
+    if m.starts_with("Offset overflow error") {
+        return Some(TOO_LARGE.into());
+    }
     // PostgreSQL's words for planner refusals DataFusion words its own way.
     if m.starts_with("Too many columns! The subquery should only return one column") {
         return Some("subquery must return only one column".into());
@@ -785,6 +789,14 @@ mod tests {
             Some(Error::Internal(_))
         ));
         assert!(task_panic("task 2 was cancelled").is_none());
+    }
+
+    #[test]
+    fn arrows_offset_overflow_is_said_in_tarns_words() {
+        assert_eq!(
+            clean_message("Offset overflow error: 2160000000"),
+            TOO_LARGE
+        );
     }
 
     #[test]
