@@ -132,7 +132,7 @@ fn coerce_plain(array: &ArrayRef, col: &ColumnDef) -> Result<ArrayRef> {
                         let u = uuid::Uuid::parse_str(v.trim()).map_err(|_| {
                             Error::BadRequest(format!(
                                 "invalid input syntax for type uuid: {}",
-                                crate::error::quoted(v)
+                                tarn_catalog::shown(v)
                             ))
                         })?;
                         b.append_value(u.hyphenated().to_string());
@@ -293,7 +293,7 @@ fn float_in_range(source: &ArrayRef, out: &ArrayRef, ty: &SqlType) -> Result<()>
         return if text {
             bad(format!(
                 "{} is out of range for type {type_name}",
-                crate::error::quoted(written)
+                tarn_catalog::shown(written)
             ))
         } else {
             bad("value out of range: overflow")

@@ -1,4 +1,8 @@
 use datafusion::error::DataFusionError;
+// A value from a statement is quoted in a message as `shown` quotes it: a long one in
+// part, with its length (a 600,000-digit value quoted whole left no room for what was
+// wrong with it).
+use tarn_catalog::shown;
 
 /// Errors of the SQL layer, split by who is at fault: the statement (`BadRequest`,
 /// `NotFound`, `Conflict`) or Tarn (`Storage`, `Internal`).
@@ -190,13 +194,13 @@ fn classify(e: &DataFusionError) -> Error {
                 .unwrap_or(msg)
                 .trim_end_matches(" with top memory consumers (across reservations) as:")
         )),
-        // Not the statement's fault: a bug, I/O (spill files), a task that panicked or
-        // was cancelled, the FFI boundary.
         // A map function given something else: the argument's fault, said as DataFusion
         // says it ("Expected a Map type, got Int64.") but in PostgreSQL's type names.
         DataFusionError::Internal(msg) if msg.starts_with("Expected a Map type") => {
             Error::BadRequest(clean_message(msg))
         }
+        // Not the statement's fault: a bug, I/O (spill files), a task that panicked or
+        // was cancelled, the FFI boundary.
         DataFusionError::Internal(msg) | DataFusionError::Ffi(msg) => Error::Internal(msg.clone()),
         DataFusionError::IoError(io) => Error::Internal(io.to_string()),
         DataFusionError::ExecutionJoin(j) if j.is_cancelled() => {
@@ -273,13 +277,6 @@ fn arrow_message(e: &datafusion::arrow::error::ArrowError) -> String {
     }
 }
 
-/// A value from the statement quoted in a message, as PostgreSQL quotes it; a long one
-/// in part, with its length (a 600,000-digit value quoted whole left no room in the
-/// message for what was wrong with it).
-pub(crate) fn quoted(value: &str) -> String {
-    tarn_catalog::shown(value)
-}
-
 /// Strips DataFusion's "Error during planning: " style prefixes: messages are for people.
 pub(crate) fn clean_message(msg: &str) -> String {
     const PREFIXES: &[&str] = &[
@@ -313,12 +310,12 @@ pub(crate) fn clean_message(msg: &str) -> String {
             break;
         }
     }
-    // DataFusion sometimes appends a backtrace hint or a context line; keep the first line.
-    let full = m;
     // A pattern that does not compile: the regex crate says where on later lines.
+    let full = m;
     if full.contains("regex parse error") {
         return regex_error(full);
     }
+    // DataFusion sometimes appends a backtrace hint or a context line; keep the first line.
     let m = m.lines().next().unwrap_or(m).trim();
     // A function's own refusal of its argument types, wrapped by DataFusion's coercion
     // ("Function 'f' user-defined coercion failed with: External error: <ours>. No
@@ -379,7 +376,7 @@ fn regex_error(text: &str) -> String {
         .find_map(|l| l.strip_prefix("error: "))
         .map(|w| w.trim_end_matches(['~', ')']).trim())
         .unwrap_or("it does not compile");
-    format!("invalid regular expression: {what} in {}", quoted(pattern))
+    format!("invalid regular expression: {what} in {}", shown(pattern))
 }
 
 /// PostgreSQL's message for a call of `name` with arguments of types `args` (already
@@ -459,7 +456,7 @@ fn pg_wording(m: &str) -> Option<String> {
     {
         return Some(format!(
             "invalid input syntax for type timestamp: {}",
-            quoted(value)
+            shown(value)
         ));
     }
     // "Cannot cast to Decimal128(38, 10). Overflowing on inf": PostgreSQL's overflow.
@@ -468,7 +465,7 @@ fn pg_wording(m: &str) -> Option<String> {
     {
         let value = match value.trim() {
             "inf" | "-inf" | "NaN" => "an infinite value".to_string(),
-            v => quoted(v),
+            v => shown(v),
         };
         return Some(format!(
             "numeric field overflow: {value} does not fit in {}",
@@ -538,14 +535,14 @@ fn pg_wording(m: &str) -> Option<String> {
             return Some(format!(
                 "invalid input syntax for type {}: {}",
                 pg_type_names(ty),
-                quoted(value)
+                shown(value)
             ));
         }
     }
     if let Some(value) = m.strip_prefix("Invalid input syntax for type interval: ") {
         return Some(format!(
             "invalid input syntax for type interval: {}",
-            quoted(value.trim_matches('"'))
+            shown(value.trim_matches('"'))
         ));
     }
     // A map function given something else ("Expected a Map type, got Int64.").

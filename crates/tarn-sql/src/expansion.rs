@@ -1,12 +1,13 @@
-//! Functions whose output can be far larger than their input (`repeat`, `lpad`, `rpad`,
-//! `array_repeat`, `range`, scalar `generate_series`, and `concat`, `concat_ws` and
-//! `||`, whose chains multiply), wrapped so that their output is
-//! sized before it is made. DataFusion's versions allocate whatever is asked: one
-//! `repeat('x', 1000000)` per row of a 5,000-row batch asks for 5 GB, outside any
-//! statement's memory reservation, and passes 2 GiB of text in one batch (Arrow's
-//! 32-bit offsets) with a panic. Here a call whose output for one batch of rows would
-//! pass [`output_limits`] fails first, as PostgreSQL refuses a value over 1 GB
-//! ("requested length too large").
+//! Functions whose output can be far larger than their input (`repeat`, `lpad`,
+//! `array_repeat`, `range`, `replace`, `ARRAY[…]`, `concat` and `||`, whose chains
+//! multiply, and the others [`WRAPPED`] lists), wrapped so that their output is sized
+//! before it is made; and `string_agg`/`array_agg`, whose values are sized as they
+//! grow. DataFusion's versions allocate whatever is asked: one `repeat('x', 1000000)`
+//! per row of a 5,000-row batch asks for 5 GB, outside any statement's memory
+//! reservation, and passes 2 GiB of text in one batch (Arrow's 32-bit offsets) with a
+//! panic. Here a call whose output for one batch of rows would pass [`output_limits`]
+//! fails first, as PostgreSQL refuses a value over 1 GB ("requested length too
+//! large").
 
 use std::sync::Arc;
 
@@ -102,7 +103,7 @@ const WRAPPED: [(&str, Kind); 29] = [
     ("string_to_array", Kind::Split),
     // Tarn's own `jsonb || jsonb` (jsonb.rs): at most both sides' text.
     ("jsonb_concat", Kind::Sum),
-    // `text || text` sizes itself; wrapped too so that it counts beside the others.
+    // `text || text` (planned sized by `ConcatPlanner`; entered in its node's ledger).
     (TEXT_CONCAT, Kind::Sum),
 ];
 
@@ -157,17 +158,22 @@ pub fn wrapped(
         .iter()
         .filter_map(|(name, kind)| {
             let inner = get(name)?;
-            Some(bounded(inner, *kind, limits))
+            Some(bounded(inner, *kind, limits, None))
         })
         .collect()
 }
 
-fn bounded(inner: Arc<ScalarUDF>, kind: Kind, limits: OutputLimits) -> ScalarUDF {
+fn bounded(
+    inner: Arc<ScalarUDF>,
+    kind: Kind,
+    limits: OutputLimits,
+    ledger: Option<Entry>,
+) -> ScalarUDF {
     ScalarUDF::new_from_impl(Bounded {
         inner,
         kind,
         limits,
-        ledger: None,
+        ledger,
     })
 }
 
@@ -255,12 +261,7 @@ fn wrap_calls(
         });
         Ok(Transformed::yes(Expr::ScalarFunction(
             datafusion::logical_expr::expr::ScalarFunction::new_udf(
-                Arc::new(ScalarUDF::new_from_impl(Bounded {
-                    inner,
-                    kind,
-                    limits,
-                    ledger: entry,
-                })),
+                Arc::new(bounded(inner, kind, limits, entry)),
                 call.args,
             ),
         )))
@@ -764,29 +765,27 @@ impl ScalarUDFImpl for Bounded {
     }
 }
 
-/// `text || text`, sized before it is made (see the module docs): DataFusion's
-/// operator builds each intermediate result outside any reservation and panics past
-/// 2 GiB of text in a batch (`s||s||s||s||s` over 500 rows of 1 MB took 5 GB, then a
-/// panic). Planned in place of the operator when both sides are text
-/// ([`ConcatPlanner`]); NULL when either side is, as the operator.
+/// `text || text`, planned sized (see the module docs) in place of the operator when
+/// both sides are text ([`ConcatPlanner`]): DataFusion's operator builds each
+/// intermediate result outside any reservation and panics past 2 GiB of text in a
+/// batch (`s||s||s||s||s` over 500 rows of 1 MB took 5 GB, then a panic). NULL when
+/// either side is, as the operator.
 #[derive(Debug, PartialEq, Eq, Hash)]
 pub(crate) struct TextConcat {
     signature: Signature,
-    limits: OutputLimits,
 }
 
 /// The function's name (in EXPLAIN).
 pub(crate) const TEXT_CONCAT: &str = "engine_text_concat";
 
 impl TextConcat {
-    pub(crate) fn new(limits: OutputLimits) -> Self {
+    fn new() -> Self {
         TextConcat {
             signature: Signature::uniform(
                 2,
                 vec![DataType::Utf8],
                 datafusion::logical_expr::Volatility::Immutable,
             ),
-            limits,
         }
     }
 }
@@ -836,16 +835,6 @@ impl ScalarUDFImpl for TextConcat {
         let [left, right] = args.args.as_slice() else {
             return exec_err!("{TEXT_CONCAT} takes two arguments");
         };
-        let (l, r) = (text_lengths(left, rows)?, text_lengths(right, rows)?);
-        let (mut total, mut largest) = (0u64, 0u64);
-        for (a, b) in l.iter().zip(&r) {
-            if let (Some(a), Some(b)) = (a, b) {
-                total = total.saturating_add(a + b);
-                largest = largest.max(a + b);
-            }
-        }
-        self.limits.check_value("||", largest)?;
-        self.limits.check_batch("||", total, Some(rows))?;
         if let (ColumnarValue::Scalar(a), ColumnarValue::Scalar(b)) = (left, right) {
             let joined = match (a, b) {
                 (
@@ -867,8 +856,9 @@ impl ScalarUDFImpl for TextConcat {
     }
 }
 
-/// Plans `text || text` as [`TextConcat`]; other `||` (arrays, jsonb, mixed types)
-/// as DataFusion does.
+/// Plans `text || text` as [`TextConcat`], sized as the functions [`WRAPPED`] lists
+/// are (and entered in its plan node's ledger by [`SizeCalls`]); other `||` (arrays,
+/// jsonb, mixed types) as DataFusion does.
 #[derive(Debug)]
 pub(crate) struct ConcatPlanner {
     udf: Arc<ScalarUDF>,
@@ -876,8 +866,9 @@ pub(crate) struct ConcatPlanner {
 
 impl ConcatPlanner {
     pub(crate) fn new(limits: OutputLimits) -> Self {
+        let text_concat = Arc::new(ScalarUDF::new_from_impl(TextConcat::new()));
         ConcatPlanner {
-            udf: Arc::new(ScalarUDF::new_from_impl(TextConcat::new(limits))),
+            udf: Arc::new(bounded(text_concat, Kind::Sum, limits, None)),
         }
     }
 }

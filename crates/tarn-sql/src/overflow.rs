@@ -730,7 +730,7 @@ impl ScalarUDFImpl for FloatIn {
             }
             return exec_err!(
                 "{} is out of range for type {}",
-                crate::error::quoted(text),
+                tarn_catalog::shown(text),
                 self.type_name()
             );
         }

@@ -69,9 +69,28 @@ fn put_op(out: &mut Vec<u8>, tag: u8, bytes: &[u8]) -> Result<()> {
     if total > MAX_RECORD_BYTES {
         return Err(too_large(total));
     }
+    put_op_with(out, tag, |out| {
+        out.extend_from_slice(bytes);
+        Ok(())
+    })
+}
+
+/// Appends an op whose body `write` puts straight into `out` (a body built beside the
+/// record would hold an insert's rows once more), its length filled in after.
+fn put_op_with(
+    out: &mut Vec<u8>,
+    tag: u8,
+    write: impl FnOnce(&mut Vec<u8>) -> Result<()>,
+) -> Result<()> {
+    let start = out.len();
     out.push(tag);
-    out.extend_from_slice(&(bytes.len() as u32).to_le_bytes());
-    out.extend_from_slice(bytes);
+    out.extend_from_slice(&0u32.to_le_bytes());
+    write(out)?;
+    if out.len() as u64 > MAX_RECORD_BYTES {
+        return Err(too_large(out.len() as u64));
+    }
+    let len = (out.len() - start - 5) as u32;
+    out[start + 1..start + 5].copy_from_slice(&len.to_le_bytes());
     Ok(())
 }
 
@@ -113,22 +132,14 @@ pub fn encode(ops: &[Op]) -> Result<Vec<u8>> {
                         return Err(too_large(size));
                     }
                 }
-                // Written in place (a copy beside the record would hold the rows once
-                // more), its length filled in after.
-                let start = out.len();
-                out.push(2);
-                out.extend_from_slice(&0u32.to_le_bytes());
-                out.extend_from_slice(&table.to_le_bytes());
-                out.extend_from_slice(&first_row_id.to_le_bytes());
-                let mut w = StreamWriter::try_new(&mut out, &batch.schema())?;
-                w.write(batch)?;
-                w.finish()?;
-                drop(w);
-                let len = out.len() - start - 5;
-                if out.len() as u64 > MAX_RECORD_BYTES {
-                    return Err(too_large(out.len() as u64));
-                }
-                out[start + 1..start + 5].copy_from_slice(&(len as u32).to_le_bytes());
+                put_op_with(&mut out, 2, |out| {
+                    out.extend_from_slice(&table.to_le_bytes());
+                    out.extend_from_slice(&first_row_id.to_le_bytes());
+                    let mut w = StreamWriter::try_new(out, &batch.schema())?;
+                    w.write(batch)?;
+                    w.finish()?;
+                    Ok(())
+                })?;
             }
             Op::Delete { table, row_ids } => {
                 let mut bytes = Vec::with_capacity(12 + row_ids.len() * 8);
