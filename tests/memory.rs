@@ -137,3 +137,66 @@ async fn rss_anon_stays_bounded_for_a_table_many_times_the_memtable() -> TestRes
     );
     Ok(())
 }
+
+/// Large values made by plan nodes that run at once share `query_memory`: each branch
+/// of a UNION ALL (and each partition and stage of a `string_agg`) was within its own
+/// limits, and together they took 6 GB. The statements answer or fail with a 400;
+/// either way the process grows by about the budget, not by what was asked for.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn large_values_of_nodes_running_at_once_share_query_memory() -> TestResult {
+    let _serial = tarn_tests::RSS_SERIAL.lock().await;
+    if rss_anon().is_none() {
+        return Ok(()); // not Linux: nothing to measure
+    }
+    let tarn = Tarn::in_memory_with(Options::new().query_memory(QUERY_MEMORY)).await?;
+    let s = fixture(&tarn).await?;
+    // Sixteen branches of 60 rows of 1 MB each (under the 64 MiB batch limit alone).
+    let branch = "SELECT s || 'x' AS v FROM (SELECT repeat('x', 1000000) || g s \
+                  FROM generate_series(1, 60) g) t";
+    let union = vec![branch; 16].join(" UNION ALL ");
+    let statements = [
+        format!("SELECT count(*) FROM ({union}) u WHERE length(v) > 0"),
+        format!("SELECT v FROM ({union}) u"),
+        // 40 groups of 100 values of 300 KB: 1.2 GB gathered in all.
+        "SELECT y, length(string_agg(s, ',')) FROM (SELECT repeat('x', 300000) s \
+         FROM generate_series(1, 100)) a, generate_series(1, 40) b(y) GROUP BY y"
+            .to_string(),
+    ];
+    for sql in statements {
+        let base = rss_anon().unwrap_or(0);
+        let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let sampler = {
+            let done = done.clone();
+            std::thread::spawn(move || {
+                let mut peak = 0u64;
+                while !done.load(std::sync::atomic::Ordering::Relaxed) {
+                    peak = peak.max(rss_anon().unwrap_or(0).saturating_sub(base));
+                    std::thread::sleep(std::time::Duration::from_millis(5));
+                }
+                peak
+            })
+        };
+        let r = s.query("ws", &sql, &[]).await;
+        done.store(true, std::sync::atomic::Ordering::Relaxed);
+        let peak = sampler.join().map_err(|_| "sampler panicked")?;
+        match &r {
+            Ok(r) => assert!(r.rows.as_ref().is_some_and(|rows| !rows.is_empty())),
+            Err(e) => {
+                assert_eq!(e.status(), 400, "{e}");
+                assert!(e.message().contains("query_memory"), "{}: {e}", &sql[..60]);
+            }
+        }
+        eprintln!(
+            "{}…: {} MiB peak growth, {}",
+            &sql[..60],
+            peak >> 20,
+            if r.is_ok() { "answered" } else { "400" }
+        );
+        assert!(
+            peak < 3 * QUERY_MEMORY as u64,
+            "{}…: RssAnon grew by {peak} bytes (query memory {QUERY_MEMORY})",
+            &sql[..60]
+        );
+    }
+    Ok(())
+}

@@ -136,6 +136,18 @@ enum Command {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    // A panic on a worker thread fails only its statement, which reports it as an
+    // error; Rust's own message on standard error before Tarn's would say it twice,
+    // in words meant for Tarn's developers. On the main thread (a crash) or with
+    // RUST_BACKTRACE set, it is printed as usual.
+    let default_hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        if std::thread::current().name() == Some("main")
+            || std::env::var_os("RUST_BACKTRACE").is_some()
+        {
+            default_hook(info);
+        }
+    }));
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(r) => r,
         Err(e) => {

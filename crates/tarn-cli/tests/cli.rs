@@ -7,6 +7,7 @@ use serde_json::{Value, json};
 
 fn tarn(dir: &std::path::Path, args: &[&str], stdin: Option<&str>) -> Output {
     let mut child = Command::new(env!("CARGO_BIN_EXE_tarn"))
+        .env_remove("RUST_BACKTRACE")
         .arg("--data")
         .arg(dir)
         .args(args)
@@ -124,6 +125,30 @@ fn one_statement_with_params() {
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(
         text.contains("id") && text.contains("42") && text.contains("(1 row"),
+        "{text}"
+    );
+}
+
+/// A panic inside a statement is its error, said once.
+#[test]
+fn a_statement_that_panics_inside_reports_one_error_line() {
+    // Arrow panics past 2 GiB of text in one batch (a 60 MB constant over 40 rows): the
+    // statement fails with a 400, and Rust's panic message is not printed before it.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = tarn(
+        dir.path(),
+        &[
+            "sql",
+            "-w",
+            "ws",
+            "SELECT length(s) FROM (SELECT repeat('x', 60000000) s FROM generate_series(1, 40)) t",
+        ],
+        None,
+    );
+    assert_code(&out, 1, "too large");
+    let text = String::from_utf8_lossy(&out.stderr).to_string();
+    assert!(
+        text.starts_with("ERROR (400): a result is too large") && text.lines().count() == 1,
         "{text}"
     );
 }

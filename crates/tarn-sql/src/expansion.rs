@@ -184,6 +184,8 @@ fn bounded(
 /// next batch has begun.
 #[derive(Debug, Default)]
 struct Ledger {
+    /// The pool large outputs are held in (see held.rs).
+    pool: Option<crate::held::SharedPool>,
     slots: std::sync::atomic::AtomicUsize,
     spent: parking_lot::Mutex<
         std::collections::HashMap<std::thread::ThreadId, (std::collections::HashSet<usize>, u64)>,
@@ -273,11 +275,13 @@ fn wrap_calls(
 #[derive(Debug)]
 pub(crate) struct SizeCalls {
     limits: OutputLimits,
+    pool: crate::held::SharedPool,
 }
 
 impl SizeCalls {
-    pub(crate) fn new(limits: OutputLimits) -> Self {
-        SizeCalls { limits }
+    /// The rule for statements whose memory pool is `pool`.
+    pub(crate) fn new(limits: OutputLimits, pool: crate::held::SharedPool) -> Self {
+        SizeCalls { limits, pool }
     }
 }
 
@@ -294,7 +298,10 @@ impl datafusion::optimizer::AnalyzerRule for SizeCalls {
         // The wrapped function has the same name, type and nullability: no schema
         // changes.
         plan.transform_up_with_subqueries(|plan| {
-            let ledger = Arc::new(Ledger::default());
+            let ledger = Arc::new(Ledger {
+                pool: Some(self.pool.clone()),
+                ..Ledger::default()
+            });
             plan.map_expressions(|e| wrap_calls(e, self.limits, Some(&ledger)))
         })
         .map(|t| t.data)
@@ -761,7 +768,22 @@ impl ScalarUDFImpl for Bounded {
             let what = format!("{} and the calls beside it", self.written());
             self.limits.check_batch(&what, together, rows)?;
         }
-        self.inner.invoke_with_args(args)
+        // A large output is held in the pool from before it is made until it is
+        // dropped: the calls of nodes that run at once meet `query_memory` together.
+        let pool = self.ledger.as_ref().and_then(|e| e.ledger.pool.as_ref());
+        let reservation = match pool {
+            Some(pool) if bytes >= crate::held::SMALLEST_HELD => {
+                Some(pool.reserve(&format!("{} output", self.written()), bytes)?)
+            }
+            _ => None,
+        };
+        match (self.inner.invoke_with_args(args)?, reservation) {
+            (ColumnarValue::Array(array), Some(reservation)) => {
+                reservation.resize(array.get_array_memory_size());
+                Ok(ColumnarValue::Array(crate::held::hold(array, reservation)?))
+            }
+            (out, _) => Ok(out),
+        }
     }
 }
 
@@ -1006,6 +1028,11 @@ pub(crate) fn guard_numeric_casts(stmt: &mut datafusion::sql::sqlparser::ast::St
 pub(crate) struct BoundedAggregate {
     inner: Arc<datafusion::logical_expr::AggregateUDF>,
     limits: OutputLimits,
+    /// What the accumulators hold is charged here too: DataFusion counts their state
+    /// but not the copy each value is made into when it is handed out, nor the text
+    /// a string grows into; and the partitions and stages of one aggregate, each
+    /// within the limits, held 6 GB together.
+    pool: crate::held::SharedPool,
 }
 
 /// The aggregates wrapped.
@@ -1015,13 +1042,18 @@ const AGGREGATES: [&str; 2] = ["string_agg", "array_agg"];
 pub(crate) fn bounded_aggregates(
     get: impl Fn(&str) -> Option<Arc<datafusion::logical_expr::AggregateUDF>>,
     limits: OutputLimits,
+    pool: &crate::held::SharedPool,
 ) -> Vec<datafusion::logical_expr::AggregateUDF> {
     AGGREGATES
         .iter()
         .filter_map(|name| {
             let inner = get(name)?;
             Some(datafusion::logical_expr::AggregateUDF::new_from_impl(
-                BoundedAggregate { inner, limits },
+                BoundedAggregate {
+                    inner,
+                    limits,
+                    pool: pool.clone(),
+                },
             ))
         })
         .collect()
@@ -1032,6 +1064,7 @@ impl BoundedAggregate {
         Arc::new(BoundedAggregate {
             inner: Arc::new(inner),
             limits: self.limits,
+            pool: self.pool.clone(),
         })
     }
 
@@ -1044,6 +1077,8 @@ impl BoundedAggregate {
             name: self.inner.name().to_string(),
             limits: self.limits,
             handed_out: 0,
+            pool: self.pool.clone(),
+            held: None,
         }))
     }
 }
@@ -1104,6 +1139,8 @@ mod aggregate_impl {
                 limits: self.limits,
                 held: Vec::new(),
                 total: 0,
+                pool: self.pool.clone(),
+                reservation: None,
             }))
         }
 
@@ -1200,12 +1237,16 @@ struct SizedAccumulator {
     name: String,
     limits: OutputLimits,
     handed_out: u64,
+    pool: crate::held::SharedPool,
+    /// The value's size, held in the pool once it is large.
+    held: Option<datafusion::execution::memory_pool::MemoryReservation>,
 }
 
 impl SizedAccumulator {
-    fn check_value(&self) -> Result<()> {
-        self.limits
-            .check_value(&self.name, self.inner.size() as u64)
+    fn check_value(&mut self) -> Result<()> {
+        let size = self.inner.size() as u64;
+        self.limits.check_value(&self.name, size)?;
+        self.pool.resize(&mut self.held, &self.name, size)
     }
 }
 
@@ -1253,9 +1294,14 @@ struct SizedGroups {
     limits: OutputLimits,
     /// Bytes taken in per group, by group index.
     held: Vec<u64>,
-    /// Their sum: all groups together are held to the per-batch limit (40 groups each
-    /// under the per-value limit took 5 GB).
+    /// All that the groups have taken in, held to the per-batch limit (40 groups each
+    /// under the per-value limit took 5 GB) and charged to the pool. Not lowered when
+    /// groups are handed out: what a partial aggregate emits early lives on downstream
+    /// (DataFusion's repartition spills it and reads it back outside the pool: 3.2 GB
+    /// for 1 GB of text), so it is counted until the aggregate is done.
     total: u64,
+    pool: crate::held::SharedPool,
+    reservation: Option<datafusion::execution::memory_pool::MemoryReservation>,
 }
 
 impl SizedGroups {
@@ -1271,7 +1317,8 @@ impl SizedGroups {
             self.total = self.total.saturating_add(b);
         }
         let what = format!("{} over all its groups", self.name);
-        self.limits.check_batch(&what, self.total, None)
+        self.limits.check_batch(&what, self.total, None)?;
+        self.pool.resize(&mut self.reservation, &what, self.total)
     }
 
     fn emitted(&mut self, emit_to: datafusion::logical_expr::EmitTo) {
@@ -1281,7 +1328,6 @@ impl SizedGroups {
                 self.held.drain(..n.min(self.held.len()));
             }
         }
-        self.total = self.held.iter().sum();
     }
 }
 

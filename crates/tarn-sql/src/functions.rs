@@ -20,8 +20,9 @@ pub fn install(state: &mut SessionState, query_memory: usize) -> Result<()> {
         state.register_udf(std::sync::Arc::new(f))?;
     }
     // So are the aggregates that gather their input into one value.
+    let pool = crate::held::SharedPool(state.runtime_env().memory_pool.clone());
     let udafs = state.aggregate_functions().clone();
-    for f in crate::expansion::bounded_aggregates(|name| udafs.get(name).cloned(), limits) {
+    for f in crate::expansion::bounded_aggregates(|name| udafs.get(name).cloned(), limits, &pool) {
         state.register_udaf(std::sync::Arc::new(f))?;
     }
     // Text cast to numeric is checked for length first (see expansion.rs).
@@ -35,6 +36,7 @@ pub fn install(state: &mut SessionState, query_memory: usize) -> Result<()> {
     // And wherever a planner made the call itself (`ARRAY[…]` is `make_array`).
     state.add_analyzer_rule(std::sync::Arc::new(crate::expansion::SizeCalls::new(
         limits,
+        pool.clone(),
     )));
     state.register_udf(std::sync::Arc::new(
         datafusion::logical_expr::ScalarUDF::new_from_impl(crate::param_array::ParamArray::new()),

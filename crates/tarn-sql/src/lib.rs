@@ -25,6 +25,7 @@ mod fast;
 mod fast_search;
 mod functions;
 mod guard;
+mod held;
 mod hybrid;
 mod ident;
 mod index_ddl;
