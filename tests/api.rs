@@ -1394,6 +1394,80 @@ async fn names_with_control_characters_or_empty_are_refused() -> TestResult {
     Ok(())
 }
 
+/// `unnest` of a record makes a column per field, named by the field (as DuckDB):
+/// DataFusion named them `named_struct(Utf8("a"),Int64(1),…).a`.
+#[tokio::test]
+async fn unnest_of_a_record_names_its_columns_by_field() -> TestResult {
+    let (_tarn, s) = session().await?;
+    let r = s
+        .query(
+            "ws",
+            "SELECT 7 AS k, unnest(named_struct('a', 1, 'b', 'x')), unnest(struct(2, 3))",
+            &[],
+        )
+        .await?;
+    assert_eq!(r.columns, vec!["k", "a", "b", "c0", "c1"]);
+    assert_eq!(
+        r.rows,
+        Some(vec![vec![
+            json!(7),
+            json!(1),
+            json!("x"),
+            json!(2),
+            json!(3)
+        ]])
+    );
+    Ok(())
+}
+
+/// Array text is read the same from any expression as from a literal: a text column,
+/// a concatenation, NULL and empty arrays, two dimensions; arrays pass through.
+#[tokio::test]
+async fn array_text_casts_read_text_from_any_expression() -> TestResult {
+    let (_tarn, s) = session().await?;
+    let r = s
+        .query(
+            "ws",
+            "SELECT x::int[], x::text[], ('{' || x || '}')::text[][] FROM \
+             (VALUES ('{1,2}'), (NULL), ('{}'), ('{3,NULL}')) v(x)",
+            &[],
+        )
+        .await?;
+    assert_eq!(
+        r.rows,
+        Some(vec![
+            vec![json!([1, 2]), json!(["1", "2"]), json!([["1", "2"]])],
+            vec![json!(null), json!(null), json!(null)],
+            vec![json!([]), json!([]), json!([[]])],
+            vec![json!([3, null]), json!(["3", null]), json!([["3", null]])],
+        ])
+    );
+    let r = s
+        .query(
+            "ws",
+            "SELECT ('{{1.5,2},' || '{3,NULL}}')::float8[][], ARRAY[1,2]::float8[], \
+             (ARRAY[1,2])::text[], ('{\"a b\",c}' || '')::text[]",
+            &[],
+        )
+        .await?;
+    assert_eq!(
+        r.rows,
+        Some(vec![vec![
+            json!([[1.5, 2.0], [3.0, null]]),
+            json!([1.0, 2.0]),
+            json!(["1", "2"]),
+            json!(["a b", "c"])
+        ]])
+    );
+    let e = s
+        .query("ws", "SELECT x::int[] FROM (VALUES ('{1,a}')) v(x)", &[])
+        .await
+        .unwrap_err();
+    assert_eq!(e.status(), 400, "{e}");
+    assert!(e.message().contains("\"a\""), "{e}");
+    Ok(())
+}
+
 /// Errors say what happened in Tarn's words, with the right status: no DataFusion
 /// wrappers, type debug names or internal node names.
 #[tokio::test]
@@ -1434,6 +1508,7 @@ async fn errors_are_in_tarns_own_words() -> TestResult {
         "OuterReferenceColumn",
         "not implemented",
         "Base table",
+        "While expanding",
     ];
     for (sql, says) in [
         ("SELECT ARRAY[1,2] <#> ARRAY[1,2]", "not bigint[]"),
@@ -1594,6 +1669,28 @@ async fn errors_are_in_tarns_own_words() -> TestResult {
             "table name \"n\" specified more than once",
         ),
         ("SELECT 100000::smallint", "smallint out of range"),
+        (
+            r#"SELECT id, body FROM "ws"."n" GROUP BY id"#,
+            "must appear in the GROUP BY clause or be used in an aggregate function",
+        ),
+        (
+            r#"SELECT * FROM "ws"."n" GROUP BY id"#,
+            "must appear in the GROUP BY clause or be used in an aggregate function",
+        ),
+        // Text that is not a literal is read as array text too (Arrow's cast took it
+        // as one element: `{11}`).
+        (
+            "SELECT ('1'||'1')::float4[]",
+            "malformed array literal: \"11\"",
+        ),
+        (
+            "SELECT repeat('1', 2000)::float4[]",
+            "malformed array literal",
+        ),
+        (
+            "SELECT x::float8[] FROM (VALUES ('{{1},{2}}')) v(x)",
+            "malformed array literal",
+        ),
         (
             "SELECT now() + x * interval '1 day' FROM generate_series(1, 2) g(x)",
             "operator does not exist: bigint * interval",

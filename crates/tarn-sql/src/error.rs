@@ -347,6 +347,16 @@ pub(crate) fn clean_message(msg: &str) -> String {
     if m.starts_with("Scalar subquery returned more than one row") {
         return "more than one row returned by a subquery used as an expression".into();
     }
+    // DataFusion says "While expanding wildcard" of any column missing from GROUP BY,
+    // wildcard or not.
+    if let Some((_, rest)) = m.split_once("While expanding wildcard, column \"")
+        && let Some((column, _)) = rest.split_once("\" must appear in the GROUP BY clause")
+    {
+        return format!(
+            "column {} must appear in the GROUP BY clause or be used in an aggregate function",
+            shown(column)
+        );
+    }
     for (arrow, pg) in [
         ("Int64Array overflow", "bigint out of range"),
         ("Int32Array overflow", "integer out of range"),

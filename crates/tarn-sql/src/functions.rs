@@ -41,6 +41,9 @@ pub fn install(state: &mut SessionState, query_memory: usize) -> Result<()> {
     state.register_udf(std::sync::Arc::new(
         datafusion::logical_expr::ScalarUDF::new_from_impl(crate::param_array::ParamArray::new()),
     ))?;
+    state.register_udf(std::sync::Arc::new(
+        datafusion::logical_expr::ScalarUDF::new_from_impl(crate::array_in::ArrayIn::new()),
+    ))?;
     for f in crate::hybrid::placeholders() {
         state.register_udf(std::sync::Arc::new(f))?;
     }

@@ -9,6 +9,7 @@
 //! DataFusion. Every statement (or batch) writes through one transaction that is logged
 //! as one WAL record.
 
+mod array_in;
 mod bulk;
 mod clock;
 mod coerce;

@@ -102,7 +102,29 @@ fn item_names(items: Vec<ItemName>, fallback: Vec<String>) -> Vec<String> {
     if out.len() == fallback.len() {
         out
     } else {
-        fallback
+        // An item made several columns (`unnest` of a record): DataFusion names each
+        // `<expression>.<field>`; the field's name is the column's, as DuckDB names them.
+        fallback.into_iter().map(field_of).collect()
+    }
+}
+
+/// The field's name of DataFusion's `<expression>.<field>` (a `.` outside parentheses
+/// and quotes, after the expression's closing parenthesis or a qualified name); any
+/// other name as it is.
+fn field_of(name: String) -> String {
+    let (mut depth, mut quoted, mut dot) = (0i32, false, None);
+    for (i, c) in name.char_indices() {
+        match c {
+            '"' => quoted = !quoted,
+            '(' if !quoted => depth += 1,
+            ')' if !quoted => depth -= 1,
+            '.' if !quoted && depth == 0 => dot = Some(i),
+            _ => {}
+        }
+    }
+    match dot {
+        Some(i) if i + 1 < name.len() => name[i + 1..].trim_matches('"').to_string(),
+        _ => name,
     }
 }
 

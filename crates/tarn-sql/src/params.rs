@@ -153,7 +153,8 @@ fn rewrite(expr: &Expr, params: &[Json]) -> Result<Option<Expr>> {
             ..
         } => {
             let Expr::Value(v) = inner.as_ref() else {
-                return Ok(None);
+                // Not a literal: read as array text when it is text (array_in.rs).
+                return Ok(crate::array_in::bind(expr));
             };
             let Value::SingleQuotedString(text) = &v.value else {
                 return Ok(None);
