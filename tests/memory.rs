@@ -140,7 +140,8 @@ async fn rss_anon_stays_bounded_for_a_table_many_times_the_memtable() -> TestRes
 
 /// Large values made by plan nodes that run at once share `query_memory`: each branch
 /// of a UNION ALL (and each partition and stage of a `string_agg`) was within its own
-/// limits, and together they took 6 GB. The statements answer or fail with a 400;
+/// limits, and together they took 6 GB; wide rows DataFusion's operators repeat and
+/// gather into batches of 8,192 rows (a cross join, a filter) are held too. The statements answer or fail with a 400;
 /// either way the process grows by about the budget, not by what was asked for.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn large_values_of_nodes_running_at_once_share_query_memory() -> TestResult {
@@ -160,6 +161,12 @@ async fn large_values_of_nodes_running_at_once_share_query_memory() -> TestResul
         // 40 groups of 100 values of 300 KB: 1.2 GB gathered in all.
         "SELECT y, length(string_agg(s, ',')) FROM (SELECT repeat('x', 300000) s \
          FROM generate_series(1, 100)) a, generate_series(1, 40) b(y) GROUP BY y"
+            .to_string(),
+        // The same rows repeated by a cross join and gathered into batches of 8,192
+        // rows by a filter and a sort, for an aggregate DataFusion runs per group.
+        "SELECT y, cardinality(array_agg(s ORDER BY s)) FROM (SELECT repeat('x', 300000) \
+         || g s FROM generate_series(1, 100) g) a, generate_series(1, 40) b(y) GROUP BY y \
+         ORDER BY y LIMIT 1"
             .to_string(),
     ];
     for sql in statements {

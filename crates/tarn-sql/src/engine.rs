@@ -1392,6 +1392,7 @@ async fn collect_bounded(
     use datafusion::execution::memory_pool::MemoryConsumer;
     use futures::StreamExt;
     let reservation = MemoryConsumer::new("query result").register(ctx.memory_pool());
+    let plan = crate::held::hold_wide_rows(plan)?;
     let mut stream = datafusion::physical_plan::execute_stream(plan, ctx)?;
     let mut out = Vec::new();
     while let Some(batch) = stream.next().await {

@@ -69,6 +69,21 @@ struct Owned {
     _held: Arc<MemoryReservation>,
 }
 
+/// Where the memory of every held buffer starts: a batch passed on unchanged (or
+/// sliced) by the next plan node is not held twice.
+static HELD: std::sync::LazyLock<parking_lot::Mutex<std::collections::HashSet<usize>>> =
+    std::sync::LazyLock::new(Default::default);
+
+fn is_held(buffer: &Buffer) -> bool {
+    HELD.lock().contains(&(buffer.data_ptr().as_ptr() as usize))
+}
+
+impl Drop for Owned {
+    fn drop(&mut self) {
+        HELD.lock().remove(&(self.buffer.as_ptr() as usize));
+    }
+}
+
 impl AsRef<[u8]> for Owned {
     fn as_ref(&self) -> &[u8] {
         self.buffer.as_slice()
@@ -89,6 +104,7 @@ fn with_owner(data: ArrayData, held: &Arc<MemoryReservation>) -> Result<ArrayDat
         .buffers()
         .iter()
         .map(|b| {
+            HELD.lock().insert(b.as_ptr() as usize);
             Buffer::from(bytes::Bytes::from_owner(Owned {
                 buffer: b.clone(),
                 _held: held.clone(),
@@ -105,6 +121,144 @@ fn with_owner(data: ArrayData, held: &Arc<MemoryReservation>) -> Result<ArrayDat
         .buffers(buffers)
         .child_data(children)
         .build()?)
+}
+
+/// Batches below this are not held by [`HoldExec`]…
+const SMALLEST_HELD_BATCH: usize = 1 << 20;
+/// …nor batches of narrower rows: a batch is at most 8,192 rows, and DataFusion's
+/// operators gather rows into batches of that many whatever their size. Rows of 1 MB
+/// made 8 GB batches where a cross join repeated them and a filter gathered them
+/// (`string_agg(DISTINCT …)` over 100 × 40 such rows passed 6 GB).
+const WIDEST_UNHELD_ROW: usize = 16 << 10;
+
+/// `plan` with the output of each of its nodes held in the pool while it lives, where
+/// its rows are wide (see [`HoldExec`]). Not under EXPLAIN ANALYZE, which shows the
+/// plan it runs.
+pub(crate) fn hold_wide_rows(
+    plan: Arc<dyn datafusion::physical_plan::ExecutionPlan>,
+) -> Result<Arc<dyn datafusion::physical_plan::ExecutionPlan>> {
+    use datafusion::common::tree_node::{Transformed, TreeNode};
+    if plan
+        .downcast_ref::<datafusion::physical_plan::analyze::AnalyzeExec>()
+        .is_some()
+    {
+        return Ok(plan);
+    }
+    plan.transform_up(|node| {
+        Ok(Transformed::yes(
+            Arc::new(HoldExec { input: node }) as Arc<dyn datafusion::physical_plan::ExecutionPlan>
+        ))
+    })
+    .map(|t| t.data)
+}
+
+/// Passes its input's batches on, each one of wide rows held in the statement's pool
+/// (without a copy) until it is dropped: batches DataFusion's operators make and keep
+/// outside any reservation (a cross join's repeated rows, a filter's or a
+/// repartition's gathered batches, the rows waiting in a channel) then meet
+/// `query_memory`, a 400 past it. Narrow rows pass as they are: operators that keep
+/// batches (sorts, joins, aggregates) count them themselves, and wide rows are counted
+/// twice there, which only makes such a sort spill sooner.
+#[derive(Debug)]
+pub(crate) struct HoldExec {
+    input: Arc<dyn datafusion::physical_plan::ExecutionPlan>,
+}
+
+impl datafusion::physical_plan::DisplayAs for HoldExec {
+    fn fmt_as(
+        &self,
+        _t: datafusion::physical_plan::DisplayFormatType,
+        f: &mut std::fmt::Formatter,
+    ) -> std::fmt::Result {
+        write!(f, "HoldExec")
+    }
+}
+
+impl datafusion::physical_plan::ExecutionPlan for HoldExec {
+    fn name(&self) -> &str {
+        "HoldExec"
+    }
+
+    fn apply_expressions(
+        &self,
+        _f: &mut dyn FnMut(
+            &Arc<dyn datafusion::physical_plan::PhysicalExpr>,
+        ) -> Result<datafusion::common::tree_node::TreeNodeRecursion>,
+    ) -> Result<datafusion::common::tree_node::TreeNodeRecursion> {
+        Ok(datafusion::common::tree_node::TreeNodeRecursion::Continue)
+    }
+
+    fn properties(&self) -> &Arc<datafusion::physical_plan::PlanProperties> {
+        self.input.properties()
+    }
+
+    fn children(&self) -> Vec<&Arc<dyn datafusion::physical_plan::ExecutionPlan>> {
+        vec![&self.input]
+    }
+
+    fn maintains_input_order(&self) -> Vec<bool> {
+        vec![true]
+    }
+
+    fn with_new_children(
+        self: Arc<Self>,
+        mut children: Vec<Arc<dyn datafusion::physical_plan::ExecutionPlan>>,
+    ) -> Result<Arc<dyn datafusion::physical_plan::ExecutionPlan>> {
+        match (children.pop(), children.is_empty()) {
+            (Some(input), true) => Ok(Arc::new(HoldExec { input })),
+            _ => datafusion::common::internal_err!("HoldExec has one child"),
+        }
+    }
+
+    fn execute(
+        &self,
+        partition: usize,
+        context: Arc<datafusion::execution::TaskContext>,
+    ) -> Result<datafusion::execution::SendableRecordBatchStream> {
+        use futures::StreamExt;
+        let pool = SharedPool(context.memory_pool().clone());
+        let stream = self.input.execute(partition, context)?;
+        let schema = stream.schema();
+        Ok(Box::pin(
+            datafusion::physical_plan::stream::RecordBatchStreamAdapter::new(
+                schema,
+                stream.map(move |b| b.and_then(|b| hold_batch(b, &pool))),
+            ),
+        ))
+    }
+}
+
+/// `batch` with its columns held in `pool` when its rows are wide and they are not
+/// held already.
+fn hold_batch(
+    batch: datafusion::arrow::array::RecordBatch,
+    pool: &SharedPool,
+) -> Result<datafusion::arrow::array::RecordBatch> {
+    let bytes = batch.get_array_memory_size();
+    if bytes < SMALLEST_HELD_BATCH || bytes / batch.num_rows().max(1) < WIDEST_UNHELD_ROW {
+        return Ok(batch);
+    }
+    let mut columns = Vec::with_capacity(batch.num_columns());
+    for column in batch.columns() {
+        let size = column.get_array_memory_size();
+        let data = column.to_data();
+        let held = data.buffers().iter().any(is_held)
+            || data
+                .child_data()
+                .iter()
+                .any(|c| c.buffers().iter().any(is_held));
+        if size < SMALLEST_HELD_BATCH || held {
+            columns.push(column.clone());
+        } else {
+            let reservation = pool.reserve("rows of large values", size as u64)?;
+            columns.push(hold(column.clone(), reservation)?);
+        }
+    }
+    Ok(datafusion::arrow::array::RecordBatch::try_new_with_options(
+        batch.schema(),
+        columns,
+        &datafusion::arrow::array::RecordBatchOptions::new().with_row_count(Some(batch.num_rows())),
+    )?)
 }
 
 #[cfg(test)]
