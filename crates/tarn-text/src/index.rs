@@ -19,7 +19,7 @@ use tantivy::directory::Directory;
 use tantivy::directory::RamDirectory;
 use tantivy::index::SegmentId;
 use tantivy::query::{BooleanQuery, EnableScoring, PhraseQuery, Query, TermQuery};
-use tantivy::schema::{FAST, Field, IndexRecordOption, Schema, TextFieldIndexing, TextOptions};
+use tantivy::schema::{FAST, IndexRecordOption, Schema, TextFieldIndexing, TextOptions};
 use tantivy::store::Compressor;
 use tantivy::{
     DocSet, Index, IndexReader, IndexSettings, IndexWriter, ReloadPolicy, SegmentReader,
@@ -28,7 +28,7 @@ use tantivy::{
 
 use crate::analyzer::Tokenizer;
 use crate::query::Occur;
-use crate::score::{Provider, Stats, Weights, term};
+use crate::score::{Provider, Stats, TEXT_FIELD, Weights, term};
 use crate::{Error, Result};
 
 const MAGIC: &[u8; 8] = b"TARNTXT1";
@@ -37,8 +37,6 @@ const VERSION: u32 = 1;
 const NULL: u32 = u32::MAX;
 /// Name of the analyzer registered on every index this crate makes.
 const ANALYZER: &str = "tarn";
-/// The indexed text field (the first field of the schema).
-pub(crate) const TEXT_FIELD: Field = Field::from_field_id(0);
 /// Each document's number in the list (a fast field): documents keep it through merges.
 const POS_FIELD: &str = "pos";
 /// Writer memory: a segment's texts usually fit in one tantivy segment; larger ones

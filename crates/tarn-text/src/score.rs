@@ -91,9 +91,13 @@ impl Bm25StatisticsProvider for Provider<'_> {
     }
 }
 
+/// The indexed text field: the first field of every index's schema (`index.rs` builds
+/// the schema so).
+pub(crate) const TEXT_FIELD: Field = Field::from_field_id(0);
+
 /// The term `text` of the text field.
 pub(crate) fn term(text: &str) -> Term {
-    Term::from_field_text(crate::index::TEXT_FIELD, text)
+    Term::from_field_text(TEXT_FIELD, text)
 }
 
 /// The per-clause BM25 weights of a query under given statistics.

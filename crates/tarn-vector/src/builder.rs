@@ -30,7 +30,7 @@ use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use parking_lot::Mutex;
 
 use crate::error::{Error, Result};
-use crate::graph::{BuildProgress, HnswParams, MAX_LAYERS, NONE, Near, PREFETCH_LINES, Visited};
+use crate::hnsw::{BuildProgress, HnswParams, MAX_LAYERS, NONE, Near, PREFETCH_LINES, Visited};
 use crate::kernels;
 
 /// Vectors inserted per progress report and cancellation check.

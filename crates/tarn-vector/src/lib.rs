@@ -12,6 +12,7 @@
 mod builder;
 pub mod error;
 pub mod graph;
+mod hnsw;
 pub mod kernels;
 pub mod score;
 mod topk;
