@@ -1509,6 +1509,7 @@ async fn errors_are_in_tarns_own_words() -> TestResult {
         "not implemented",
         "Base table",
         "While expanding",
+        "retract_batch",
     ];
     for (sql, says) in [
         ("SELECT ARRAY[1,2] <#> ARRAY[1,2]", "not bigint[]"),
@@ -1676,6 +1677,17 @@ async fn errors_are_in_tarns_own_words() -> TestResult {
         (
             r#"SELECT * FROM "ws"."n" GROUP BY id"#,
             "must appear in the GROUP BY clause or be used in an aggregate function",
+        ),
+        (
+            "SELECT string_agg(x::text, ',') OVER (ORDER BY x ROWS BETWEEN 1 PRECEDING AND \
+             CURRENT ROW) FROM generate_series(1, 3) x",
+            "string_agg over a window frame that does not start at UNBOUNDED PRECEDING is \
+             not supported",
+        ),
+        (
+            "SELECT bool_and(x > 1) OVER (ORDER BY x ROWS BETWEEN 1 PRECEDING AND CURRENT \
+             ROW) FROM generate_series(1, 3) x",
+            "bool_and over a window frame",
         ),
         // Text that is not a literal is read as array text too (Arrow's cast took it
         // as one element: `{11}`).

@@ -162,6 +162,11 @@ async fn large_values_of_nodes_running_at_once_share_query_memory() -> TestResul
         "SELECT y, length(string_agg(s, ',')) FROM (SELECT repeat('x', 300000) s \
          FROM generate_series(1, 100)) a, generate_series(1, 40) b(y) GROUP BY y"
             .to_string(),
+        // Constants repeated over the rows of a batch (three such columns of a 60 MB
+        // constant over 30 rows took 5.4 GB with a 2 GiB pool).
+        "SELECT g, repeat('x', 15000000) a, repeat('y', 15000000) b FROM \
+         generate_series(1, 30) g"
+            .to_string(),
         // The same rows repeated by a cross join and gathered into batches of 8,192
         // rows by a filter and a sort, for an aggregate DataFusion runs per group.
         "SELECT y, cardinality(array_agg(s ORDER BY s)) FROM (SELECT repeat('x', 300000) \

@@ -136,16 +136,17 @@ enum Command {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    // A panic on a worker thread fails only its statement, which reports it as an
-    // error; Rust's own message on standard error before Tarn's would say it twice,
-    // in words meant for Tarn's developers. On the main thread (a crash) or with
-    // RUST_BACKTRACE set, it is printed as usual.
+    // A panic inside a statement fails only that statement, which reports it as an
+    // error; Rust's own message on standard error before Tarn's would say it twice, in
+    // words meant for Tarn's developers. So the message is kept, not printed, and said
+    // only if the panic ends the program (it was not a statement's). With
+    // RUST_BACKTRACE set, every panic is printed as usual.
     let default_hook = std::panic::take_hook();
     std::panic::set_hook(Box::new(move |info| {
-        if std::thread::current().name() == Some("main")
-            || std::env::var_os("RUST_BACKTRACE").is_some()
-        {
+        if std::env::var_os("RUST_BACKTRACE").is_some() {
             default_hook(info);
+        } else if let Ok(mut last) = LAST_PANIC.lock() {
+            *last = Some(info.to_string());
         }
     }));
     let runtime = match tokio::runtime::Runtime::new() {
@@ -155,8 +156,21 @@ fn main() -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    runtime.block_on(run(cli))
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| runtime.block_on(run(cli)))) {
+        Ok(code) => code,
+        Err(_) => {
+            let what = LAST_PANIC.lock().ok().and_then(|mut l| l.take());
+            eprintln!(
+                "tarn: internal error (a bug; please report it): {}",
+                what.unwrap_or_else(|| "a panic".into())
+            );
+            ExitCode::from(101)
+        }
+    }
 }
+
+/// The last panic's message and place, for the one that ends the program.
+static LAST_PANIC: std::sync::Mutex<Option<String>> = std::sync::Mutex::new(None);
 
 async fn run(cli: Cli) -> ExitCode {
     // `--json` holds from the first error on: a database that cannot be opened (locked,

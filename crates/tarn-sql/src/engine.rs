@@ -201,6 +201,9 @@ impl SqlEngine {
             .with_config(config)
             .with_runtime_env(runtime)
             .with_default_features()
+            // Last, after constants are folded: a wide constant of a SELECT list is
+            // repeated over its rows only once sized (held.rs).
+            .with_optimizer_rule(Arc::new(crate::held::WideConstants))
             .with_catalog_list(Arc::new(ViewCatalogList {
                 name: CATALOG_NAME.to_string(),
             }) as Arc<dyn CatalogProviderList>)

@@ -347,6 +347,17 @@ pub(crate) fn clean_message(msg: &str) -> String {
     if m.starts_with("Scalar subquery returned more than one row") {
         return "more than one row returned by a subquery used as an expression".into();
     }
+    // An aggregate that cannot take rows back out of a window frame that slides.
+    if let Some((_, call)) = m.split_once(
+        "Aggregate can not be used as a sliding accumulator because `retract_batch` is not implemented: ",
+    ) {
+        let name = call.split('(').next().unwrap_or(call).trim();
+        return format!(
+            "{name} over a window frame that does not start at UNBOUNDED PRECEDING is not \
+             supported; use ROWS BETWEEN UNBOUNDED PRECEDING AND …, or an aggregate over a \
+             subquery"
+        );
+    }
     // DataFusion says "While expanding wildcard" of any column missing from GROUP BY,
     // wildcard or not.
     if let Some((_, rest)) = m.split_once("While expanding wildcard, column \"")

@@ -49,7 +49,7 @@ impl OutputLimits {
 
     /// Fails when `what` would make `bytes` for a batch (`rows` rows, when known) past
     /// the per-batch limit.
-    fn check_batch(&self, what: &str, bytes: u64, rows: Option<usize>) -> Result<()> {
+    pub(crate) fn check_batch(&self, what: &str, bytes: u64, rows: Option<usize>) -> Result<()> {
         if bytes > self.batch {
             let rows = rows.map_or(String::new(), |r| format!(" for {r} row(s)"));
             return exec_err!(

@@ -38,6 +38,14 @@ pub fn install(state: &mut SessionState, query_memory: usize) -> Result<()> {
         limits,
         pool.clone(),
     )));
+    // And a wide constant of a SELECT list is repeated over its rows only once sized.
+    // (The rule that plans them so, `held::WideConstants`, is in the engine's optimizer.)
+    state.register_udf(std::sync::Arc::new(
+        datafusion::logical_expr::ScalarUDF::new_from_impl(crate::held::WideConstant::new(
+            limits,
+            pool.clone(),
+        )),
+    ))?;
     state.register_udf(std::sync::Arc::new(
         datafusion::logical_expr::ScalarUDF::new_from_impl(crate::param_array::ParamArray::new()),
     ))?;

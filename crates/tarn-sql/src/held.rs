@@ -261,6 +261,146 @@ fn hold_batch(
     )?)
 }
 
+/// The function a wide constant in a SELECT list is planned as (see [`WideConstants`]).
+pub(crate) const WIDE_CONSTANT: &str = "engine_wide_constant";
+
+/// A constant of at least [`SMALLEST_HELD`] bytes in a SELECT list, repeated over the
+/// rows of each batch only after the copies are sized and held: DataFusion's projection
+/// repeats a folded constant (a 60 MB `repeat('x', 60000000)`) into every row of a
+/// batch outside any reservation, 1.8 GB a column for 30 rows (5.4 GB for three such
+/// columns before the batch was held). Volatile, so the optimizer does not fold it back
+/// into the constant.
+#[derive(Debug, PartialEq, Eq, Hash)]
+pub(crate) struct WideConstant {
+    signature: datafusion::logical_expr::Signature,
+    limits: crate::expansion::OutputLimits,
+    pool: SharedPool,
+}
+
+impl WideConstant {
+    pub(crate) fn new(limits: crate::expansion::OutputLimits, pool: SharedPool) -> Self {
+        WideConstant {
+            signature: datafusion::logical_expr::Signature::any(
+                1,
+                datafusion::logical_expr::Volatility::Volatile,
+            ),
+            limits,
+            pool,
+        }
+    }
+}
+
+impl datafusion::logical_expr::ScalarUDFImpl for WideConstant {
+    fn name(&self) -> &str {
+        WIDE_CONSTANT
+    }
+
+    fn signature(&self) -> &datafusion::logical_expr::Signature {
+        &self.signature
+    }
+
+    fn return_type(
+        &self,
+        arg_types: &[datafusion::arrow::datatypes::DataType],
+    ) -> Result<datafusion::arrow::datatypes::DataType> {
+        Ok(arg_types[0].clone())
+    }
+
+    fn return_field_from_args(
+        &self,
+        args: datafusion::logical_expr::ReturnFieldArgs,
+    ) -> Result<datafusion::arrow::datatypes::FieldRef> {
+        Ok(args.arg_fields[0].clone())
+    }
+
+    fn invoke_with_args(
+        &self,
+        args: datafusion::logical_expr::ScalarFunctionArgs,
+    ) -> Result<datafusion::logical_expr::ColumnarValue> {
+        use datafusion::logical_expr::ColumnarValue;
+        let rows = args.number_rows;
+        let value = match &args.args[0] {
+            ColumnarValue::Scalar(v) => v,
+            ColumnarValue::Array(a) => return Ok(ColumnarValue::Array(a.clone())),
+        };
+        let bytes = (value.size() as u64).saturating_mul(rows as u64);
+        self.limits
+            .check_batch("a constant repeated over its rows", bytes, Some(rows))?;
+        let reservation = self
+            .pool
+            .reserve("a constant repeated over its rows", bytes)?;
+        let array = value.to_array_of_size(rows)?;
+        Ok(ColumnarValue::Array(hold(array, reservation)?))
+    }
+}
+
+/// The optimizer rule that plans each wide constant of a SELECT list as
+/// [`WIDE_CONSTANT`] (after the constants are folded: it runs last).
+#[derive(Debug)]
+pub(crate) struct WideConstants;
+
+impl datafusion::optimizer::OptimizerRule for WideConstants {
+    fn name(&self) -> &str {
+        "tarn_wide_constants"
+    }
+
+    fn apply_order(&self) -> Option<datafusion::optimizer::ApplyOrder> {
+        Some(datafusion::optimizer::ApplyOrder::BottomUp)
+    }
+
+    fn supports_rewrite(&self) -> bool {
+        true
+    }
+
+    fn rewrite(
+        &self,
+        plan: datafusion::logical_expr::LogicalPlan,
+        config: &dyn datafusion::optimizer::OptimizerConfig,
+    ) -> Result<datafusion::common::tree_node::Transformed<datafusion::logical_expr::LogicalPlan>>
+    {
+        use datafusion::common::tree_node::Transformed;
+        use datafusion::logical_expr::{Expr, LogicalPlan, Projection};
+        let LogicalPlan::Projection(p) = plan else {
+            return Ok(Transformed::no(plan));
+        };
+        // The expression under its aliases, by reference (a clone would copy the
+        // constant).
+        fn peeled(e: &Expr) -> &Expr {
+            match e {
+                Expr::Alias(a) => peeled(&a.expr),
+                e => e,
+            }
+        }
+        let wide =
+            |e: &Expr| matches!(peeled(e), Expr::Literal(v, _) if v.size() as u64 >= SMALLEST_HELD);
+        let udf = config
+            .function_registry()
+            .and_then(|r| r.udf(WIDE_CONSTANT).ok());
+        let Some(udf) = udf.filter(|_| p.expr.iter().any(wide)) else {
+            return Ok(Transformed::no(LogicalPlan::Projection(p)));
+        };
+        let exprs = p
+            .expr
+            .iter()
+            .zip(p.schema.iter())
+            .map(|(e, (qualifier, field))| {
+                if wide(e) {
+                    Expr::ScalarFunction(datafusion::logical_expr::expr::ScalarFunction::new_udf(
+                        udf.clone(),
+                        vec![peeled(e).clone()],
+                    ))
+                    .alias_qualified(qualifier.cloned(), field.name())
+                } else {
+                    e.clone()
+                }
+            })
+            .collect();
+        Ok(Transformed::yes(LogicalPlan::Projection(
+            Projection::try_new(exprs, p.input)?,
+        )))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
