@@ -1459,6 +1459,29 @@ async fn array_text_casts_read_text_from_any_expression() -> TestResult {
             json!(["a b", "c"])
         ]])
     );
+    // A cast is named for what it casts; booleans are read from array text too;
+    // unnest in FROM is a column `unnest`.
+    let r = s
+        .query(
+            "ws",
+            "SELECT x::int[], '{true,f}'::bool[] AS b, ('{t,' || 'no}')::bool[] AS c FROM \
+             (VALUES ('{1,2}')) v(x)",
+            &[],
+        )
+        .await?;
+    assert_eq!(r.columns, vec!["x", "b", "c"]);
+    assert_eq!(
+        r.rows,
+        Some(vec![vec![
+            json!([1, 2]),
+            json!([true, false]),
+            json!([true, false])
+        ]])
+    );
+    let r = s
+        .query("ws", "SELECT * FROM unnest(ARRAY[1, 2])", &[])
+        .await?;
+    assert_eq!(r.columns, vec!["unnest"]);
     let e = s
         .query("ws", "SELECT x::int[] FROM (VALUES ('{1,a}')) v(x)", &[])
         .await
@@ -1689,6 +1712,12 @@ async fn errors_are_in_tarns_own_words() -> TestResult {
              ROW) FROM generate_series(1, 3) x",
             "bool_and over a window frame",
         ),
+        ("SELECT foo(1)", "function foo does not exist"),
+        (
+            r#"SELECT * FROM "ws"."n" ORDER BY 5"#,
+            "ORDER BY position 5 is not in select list",
+        ),
+        ("SELECT substr('abc')", "substring needs FROM or FOR"),
         // Text that is not a literal is read as array text too (Arrow's cast took it
         // as one element: `{11}`).
         (

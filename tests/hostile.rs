@@ -616,6 +616,11 @@ async fn values_larger_than_memory_allows_are_refused_before_they_are_made() -> 
         "SELECT sum(length(w)) FROM (SELECT string_agg(s, ',') OVER (ORDER BY x ROWS \
          BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) w FROM (SELECT x, repeat('x', 1000000) s \
          FROM generate_series(1, 30) g(x)) t) u",
+        // Set operations on arrays and encodings make up to their inputs' sum, or
+        // twice and more.
+        "SELECT cardinality(array_union(range(1500000), range(1500000, 3000000)))",
+        "SELECT length(encode(repeat('x', 10000000)::bytea, 'hex'))",
+        "SELECT length(encode(repeat('x', 10000000)::bytea, 'escape'))",
         // Each call within its limit, together past it (six of them took 3.4 GB).
         "SELECT sum(length(a)) + sum(length(b)) + sum(length(c)) FROM (SELECT s || 'a' a, \
          s || 'b' b, s || 'c' c FROM (SELECT repeat('x', 300000) s \
@@ -659,6 +664,22 @@ async fn values_larger_than_memory_allows_are_refused_before_they_are_made() -> 
             json!("ééx"),
             json!(["a", "b"]),
             json!({"a": 1, "b": 2})
+        ]])
+    );
+    let r = query(
+        &s,
+        "SELECT array_union([1, 2], [2, 3]), array_intersect([1, 2], [2, 3]), \
+         encode('ab'::bytea, 'hex'), length(encode(repeat('x', 1000000)::bytea, 'base64'))",
+        &[],
+    )
+    .await?;
+    assert_eq!(
+        r.rows,
+        Some(vec![vec![
+            json!([1, 2, 3]),
+            json!([2]),
+            json!("6162"),
+            json!(1_333_334)
         ]])
     );
     // The same aggregates of small values answer as before.

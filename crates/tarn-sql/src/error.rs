@@ -347,6 +347,26 @@ pub(crate) fn clean_message(msg: &str) -> String {
     if m.starts_with("Scalar subquery returned more than one row") {
         return "more than one row returned by a subquery used as an expression".into();
     }
+    // A function no one defined, in PostgreSQL's words.
+    if let Some(name) = m
+        .strip_prefix("Invalid function '")
+        .and_then(|r| r.split_once('\''))
+        .map(|(n, _)| n)
+    {
+        return format!(
+            "function {name} does not exist: no function matches the given name; you might \
+             need to add explicit type casts"
+        );
+    }
+    if let Some(rest) = m.strip_prefix("Order by column out of bounds, specified: ") {
+        let n = rest.split(',').next().unwrap_or(rest);
+        return format!("ORDER BY position {n} is not in select list");
+    }
+    if m.starts_with("Substring without for/from is not valid") {
+        return "substring needs FROM or FOR (substring(text FROM start [FOR count]), or \
+                substr(text, start [, count]))"
+            .into();
+    }
     // An aggregate that cannot take rows back out of a window frame that slides.
     if let Some((_, call)) = m.split_once(
         "Aggregate can not be used as a sliding accumulator because `retract_batch` is not implemented: ",

@@ -73,7 +73,7 @@ pub fn output_limits(query_memory: usize) -> OutputLimits {
 }
 
 /// The functions wrapped, and how each one's output is sized.
-const WRAPPED: [(&str, Kind); 29] = [
+const WRAPPED: [(&str, Kind); 34] = [
     ("concat", Kind::Sum),
     ("concat_ws", Kind::ConcatWs),
     ("repeat", Kind::Repeat),
@@ -101,6 +101,12 @@ const WRAPPED: [(&str, Kind); 29] = [
     ("lower", Kind::CaseMap),
     ("initcap", Kind::CaseMap),
     ("string_to_array", Kind::Split),
+    // At most both arrays' elements.
+    ("array_union", Kind::Sum),
+    ("array_intersect", Kind::Sum),
+    ("array_except", Kind::Sum),
+    ("array_distinct", Kind::Sum),
+    ("encode", Kind::Encode),
     // Tarn's own `jsonb || jsonb` (jsonb.rs): at most both sides' text.
     ("jsonb_concat", Kind::Sum),
     // `text || text` (planned sized by `ConcatPlanner`; entered in its node's ledger).
@@ -144,6 +150,9 @@ enum Kind {
     /// `upper/lower/initcap(text)`: ASCII keeps its size, and a character that is not
     /// can become up to three (`ΐ` is `Ϊ́` in upper case).
     CaseMap,
+    /// `encode(bytes, format)`: hex twice the bytes, base64 four thirds (and a line
+    /// break each 76 characters), escape (or a format not known yet) up to four times.
+    Encode,
     /// `string_to_array(text, delimiter [, null])`: an element per piece (per character
     /// with a NULL or empty delimiter), each with its offset and validity.
     Split,
@@ -539,6 +548,26 @@ impl Bounded {
                     let gaps = parts.len().saturating_sub(1) as u64;
                     let sum = parts.iter().map(|v| v[i]).fold(0, u64::saturating_add);
                     add(sum.saturating_add(sep[i].saturating_mul(gaps)));
+                }
+            }
+            Kind::Encode => {
+                let Some(len) = bytes_of(0) else {
+                    return (0, 0);
+                };
+                let format = match a.get(1) {
+                    Some(ColumnarValue::Scalar(
+                        datafusion::common::ScalarValue::Utf8(Some(f))
+                        | datafusion::common::ScalarValue::LargeUtf8(Some(f))
+                        | datafusion::common::ScalarValue::Utf8View(Some(f)),
+                    )) => f.to_ascii_lowercase(),
+                    _ => String::new(),
+                };
+                for each in len {
+                    add(match format.as_str() {
+                        "hex" => each.saturating_mul(2),
+                        "base64" => each.saturating_mul(4).div_ceil(3).saturating_mul(77) / 76 + 4,
+                        _ => each.saturating_mul(4),
+                    });
                 }
             }
             Kind::Repeat => {

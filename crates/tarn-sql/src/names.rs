@@ -60,13 +60,28 @@ impl OutputNames {
         let fallback: Vec<String> = schema
             .fields()
             .iter()
-            .map(|f| visible_name(f.name()).to_string())
+            .map(|f| planned_name(visible_name(f.name())))
             .collect();
         match self {
             OutputNames::Items(items) => item_names(items, fallback),
             OutputNames::Values => (1..=fallback.len()).map(|i| format!("column{i}")).collect(),
             OutputNames::Planned => fallback,
         }
+    }
+}
+
+/// A planned field's name as a column's: the column of `unnest(…)` in FROM is
+/// `unnest`, as in PostgreSQL (DataFusion names it after its whole plan text,
+/// `UNNEST(make_array(Int64(1),Int64(2)))`).
+fn planned_name(name: &str) -> String {
+    if name
+        .get(..7)
+        .is_some_and(|p| p.eq_ignore_ascii_case("unnest("))
+        && name.ends_with(')')
+    {
+        "unnest".into()
+    } else {
+        name.to_string()
     }
 }
 
@@ -142,13 +157,26 @@ pub fn expr_name(e: &Expr) -> String {
     match e {
         Expr::Identifier(id) => id.value.clone(),
         Expr::CompoundIdentifier(ids) => ids.last().map(|i| i.value.clone()).unwrap_or_default(),
-        Expr::Function(f) => f
-            .name
-            .0
-            .last()
-            .and_then(|p| p.as_ident())
-            .map(|i| i.value.to_lowercase())
-            .unwrap_or_else(|| "?column?".into()),
+        Expr::Function(f) => {
+            let name = f
+                .name
+                .0
+                .last()
+                .and_then(|p| p.as_ident())
+                .map(|i| i.value.to_lowercase());
+            match name.as_deref() {
+                // Wrappers bound in for a cast (array_in.rs, expansion.rs) name
+                // nothing: the cast is named for what it casts, as written.
+                Some(crate::array_in::FUNCTION | crate::expansion::NUMERIC_INPUT) => {
+                    match first_arg(f) {
+                        Some(inner) => expr_name(inner),
+                        None => "?column?".into(),
+                    }
+                }
+                Some(n) => n.to_string(),
+                None => "?column?".into(),
+            }
+        }
         Expr::Cast {
             expr, data_type, ..
         } => match expr.as_ref() {
@@ -167,6 +195,18 @@ pub fn expr_name(e: &Expr) -> String {
             _ => "?column?".into(),
         },
         _ => "?column?".into(),
+    }
+}
+
+/// A call's first argument, as written.
+fn first_arg(f: &datafusion::sql::sqlparser::ast::Function) -> Option<&Expr> {
+    use datafusion::sql::sqlparser::ast::{FunctionArg, FunctionArgExpr, FunctionArguments};
+    match &f.args {
+        FunctionArguments::List(l) => match l.args.first()? {
+            FunctionArg::Unnamed(FunctionArgExpr::Expr(e)) => Some(e),
+            _ => None,
+        },
+        _ => None,
     }
 }
 

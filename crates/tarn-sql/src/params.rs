@@ -159,9 +159,14 @@ fn rewrite(expr: &Expr, params: &[Json]) -> Result<Option<Expr>> {
             let Value::SingleQuotedString(text) = &v.value else {
                 return Ok(None);
             };
+            // Booleans are read as text too (`t`, `true`, `yes`…), and then cast.
             let numeric = !matches!(
                 innermost(elem),
-                ast::DataType::Text | ast::DataType::Varchar(_) | ast::DataType::String(_)
+                ast::DataType::Text
+                    | ast::DataType::Varchar(_)
+                    | ast::DataType::String(_)
+                    | ast::DataType::Bool
+                    | ast::DataType::Boolean
             );
             let parsed = parse_array_text(text)?;
             let array = array_text_to_expr(&parsed, numeric, text)?;
