@@ -329,6 +329,36 @@ async fn a_statement_too_large_for_one_log_record_is_400_naming_the_limit() -> T
     Ok(())
 }
 
+/// A result's JSON body stays charged to `query_memory` until it is dropped (a server
+/// sends it to a slow client meanwhile): bodies held add up to the pool's 400, and
+/// once they are dropped the same statement answers again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn json_bodies_stay_charged_until_dropped() -> TestResult {
+    let tarn = Tarn::in_memory_with(tarn::Options::new().query_memory(64 << 20)).await?;
+    let s = fixture(&tarn).await?;
+    let sql = "SELECT repeat('x', 1000) FROM generate_series(1, 12000)";
+    let r = query(&s, sql, &[]).await?;
+    let expected = serde_json::to_vec(&r)?;
+    let first = r.into_json()?;
+    assert_eq!(first.as_ref(), expected.as_slice());
+    let mut held = vec![first];
+    let e = loop {
+        match query(&s, sql, &[]).await {
+            Ok(r) => held.push(r.into_json()?),
+            Err(e) => break e,
+        }
+        assert!(
+            held.len() < 10,
+            "bodies of 12 MB each never met a 64 MiB pool"
+        );
+    };
+    assert_eq!(e.status(), 400, "{e}");
+    assert!(e.message().contains("query_memory"), "{e}");
+    drop(held);
+    query(&s, sql, &[]).await?;
+    Ok(())
+}
+
 /// The rows a statement writes count against `query_memory` until they are committed,
 /// twice (the op for the log and the transaction's own table version): a batch of
 /// 3,000 one-megabyte rows held 4 GB before the log record's limit refused it, and

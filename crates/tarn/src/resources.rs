@@ -207,6 +207,40 @@ pub struct QueryResult {
     pub(crate) charge: Charge,
 }
 
+impl QueryResult {
+    /// The result as its JSON body (SPEC §4.9's fields), still charged to `query_memory`
+    /// (resized to the body's bytes) until the body is dropped: a server that sends it
+    /// to a slow client keeps it counted until the last byte is written, where a body
+    /// serialized from the result and the result dropped was not (eleven clients that
+    /// did not read their 500 MB answers took a host past 6 GB).
+    pub fn into_json(self) -> crate::Result<bytes::Bytes> {
+        let body = serde_json::to_vec(&self).map_err(|e| {
+            crate::Error::new(
+                crate::ErrorKind::Internal,
+                format!("encoding a result: {e}"),
+            )
+        })?;
+        let charge = self.charge.0;
+        if let Some(r) = &charge {
+            r.resize(body.len());
+        }
+        Ok(bytes::Bytes::from_owner(ChargedBody(body, charge)))
+    }
+}
+
+/// Bytes and the reservation that counts them.
+struct ChargedBody(
+    Vec<u8>,
+    #[expect(dead_code, reason = "held for its drop")]
+    Option<datafusion::execution::memory_pool::MemoryReservation>,
+);
+
+impl AsRef<[u8]> for ChargedBody {
+    fn as_ref(&self) -> &[u8] {
+        &self.0
+    }
+}
+
 /// Result of `query_batch` (SPEC §4.10).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct BatchResult {

@@ -632,10 +632,16 @@ async fn query(
     Authed(s): Authed,
     Path(ws): Path<String>,
     JsonBody(r, _held): JsonBody<QueryRequest>,
-) -> ApiResult<Json<tarn::QueryResult>> {
+) -> ApiResult<Response> {
     let params = r.params.unwrap_or_default();
     let run = async move { s.query(&ws, &r.query, &params).await };
-    Ok(Json(st.statement(run).await?))
+    // The body stays charged to query_memory until it is written to the client.
+    let body = st.statement(run).await?.into_json()?;
+    Ok((
+        [(axum::http::header::CONTENT_TYPE, "application/json")],
+        body,
+    )
+        .into_response())
 }
 
 async fn query_batch(
