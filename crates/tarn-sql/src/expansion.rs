@@ -521,9 +521,7 @@ impl Bounded {
     /// What this call would produce for the batch, in bytes (an estimate from above
     /// for text, elements × their average size for arrays): the total and the largest
     /// value.
-    fn output_bytes(&self, args: &ScalarFunctionArgs) -> (u64, u64) {
-        let rows = args.number_rows;
-        let a = &args.args;
+    fn output_bytes(&self, a: &[ColumnarValue], rows: usize) -> (u64, u64) {
         let mut total: u64 = 0;
         let mut largest: u64 = 0;
         let mut add = |bytes: u64| {
@@ -774,6 +772,22 @@ impl ScalarUDFImpl for Bounded {
     }
 
     fn simplify(&self, args: Vec<Expr>, info: &SimplifyContext) -> Result<ExprSimplifyResult> {
+        // A call of constants too large to make is refused here, when the statement is
+        // planned: left unfolded around a large folded constant, it had DataFusion
+        // spell that constant out in the expression's name for every rule of every
+        // optimizer pass (30 s to refuse one `encode` of a 60 MB value).
+        if args.iter().all(|a| matches!(a, Expr::Literal(..))) {
+            let values: Vec<ColumnarValue> = args
+                .iter()
+                .filter_map(|a| match a {
+                    Expr::Literal(v, _) => Some(ColumnarValue::Scalar(v.clone())),
+                    _ => None,
+                })
+                .collect();
+            let (bytes, largest) = self.output_bytes(&values, 1);
+            self.limits.check_value(self.written(), largest)?;
+            self.limits.check_batch(self.written(), bytes, Some(1))?;
+        }
         // A simplified call is of the unwrapped function: wrapped again.
         Ok(match self.inner.simplify(args, info)? {
             ExprSimplifyResult::Simplified(e) => ExprSimplifyResult::Simplified(
@@ -788,7 +802,7 @@ impl ScalarUDFImpl for Bounded {
     }
 
     fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
-        let (bytes, largest) = self.output_bytes(&args);
+        let (bytes, largest) = self.output_bytes(&args.args, args.number_rows);
         let rows = Some(args.number_rows);
         self.limits.check_value(self.written(), largest)?;
         self.limits.check_batch(self.written(), bytes, rows)?;
