@@ -521,6 +521,15 @@ impl Bounded {
     /// What this call would produce for the batch, in bytes (an estimate from above
     /// for text, elements × their average size for arrays): the total and the largest
     /// value.
+    /// Fails when this call's output for `rows` rows of `args` would pass the per-value
+    /// or the per-batch limit on its own; the batch's bytes otherwise.
+    fn check_alone(&self, args: &[ColumnarValue], rows: usize) -> Result<u64> {
+        let (bytes, largest) = self.output_bytes(args, rows);
+        self.limits.check_value(self.written(), largest)?;
+        self.limits.check_batch(self.written(), bytes, Some(rows))?;
+        Ok(bytes)
+    }
+
     fn output_bytes(&self, a: &[ColumnarValue], rows: usize) -> (u64, u64) {
         let mut total: u64 = 0;
         let mut largest: u64 = 0;
@@ -784,9 +793,7 @@ impl ScalarUDFImpl for Bounded {
                     _ => None,
                 })
                 .collect();
-            let (bytes, largest) = self.output_bytes(&values, 1);
-            self.limits.check_value(self.written(), largest)?;
-            self.limits.check_batch(self.written(), bytes, Some(1))?;
+            self.check_alone(&values, 1)?;
         }
         // A simplified call is of the unwrapped function: wrapped again.
         Ok(match self.inner.simplify(args, info)? {
@@ -802,10 +809,8 @@ impl ScalarUDFImpl for Bounded {
     }
 
     fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
-        let (bytes, largest) = self.output_bytes(&args.args, args.number_rows);
+        let bytes = self.check_alone(&args.args, args.number_rows)?;
         let rows = Some(args.number_rows);
-        self.limits.check_value(self.written(), largest)?;
-        self.limits.check_batch(self.written(), bytes, rows)?;
         if let Some(entry) = &self.ledger {
             let together = entry.ledger.charge(entry.slot, bytes);
             let what = format!("{} and the calls beside it", self.written());

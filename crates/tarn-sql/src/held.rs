@@ -69,18 +69,28 @@ struct Owned {
     _held: Arc<MemoryReservation>,
 }
 
-/// Where the memory of every held buffer starts: a batch passed on unchanged (or
-/// sliced) by the next plan node is not held twice.
-static HELD: std::sync::LazyLock<parking_lot::Mutex<std::collections::HashSet<usize>>> =
+/// Where the memory of every held buffer starts, and by how many owners: a batch
+/// passed on unchanged (or sliced) by the next plan node is not held twice, and memory
+/// held twice anyway (a call that returns its input) stays known as held until its last
+/// owner goes.
+static HELD: std::sync::LazyLock<parking_lot::Mutex<std::collections::HashMap<usize, usize>>> =
     std::sync::LazyLock::new(Default::default);
 
 fn is_held(buffer: &Buffer) -> bool {
-    HELD.lock().contains(&(buffer.data_ptr().as_ptr() as usize))
+    HELD.lock()
+        .contains_key(&(buffer.data_ptr().as_ptr() as usize))
 }
 
 impl Drop for Owned {
     fn drop(&mut self) {
-        HELD.lock().remove(&(self.buffer.as_ptr() as usize));
+        let key = self.buffer.as_ptr() as usize;
+        let mut held = HELD.lock();
+        if let Some(n) = held.get_mut(&key) {
+            *n -= 1;
+            if *n == 0 {
+                held.remove(&key);
+            }
+        }
     }
 }
 
@@ -104,7 +114,7 @@ fn with_owner(data: ArrayData, held: &Arc<MemoryReservation>) -> Result<ArrayDat
         .buffers()
         .iter()
         .map(|b| {
-            HELD.lock().insert(b.as_ptr() as usize);
+            *HELD.lock().entry(b.as_ptr() as usize).or_default() += 1;
             Buffer::from(bytes::Bytes::from_owner(Owned {
                 buffer: b.clone(),
                 _held: held.clone(),
