@@ -2,6 +2,11 @@
 //! area (`cargo test --test integration api::` runs one area). The kill -9 tests run
 //! their children from this binary (`tarn_tests::child_test`).
 
+/// Tarn's hosts run with the allocator that counts what each statement holds; so do
+/// the tests (its backstop must not stop a statement the pool lets run).
+#[global_allocator]
+static ALLOCATOR: tarn::StatementAllocator = tarn::StatementAllocator;
+
 mod api;
 mod bulk;
 mod cancel;

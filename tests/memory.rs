@@ -155,6 +155,8 @@ async fn large_values_of_nodes_running_at_once_share_query_memory() -> TestResul
     let branch = "SELECT s || 'x' AS v FROM (SELECT repeat('x', 1000000) || g s \
                   FROM generate_series(1, 60) g) t";
     let union = vec![branch; 16].join(" UNION ALL ");
+    // 30 rows of 1 MB, each different.
+    let wide = "SELECT repeat('x', 1000000) || g s FROM generate_series(1, 30) g";
     let statements = [
         format!("SELECT count(*) FROM ({union}) u WHERE length(v) > 0"),
         format!("SELECT v FROM ({union}) u"),
@@ -173,6 +175,31 @@ async fn large_values_of_nodes_running_at_once_share_query_memory() -> TestResul
          || g s FROM generate_series(1, 100) g) a, generate_series(1, 40) b(y) GROUP BY y \
          ORDER BY y LIMIT 1"
             .to_string(),
+        // Wide rows repeated by a cross join feed a hash join through a repartition:
+        // batches DataFusion makes and passes between its tasks outside the pool
+        // (6 GB with a 2 GiB pool), counted by the allocator instead.
+        format!(
+            "SELECT count(*) FROM ({wide}) a JOIN (SELECT a.s k FROM ({wide}) a, \
+             generate_series(1, 30) b) c ON a.s = c.k"
+        ),
+        format!("SELECT count(DISTINCT s || y) FROM ({wide}) a, generate_series(1, 30) b(y)"),
+        // A recursive query's working table of wide rows.
+        "WITH RECURSIVE r(n, s) AS (SELECT 1, repeat('x', 1000000) || g FROM \
+         generate_series(1, 30) g UNION SELECT n + 1, s || 'x' FROM r WHERE n < 50) \
+         SELECT count(*) FROM r"
+            .to_string(),
+        // Thirty 15 MB constants in a CASE: folded while planning, the planner's copies
+        // of them took 3× their size before a row was read.
+        format!(
+            "SELECT length(CASE {} END) FROM generate_series(1, 2) g",
+            (0..30)
+                .map(|i| format!(
+                    "WHEN g = {i} THEN repeat('{}', 15000000)",
+                    char::from(b'a' + i as u8)
+                ))
+                .collect::<Vec<_>>()
+                .join(" ")
+        ),
     ];
     for sql in statements {
         let base = rss_anon().unwrap_or(0);

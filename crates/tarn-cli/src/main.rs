@@ -134,6 +134,11 @@ enum Command {
     Demo,
 }
 
+/// Counts what each statement holds, so that the `query_memory` limit also holds for
+/// memory DataFusion does not report to its pool (see `tarn::StatementAllocator`).
+#[global_allocator]
+static ALLOCATOR: tarn::StatementAllocator = tarn::StatementAllocator;
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     // A panic inside a statement fails only that statement, which reports it as an

@@ -559,8 +559,18 @@ impl SqlEngine {
     /// panic on some inputs instead of failing (a text column passing 2 GiB in one batch
     /// of rows overflows Arrow's 32-bit offsets), and one statement's panic must not end
     /// the process that every session shares.
+    ///
+    /// The work is counted against the statement's memory backstop (see
+    /// [`tarn_alloc`]).
     async fn with_timeout<T>(&self, fut: impl Future<Output = Result<T>>) -> Result<T> {
         use futures::FutureExt;
+        let meter = tarn_alloc::Meter::start(tarn_alloc::backstop(self.limits.query_memory));
+        let fut = meter.run(fut, |held, limit| {
+            Error::BadRequest(format!(
+                "query memory limit (query_memory) exceeded: {}",
+                tarn_alloc::over_message(held, limit)
+            ))
+        });
         let fut = std::panic::AssertUnwindSafe(fut).catch_unwind();
         match tokio::time::timeout(self.limits.query_timeout, fut).await {
             Ok(Ok(r)) => r,
@@ -1395,7 +1405,7 @@ async fn collect_bounded(
     use datafusion::execution::memory_pool::MemoryConsumer;
     use futures::StreamExt;
     let reservation = MemoryConsumer::new("query result").register(ctx.memory_pool());
-    let plan = crate::held::hold_wide_rows(plan)?;
+    let plan = crate::held::hold_wide_rows(plan, tarn_alloc::current_statement())?;
     let mut stream = datafusion::physical_plan::execute_stream(plan, ctx)?;
     let mut out = Vec::new();
     while let Some(batch) = stream.next().await {

@@ -183,6 +183,7 @@ fn bounded(
         kind,
         limits,
         ledger,
+        deferred: None,
     })
 }
 
@@ -270,12 +271,49 @@ fn wrap_calls(
             ledger: l.clone(),
             slot: l.slots.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
         });
+        let mut b = Bounded {
+            inner,
+            kind,
+            limits,
+            ledger: entry,
+            deferred: None,
+        };
+        if ledger.is_some() && b.makes_large_constant(&call.args)? {
+            b.deferred = Some(Signature::new(
+                b.inner.signature().type_signature.clone(),
+                datafusion::logical_expr::Volatility::Volatile,
+            ));
+        }
         Ok(Transformed::yes(Expr::ScalarFunction(
             datafusion::logical_expr::expr::ScalarFunction::new_udf(
-                Arc::new(bounded(inner, kind, limits, entry)),
+                Arc::new(ScalarUDF::new_from_impl(b)),
                 call.args,
             ),
         )))
+    })
+}
+
+/// Whether `args` are the same for every row: no column, subquery, parameter,
+/// aggregate, window or volatile call in them.
+fn constant(args: &[Expr]) -> bool {
+    args.iter().all(|a| {
+        !a.is_volatile()
+            && !a
+                .exists(|e| {
+                    Ok(matches!(
+                        e,
+                        Expr::Column(_)
+                            | Expr::OuterReferenceColumn(..)
+                            | Expr::ScalarSubquery(_)
+                            | Expr::Exists(_)
+                            | Expr::InSubquery(_)
+                            | Expr::SetComparison(_)
+                            | Expr::Placeholder(_)
+                            | Expr::AggregateFunction(_)
+                            | Expr::WindowFunction(_)
+                    ))
+                })
+                .unwrap_or(true)
     })
 }
 
@@ -325,6 +363,13 @@ struct Bounded {
     limits: OutputLimits,
     /// Its place among the sized calls of its plan node (none when only named).
     ledger: Option<Entry>,
+    /// A call of constants that makes a large value is made when the statement runs,
+    /// not folded into a constant when it is planned: DataFusion's planner copies its
+    /// constants from rule to rule outside any reservation (thirty 60 MB constants in
+    /// a CASE, a COALESCE or a VALUES list took 5–6 GB before a row was read). Such a
+    /// call is volatile (this signature), so that nothing folds it; it is made once per
+    /// batch, held in the pool like any large output.
+    deferred: Option<Signature>,
 }
 
 /// Row `i` of an argument as an int8, if it is one (NULL and other types: `None`).
@@ -510,6 +555,32 @@ fn text_measure(arg: &ColumnarValue, rows: usize, measure: impl Fn(&str) -> u64)
 }
 
 impl Bounded {
+    /// Whether this call of `args` is of constants and would make a value of
+    /// [`crate::held::SMALLEST_HELD`] or more — or might: an argument that does not
+    /// fold to a constant here (one made by another such call, left for the run) is
+    /// taken as large. A call too large to make at all is refused here.
+    fn makes_large_constant(&self, args: &[Expr]) -> Result<bool> {
+        if !constant(args) {
+            return Ok(false);
+        }
+        // Arguments are folded as the optimizer would (`'k' || 5` has a cast of 5).
+        let simplifier = datafusion::optimizer::simplify_expressions::ExprSimplifier::new(
+            SimplifyContext::default(),
+        );
+        let mut literals = Vec::with_capacity(args.len());
+        for a in args {
+            let folded = match a {
+                Expr::Literal(v, _) => v.clone(),
+                other => match simplifier.simplify(other.clone()) {
+                    Ok(Expr::Literal(v, _)) => v,
+                    _ => return Ok(true),
+                },
+            };
+            literals.push(ColumnarValue::Scalar(folded));
+        }
+        Ok(self.check_alone(&literals, 1)? >= crate::held::SMALLEST_HELD)
+    }
+
     /// The function's name as the statement wrote it (`||` for text concatenation).
     fn written(&self) -> &str {
         match self.inner.name() {
@@ -753,7 +824,7 @@ impl ScalarUDFImpl for Bounded {
     }
 
     fn signature(&self) -> &Signature {
-        self.inner.signature()
+        self.deferred.as_ref().unwrap_or(self.inner.signature())
     }
 
     fn return_type(&self, arg_types: &[DataType]) -> Result<DataType> {
@@ -794,6 +865,10 @@ impl ScalarUDFImpl for Bounded {
                 })
                 .collect();
             self.check_alone(&values, 1)?;
+        }
+        // A call left for the statement's run stays as it is.
+        if self.deferred.is_some() {
+            return Ok(ExprSimplifyResult::Original(args));
         }
         // A simplified call is of the unwrapped function: wrapped again.
         Ok(match self.inner.simplify(args, info)? {

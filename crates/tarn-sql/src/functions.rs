@@ -73,6 +73,8 @@ pub fn install(state: &mut SessionState, query_memory: usize) -> Result<()> {
     // rule looks for its sorts.
     state.add_analyzer_rule(std::sync::Arc::new(crate::score_order_rule::ScoreNullsLast));
     state.add_analyzer_rule(std::sync::Arc::new(crate::decorrelate::UnnestSubqueries));
+    // A recursive CTE's terms agree on their columns' metadata (none).
+    state.add_analyzer_rule(std::sync::Arc::new(crate::recursive::PlainRecursiveColumns));
     // The top-k rule runs after DataFusion's own (it needs the limit pushed into the
     // sort), and the query planner knows how to execute its node.
     // Merges DataFusion cannot prove sorted become sorts, just before its sanity check.

@@ -146,6 +146,7 @@ const WIDEST_UNHELD_ROW: usize = 16 << 10;
 /// plan it runs.
 pub(crate) fn hold_wide_rows(
     plan: Arc<dyn datafusion::physical_plan::ExecutionPlan>,
+    statement: u64,
 ) -> Result<Arc<dyn datafusion::physical_plan::ExecutionPlan>> {
     use datafusion::common::tree_node::{Transformed, TreeNode};
     if plan
@@ -155,9 +156,11 @@ pub(crate) fn hold_wide_rows(
         return Ok(plan);
     }
     plan.transform_up(|node| {
-        Ok(Transformed::yes(
-            Arc::new(HoldExec { input: node }) as Arc<dyn datafusion::physical_plan::ExecutionPlan>
-        ))
+        Ok(Transformed::yes(Arc::new(HoldExec {
+            input: node,
+            statement,
+        })
+            as Arc<dyn datafusion::physical_plan::ExecutionPlan>))
     })
     .map(|t| t.data)
 }
@@ -169,9 +172,13 @@ pub(crate) fn hold_wide_rows(
 /// `query_memory`, a 400 past it. Narrow rows pass as they are: operators that keep
 /// batches (sorts, joins, aggregates) count them themselves, and wide rows are counted
 /// twice there, which only makes such a sort spill sooner.
+///
+/// Each poll of its input counts as work of `statement` (see [`tarn_alloc`]), and a
+/// statement past its backstop ends at the next batch one of its nodes passes on.
 #[derive(Debug)]
 pub(crate) struct HoldExec {
     input: Arc<dyn datafusion::physical_plan::ExecutionPlan>,
+    statement: u64,
 }
 
 impl datafusion::physical_plan::DisplayAs for HoldExec {
@@ -215,7 +222,10 @@ impl datafusion::physical_plan::ExecutionPlan for HoldExec {
         mut children: Vec<Arc<dyn datafusion::physical_plan::ExecutionPlan>>,
     ) -> Result<Arc<dyn datafusion::physical_plan::ExecutionPlan>> {
         match (children.pop(), children.is_empty()) {
-            (Some(input), true) => Ok(Arc::new(HoldExec { input })),
+            (Some(input), true) => Ok(Arc::new(HoldExec {
+                input,
+                statement: self.statement,
+            })),
             _ => datafusion::common::internal_err!("HoldExec has one child"),
         }
     }
@@ -225,16 +235,54 @@ impl datafusion::physical_plan::ExecutionPlan for HoldExec {
         partition: usize,
         context: Arc<datafusion::execution::TaskContext>,
     ) -> Result<datafusion::execution::SendableRecordBatchStream> {
-        use futures::StreamExt;
         let pool = SharedPool(context.memory_pool().clone());
-        let stream = self.input.execute(partition, context)?;
-        let schema = stream.schema();
+        let statement = self.statement;
+        tarn_alloc::set_current(statement);
+        let input = self.input.execute(partition, context)?;
+        let schema = input.schema();
         Ok(Box::pin(
             datafusion::physical_plan::stream::RecordBatchStreamAdapter::new(
                 schema,
-                stream.map(move |b| b.and_then(|b| hold_batch(b, &pool))),
+                HeldStream {
+                    input,
+                    pool,
+                    statement,
+                },
             ),
         ))
+    }
+}
+
+/// The stream of a [`HoldExec`].
+struct HeldStream {
+    input: datafusion::execution::SendableRecordBatchStream,
+    pool: SharedPool,
+    statement: u64,
+}
+
+impl futures::Stream for HeldStream {
+    type Item = Result<datafusion::arrow::array::RecordBatch>;
+
+    fn poll_next(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Self::Item>> {
+        use std::task::Poll;
+        let this = self.get_mut();
+        // Left set after the poll (see `tarn_alloc::set_current`).
+        tarn_alloc::set_current(this.statement);
+        let polled = this.input.as_mut().poll_next(cx);
+        if let Some((held, limit)) = tarn_alloc::over(this.statement) {
+            return Poll::Ready(Some(Err(
+                datafusion::error::DataFusionError::ResourcesExhausted(tarn_alloc::over_message(
+                    held, limit,
+                )),
+            )));
+        }
+        match polled {
+            Poll::Ready(Some(Ok(b))) => Poll::Ready(Some(hold_batch(b, &this.pool))),
+            other => other,
+        }
     }
 }
 

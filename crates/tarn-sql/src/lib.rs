@@ -38,6 +38,7 @@ mod overflow;
 mod param_array;
 mod params;
 mod provider;
+mod recursive;
 mod score_order_rule;
 mod search_exec;
 mod search_rule;
@@ -55,4 +56,5 @@ pub use engine::{BatchTotals, Limits, Locks, SqlEngine, StatementResult, batch_b
 pub use error::{Error, Result};
 pub use provider::{EngineTable, table_schema};
 pub use settings::{EF_SEARCH, Settings};
+pub use tarn_alloc::StatementAllocator;
 pub use types::{arrow_type, is_json_field};

@@ -95,6 +95,7 @@ pub use tarn_catalog::Role;
 /// separators, bidirectional controls); also what a front end escapes before printing
 /// data on a terminal.
 pub use tarn_catalog::is_hidden_control;
+pub use tarn_sql::StatementAllocator;
 pub use tarn_storage::{BuildProgress, SyncMode};
 pub use upload::{UploadProgress, UploadedTable};
 

@@ -106,6 +106,11 @@ enum Command {
     },
 }
 
+/// Counts what each statement holds, so that the `query_memory` limit also holds for
+/// memory DataFusion does not report to its pool (see `tarn::StatementAllocator`).
+#[global_allocator]
+static ALLOCATOR: tarn::StatementAllocator = tarn::StatementAllocator;
+
 /// Two runtimes: HTTP (accepting, parsing, answering, shutdown) and SQL statements, so a
 /// statement that keeps its thread busy cannot stall the server (see `Config::statements`).
 fn main() -> ExitCode {

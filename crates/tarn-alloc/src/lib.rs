@@ -1,0 +1,449 @@
+//! What each running statement holds, counted by the allocator: the backstop under the
+//! `query_memory` pool.
+//!
+//! The pool counts what DataFusion's operators and Tarn's own calls say they hold, and
+//! what they do not say escapes it: a repartition's batches read back from its spill
+//! file, a planner rule's copies of a folded constant, a recursive query's working
+//! table. Each such shape took a process past 4–6 GB under a 2 GiB limit. The allocator
+//! below ([`StatementAllocator`], installed by the host program) counts the bytes of
+//! every large allocation made while a statement's work is being polled, against that
+//! statement, until the allocation is freed — wherever and whenever it is freed. Past
+//! its backstop ([`backstop`]) the statement ends with the `query_memory` 400 at the
+//! next batch any of its plan nodes passes on, and at its next poll.
+//!
+//! Attribution: a statement's future and every plan node's stream (see
+//! `HoldExec` in `tarn-sql`) set the statement as the current one on their thread for
+//! the length of each poll, so the work of tasks DataFusion spawns is counted too.
+//! Each large allocation carries a header naming the statement it was made for (and
+//! that statement's generation, so a block outliving its statement — a result handed
+//! to the caller, rows staged in the memtable — is not subtracted from the next
+//! statement to use the slot).
+//!
+//! Without the allocator installed (a host program's choice), nothing is counted and
+//! the backstop never fires; the pool's limits hold as before.
+
+#![allow(unsafe_code)] // the global allocator: every unsafe block says why it is sound
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU32, Ordering};
+use std::task::{Context, Poll};
+
+/// Allocations below this are not counted (nor given a header): the memory that grows
+/// without bound is Arrow buffers, folded constants and vectors of values, all large;
+/// a header on every small allocation would cost more than it finds.
+const SMALLEST_COUNTED: usize = 4096;
+
+/// Statements counted at once; past this many running together, the others run
+/// uncounted (the pool's limits still hold for them).
+const SLOTS: usize = 256;
+
+/// Bytes in front of each counted allocation: its statement's tag, at the allocation's
+/// alignment (Arrow aligns its buffers to 64 bytes) and at least 16.
+fn header(layout: Layout) -> usize {
+    layout.align().max(16)
+}
+
+/// One statement's count.
+struct Slot {
+    /// Bumped when the slot is taken: a block's tag names the generation it was made
+    /// for, and a stale one is not counted against the slot's next statement.
+    generation: AtomicU32,
+    in_use: AtomicBool,
+    bytes: AtomicI64,
+    limit: AtomicI64,
+}
+
+#[allow(clippy::declare_interior_mutable_const)] // a template for the array below
+const FREE_SLOT: Slot = Slot {
+    generation: AtomicU32::new(0),
+    in_use: AtomicBool::new(false),
+    bytes: AtomicI64::new(0),
+    limit: AtomicI64::new(i64::MAX),
+};
+
+static COUNTS: [Slot; SLOTS] = [FREE_SLOT; SLOTS];
+
+/// Whether [`StatementAllocator`] is the process's allocator (seen by its first use).
+static INSTALLED: AtomicBool = AtomicBool::new(false);
+
+thread_local! {
+    /// The statement whose work this thread is doing: slot index + 1 in the low half,
+    /// generation in the high half; 0 for none.
+    static CURRENT: Cell<u64> = const { Cell::new(0) };
+}
+
+/// The statement whose work this thread is doing now (0 for none), for plan nodes to
+/// carry where their work goes on.
+pub fn current_statement() -> u64 {
+    current()
+}
+
+fn current() -> u64 {
+    // During a thread's teardown the variable may be gone: nothing is counted then.
+    CURRENT.try_with(Cell::get).unwrap_or(0)
+}
+
+/// The slot `tag` names, while it still belongs to the statement the tag was made for.
+fn slot(tag: u64) -> Option<&'static Slot> {
+    let index = (tag & 0xffff_ffff) as usize;
+    let s = COUNTS.get(index.checked_sub(1)?)?;
+    (s.generation.load(Ordering::Relaxed) == (tag >> 32) as u32).then_some(s)
+}
+
+fn count(tag: u64, bytes: i64) {
+    if let Some(s) = slot(tag) {
+        s.bytes.fetch_add(bytes, Ordering::Relaxed);
+    }
+}
+
+/// The global allocator that counts what each running statement holds (see the module
+/// documentation): the system allocator, with a small header on allocations of 4 KiB
+/// and more. Install it in the program that links Tarn to make the `query_memory`
+/// backstop hold for memory DataFusion does not report to its pool:
+///
+/// ```
+/// #[global_allocator]
+/// static ALLOCATOR: tarn_alloc::StatementAllocator = tarn_alloc::StatementAllocator;
+/// # fn main() {}
+/// ```
+///
+/// (`tarn::StatementAllocator` is the same type.) Tarn's CLI and REST host install it.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct StatementAllocator;
+
+impl StatementAllocator {
+    /// The layout of a counted allocation of `layout`, with its header.
+    fn with_header(layout: Layout) -> Option<(Layout, usize)> {
+        let h = header(layout);
+        let size = layout.size().checked_add(h)?;
+        Some((Layout::from_size_align(size, h).ok()?, h))
+    }
+
+    /// Writes the current statement's tag in front of `base` (an allocation of
+    /// `layout` with its header) and counts it; the user's pointer.
+    unsafe fn tagged(base: *mut u8, layout: Layout, h: usize) -> *mut u8 {
+        if base.is_null() {
+            return base;
+        }
+        let tag = current();
+        // SAFETY: `base` is aligned to at least 16 and has `h` >= 16 bytes before the
+        // user's part.
+        unsafe { (base as *mut u64).write(tag) };
+        if tag != 0 {
+            count(tag, layout.size() as i64);
+        }
+        unsafe { base.add(h) }
+    }
+}
+
+// SAFETY: every method passes a valid layout to `System` and gives back pointers that
+// `System` allocated, offset by the header that the same layout's size selects on the
+// way back (a layout below `SMALLEST_COUNTED` has no header, one at or above it has).
+unsafe impl GlobalAlloc for StatementAllocator {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        if layout.size() < SMALLEST_COUNTED {
+            return unsafe { System.alloc(layout) };
+        }
+        INSTALLED.store(true, Ordering::Relaxed);
+        let Some((outer, h)) = Self::with_header(layout) else {
+            return std::ptr::null_mut();
+        };
+        unsafe { Self::tagged(System.alloc(outer), layout, h) }
+    }
+
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        if layout.size() < SMALLEST_COUNTED {
+            return unsafe { System.alloc_zeroed(layout) };
+        }
+        INSTALLED.store(true, Ordering::Relaxed);
+        let Some((outer, h)) = Self::with_header(layout) else {
+            return std::ptr::null_mut();
+        };
+        unsafe { Self::tagged(System.alloc_zeroed(outer), layout, h) }
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        if layout.size() < SMALLEST_COUNTED {
+            return unsafe { System.dealloc(ptr, layout) };
+        }
+        let h = header(layout);
+        let base = unsafe { ptr.sub(h) };
+        let tag = unsafe { (base as *const u64).read() };
+        if tag != 0 {
+            count(tag, -(layout.size() as i64));
+        }
+        // SAFETY: the layout `alloc` used for this size and alignment (it succeeded).
+        let outer = unsafe { Layout::from_size_align_unchecked(layout.size() + h, h) };
+        unsafe { System.dealloc(base, outer) }
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        let was = layout.size() >= SMALLEST_COUNTED;
+        let will = new_size >= SMALLEST_COUNTED;
+        if !was && !will {
+            return unsafe { System.realloc(ptr, layout, new_size) };
+        }
+        if was && will {
+            // The block keeps its header, and so its statement.
+            let h = header(layout);
+            let base = unsafe { ptr.sub(h) };
+            let tag = unsafe { (base as *const u64).read() };
+            let outer = unsafe { Layout::from_size_align_unchecked(layout.size() + h, h) };
+            let Some(new_outer) = new_size.checked_add(h) else {
+                return std::ptr::null_mut();
+            };
+            let moved = unsafe { System.realloc(base, outer, new_outer) };
+            if moved.is_null() {
+                return moved;
+            }
+            if tag != 0 {
+                count(tag, new_size as i64 - layout.size() as i64);
+            }
+            return unsafe { moved.add(h) };
+        }
+        // Across the threshold: a new block with (or without) a header, and a copy.
+        // SAFETY: the caller promises `new_size` with `layout`'s alignment is valid.
+        let new_layout = unsafe { Layout::from_size_align_unchecked(new_size, layout.align()) };
+        let new = unsafe { self.alloc(new_layout) };
+        if !new.is_null() {
+            unsafe {
+                std::ptr::copy_nonoverlapping(ptr, new, layout.size().min(new_size));
+                self.dealloc(ptr, layout);
+            }
+        }
+        new
+    }
+}
+
+/// What one statement may hold, counted by the allocator, before it is stopped: its
+/// `query_memory` and a quarter more (at least 64 MiB more). The margin is for what
+/// the pool counts and the allocator counts again differently — an operator's estimate
+/// of its own state, batches in flight between plan nodes — so that a sort or join
+/// that would spill within `query_memory` still spills rather than fails.
+pub fn backstop(query_memory: usize) -> usize {
+    query_memory.saturating_add((query_memory / 4).max(64 << 20))
+}
+
+/// A running statement's count: taken when the statement starts, given back when it
+/// ends (dropped).
+#[derive(Debug)]
+pub struct Meter {
+    tag: u64,
+}
+
+impl Meter {
+    /// A count for a statement that may hold `limit` bytes; uncounted (tag 0) when the
+    /// allocator is not installed or every slot is taken.
+    pub fn start(limit: usize) -> Meter {
+        if !INSTALLED.load(Ordering::Relaxed) {
+            return Meter { tag: 0 };
+        }
+        for (i, s) in COUNTS.iter().enumerate() {
+            if s.in_use
+                .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
+                .is_ok()
+            {
+                s.bytes.store(0, Ordering::Relaxed);
+                s.limit
+                    .store(i64::try_from(limit).unwrap_or(i64::MAX), Ordering::Relaxed);
+                let generation = s.generation.fetch_add(1, Ordering::AcqRel).wrapping_add(1);
+                return Meter {
+                    tag: (u64::from(generation) << 32) | (i as u64 + 1),
+                };
+            }
+        }
+        Meter { tag: 0 }
+    }
+
+    /// The statement's tag, for the plan nodes that do its work elsewhere.
+    pub fn tag(&self) -> u64 {
+        self.tag
+    }
+
+    /// `fut`, counted against this statement while it is polled, and ended with
+    /// `over(held, limit)` at the first poll after the statement passed its limit.
+    pub fn run<F, T, E>(&self, fut: F, over: fn(u64, u64) -> E) -> Counted<F, E>
+    where
+        F: Future<Output = Result<T, E>>,
+    {
+        Counted {
+            fut: Box::pin(fut),
+            tag: self.tag,
+            over,
+        }
+    }
+}
+
+impl Drop for Meter {
+    fn drop(&mut self) {
+        if let Some(s) = slot(self.tag) {
+            // A new generation first, so the blocks this statement leaves behind are
+            // not counted against the slot's next statement.
+            s.generation.fetch_add(1, Ordering::AcqRel);
+            s.bytes.store(0, Ordering::Relaxed);
+            s.in_use.store(false, Ordering::Release);
+        }
+    }
+}
+
+/// Makes statement `tag` the current one on this thread until dropped (the one before
+/// it again after).
+pub struct Entered {
+    before: u64,
+}
+
+/// Makes statement `tag` the current one on this thread and leaves it so: for a plan
+/// node's stream, whose task (one DataFusion spawned, a repartition's or a merge's) goes
+/// on after the poll with work of the same statement — partitioning the batch it got,
+/// sending it on. That task's next poll of any plan node names its statement again, so
+/// a tag left behind is another statement's only for the little work a task does
+/// before it polls its input; a tag left for a statement that has ended counts nothing.
+pub fn set_current(tag: u64) {
+    let _ = CURRENT.try_with(|c| c.set(tag));
+}
+
+/// Enters statement `tag` (see [`Entered`]).
+pub fn enter(tag: u64) -> Entered {
+    let before = CURRENT.try_with(|c| c.replace(tag)).unwrap_or(0);
+    Entered { before }
+}
+
+impl Drop for Entered {
+    fn drop(&mut self) {
+        let _ = CURRENT.try_with(|c| c.set(self.before));
+    }
+}
+
+/// What statement `tag` holds and may hold, when it holds more.
+pub fn over(tag: u64) -> Option<(u64, u64)> {
+    let s = slot(tag)?;
+    let bytes = s.bytes.load(Ordering::Relaxed);
+    let limit = s.limit.load(Ordering::Relaxed);
+    (bytes > limit).then_some((bytes as u64, limit as u64))
+}
+
+/// The words of the backstop's error (after "query memory limit (query_memory)
+/// exceeded: ").
+pub fn over_message(held: u64, limit: u64) -> String {
+    format!(
+        "this statement holds {held} bytes, past the {limit} bytes a statement may hold \
+         (query_memory and a quarter more)"
+    )
+}
+
+/// A future counted against a statement (see [`Meter::run`]).
+pub struct Counted<F, E> {
+    fut: Pin<Box<F>>,
+    tag: u64,
+    over: fn(u64, u64) -> E,
+}
+
+impl<F, T, E> Future for Counted<F, E>
+where
+    F: Future<Output = Result<T, E>>,
+{
+    type Output = Result<T, E>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.get_mut();
+        let polled = {
+            let _entered = enter(this.tag);
+            this.fut.as_mut().poll(cx)
+        };
+        match (polled, over(this.tag)) {
+            (Poll::Ready(Err(e)), _) => Poll::Ready(Err(e)),
+            (_, Some((held, limit))) => Poll::Ready(Err((this.over)(held, limit))),
+            (polled, None) => polled,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[global_allocator]
+    static ALLOCATOR: StatementAllocator = StatementAllocator;
+
+    fn held(m: &Meter) -> i64 {
+        slot(m.tag()).map_or(0, |s| s.bytes.load(Ordering::Relaxed))
+    }
+
+    #[test]
+    fn a_statement_holds_what_it_allocated_until_it_is_freed_anywhere() {
+        let _warm = vec![0u8; SMALLEST_COUNTED]; // the allocator is seen in use
+        let m = Meter::start(10 << 20);
+        assert_ne!(m.tag(), 0);
+        let mut v: Vec<u8> = {
+            let _in = enter(m.tag());
+            let mut v = Vec::with_capacity(100); // small: not counted
+            v.extend_from_slice(&[1; 100]);
+            assert_eq!(held(&m), 0);
+            v.reserve_exact(8_000 - v.len()); // across the threshold: counted
+            assert!(held(&m) >= 8_000, "{}", held(&m));
+            v.resize(4 << 20, 7); // grown in place or moved, still counted
+            v
+        };
+        assert!(held(&m) >= 4 << 20);
+        assert!(over(m.tag()).is_none());
+        assert_eq!((v[0], v[99], v[100], v[(4 << 20) - 1]), (1, 1, 7, 7));
+        // Another allocation of the statement, made past its limit.
+        let big = {
+            let _in = enter(m.tag());
+            vec![0u8; 8 << 20]
+        };
+        let (bytes, limit) = over(m.tag()).expect("past the limit");
+        assert!(bytes > limit && limit == 10 << 20);
+        // Freed on another thread that is doing no statement's work: still its own.
+        std::thread::spawn(move || drop(big)).join().expect("joined");
+        assert!(over(m.tag()).is_none());
+        v.truncate(10);
+        v.shrink_to_fit(); // back under the threshold: no longer counted
+        assert_eq!(held(&m), 0);
+        assert_eq!(v, vec![1; 10]);
+    }
+
+    #[test]
+    fn a_block_outliving_its_statement_is_not_the_next_ones() {
+        let _warm = vec![0u8; SMALLEST_COUNTED];
+        let first = Meter::start(1 << 30);
+        let kept = {
+            let _in = enter(first.tag());
+            vec![0u8; 1 << 20]
+        };
+        let tag = first.tag();
+        drop(first);
+        let next = Meter::start(1 << 30);
+        drop(kept); // perhaps in the same slot: the generation tells them apart
+        assert_eq!(held(&next), 0);
+        assert!(slot(tag).is_none());
+        // Large alignments keep their alignment behind the header.
+        let layout = Layout::from_size_align(1 << 16, 4096).expect("layout");
+        let _in = enter(next.tag());
+        // SAFETY: a valid, non-zero layout, freed with the same layout.
+        unsafe {
+            let p = ALLOCATOR.alloc(layout);
+            assert!(!p.is_null() && p as usize % 4096 == 0);
+            assert_eq!(held(&next), 1 << 16);
+            ALLOCATOR.dealloc(p, layout);
+        }
+        assert_eq!(held(&next), 0);
+    }
+
+    #[test]
+    fn set_current_stays_until_replaced_and_enter_restores() {
+        set_current(0);
+        {
+            let _a = enter(5);
+            assert_eq!(current_statement(), 5);
+            set_current(6);
+        }
+        assert_eq!(current_statement(), 0);
+        set_current(7);
+        assert_eq!(current_statement(), 7);
+        set_current(0);
+    }
+}
