@@ -95,7 +95,13 @@ fn slot(tag: u64) -> Option<&'static Slot> {
 
 fn count(tag: u64, bytes: i64) {
     if let Some(s) = slot(tag) {
-        s.bytes.fetch_add(bytes, Ordering::Relaxed);
+        s.bytes.fetch_add(bytes, Ordering::SeqCst);
+        // The statement may have ended (and the slot been taken) between the check and
+        // the count: the count is then taken back, so that the next statement never
+        // carries bytes it cannot give back (a block's stale tag is not subtracted).
+        if s.generation.load(Ordering::SeqCst) != (tag >> 32) as u32 {
+            s.bytes.fetch_sub(bytes, Ordering::SeqCst);
+        }
     }
 }
 
@@ -192,7 +198,11 @@ unsafe impl GlobalAlloc for StatementAllocator {
             let base = unsafe { ptr.sub(h) };
             let tag = unsafe { (base as *const u64).read() };
             let outer = unsafe { Layout::from_size_align_unchecked(layout.size() + h, h) };
-            let Some(new_outer) = new_size.checked_add(h) else {
+            // The new size with its header must still be a valid layout.
+            let Some(new_outer) = new_size
+                .checked_add(h)
+                .filter(|n| Layout::from_size_align(*n, h).is_ok())
+            else {
                 return std::ptr::null_mut();
             };
             let moved = unsafe { System.realloc(base, outer, new_outer) };
@@ -246,10 +256,10 @@ impl Meter {
                 .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
                 .is_ok()
             {
-                s.bytes.store(0, Ordering::Relaxed);
+                let generation = s.generation.fetch_add(1, Ordering::SeqCst).wrapping_add(1);
+                s.bytes.store(0, Ordering::SeqCst);
                 s.limit
                     .store(i64::try_from(limit).unwrap_or(i64::MAX), Ordering::Relaxed);
-                let generation = s.generation.fetch_add(1, Ordering::AcqRel).wrapping_add(1);
                 return Meter {
                     tag: (u64::from(generation) << 32) | (i as u64 + 1),
                 };
@@ -349,12 +359,14 @@ where
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.get_mut();
-        let polled = {
-            let _entered = enter(this.tag);
-            this.fut.as_mut().poll(cx)
-        };
+        set_current(this.tag);
+        let polled = this.fut.as_mut().poll(cx);
+        // No statement after the poll: what the thread does next (another statement's
+        // commit, the encoding of its answer) is not this one's, nor one whose plan
+        // node it polled last.
+        set_current(0);
         match (polled, over(this.tag)) {
-            (Poll::Ready(Err(e)), _) => Poll::Ready(Err(e)),
+            (Poll::Ready(r), _) => Poll::Ready(r),
             (_, Some((held, limit))) => Poll::Ready(Err((this.over)(held, limit))),
             (polled, None) => polled,
         }
@@ -398,7 +410,9 @@ mod tests {
         let (bytes, limit) = over(m.tag()).expect("past the limit");
         assert!(bytes > limit && limit == 10 << 20);
         // Freed on another thread that is doing no statement's work: still its own.
-        std::thread::spawn(move || drop(big)).join().expect("joined");
+        std::thread::spawn(move || drop(big))
+            .join()
+            .expect("joined");
         assert!(over(m.tag()).is_none());
         v.truncate(10);
         v.shrink_to_fit(); // back under the threshold: no longer counted
@@ -445,5 +459,30 @@ mod tests {
         set_current(7);
         assert_eq!(current_statement(), 7);
         set_current(0);
+    }
+}
+
+/// A future none of whose work is a statement's (see [`uncounted`]).
+pub struct Uncounted<F> {
+    fut: Pin<Box<F>>,
+}
+
+/// `fut` with no statement current on its thread at the start and end of each poll:
+/// for the work around statements (committing them, encoding their answers), which a
+/// plan node's tag left on the thread (see [`set_current`]) would otherwise charge to
+/// a statement that did not do it. Statements inside it count as before.
+pub fn uncounted<F: Future>(fut: F) -> Uncounted<F> {
+    Uncounted { fut: Box::pin(fut) }
+}
+
+impl<F: Future> Future for Uncounted<F> {
+    type Output = F::Output;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
+        let this = self.get_mut();
+        set_current(0);
+        let polled = this.fut.as_mut().poll(cx);
+        set_current(0);
+        polled
     }
 }

@@ -257,6 +257,18 @@ impl SqlEngine {
         params: &[Json],
         settings: &Mutex<Settings>,
     ) -> Result<StatementResult> {
+        // Only the statement's own work counts as its memory (see `with_timeout`).
+        tarn_alloc::uncounted(self.execute_statement(org, ws, sql, params, settings)).await
+    }
+
+    async fn execute_statement(
+        &self,
+        org: &str,
+        ws: &str,
+        sql: &str,
+        params: &[Json],
+        settings: &Mutex<Settings>,
+    ) -> Result<StatementResult> {
         if self.limits.fast_paths
             && sql.len() <= self.limits.max_sql_bytes
             && let Some(lit) = bulk::scan_literal_insert(sql)
@@ -433,6 +445,18 @@ impl SqlEngine {
 
     /// Runs one statement once per parameter set, atomically.
     pub async fn execute_batch(
+        &self,
+        org: &str,
+        ws: &str,
+        sql: &str,
+        params_batch: &[Vec<Json>],
+        settings: &Mutex<Settings>,
+    ) -> Result<BatchTotals> {
+        tarn_alloc::uncounted(self.execute_batch_statement(org, ws, sql, params_batch, settings))
+            .await
+    }
+
+    async fn execute_batch_statement(
         &self,
         org: &str,
         ws: &str,

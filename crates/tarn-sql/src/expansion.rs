@@ -249,6 +249,7 @@ fn wrap_calls(
     expr: Expr,
     limits: OutputLimits,
     ledger: Option<&Arc<Ledger>>,
+    defer: bool,
 ) -> Result<Transformed<Expr>> {
     expr.transform_up(|e| {
         let Expr::ScalarFunction(call) = &e else {
@@ -278,7 +279,7 @@ fn wrap_calls(
             ledger: entry,
             deferred: None,
         };
-        if ledger.is_some() && b.makes_large_constant(&call.args)? {
+        if defer && b.makes_large_constant(&call.args)? {
             b.deferred = Some(Signature::new(
                 b.inner.signature().type_signature.clone(),
                 datafusion::logical_expr::Volatility::Volatile,
@@ -349,7 +350,16 @@ impl datafusion::optimizer::AnalyzerRule for SizeCalls {
                 pool: Some(self.pool.clone()),
                 ..Ledger::default()
             });
-            plan.map_expressions(|e| wrap_calls(e, self.limits, Some(&ledger)))
+            // Large constants are left for the run only where they are values (a
+            // SELECT list, a filter, VALUES rows): a volatile grouping or sort key would
+            // no longer be recognised as a constant and dropped.
+            let defer = matches!(
+                plan,
+                datafusion::logical_expr::LogicalPlan::Projection(_)
+                    | datafusion::logical_expr::LogicalPlan::Filter(_)
+                    | datafusion::logical_expr::LogicalPlan::Values(_)
+            );
+            plan.map_expressions(|e| wrap_calls(e, self.limits, Some(&ledger), defer))
         })
         .map(|t| t.data)
     }
@@ -873,7 +883,13 @@ impl ScalarUDFImpl for Bounded {
         // A simplified call is of the unwrapped function: wrapped again.
         Ok(match self.inner.simplify(args, info)? {
             ExprSimplifyResult::Simplified(e) => ExprSimplifyResult::Simplified(
-                wrap_calls(e, self.limits, self.ledger.as_ref().map(|l| &l.ledger))?.data,
+                wrap_calls(
+                    e,
+                    self.limits,
+                    self.ledger.as_ref().map(|l| &l.ledger),
+                    false,
+                )?
+                .data,
             ),
             original => original,
         })

@@ -237,8 +237,10 @@ impl datafusion::physical_plan::ExecutionPlan for HoldExec {
     ) -> Result<datafusion::execution::SendableRecordBatchStream> {
         let pool = SharedPool(context.memory_pool().clone());
         let statement = self.statement;
-        tarn_alloc::set_current(statement);
-        let input = self.input.execute(partition, context)?;
+        let input = {
+            let _entered = tarn_alloc::enter(statement);
+            self.input.execute(partition, context)?
+        };
         let schema = input.schema();
         Ok(Box::pin(
             datafusion::physical_plan::stream::RecordBatchStreamAdapter::new(
@@ -269,7 +271,8 @@ impl futures::Stream for HeldStream {
     ) -> std::task::Poll<Option<Self::Item>> {
         use std::task::Poll;
         let this = self.get_mut();
-        // Left set after the poll (see `tarn_alloc::set_current`).
+        // Left set after the poll (see `tarn_alloc::set_current`): the task polling
+        // this stream may be one DataFusion spawned, whose work on the batch goes on.
         tarn_alloc::set_current(this.statement);
         let polled = this.input.as_mut().poll_next(cx);
         if let Some((held, limit)) = tarn_alloc::over(this.statement) {

@@ -6,8 +6,8 @@
 //! `WITH RECURSIVE r(n, s) AS (SELECT 1, s FROM t UNION ALL SELECT n + 1, s || 'x'
 //! FROM r …)` failed with "Cannot project plan column 1 … field metadata differs",
 //! a query PostgreSQL runs. A CTE's columns are not a table's: this analyzer rule
-//! plans both terms of such a query through `__nullable` (the identity, whose column
-//! has no metadata), so that they agree.
+//! plans the columns the terms disagree on through `__nullable` (the identity, whose
+//! column has no metadata) in both terms, so that they agree.
 
 use std::sync::Arc;
 
@@ -28,9 +28,11 @@ impl AnalyzerRule for PlainRecursiveColumns {
 
     fn analyze(&self, plan: LogicalPlan, _config: &ConfigOptions) -> Result<LogicalPlan> {
         plan.transform_up_with_subqueries(|plan| match plan {
-            LogicalPlan::RecursiveQuery(q) if differs(&q) => {
-                let static_term = Arc::new(plain(Arc::unwrap_or_clone(q.static_term))?);
-                let recursive_term = Arc::new(plain(Arc::unwrap_or_clone(q.recursive_term))?);
+            LogicalPlan::RecursiveQuery(q) if !differing(&q).is_empty() => {
+                let columns = differing(&q);
+                let static_term = Arc::new(plain(Arc::unwrap_or_clone(q.static_term), &columns)?);
+                let recursive_term =
+                    Arc::new(plain(Arc::unwrap_or_clone(q.recursive_term), &columns)?);
                 Ok(Transformed::yes(LogicalPlan::RecursiveQuery(
                     RecursiveQuery::try_new(q.name, static_term, recursive_term, q.is_distinct)?,
                 )))
@@ -41,24 +43,29 @@ impl AnalyzerRule for PlainRecursiveColumns {
     }
 }
 
-/// Whether the two terms' columns carry different metadata.
-fn differs(q: &RecursiveQuery) -> bool {
+/// The positions of the columns whose metadata the two terms disagree on (a jsonb
+/// column both terms mark as such keeps its mark).
+fn differing(q: &RecursiveQuery) -> Vec<usize> {
     q.static_term
         .schema()
         .fields()
         .iter()
         .zip(q.recursive_term.schema().fields())
-        .any(|(a, b)| a.metadata() != b.metadata())
+        .enumerate()
+        .filter(|(_, (a, b))| a.metadata() != b.metadata())
+        .map(|(i, _)| i)
+        .collect()
 }
 
-/// `plan` with its columns that carry metadata passed through `__nullable`.
-fn plain(plan: LogicalPlan) -> Result<LogicalPlan> {
+/// `plan` with its columns at `columns` passed through `__nullable`.
+fn plain(plan: LogicalPlan, columns: &[usize]) -> Result<LogicalPlan> {
     let exprs: Vec<Expr> = plan
         .schema()
         .iter()
-        .map(|(q, f)| {
+        .enumerate()
+        .map(|(i, (q, f))| {
             let c = Expr::Column(datafusion::common::Column::new(q.cloned(), f.name()));
-            if f.metadata().is_empty() {
+            if !columns.contains(&i) {
                 c
             } else {
                 crate::decorrelate::nullable_udf()
