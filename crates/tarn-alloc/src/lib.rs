@@ -373,6 +373,31 @@ where
     }
 }
 
+/// A future none of whose work is a statement's (see [`uncounted`]).
+pub struct Uncounted<F> {
+    fut: Pin<Box<F>>,
+}
+
+/// `fut` with no statement current on its thread at the start and end of each poll:
+/// for the work around statements (committing them, encoding their answers), which a
+/// plan node's tag left on the thread (see [`set_current`]) would otherwise charge to
+/// a statement that did not do it. Statements inside it count as before.
+pub fn uncounted<F: Future>(fut: F) -> Uncounted<F> {
+    Uncounted { fut: Box::pin(fut) }
+}
+
+impl<F: Future> Future for Uncounted<F> {
+    type Output = F::Output;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
+        let this = self.get_mut();
+        set_current(0);
+        let polled = this.fut.as_mut().poll(cx);
+        set_current(0);
+        polled
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -440,7 +465,7 @@ mod tests {
         // SAFETY: a valid, non-zero layout, freed with the same layout.
         unsafe {
             let p = ALLOCATOR.alloc(layout);
-            assert!(!p.is_null() && p as usize % 4096 == 0);
+            assert!(!p.is_null() && (p as usize).is_multiple_of(4096));
             assert_eq!(held(&next), 1 << 16);
             ALLOCATOR.dealloc(p, layout);
         }
@@ -459,30 +484,5 @@ mod tests {
         set_current(7);
         assert_eq!(current_statement(), 7);
         set_current(0);
-    }
-}
-
-/// A future none of whose work is a statement's (see [`uncounted`]).
-pub struct Uncounted<F> {
-    fut: Pin<Box<F>>,
-}
-
-/// `fut` with no statement current on its thread at the start and end of each poll:
-/// for the work around statements (committing them, encoding their answers), which a
-/// plan node's tag left on the thread (see [`set_current`]) would otherwise charge to
-/// a statement that did not do it. Statements inside it count as before.
-pub fn uncounted<F: Future>(fut: F) -> Uncounted<F> {
-    Uncounted { fut: Box::pin(fut) }
-}
-
-impl<F: Future> Future for Uncounted<F> {
-    type Output = F::Output;
-
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
-        let this = self.get_mut();
-        set_current(0);
-        let polled = this.fut.as_mut().poll(cx);
-        set_current(0);
-        polled
     }
 }
