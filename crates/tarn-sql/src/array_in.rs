@@ -20,7 +20,7 @@ use datafusion::logical_expr::{
 };
 use datafusion::sql::sqlparser::ast;
 
-use crate::params::{ArrayText, parse_array_text};
+use crate::array_text::{ArrayText, parse_array_text};
 
 /// The function's name.
 pub(crate) const FUNCTION: &str = "engine_array_in";

@@ -15,9 +15,9 @@ use datafusion::arrow::datatypes::{DataType, Field, Float64Type};
 use datafusion::arrow::util::display::FormatOptions;
 use tarn_catalog::{ColumnDef, SqlType};
 
+use crate::array_text::{ArrayText, parse_array_text};
 use crate::encode::encode_value;
 use crate::error::{Error, Result, bad};
-use crate::params::{ArrayText, parse_array_text};
 use crate::types::arrow_type;
 
 const STRICT: CastOptions<'static> = CastOptions {

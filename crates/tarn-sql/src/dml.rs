@@ -480,10 +480,10 @@ impl Txn<'_> {
     }
 
     /// Readies the key index over `columns` of locked table `id` (see
-    /// [`crate::engine::ready_keys`]); a table this transaction created has none yet.
+    /// [`crate::provider::ready_keys`]); a table this transaction created has none yet.
     pub(crate) async fn ready_keys(&self, id: TableId, columns: &[ColumnId]) -> Result<()> {
         match self.tables.get(&id).and_then(|t| t.store.clone()) {
-            Some(store) => crate::engine::ready_keys(&store, columns).await,
+            Some(store) => crate::provider::ready_keys(&store, columns).await,
             None => Ok(()),
         }
     }
@@ -854,7 +854,7 @@ impl Txn<'_> {
         let Some(store) = t.store.clone() else {
             return Ok(None);
         };
-        crate::engine::ready_keys(&store, &key).await?;
+        crate::provider::ready_keys(&store, &key).await?;
         let (version, found) = store.key_lookup(&key, &arrays)?;
         // Only while this transaction has not written the table: its own rows are not
         // in the published key index.

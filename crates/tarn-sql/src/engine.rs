@@ -31,7 +31,8 @@ use crate::error::{Error, Result, bad};
 use crate::ident::{name_parts, normalize, quoted};
 use crate::names::OutputNames;
 use crate::params::{bind, needs_binding};
-use crate::provider::{CURRENT_SCHEMA, ReadView, STATEMENT_VIEW, ViewCatalogList};
+use crate::provider::{CURRENT_SCHEMA, ViewCatalogList};
+use crate::read_view::{ReadView, STATEMENT_VIEW};
 use crate::settings::{self, Settings};
 use parking_lot::Mutex;
 
@@ -1271,20 +1272,6 @@ async fn commit_built(
         .map_err(|e| crate::error::join_error(e, "commit"))?;
     drop(guards);
     res?;
-    Ok(())
-}
-
-/// Makes key lookups over `columns` of `store` a matter of probes before they run on an
-/// async thread: building a missing memtable key map or segment key section reads whole
-/// segments, so that happens on a blocking thread.
-pub(crate) async fn ready_keys(store: &Arc<TableStore>, columns: &[ColumnId]) -> Result<()> {
-    if store.keys_ready(columns) {
-        return Ok(());
-    }
-    let (store, columns) = (store.clone(), columns.to_vec());
-    tokio::task::spawn_blocking(move || store.prepare_keys(&columns))
-        .await
-        .map_err(|e| crate::error::join_error(e, "key index"))??;
     Ok(())
 }
 

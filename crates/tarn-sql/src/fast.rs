@@ -21,9 +21,10 @@ use tarn_catalog::{Catalog, ColumnDef, ColumnId, SqlType, TableDef};
 use tarn_storage::key_specs;
 
 use crate::Result;
-use crate::engine::{SqlEngine, StatementResult, ready_keys};
+use crate::engine::{SqlEngine, StatementResult};
 use crate::ident::{name_parts, normalize};
 use crate::provider::key_rows;
+use crate::provider::ready_keys;
 use crate::types::column_field;
 
 /// A column reference's parts (`col`, `t.col`), normalized.

@@ -302,7 +302,7 @@ fn exact_f64(x: f64) -> Option<f64> {
 /// The numbers of one-dimensional PostgreSQL array text; `None` for anything else
 /// (NULL elements, nesting, integers beyond 2^53: the planner reports or reads those).
 fn array_text_numbers(text: &str) -> Option<Vec<f64>> {
-    use crate::params::{ArrayText, parse_array_text};
+    use crate::array_text::{ArrayText, parse_array_text};
     let ArrayText::List(items) = parse_array_text(text).ok()? else {
         return None;
     };

@@ -55,7 +55,9 @@ pub fn install(state: &mut SessionState, query_memory: usize) -> Result<()> {
     for f in crate::hybrid::placeholders() {
         state.register_udf(std::sync::Arc::new(f))?;
     }
-    state.register_expr_planner(std::sync::Arc::new(crate::similarity::SimilarityPlanner))?;
+    state.register_expr_planner(std::sync::Arc::new(
+        crate::similarity_planner::SimilarityPlanner,
+    ))?;
     state.add_analyzer_rule(std::sync::Arc::new(crate::overflow::CheckedArithmetic));
     // `sum` over integers fails on overflow instead of wrapping (replaces the default).
     state.register_udaf(std::sync::Arc::new(crate::overflow::checked_sum()))?;

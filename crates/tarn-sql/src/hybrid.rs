@@ -30,7 +30,7 @@ use parking_lot::Mutex;
 use tarn_catalog::{ColumnId, IndexDef};
 use tarn_search::{ArmScores, Fuser, Fusion, HybridWeights, QueryValue};
 
-use crate::provider::STATEMENT_VIEW;
+use crate::read_view::STATEMENT_VIEW;
 use crate::similarity::{
     FUNCTION, Kind, META_COLUMN_ID, META_TABLE_ID, planned_query, search_error,
 };

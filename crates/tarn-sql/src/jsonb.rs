@@ -19,8 +19,8 @@ use datafusion::logical_expr::{
 use datafusion::sql::sqlparser::ast::BinaryOperator;
 use serde_json::Value;
 
+use crate::array_text::{ArrayText, parse_array_text};
 use crate::error::Result;
-use crate::params::{ArrayText, parse_array_text};
 
 /// Registers the JSONB functions and operator planners. Call before
 /// `datafusion_functions_json::register_all` so `#>` with a text path reaches Tarn first.

@@ -10,6 +10,7 @@
 //! as one WAL record.
 
 mod array_in;
+mod array_text;
 mod bulk;
 mod clock;
 mod coerce;
@@ -38,12 +39,14 @@ mod overflow;
 mod param_array;
 mod params;
 mod provider;
+mod read_view;
 mod recursive;
 mod score_order_rule;
 mod search_exec;
 mod search_rule;
 mod settings;
 mod similarity;
+mod similarity_planner;
 mod text_search;
 mod types;
 mod values;

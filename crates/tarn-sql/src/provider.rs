@@ -27,78 +27,19 @@ use datafusion::physical_optimizer::pruning::PruningPredicateBuilder;
 use datafusion::physical_plan::ExecutionPlan;
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::streaming::{PartitionStream, StreamingTableExec};
-use tarn_catalog::{Catalog, ColumnDef, TableDef, TableId};
-use tarn_storage::{Chunk, Database, KeySpec, SegmentRef, TableStore, TableVersion, key_specs};
+use tarn_catalog::{ColumnDef, TableDef};
+use tarn_storage::{Chunk, KeySpec, SegmentRef, TableStore, TableVersion, key_specs};
 
+use crate::read_view::{ReadView, STATEMENT_VIEW};
 use crate::types::column_field;
 use crate::values::json_to_array;
 
 /// Name of the hidden row id column exposed to Tarn's own DML planning.
 pub const ROWID_COLUMN: &str = "__tarn_rowid";
 
-/// Where a statement's table reads come from: published snapshots, or a batch's own
-/// pending versions for tables it has written.
-#[derive(Clone)]
-pub(crate) struct ReadView {
-    pub db: Arc<Database>,
-    pub org: String,
-    /// The statement's workspace (what unqualified names resolve in).
-    pub ws: String,
-    pub catalog: Arc<Catalog>,
-    pub pending: HashMap<TableId, Arc<TableVersion>>,
-    /// Published versions this statement reads, pinned at its start (or when first
-    /// met): every reference to a table in one statement sees the same rows.
-    pub pinned: Arc<parking_lot::Mutex<HashMap<TableId, Arc<TableVersion>>>>,
-    /// Replacements by (workspace, table name): the DML target with row ids, or the
-    /// rows a RETURNING clause reads.
-    pub overrides: HashMap<(String, String), Arc<dyn TableProvider>>,
-    /// The statement's instant (see `clock.rs`).
-    pub now: chrono::DateTime<chrono::Utc>,
-    /// The session's `engine.ef_search`, if it set one.
-    pub ef_search: Option<usize>,
-    /// What the statement's expressions bind and share (text and hybrid `<#>`), by key.
-    pub shared: Arc<parking_lot::Mutex<HashMap<String, Arc<dyn std::any::Any + Send + Sync>>>>,
-    /// Whether the statement writes `DESC NULLS FIRST` (see `score_order_rule.rs`).
-    pub desc_nulls_first_written: bool,
-}
-
-impl fmt::Debug for ReadView {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("ReadView").field("org", &self.org).finish()
-    }
-}
-
 impl ReadView {
-    /// The statement's value under `key`, made by `make` the first time.
-    pub fn shared<T: std::any::Any + Send + Sync>(
-        &self,
-        key: String,
-        make: impl FnOnce() -> T,
-    ) -> Arc<T> {
-        let mut map = self.shared.lock();
-        if let Some(v) = map.get(&key)
-            && let Ok(t) = v.clone().downcast::<T>()
-        {
-            return t;
-        }
-        let t = Arc::new(make());
-        map.insert(key, t.clone() as Arc<dyn std::any::Any + Send + Sync>);
-        t
-    }
-
-    pub fn version(&self, id: TableId) -> Option<Arc<TableVersion>> {
-        if let Some(v) = self.pending.get(&id) {
-            return Some(v.clone());
-        }
-        let mut pinned = self.pinned.lock();
-        if let Some(v) = pinned.get(&id) {
-            return Some(v.clone());
-        }
-        let v = self.db.table(id)?.snapshot();
-        pinned.insert(id, v.clone());
-        Some(v)
-    }
-
+    /// The table provider of `def` as this statement reads it (with the hidden row id
+    /// column for DML when `with_rowid`).
     pub fn provider(&self, def: &TableDef, with_rowid: bool) -> Option<Arc<EngineTable>> {
         let version = self.version(def.id)?;
         let store = (!self.pending.contains_key(&def.id))
@@ -117,13 +58,6 @@ impl ReadView {
                 .with_ef_search(self.ef_search),
         ))
     }
-}
-
-tokio::task_local! {
-    /// The view of the statement being planned on this task. One shared DataFusion
-    /// session serves every statement: its catalog list resolves through this, so no
-    /// per-statement session (hundreds of function registrations) is built.
-    pub(crate) static STATEMENT_VIEW: Arc<ReadView>;
 }
 
 /// Schema name that stands for the statement's own workspace (the session default, so
@@ -663,9 +597,7 @@ impl EngineTable {
             return Ok(None);
         };
         let external = |e: crate::Error| DataFusionError::External(Box::new(e));
-        crate::engine::ready_keys(store, &columns)
-            .await
-            .map_err(external)?;
+        ready_keys(store, &columns).await.map_err(external)?;
         let (version, found) = store
             .key_lookup(&columns, &arrays)
             .map_err(|e| external(e.into()))?;
@@ -868,4 +800,21 @@ impl TableProvider for EngineTable {
             limit,
         )?))
     }
+}
+
+/// Makes key lookups over `columns` of `store` a matter of probes before they run on an
+/// async thread: building a missing memtable key map or segment key section reads whole
+/// segments, so that happens on a blocking thread.
+pub(crate) async fn ready_keys(
+    store: &Arc<TableStore>,
+    columns: &[tarn_catalog::ColumnId],
+) -> crate::error::Result<()> {
+    if store.keys_ready(columns) {
+        return Ok(());
+    }
+    let (store, columns) = (store.clone(), columns.to_vec());
+    tokio::task::spawn_blocking(move || store.prepare_keys(&columns))
+        .await
+        .map_err(|e| crate::error::join_error(e, "key index"))??;
+    Ok(())
 }

@@ -37,7 +37,7 @@ use datafusion::optimizer::AnalyzerRule;
 use datafusion::sql::sqlparser::ast::{self, Visit, Visitor};
 use std::ops::ControlFlow;
 
-use crate::provider::STATEMENT_VIEW;
+use crate::read_view::STATEMENT_VIEW;
 use crate::similarity;
 
 /// Gives descending `<#>` sort keys `NULLS LAST` (see the module docs).

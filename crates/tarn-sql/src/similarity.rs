@@ -1,5 +1,5 @@
 //! The `<#>` operator (SPEC §5): "similarity, higher is better". sqlparser hands it over
-//! as `BinaryOperator::Custom("<#>")`; [`SimilarityPlanner`] turns it into a call of
+//! as `BinaryOperator::Custom("<#>")`; `SimilarityPlanner` (`similarity_planner.rs`) turns it into a call of
 //! the scalar function `engine_similarity(stored, query)`, which scores exactly:
 //! cosine similarity for `FLOAT4[]`, MaxSim for `FLOAT4[][]` (the right side is the
 //! query bag). The top-k rule (`search_rule.rs`) recognizes the same call.
@@ -16,16 +16,12 @@ use std::sync::Arc;
 use datafusion::arrow::array::{Array, ArrayRef, AsArray, Float32Array, Float32Builder};
 use datafusion::arrow::compute::cast;
 use datafusion::arrow::datatypes::{DataType, Field, FieldRef};
-use datafusion::common::{DFSchema, Result as DfResult, ScalarValue};
+use datafusion::common::{Result as DfResult, ScalarValue};
 use datafusion::error::DataFusionError;
-use datafusion::logical_expr::ExprSchemable;
-use datafusion::logical_expr::expr::ScalarFunction;
-use datafusion::logical_expr::planner::{ExprPlanner, PlannerResult, RawBinaryExpr};
 use datafusion::logical_expr::{
     ColumnarValue, Expr, ReturnFieldArgs, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature,
     Volatility,
 };
-use datafusion::sql::sqlparser::ast::BinaryOperator;
 use tarn_catalog::{ColumnDef, SqlType, TableDef};
 use tarn_search::{QueryValue, score_rows};
 
@@ -75,44 +71,6 @@ pub fn udf() -> Arc<ScalarUDF> {
         .clone()
 }
 
-/// Plans `a <#> b` as `engine_similarity(a, b)`.
-#[derive(Debug)]
-pub struct SimilarityPlanner;
-
-impl ExprPlanner for SimilarityPlanner {
-    fn plan_binary_op(
-        &self,
-        expr: RawBinaryExpr,
-        schema: &DFSchema,
-    ) -> DfResult<PlannerResult<RawBinaryExpr>> {
-        match &expr.op {
-            BinaryOperator::Custom(op) if op == OPERATOR => {
-                // Hybrid: `(vector, text) <#> engine_hybrid_record(…)`.
-                if let Expr::ScalarFunction(f) = &expr.right
-                    && matches!(f.func.name(), crate::hybrid::RECORD | crate::hybrid::SCORES)
-                {
-                    return Ok(PlannerResult::Planned(crate::hybrid::plan(
-                        &expr.left, f, schema,
-                    )?));
-                }
-                let stored = expr.left.get_type(schema).map(|t| kind(&t)).ok();
-                let right = query_literal(expr.right, stored)?;
-                // Text: BM25 bound to the statement's snapshot of the column's table.
-                if let Ok(ty) = expr.left.get_type(schema)
-                    && kind(&ty) == Kind::Text
-                    && let Some(bound) = crate::text_search::plan(&expr.left, &right, schema)?
-                {
-                    return Ok(PlannerResult::Planned(bound));
-                }
-                Ok(PlannerResult::Planned(Expr::ScalarFunction(
-                    ScalarFunction::new_udf(udf(), vec![expr.left, right]),
-                )))
-            }
-            _ => Ok(PlannerResult::Original(expr)),
-        }
-    }
-}
-
 /// The query side of a vector `<#>` (`stored`: the kind of the searched side, if
 /// known) with PostgreSQL array text read once into the literal it stands for.
 pub(crate) fn query_literal(right: Expr, stored: Option<Kind>) -> DfResult<Expr> {
@@ -145,7 +103,7 @@ pub(crate) fn query_literal(right: Expr, stored: Option<Kind>) -> DfResult<Expr>
 /// PostgreSQL array text as a float32 vector (or, for a bag, a list of them).
 /// Elements that are not numbers are 400; NULL elements stay (the checks name them).
 fn array_text_literal(text: &str, bag: bool) -> DfResult<ScalarValue> {
-    use crate::params::{ArrayText, parse_array_text};
+    use crate::array_text::{ArrayText, parse_array_text};
     let malformed = || bad(format!("malformed array literal: \"{text}\""));
     let parsed = parse_array_text(text).map_err(|_| malformed())?;
     let vector = |items: &[ArrayText]| -> DfResult<ScalarValue> {
@@ -216,7 +174,7 @@ fn is_number(t: &DataType) -> bool {
     t.is_numeric() || *t == DataType::Null
 }
 
-fn kind(t: &DataType) -> Kind {
+pub(crate) fn kind(t: &DataType) -> Kind {
     match t {
         DataType::Null => Kind::Null,
         DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => Kind::Text,

@@ -26,7 +26,7 @@ use tarn_catalog::{ColumnId, IndexDef, TableId};
 use tarn_search::{TextSearch, text_at};
 use tarn_storage::TableVersion;
 
-use crate::provider::{ReadView, STATEMENT_VIEW};
+use crate::read_view::{ReadView, STATEMENT_VIEW};
 use crate::similarity::{FUNCTION, META_COLUMN_ID, META_TABLE_ID, search_error};
 
 use crate::error::bad_request as bad;
