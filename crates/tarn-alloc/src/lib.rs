@@ -128,6 +128,19 @@ impl StatementAllocator {
         Some((Layout::from_size_align(size, h).ok()?, h))
     }
 
+    /// An allocation of `layout` made by `make` (the system's plain or zeroed
+    /// allocation), with a header and counted from [`SMALLEST_COUNTED`].
+    unsafe fn allocate(layout: Layout, make: impl FnOnce(Layout) -> *mut u8) -> *mut u8 {
+        if layout.size() < SMALLEST_COUNTED {
+            return make(layout);
+        }
+        INSTALLED.store(true, Ordering::Relaxed);
+        let Some((outer, h)) = Self::with_header(layout) else {
+            return std::ptr::null_mut();
+        };
+        unsafe { Self::tagged(make(outer), layout, h) }
+    }
+
     /// Writes the current statement's tag in front of `base` (an allocation of
     /// `layout` with its header) and counts it; the user's pointer.
     unsafe fn tagged(base: *mut u8, layout: Layout, h: usize) -> *mut u8 {
@@ -150,25 +163,13 @@ impl StatementAllocator {
 // way back (a layout below `SMALLEST_COUNTED` has no header, one at or above it has).
 unsafe impl GlobalAlloc for StatementAllocator {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        if layout.size() < SMALLEST_COUNTED {
-            return unsafe { System.alloc(layout) };
-        }
-        INSTALLED.store(true, Ordering::Relaxed);
-        let Some((outer, h)) = Self::with_header(layout) else {
-            return std::ptr::null_mut();
-        };
-        unsafe { Self::tagged(System.alloc(outer), layout, h) }
+        // SAFETY: `make` is given a valid, non-zero layout.
+        unsafe { Self::allocate(layout, |l| System.alloc(l)) }
     }
 
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        if layout.size() < SMALLEST_COUNTED {
-            return unsafe { System.alloc_zeroed(layout) };
-        }
-        INSTALLED.store(true, Ordering::Relaxed);
-        let Some((outer, h)) = Self::with_header(layout) else {
-            return std::ptr::null_mut();
-        };
-        unsafe { Self::tagged(System.alloc_zeroed(outer), layout, h) }
+        // SAFETY: as above.
+        unsafe { Self::allocate(layout, |l| System.alloc_zeroed(l)) }
     }
 
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
