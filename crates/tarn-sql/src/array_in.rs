@@ -56,7 +56,7 @@ pub(crate) fn bind(expr: &ast::Expr) -> Option<ast::Expr> {
     let dims = ast::Expr::value(ast::Value::Number(dims.to_string(), false));
     Some(ast::Expr::Cast {
         kind: kind.clone(),
-        expr: Box::new(crate::param_array::call(
+        expr: Box::new(crate::ident::call(
             FUNCTION,
             vec![inner.as_ref().clone(), dims],
         )),

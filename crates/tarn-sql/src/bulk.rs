@@ -33,9 +33,10 @@ use serde_json::Value as Json;
 use tarn_catalog::ColumnDef;
 
 use crate::dml::{Cell, literal_cell, number_scalar, numbers_as_text};
-use crate::engine::{BatchTotals, StatementResult, Txn};
 use crate::error::Result;
 use crate::params::{bind, json_number_text, json_to_expr};
+use crate::result::{BatchTotals, StatementResult};
+use crate::txn::Txn;
 
 /// Whether `ins` has the shape the batch path takes: one row of VALUES into a table,
 /// no ON CONFLICT (a later set may update a row an earlier one wrote, which one insert
@@ -222,7 +223,7 @@ impl Txn<'_> {
         }
         let n = sets.len();
         for params in sets {
-            self.engine.check_params(params)?;
+            self.shared.check_params(params)?;
         }
         // A parameter column of one JSON kind becomes its array directly; the others
         // go cell by cell.

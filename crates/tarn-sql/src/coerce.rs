@@ -84,7 +84,7 @@ fn coerce_plain(array: &ArrayRef, col: &ColumnDef) -> Result<ArrayRef> {
     }
     // Numeric text is bounded before Arrow parses it (see `MAX_NUMERIC_TEXT`).
     if matches!(target, DataType::Decimal128(..) | DataType::Decimal256(..)) {
-        crate::expansion::check_numeric_text(
+        crate::numeric_input::check_numeric_text(
             &datafusion::logical_expr::ColumnarValue::Array(array.clone()),
             array.len(),
         )?;

@@ -10,9 +10,10 @@ use datafusion::sql::sqlparser::ast::{
 };
 use tarn_catalog::{CatalogOp, ColumnDef, ColumnDefault, TableDef};
 
-use crate::engine::{StatementResult, Txn};
 use crate::error::{Error, Result, bad};
 use crate::ident::{name_parts, normalize, quoted};
+use crate::result::StatementResult;
+use crate::txn::Txn;
 use crate::types::{declared_type, sql_type_of};
 
 use tarn_catalog::now_iso;
@@ -135,7 +136,7 @@ impl Txn<'_> {
         }
         // From the database, not this transaction's catalog: an upload under way holds
         // an id its table does not have yet.
-        let id = self.engine.db().reserve_table_id();
+        let id = self.shared.db.reserve_table_id();
         let mut def = TableDef {
             id,
             org_id: self.org.clone(),

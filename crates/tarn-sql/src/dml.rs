@@ -25,11 +25,12 @@ use tarn_storage::{Op, stored_schema};
 
 use crate::coerce::coerce_column;
 use crate::dialect::EngineDialect;
-use crate::engine::{StatementResult, Txn, items_sql};
 use crate::error::{Error, Result, bad};
-use crate::fast::{column_resolver, key_predicate, signed_value};
 use crate::ident::{name_parts, normalize};
+use crate::key_predicate::{column_resolver, key_predicate, signed_value};
 use crate::provider::{EngineTable, ROWID_COLUMN, key_rows, table_schema};
+use crate::result::StatementResult;
+use crate::txn::{Txn, items_sql};
 use crate::types::arrow_type;
 
 pub(crate) fn parse_query(sql: &str) -> Result<Query> {

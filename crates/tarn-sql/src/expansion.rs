@@ -11,6 +11,8 @@
 
 use std::sync::Arc;
 
+use crate::numeric_input::text_lengths;
+use crate::output_limits::OutputLimits;
 use datafusion::arrow::array::{Array, ArrayRef, AsArray};
 use datafusion::arrow::datatypes::{DataType, FieldRef, Int64Type};
 use datafusion::common::tree_node::{Transformed, TreeNode};
@@ -20,57 +22,6 @@ use datafusion::logical_expr::{
     ColumnarValue, Documentation, Expr, ReturnFieldArgs, ScalarFunctionArgs, ScalarUDF,
     ScalarUDFImpl, Signature,
 };
-
-/// Most bytes one call may make: per value and per batch of rows.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct OutputLimits {
-    /// One value: a thirty-second of the statements' memory pool, within 16–256 MiB.
-    /// Smaller than PostgreSQL's 1 GB because a constant value is folded into the plan,
-    /// which the planner copies several times.
-    pub value: u64,
-    /// One batch of rows: a quarter of the pool, at least 64 MiB (a small pool still
-    /// builds test vectors) and at most 1 GiB (under Arrow's 2 GiB).
-    pub batch: u64,
-}
-
-impl OutputLimits {
-    /// Fails when `what` would make one value of `bytes` past the per-value limit.
-    fn check_value(&self, what: &str, bytes: u64) -> Result<()> {
-        if bytes > self.value {
-            return exec_err!(
-                "requested length too large: {what} would make a value of {bytes} bytes, past \
-                 the limit of {} bytes per value (a thirty-second of query_memory, within 16 \
-                 to 256 MiB)",
-                self.value
-            );
-        }
-        Ok(())
-    }
-
-    /// Fails when `what` would make `bytes` for a batch (`rows` rows, when known) past
-    /// the per-batch limit.
-    pub(crate) fn check_batch(&self, what: &str, bytes: u64, rows: Option<usize>) -> Result<()> {
-        if bytes > self.batch {
-            let rows = rows.map_or(String::new(), |r| format!(" for {r} row(s)"));
-            return exec_err!(
-                "requested length too large: {what} would make {bytes} bytes{rows}, past the \
-                 limit of {} bytes per batch of rows (a quarter of query_memory, within 64 \
-                 MiB to 1 GiB)",
-                self.batch
-            );
-        }
-        Ok(())
-    }
-}
-
-/// The limits for a pool of `query_memory` bytes.
-pub fn output_limits(query_memory: usize) -> OutputLimits {
-    let pool = query_memory as u64;
-    OutputLimits {
-        value: (pool / 32).clamp(16 << 20, 256 << 20),
-        batch: (pool / 4).clamp(64 << 20, 1 << 30),
-    }
-}
 
 /// The functions wrapped, and how each one's output is sized.
 const WRAPPED: [(&str, Kind); 34] = [
@@ -951,33 +902,6 @@ impl TextConcat {
     }
 }
 
-/// The byte length of each row of a text (or binary) argument (`None`: NULL; `None`
-/// for every row of an argument of another type), without making a constant into an
-/// array (a 1 MB constant over 8,192 rows would be 8 GB).
-fn text_lengths(arg: &ColumnarValue, rows: usize) -> Result<Vec<Option<u64>>> {
-    use datafusion::common::ScalarValue as S;
-    Ok(match arg {
-        ColumnarValue::Scalar(s) => {
-            let len = match s {
-                S::Utf8(v) | S::LargeUtf8(v) | S::Utf8View(v) => v.as_ref().map(|s| s.len()),
-                S::Binary(v) | S::LargeBinary(v) | S::BinaryView(v) => v.as_ref().map(Vec::len),
-                _ => None,
-            };
-            vec![len.map(|l| l as u64); rows]
-        }
-        ColumnarValue::Array(a) => {
-            let Ok(lengths) = datafusion::arrow::compute::kernels::length::length(a) else {
-                return Ok(vec![None; a.len()]);
-            };
-            let lengths = datafusion::arrow::compute::cast(&lengths, &DataType::Int64)?;
-            let lengths = lengths.as_primitive::<Int64Type>();
-            (0..lengths.len())
-                .map(|i| (!lengths.is_null(i)).then(|| lengths.value(i).max(0) as u64))
-                .collect()
-        }
-    })
-}
-
 impl ScalarUDFImpl for TextConcat {
     fn name(&self) -> &str {
         TEXT_CONCAT
@@ -1065,97 +989,6 @@ impl datafusion::logical_expr::planner::ExprPlanner for ConcatPlanner {
         }
         Ok(PlannerResult::Original(expr))
     }
-}
-
-/// Most characters of text read as a number (`'…'::numeric`, text into a numeric
-/// column). Arrow parses numeric text through num-bigint's recursive parser: 600,000
-/// digits overflowed a statement thread's stack and aborted the process. A numeric
-/// holds 38 digits here; PostgreSQL's own limit is 131,072 before the point.
-pub const MAX_NUMERIC_TEXT: u64 = 1000;
-
-/// Refuses text in `arg` (of `rows` rows) longer than [`MAX_NUMERIC_TEXT`], before it
-/// is read as a number; values of other types pass.
-pub(crate) fn check_numeric_text(arg: &ColumnarValue, rows: usize) -> crate::error::Result<()> {
-    if !matches!(
-        arg.data_type(),
-        DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View
-    ) {
-        return Ok(());
-    }
-    let lengths = text_lengths(arg, rows).map_err(|e| crate::Error::Internal(e.to_string()))?;
-    match lengths
-        .into_iter()
-        .flatten()
-        .find(|l| *l > MAX_NUMERIC_TEXT)
-    {
-        Some(len) => Err(crate::Error::BadRequest(format!(
-            "invalid input syntax for type numeric: a value of {len} characters (numeric \
-             text is at most {MAX_NUMERIC_TEXT} characters)"
-        ))),
-        None => Ok(()),
-    }
-}
-
-/// `engine_numeric_input(x)`: `x` unchanged, after checking that text read as a number
-/// is at most [`MAX_NUMERIC_TEXT`] characters. Wrapped around the operand of every
-/// cast to numeric ([`guard_numeric_casts`]).
-#[derive(Debug, PartialEq, Eq, Hash)]
-pub(crate) struct NumericInput {
-    signature: Signature,
-}
-
-/// The function's name.
-pub(crate) const NUMERIC_INPUT: &str = "engine_numeric_input";
-
-impl NumericInput {
-    pub(crate) fn new() -> Self {
-        NumericInput {
-            signature: Signature::any(1, datafusion::logical_expr::Volatility::Immutable),
-        }
-    }
-}
-
-impl ScalarUDFImpl for NumericInput {
-    fn name(&self) -> &str {
-        NUMERIC_INPUT
-    }
-
-    fn signature(&self) -> &Signature {
-        &self.signature
-    }
-
-    fn return_type(&self, arg_types: &[DataType]) -> Result<DataType> {
-        Ok(arg_types.first().cloned().unwrap_or(DataType::Null))
-    }
-
-    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
-        let Some(arg) = args.args.into_iter().next() else {
-            return exec_err!("{NUMERIC_INPUT} takes one argument");
-        };
-        check_numeric_text(&arg, args.number_rows)
-            .map_err(|e| datafusion::error::DataFusionError::External(Box::new(e)))?;
-        Ok(arg)
-    }
-}
-
-/// Wraps the operand of every cast to numeric in `engine_numeric_input` (see
-/// [`MAX_NUMERIC_TEXT`]); the cast itself, and so the output name, stays as written.
-pub(crate) fn guard_numeric_casts(stmt: &mut datafusion::sql::sqlparser::ast::Statement) {
-    use datafusion::sql::sqlparser::ast;
-    let _ = ast::visit_expressions_mut(stmt, |e| {
-        if let ast::Expr::Cast {
-            expr, data_type, ..
-        } = e
-            && matches!(
-                data_type,
-                ast::DataType::Numeric(_) | ast::DataType::Decimal(_) | ast::DataType::Dec(_)
-            )
-        {
-            let inner = std::mem::replace(expr.as_mut(), ast::Expr::value(ast::Value::Null));
-            **expr = crate::param_array::call(NUMERIC_INPUT, vec![inner]);
-        }
-        std::ops::ControlFlow::<()>::Continue(())
-    });
 }
 
 /// `string_agg` and `array_agg`, each value they make held to the per-value limit and

@@ -32,12 +32,15 @@ use tarn_search::{Fusion, HybridWeights, IndexUse, QueryValue, SearchRequest};
 use tarn_storage::TableVersion;
 
 use crate::Result;
-use crate::engine::{SqlEngine, StatementResult};
-use crate::fast::{column_resolver, plain_wildcard, signed_value, single_table_select, target};
 use crate::ident::normalize;
+use crate::key_predicate::{
+    column_resolver, plain_wildcard, signed_value, single_table_select, target,
+};
 use crate::names::expr_name;
 use crate::provider::{key_rows, missing_array, table_schema};
+use crate::result::StatementResult;
 use crate::settings::Settings;
+use crate::shared::Shared;
 use crate::similarity::{OPERATOR, planned_query, search_error};
 
 /// Rows a fast search may return; larger LIMITs go through the planner (which bounds
@@ -583,7 +586,7 @@ fn plan<'a>(
     })
 }
 
-impl SqlEngine {
+impl Shared {
     /// Answers `stmt` through `tarn-search` if it is a plain top-k search (see the
     /// module docs).
     pub(crate) async fn try_fast_search(
@@ -602,7 +605,7 @@ impl SqlEngine {
         let Some((sel, name, alias)) = single_table_select(q) else {
             return Ok(None);
         };
-        let catalog = self.db().catalog();
+        let catalog = self.db.catalog();
         let Some((def, qualifier)) = target(&catalog, org, name, alias) else {
             return Ok(None);
         };
@@ -613,7 +616,7 @@ impl SqlEngine {
             return Ok(None);
         };
         let col = &def.columns[plan.score.column];
-        let Some(store) = self.db().table(def.id) else {
+        let Some(store) = self.db.table(def.id) else {
             return Ok(None);
         };
         let version = store.snapshot();
@@ -853,12 +856,12 @@ impl SqlEngine {
         )?;
         // The rows count against query_memory here too (`LIMIT` far past k over a large
         // table returns every row): past it, the limit's 400 before they are copied again.
-        let bytes: usize = parts.iter().map(crate::engine::batch_bytes).sum();
-        if bytes > self.limits().query_memory {
+        let bytes: usize = parts.iter().map(crate::txn::batch_bytes).sum();
+        if bytes > self.limits.query_memory {
             return Err(crate::Error::BadRequest(format!(
                 "query memory limit (query_memory) exceeded: the result rows take {bytes} bytes, \
                  the limit is {}",
-                self.limits().query_memory
+                self.limits.query_memory
             )));
         }
         let stored_batch = datafusion::arrow::compute::concat_batches(&stored_schema, &parts)?;

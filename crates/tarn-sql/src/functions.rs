@@ -15,7 +15,7 @@ pub fn install(state: &mut SessionState, query_memory: usize) -> Result<()> {
     state.register_udf(crate::similarity::udf())?;
     // Functions that can make far more than they are given are sized first.
     let udfs = state.scalar_functions().clone();
-    let limits = crate::expansion::output_limits(query_memory);
+    let limits = crate::output_limits::output_limits(query_memory);
     for f in crate::expansion::wrapped(|name| udfs.get(name).cloned(), limits) {
         state.register_udf(std::sync::Arc::new(f))?;
     }
@@ -27,7 +27,9 @@ pub fn install(state: &mut SessionState, query_memory: usize) -> Result<()> {
     }
     // Text cast to numeric is checked for length first (see expansion.rs).
     state.register_udf(std::sync::Arc::new(
-        datafusion::logical_expr::ScalarUDF::new_from_impl(crate::expansion::NumericInput::new()),
+        datafusion::logical_expr::ScalarUDF::new_from_impl(
+            crate::numeric_input::NumericInput::new(),
+        ),
     ))?;
     // `text || text` sized the same way (planned as `engine_text_concat`).
     state.register_expr_planner(std::sync::Arc::new(crate::expansion::ConcatPlanner::new(

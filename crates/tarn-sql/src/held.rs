@@ -334,12 +334,12 @@ pub(crate) const WIDE_CONSTANT: &str = "engine_wide_constant";
 #[derive(Debug, PartialEq, Eq, Hash)]
 pub(crate) struct WideConstant {
     signature: datafusion::logical_expr::Signature,
-    limits: crate::expansion::OutputLimits,
+    limits: crate::output_limits::OutputLimits,
     pool: SharedPool,
 }
 
 impl WideConstant {
-    pub(crate) fn new(limits: crate::expansion::OutputLimits, pool: SharedPool) -> Self {
+    pub(crate) fn new(limits: crate::output_limits::OutputLimits, pool: SharedPool) -> Self {
         WideConstant {
             signature: datafusion::logical_expr::Signature::any(
                 1,

@@ -1,8 +1,9 @@
 //! Identifiers as PostgreSQL reads them: unquoted names fold to lower case, object names
-//! split into their parts, and relation names quoted back for messages. A leaf: it
+//! split into their parts, relation names quoted back for messages, and calls written as
+//! SQL. A leaf: it
 //! imports nothing of the crate but its error type.
 
-use datafusion::sql::sqlparser::ast::{Ident, ObjectName};
+use datafusion::sql::sqlparser::ast::{self, Ident, ObjectName};
 
 use crate::error::{Error, Result};
 
@@ -34,4 +35,25 @@ pub fn quoted(parts: &[String]) -> String {
         .map(|p| format!("\"{p}\""))
         .collect::<Vec<_>>()
         .join(".")
+}
+
+/// `name(args…)` as a SQL AST call (also the numeric-input guard's).
+pub(crate) fn call(name: &str, args: Vec<ast::Expr>) -> ast::Expr {
+    ast::Expr::Function(ast::Function {
+        name: ast::ObjectName::from(vec![ast::Ident::new(name)]),
+        uses_odbc_syntax: false,
+        parameters: ast::FunctionArguments::None,
+        args: ast::FunctionArguments::List(ast::FunctionArgumentList {
+            duplicate_treatment: None,
+            args: args
+                .into_iter()
+                .map(|a| ast::FunctionArg::Unnamed(ast::FunctionArgExpr::Expr(a)))
+                .collect(),
+            clauses: vec![],
+        }),
+        filter: None,
+        null_treatment: None,
+        over: None,
+        within_group: vec![],
+    })
 }

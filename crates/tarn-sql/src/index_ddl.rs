@@ -17,9 +17,10 @@ use std::collections::BTreeMap;
 use datafusion::sql::sqlparser::ast::{self, BinaryOperator, Expr, ObjectName, Value};
 use tarn_catalog::{CatalogOp, ColumnDef, IndexDef, IndexType, SqlType, TableDef};
 
-use crate::engine::{StatementResult, Txn};
 use crate::error::{Error, Result, bad};
 use crate::ident::{name_parts, normalize, quoted};
+use crate::result::StatementResult;
+use crate::txn::Txn;
 
 /// The only index access method Tarn has.
 const METHOD: &str = "engine_index";

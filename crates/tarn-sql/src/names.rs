@@ -167,7 +167,7 @@ pub fn expr_name(e: &Expr) -> String {
             match name.as_deref() {
                 // Wrappers bound in for a cast (array_in.rs, expansion.rs) name
                 // nothing: the cast is named for what it casts, as written.
-                Some(crate::array_in::FUNCTION | crate::expansion::NUMERIC_INPUT) => {
+                Some(crate::array_in::FUNCTION | crate::numeric_input::NUMERIC_INPUT) => {
                     match first_arg(f) {
                         Some(inner) => expr_name(inner),
                         None => "?column?".into(),

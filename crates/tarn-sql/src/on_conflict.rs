@@ -38,10 +38,10 @@ use tarn_storage::EncodedKeys;
 
 use crate::coerce::coerce_column;
 use crate::dml::{nullable, parse_query, quote_ident};
-use crate::engine::Txn;
 use crate::error::{Error, Result, bad};
 use crate::ident::{name_parts, normalize};
 use crate::provider::{EngineTable, ROWID_COLUMN, table_schema};
+use crate::txn::Txn;
 
 /// Name under which the proposed rows are registered for the DO UPDATE query. The
 /// statement refers to them by the alias `excluded`.

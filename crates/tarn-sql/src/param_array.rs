@@ -162,7 +162,10 @@ pub(crate) fn bind_large(items: &[Json]) -> Option<ast::Expr> {
     }
     let tag = format!("{}{}", leaf.name(), "[]".repeat(depth));
     let text = serde_json::to_string(items).ok()?;
-    Some(call(FUNCTION, vec![string(tag), string(text)]))
+    Some(crate::ident::call(
+        FUNCTION,
+        vec![string(tag), string(text)],
+    ))
 }
 
 /// The JSON text of a call [`bind_large`] made (for a cast to jsonb, which takes text).
@@ -192,27 +195,6 @@ fn string(s: String) -> ast::Expr {
     ast::Expr::Value(ast::Value::SingleQuotedString(s).with_empty_span())
 }
 
-/// `name(args…)` as a SQL AST call (also the numeric-input guard's).
-pub(crate) fn call(name: &str, args: Vec<ast::Expr>) -> ast::Expr {
-    ast::Expr::Function(ast::Function {
-        name: ast::ObjectName::from(vec![ast::Ident::new(name)]),
-        uses_odbc_syntax: false,
-        parameters: ast::FunctionArguments::None,
-        args: ast::FunctionArguments::List(ast::FunctionArgumentList {
-            duplicate_treatment: None,
-            args: args
-                .into_iter()
-                .map(|a| ast::FunctionArg::Unnamed(ast::FunctionArgExpr::Expr(a)))
-                .collect(),
-            clauses: vec![],
-        }),
-        filter: None,
-        null_treatment: None,
-        over: None,
-        within_group: vec![],
-    })
-}
-
 /// `(leaf, depth)` of a tag such as `float8[][]`, at most as deep as a JSON parameter
 /// may nest (the function can be called by hand: a tag of 100,000 `[]` must not build a
 /// type that deep).
@@ -222,7 +204,7 @@ fn parse_tag(tag: &str) -> Option<(Leaf, usize)> {
     let leaf = [Leaf::Int, Leaf::Float, Leaf::Text, Leaf::Bool]
         .into_iter()
         .find(|l| l.name() == base)?;
-    (1..=crate::params::MAX_JSON_DEPTH)
+    (1..=MAX_JSON_DEPTH)
         .contains(&depth)
         .then_some((leaf, depth))
 }
@@ -372,6 +354,45 @@ impl ScalarUDFImpl for ParamArray {
             _ => Ok(ExprSimplifyResult::Original(args)),
         }
     }
+}
+
+/// Deepest nesting of arrays and objects a JSON parameter may have (serde_json's own
+/// parser stops at 128). Checked iteratively before anything recursive (binding,
+/// encoding, cloning) touches the value, so a hostile value cannot exhaust the stack.
+pub const MAX_JSON_DEPTH: usize = 128;
+
+/// Fails when a parameter nests deeper than [`MAX_JSON_DEPTH`].
+pub fn check_json_depth(params: &[Json]) -> crate::Result<()> {
+    // Only containers are followed: a vector parameter of hundreds of numbers is one
+    // step, not hundreds.
+    let container = |v: &Json| matches!(v, Json::Array(_) | Json::Object(_));
+    let mut stack: Vec<(&Json, usize)> = params
+        .iter()
+        .filter(|p| container(p))
+        .map(|p| (p, 1))
+        .collect();
+    while let Some((v, depth)) = stack.pop() {
+        if depth > MAX_JSON_DEPTH {
+            return Err(crate::Error::BadRequest(format!(
+                "a parameter nests arrays or objects more than {MAX_JSON_DEPTH} levels deep"
+            )));
+        }
+        match v {
+            Json::Array(items) => stack.extend(
+                items
+                    .iter()
+                    .filter(|c| container(c))
+                    .map(|c| (c, depth + 1)),
+            ),
+            Json::Object(map) => stack.extend(
+                map.values()
+                    .filter(|c| container(c))
+                    .map(|c| (c, depth + 1)),
+            ),
+            _ => {}
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -244,7 +244,7 @@ fn array_text(a: &ast::Array) -> Option<String> {
         }
         match e {
             Expr::Array(inner) => out.push_str(&array_text(inner)?),
-            e => match crate::fast::signed_value(e)? {
+            e => match crate::key_predicate::signed_value(e)? {
                 (negative, Value::Number(n, _)) if !n.starts_with('-') => {
                     if negative {
                         out.push('-');
@@ -265,45 +265,6 @@ fn innermost(dt: &ast::DataType) -> &ast::DataType {
         ast::DataType::Array(ArrayElemTypeDef::SquareBracket(inner, _)) => innermost(inner),
         other => other,
     }
-}
-
-/// Deepest nesting of arrays and objects a JSON parameter may have (serde_json's own
-/// parser stops at 128). Checked iteratively before anything recursive (binding,
-/// encoding, cloning) touches the value, so a hostile value cannot exhaust the stack.
-pub const MAX_JSON_DEPTH: usize = 128;
-
-/// Fails when a parameter nests deeper than [`MAX_JSON_DEPTH`].
-pub fn check_json_depth(params: &[Json]) -> Result<()> {
-    // Only containers are followed: a vector parameter of hundreds of numbers is one
-    // step, not hundreds.
-    let container = |v: &Json| matches!(v, Json::Array(_) | Json::Object(_));
-    let mut stack: Vec<(&Json, usize)> = params
-        .iter()
-        .filter(|p| container(p))
-        .map(|p| (p, 1))
-        .collect();
-    while let Some((v, depth)) = stack.pop() {
-        if depth > MAX_JSON_DEPTH {
-            return Err(crate::Error::BadRequest(format!(
-                "a parameter nests arrays or objects more than {MAX_JSON_DEPTH} levels deep"
-            )));
-        }
-        match v {
-            Json::Array(items) => stack.extend(
-                items
-                    .iter()
-                    .filter(|c| container(c))
-                    .map(|c| (c, depth + 1)),
-            ),
-            Json::Object(map) => stack.extend(
-                map.values()
-                    .filter(|c| container(c))
-                    .map(|c| (c, depth + 1)),
-            ),
-            _ => {}
-        }
-    }
-    Ok(())
 }
 
 fn lit(v: Value) -> Expr {
@@ -391,6 +352,7 @@ fn array_text_to_expr(a: &ArrayText, numeric: bool, text: &str) -> Result<Expr> 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::param_array::{MAX_JSON_DEPTH, check_json_depth};
 
     /// `depth` arrays (or objects) nested around a number.
     fn nested(depth: usize, object: bool) -> Json {

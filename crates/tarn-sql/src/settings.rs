@@ -15,8 +15,8 @@ use datafusion::sql::sqlparser::ast::{
     ContextModifier, Expr, Ident, ObjectName, Reset, ResetStatement, Set, Statement, Value,
 };
 
-use crate::engine::StatementResult;
 use crate::error::{Result, bad};
+use crate::result::StatementResult;
 
 /// The setting `SET engine.ef_search = n` changes.
 pub const EF_SEARCH: &str = "engine.ef_search";
