@@ -8,66 +8,31 @@
 //! CREATE/DROP INDEX and INSERT/UPDATE/DELETE are executed by Tarn, which plans only their read side with
 //! DataFusion. Every statement (or batch) writes through one transaction that is logged
 //! as one WAL record.
+//!
+//! The crate is in folders by role, each importing only from those below it (and no
+//! file importing one that imports it back): `router` (the [`SqlEngine`]) → `fast_path`
+//! → `statement` → `rewrite` → `datafusion_ext` (`session` → `plan` → `provider` →
+//! `functions` → `context`) → `value` → `ast` → `error`. ARCHITECTURE.md maps each
+//! concept to its file.
 
-mod array_in;
-mod array_text;
-mod bulk;
-mod clock;
-mod coerce;
-mod ddl;
-mod decorrelate;
-mod depth;
-mod dialect;
-mod dispatch;
-mod dml;
-mod encode;
-mod engine;
+mod ast;
+mod datafusion_ext;
 mod error;
-mod expansion;
-mod fast;
-mod fast_search;
-mod functions;
-mod guard;
-mod held;
-mod hybrid;
-mod ident;
-mod index_ddl;
-mod jsonb;
-mod key_predicate;
-mod names;
-mod numeric_input;
-mod on_conflict;
-mod order_fix;
-mod output_limits;
-mod overflow;
-mod param_array;
-mod params;
-mod provider;
-mod read_view;
-mod recursive;
-mod result;
-mod score_order_rule;
-mod search_exec;
-mod search_rule;
-mod settings;
-mod shared;
-mod similarity;
-mod similarity_planner;
-mod text_search;
-mod txn;
-mod types;
-mod values;
-mod values_subquery;
+mod fast_path;
+mod rewrite;
+mod router;
+mod statement;
+mod value;
 
-pub use ddl::{check_column_name, check_table_name};
-pub use dialect::EngineDialect;
-pub use encode::{encode_rows, encode_value, json_size};
-pub use engine::SqlEngine;
+pub use ast::dialect::EngineDialect;
+pub use ast::types::{arrow_type, is_json_field};
+pub use datafusion_ext::provider::{EngineTable, table_schema};
 pub use error::{Error, Result};
-pub use provider::{EngineTable, table_schema};
-pub use result::{BatchTotals, StatementResult};
-pub use settings::{EF_SEARCH, Settings};
-pub use shared::{Limits, Locks};
+pub use router::SqlEngine;
+pub use statement::ddl::{check_column_name, check_table_name};
+pub use statement::result::{BatchTotals, StatementResult};
+pub use statement::settings::{EF_SEARCH, Settings};
+pub use statement::shared::{Limits, Locks};
+pub use statement::txn::batch_bytes;
 pub use tarn_alloc::StatementAllocator;
-pub use txn::batch_bytes;
-pub use types::{arrow_type, is_json_field};
+pub use value::encode::{encode_rows, encode_value, json_size};

@@ -1,0 +1,493 @@
+//! Large values made by sized calls and aggregates, held in the statements' memory
+//! pool for as long as they live. A sized call checks its own batch; plan nodes that
+//! run at once (the branches of a UNION ALL, the partitions of an aggregate) each
+//! passed their own checks and together took 6 GB. Charged to the pool, they meet
+//! the same `query_memory` as sorts, joins and aggregates' own state.
+
+use std::sync::Arc;
+
+use datafusion::arrow::array::{ArrayData, ArrayRef, make_array};
+use datafusion::arrow::buffer::Buffer;
+use datafusion::common::Result;
+use datafusion::execution::memory_pool::{MemoryConsumer, MemoryPool, MemoryReservation};
+
+/// Below this, a value is not worth a reservation (registering one takes a lock).
+pub(crate) const SMALLEST_HELD: u64 = 1 << 20;
+
+/// The engine's memory pool, shared by the functions that charge it. Two are equal
+/// when they are the same pool (a function's identity must not change with it).
+#[derive(Clone, Debug)]
+pub(crate) struct SharedPool(pub(crate) Arc<dyn MemoryPool>);
+
+impl PartialEq for SharedPool {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl Eq for SharedPool {}
+
+impl std::hash::Hash for SharedPool {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        (Arc::as_ptr(&self.0) as *const () as usize).hash(state);
+    }
+}
+
+impl SharedPool {
+    /// A reservation of `bytes` for `what`, or the pool's "resources exhausted"
+    /// error (a 400 naming `query_memory`).
+    pub(crate) fn reserve(&self, what: &str, bytes: u64) -> Result<MemoryReservation> {
+        let reservation = MemoryConsumer::new(what).register(&self.0);
+        reservation.try_grow(usize::try_from(bytes).unwrap_or(usize::MAX))?;
+        Ok(reservation)
+    }
+
+    /// A reservation for `what` grown or shrunk to `bytes`, made when first needed
+    /// (at [`SMALLEST_HELD`]).
+    pub(crate) fn resize(
+        &self,
+        held: &mut Option<MemoryReservation>,
+        what: &str,
+        bytes: u64,
+    ) -> Result<()> {
+        let bytes = usize::try_from(bytes).unwrap_or(usize::MAX);
+        match held {
+            Some(r) => r.try_resize(bytes)?,
+            None if bytes as u64 >= SMALLEST_HELD => {
+                *held = Some(self.reserve(what, bytes as u64)?);
+            }
+            None => {}
+        }
+        Ok(())
+    }
+}
+
+/// A buffer of `array` with the reservation that pays for it. The reservation is
+/// shared by all the array's buffers and freed with the last of them.
+struct Owned {
+    buffer: Buffer,
+    _held: Arc<MemoryReservation>,
+}
+
+/// Where the memory of every held buffer starts, and by how many owners: a batch
+/// passed on unchanged (or sliced) by the next plan node is not held twice, and memory
+/// held twice anyway (a call that returns its input) stays known as held until its last
+/// owner goes.
+static HELD: std::sync::LazyLock<parking_lot::Mutex<std::collections::HashMap<usize, usize>>> =
+    std::sync::LazyLock::new(Default::default);
+
+fn is_held(buffer: &Buffer) -> bool {
+    HELD.lock()
+        .contains_key(&(buffer.data_ptr().as_ptr() as usize))
+}
+
+impl Drop for Owned {
+    fn drop(&mut self) {
+        let key = self.buffer.as_ptr() as usize;
+        let mut held = HELD.lock();
+        if let Some(n) = held.get_mut(&key) {
+            *n -= 1;
+            if *n == 0 {
+                held.remove(&key);
+            }
+        }
+    }
+}
+
+impl AsRef<[u8]> for Owned {
+    fn as_ref(&self) -> &[u8] {
+        self.buffer.as_slice()
+    }
+}
+
+/// `array`, its memory held in `reservation` until the last of its buffers is dropped
+/// (however far downstream that is). No copy: each buffer is the same memory with the
+/// reservation as its owner.
+pub(crate) fn hold(array: ArrayRef, reservation: MemoryReservation) -> Result<ArrayRef> {
+    let held = Arc::new(reservation);
+    let data = with_owner(array.to_data(), &held)?;
+    Ok(make_array(data))
+}
+
+fn with_owner(data: ArrayData, held: &Arc<MemoryReservation>) -> Result<ArrayData> {
+    let buffers = data
+        .buffers()
+        .iter()
+        .map(|b| {
+            *HELD.lock().entry(b.as_ptr() as usize).or_default() += 1;
+            Buffer::from(bytes::Bytes::from_owner(Owned {
+                buffer: b.clone(),
+                _held: held.clone(),
+            }))
+        })
+        .collect();
+    let children = data
+        .child_data()
+        .iter()
+        .map(|c| with_owner(c.clone(), held))
+        .collect::<Result<Vec<_>>>()?;
+    Ok(data
+        .into_builder()
+        .buffers(buffers)
+        .child_data(children)
+        .build()?)
+}
+
+/// Batches below this are not held by [`HoldExec`]…
+const SMALLEST_HELD_BATCH: usize = 1 << 20;
+/// …nor batches of narrower rows: a batch is at most 8,192 rows, and DataFusion's
+/// operators gather rows into batches of that many whatever their size. Rows of 1 MB
+/// made 8 GB batches where a cross join repeated them and a filter gathered them
+/// (`string_agg(DISTINCT …)` over 100 × 40 such rows passed 6 GB).
+const WIDEST_UNHELD_ROW: usize = 16 << 10;
+
+/// `plan` with the output of each of its nodes held in the pool while it lives, where
+/// its rows are wide (see [`HoldExec`]). Not under EXPLAIN ANALYZE, which shows the
+/// plan it runs.
+pub(crate) fn hold_wide_rows(
+    plan: Arc<dyn datafusion::physical_plan::ExecutionPlan>,
+    statement: u64,
+) -> Result<Arc<dyn datafusion::physical_plan::ExecutionPlan>> {
+    use datafusion::common::tree_node::{Transformed, TreeNode};
+    if plan
+        .downcast_ref::<datafusion::physical_plan::analyze::AnalyzeExec>()
+        .is_some()
+    {
+        return Ok(plan);
+    }
+    plan.transform_up(|node| {
+        Ok(Transformed::yes(Arc::new(HoldExec {
+            input: node,
+            statement,
+        })
+            as Arc<dyn datafusion::physical_plan::ExecutionPlan>))
+    })
+    .map(|t| t.data)
+}
+
+/// Passes its input's batches on, each one of wide rows held in the statement's pool
+/// (without a copy) until it is dropped: batches DataFusion's operators make and keep
+/// outside any reservation (a cross join's repeated rows, a filter's or a
+/// repartition's gathered batches, the rows waiting in a channel) then meet
+/// `query_memory`, a 400 past it. Narrow rows pass as they are: operators that keep
+/// batches (sorts, joins, aggregates) count them themselves, and wide rows are counted
+/// twice there, which only makes such a sort spill sooner.
+///
+/// Each poll of its input counts as work of `statement` (see [`tarn_alloc`]), and a
+/// statement past its backstop ends at the next batch one of its nodes passes on.
+#[derive(Debug)]
+pub(crate) struct HoldExec {
+    input: Arc<dyn datafusion::physical_plan::ExecutionPlan>,
+    statement: u64,
+}
+
+impl datafusion::physical_plan::DisplayAs for HoldExec {
+    fn fmt_as(
+        &self,
+        _t: datafusion::physical_plan::DisplayFormatType,
+        f: &mut std::fmt::Formatter,
+    ) -> std::fmt::Result {
+        write!(f, "HoldExec")
+    }
+}
+
+impl datafusion::physical_plan::ExecutionPlan for HoldExec {
+    fn name(&self) -> &str {
+        "HoldExec"
+    }
+
+    fn apply_expressions(
+        &self,
+        _f: &mut dyn FnMut(
+            &Arc<dyn datafusion::physical_plan::PhysicalExpr>,
+        ) -> Result<datafusion::common::tree_node::TreeNodeRecursion>,
+    ) -> Result<datafusion::common::tree_node::TreeNodeRecursion> {
+        Ok(datafusion::common::tree_node::TreeNodeRecursion::Continue)
+    }
+
+    fn properties(&self) -> &Arc<datafusion::physical_plan::PlanProperties> {
+        self.input.properties()
+    }
+
+    fn children(&self) -> Vec<&Arc<dyn datafusion::physical_plan::ExecutionPlan>> {
+        vec![&self.input]
+    }
+
+    fn maintains_input_order(&self) -> Vec<bool> {
+        vec![true]
+    }
+
+    fn with_new_children(
+        self: Arc<Self>,
+        mut children: Vec<Arc<dyn datafusion::physical_plan::ExecutionPlan>>,
+    ) -> Result<Arc<dyn datafusion::physical_plan::ExecutionPlan>> {
+        match (children.pop(), children.is_empty()) {
+            (Some(input), true) => Ok(Arc::new(HoldExec {
+                input,
+                statement: self.statement,
+            })),
+            _ => datafusion::common::internal_err!("HoldExec has one child"),
+        }
+    }
+
+    fn execute(
+        &self,
+        partition: usize,
+        context: Arc<datafusion::execution::TaskContext>,
+    ) -> Result<datafusion::execution::SendableRecordBatchStream> {
+        let pool = SharedPool(context.memory_pool().clone());
+        let statement = self.statement;
+        let input = {
+            let _entered = tarn_alloc::enter(statement);
+            self.input.execute(partition, context)?
+        };
+        let schema = input.schema();
+        Ok(Box::pin(
+            datafusion::physical_plan::stream::RecordBatchStreamAdapter::new(
+                schema,
+                HeldStream {
+                    input,
+                    pool,
+                    statement,
+                },
+            ),
+        ))
+    }
+}
+
+/// The stream of a [`HoldExec`].
+struct HeldStream {
+    input: datafusion::execution::SendableRecordBatchStream,
+    pool: SharedPool,
+    statement: u64,
+}
+
+impl futures::Stream for HeldStream {
+    type Item = Result<datafusion::arrow::array::RecordBatch>;
+
+    fn poll_next(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Self::Item>> {
+        use std::task::Poll;
+        let this = self.get_mut();
+        // Left set after the poll (see `tarn_alloc::set_current`): the task polling
+        // this stream may be one DataFusion spawned, whose work on the batch goes on.
+        tarn_alloc::set_current(this.statement);
+        let polled = this.input.as_mut().poll_next(cx);
+        if let Some((held, limit)) = tarn_alloc::over(this.statement) {
+            return Poll::Ready(Some(Err(
+                datafusion::error::DataFusionError::ResourcesExhausted(tarn_alloc::over_message(
+                    held, limit,
+                )),
+            )));
+        }
+        match polled {
+            Poll::Ready(Some(Ok(b))) => Poll::Ready(Some(hold_batch(b, &this.pool))),
+            other => other,
+        }
+    }
+}
+
+/// `batch` with its columns held in `pool` when its rows are wide and they are not
+/// held already.
+fn hold_batch(
+    batch: datafusion::arrow::array::RecordBatch,
+    pool: &SharedPool,
+) -> Result<datafusion::arrow::array::RecordBatch> {
+    let bytes = batch.get_array_memory_size();
+    if bytes < SMALLEST_HELD_BATCH || bytes / batch.num_rows().max(1) < WIDEST_UNHELD_ROW {
+        return Ok(batch);
+    }
+    let mut columns = Vec::with_capacity(batch.num_columns());
+    for column in batch.columns() {
+        let size = column.get_array_memory_size();
+        let data = column.to_data();
+        let held = data.buffers().iter().any(is_held)
+            || data
+                .child_data()
+                .iter()
+                .any(|c| c.buffers().iter().any(is_held));
+        if size < SMALLEST_HELD_BATCH || held {
+            columns.push(column.clone());
+        } else {
+            let reservation = pool.reserve("rows of large values", size as u64)?;
+            columns.push(hold(column.clone(), reservation)?);
+        }
+    }
+    Ok(datafusion::arrow::array::RecordBatch::try_new_with_options(
+        batch.schema(),
+        columns,
+        &datafusion::arrow::array::RecordBatchOptions::new().with_row_count(Some(batch.num_rows())),
+    )?)
+}
+
+/// The function a wide constant in a SELECT list is planned as (see [`WideConstants`]).
+pub(crate) const WIDE_CONSTANT: &str = "engine_wide_constant";
+
+/// A constant of at least [`SMALLEST_HELD`] bytes in a SELECT list, repeated over the
+/// rows of each batch only after the copies are sized and held: DataFusion's projection
+/// repeats a folded constant (a 60 MB `repeat('x', 60000000)`) into every row of a
+/// batch outside any reservation, 1.8 GB a column for 30 rows (5.4 GB for three such
+/// columns before the batch was held). Volatile, so the optimizer does not fold it back
+/// into the constant.
+#[derive(Debug, PartialEq, Eq, Hash)]
+pub(crate) struct WideConstant {
+    signature: datafusion::logical_expr::Signature,
+    limits: crate::datafusion_ext::context::output_limits::OutputLimits,
+    pool: SharedPool,
+}
+
+impl WideConstant {
+    pub(crate) fn new(
+        limits: crate::datafusion_ext::context::output_limits::OutputLimits,
+        pool: SharedPool,
+    ) -> Self {
+        WideConstant {
+            signature: datafusion::logical_expr::Signature::any(
+                1,
+                datafusion::logical_expr::Volatility::Volatile,
+            ),
+            limits,
+            pool,
+        }
+    }
+}
+
+impl datafusion::logical_expr::ScalarUDFImpl for WideConstant {
+    fn name(&self) -> &str {
+        WIDE_CONSTANT
+    }
+
+    fn signature(&self) -> &datafusion::logical_expr::Signature {
+        &self.signature
+    }
+
+    fn return_type(
+        &self,
+        arg_types: &[datafusion::arrow::datatypes::DataType],
+    ) -> Result<datafusion::arrow::datatypes::DataType> {
+        Ok(arg_types[0].clone())
+    }
+
+    fn return_field_from_args(
+        &self,
+        args: datafusion::logical_expr::ReturnFieldArgs,
+    ) -> Result<datafusion::arrow::datatypes::FieldRef> {
+        Ok(args.arg_fields[0].clone())
+    }
+
+    fn invoke_with_args(
+        &self,
+        args: datafusion::logical_expr::ScalarFunctionArgs,
+    ) -> Result<datafusion::logical_expr::ColumnarValue> {
+        use datafusion::logical_expr::ColumnarValue;
+        let rows = args.number_rows;
+        let value = match &args.args[0] {
+            ColumnarValue::Scalar(v) => v,
+            ColumnarValue::Array(a) => return Ok(ColumnarValue::Array(a.clone())),
+        };
+        let bytes = (value.size() as u64).saturating_mul(rows as u64);
+        self.limits
+            .check_batch("a constant repeated over its rows", bytes, Some(rows))?;
+        let reservation = self
+            .pool
+            .reserve("a constant repeated over its rows", bytes)?;
+        let array = value.to_array_of_size(rows)?;
+        Ok(ColumnarValue::Array(hold(array, reservation)?))
+    }
+}
+
+/// The optimizer rule that plans each wide constant of a SELECT list as
+/// [`WIDE_CONSTANT`] (after the constants are folded: it runs last).
+#[derive(Debug)]
+pub(crate) struct WideConstants;
+
+impl datafusion::optimizer::OptimizerRule for WideConstants {
+    fn name(&self) -> &str {
+        "tarn_wide_constants"
+    }
+
+    fn apply_order(&self) -> Option<datafusion::optimizer::ApplyOrder> {
+        Some(datafusion::optimizer::ApplyOrder::BottomUp)
+    }
+
+    fn supports_rewrite(&self) -> bool {
+        true
+    }
+
+    fn rewrite(
+        &self,
+        plan: datafusion::logical_expr::LogicalPlan,
+        config: &dyn datafusion::optimizer::OptimizerConfig,
+    ) -> Result<datafusion::common::tree_node::Transformed<datafusion::logical_expr::LogicalPlan>>
+    {
+        use datafusion::common::tree_node::Transformed;
+        use datafusion::logical_expr::{Expr, LogicalPlan, Projection};
+        let LogicalPlan::Projection(p) = plan else {
+            return Ok(Transformed::no(plan));
+        };
+        // The expression under its aliases, by reference (a clone would copy the
+        // constant).
+        fn peeled(e: &Expr) -> &Expr {
+            match e {
+                Expr::Alias(a) => peeled(&a.expr),
+                e => e,
+            }
+        }
+        let wide =
+            |e: &Expr| matches!(peeled(e), Expr::Literal(v, _) if v.size() as u64 >= SMALLEST_HELD);
+        let udf = config
+            .function_registry()
+            .and_then(|r| r.udf(WIDE_CONSTANT).ok());
+        let Some(udf) = udf.filter(|_| p.expr.iter().any(wide)) else {
+            return Ok(Transformed::no(LogicalPlan::Projection(p)));
+        };
+        let exprs = p
+            .expr
+            .iter()
+            .zip(p.schema.iter())
+            .map(|(e, (qualifier, field))| {
+                if wide(e) {
+                    Expr::ScalarFunction(datafusion::logical_expr::expr::ScalarFunction::new_udf(
+                        udf.clone(),
+                        vec![peeled(e).clone()],
+                    ))
+                    .alias_qualified(qualifier.cloned(), field.name())
+                } else {
+                    e.clone()
+                }
+            })
+            .collect();
+        Ok(Transformed::yes(LogicalPlan::Projection(
+            Projection::try_new(exprs, p.input)?,
+        )))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use datafusion::arrow::array::{Array, StringArray};
+    use datafusion::execution::memory_pool::GreedyMemoryPool;
+
+    #[test]
+    fn a_held_array_keeps_its_reservation_until_its_last_buffer_goes() {
+        let pool = SharedPool(Arc::new(GreedyMemoryPool::new(10 << 20)));
+        let array: ArrayRef = Arc::new(StringArray::from(vec![Some("abc"), None, Some("de")]));
+        let reservation = pool.reserve("test", 4 << 20).unwrap();
+        let held = hold(array.clone(), reservation).unwrap();
+        assert_eq!(held.as_ref(), array.as_ref());
+        assert_eq!(pool.0.reserved(), 4 << 20);
+        // A slice shares the buffers: still held.
+        let slice = held.slice(1, 2);
+        drop(held);
+        assert_eq!(pool.0.reserved(), 4 << 20);
+        assert_eq!(slice.len(), 2);
+        drop(slice);
+        assert_eq!(pool.0.reserved(), 0);
+        // Past the pool: refused before anything is made.
+        let err = pool.reserve("test", 11 << 20).unwrap_err().to_string();
+        assert!(err.contains("Resources exhausted"), "{err}");
+    }
+}

@@ -1,0 +1,7 @@
+//! What functions and plan nodes read of the statement they run in: its view of the
+//! database (`read_view`), the memory its large values are held in once (`held`), and
+//! the most bytes one call may make (`output_limits`). The bottom of `datafusion_ext`.
+
+pub(crate) mod held;
+pub(crate) mod output_limits;
+pub(crate) mod read_view;

@@ -1,0 +1,560 @@
+//! JSONB operators and functions that `datafusion-functions-json` lacks (see docs/design.md
+//! "SQL"): `@>` (containment), `||` (PostgreSQL's merge; DataFusion would join the
+//! texts), `jsonb_typeof`, `jsonb_array_length`, and `#>` / `#>>` with PostgreSQL text
+//! paths (`'{a,0}'`), which that crate silently answers with NULL.
+
+use std::sync::Arc;
+
+use datafusion::arrow::array::{
+    Array, ArrayRef, AsArray, BooleanBuilder, Int32Builder, StringArray, StringBuilder,
+};
+use datafusion::arrow::datatypes::DataType;
+use datafusion::common::{DFSchema, Result as DfResult, ScalarValue};
+use datafusion::execution::context::SessionState;
+use datafusion::execution::registry::FunctionRegistry;
+use datafusion::logical_expr::planner::{ExprPlanner, PlannerResult, RawBinaryExpr};
+use datafusion::logical_expr::{
+    ColumnarValue, Expr, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature, Volatility,
+};
+use datafusion::sql::sqlparser::ast::BinaryOperator;
+use serde_json::Value;
+
+use crate::ast::array_text::{ArrayText, parse_array_text};
+use crate::error::Result;
+
+/// Registers the JSONB functions and operator planners. Call before
+/// `datafusion_functions_json::register_all` so `#>` with a text path reaches Tarn first.
+pub fn register(state: &mut SessionState) -> Result<()> {
+    for f in [
+        JsonbFn::Contains,
+        JsonbFn::Typeof,
+        JsonbFn::ArrayLength,
+        JsonbFn::Concat,
+    ] {
+        state.register_udf(Arc::new(ScalarUDF::new_from_impl(JsonbUdf::new(f))))?;
+    }
+    state.register_udf(Arc::new(to_jsonb_udf()))?;
+    state.register_expr_planner(Arc::new(JsonbPlanner))?;
+    Ok(())
+}
+
+#[derive(Debug, PartialEq, Eq, Hash, Clone, Copy)]
+enum JsonbFn {
+    /// `?`
+    Exists,
+    Contains,
+    Typeof,
+    ArrayLength,
+    /// `||` with a jsonb side.
+    Concat,
+}
+
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct JsonbUdf {
+    f: JsonbFn,
+    signature: Signature,
+}
+
+impl JsonbUdf {
+    fn new(f: JsonbFn) -> Self {
+        let arity = if matches!(f, JsonbFn::Contains | JsonbFn::Exists | JsonbFn::Concat) {
+            2
+        } else {
+            1
+        };
+        JsonbUdf {
+            f,
+            signature: Signature::any(arity, Volatility::Immutable),
+        }
+    }
+}
+
+/// The JSON values of an argument: JSON text (stored jsonb, literals) or the JSON union
+/// that `->` returns.
+fn json_values(a: &ArrayRef) -> DfResult<Vec<Option<Value>>> {
+    if let DataType::Union(..) = a.data_type() {
+        let field = datafusion::arrow::datatypes::Field::new("v", a.data_type().clone(), true);
+        return (0..a.len())
+            .map(|i| {
+                if a.is_null(i) {
+                    return Ok(None);
+                }
+                crate::value::encode::encode_value(&field, a, i)
+                    .map(Some)
+                    .map_err(|e| datafusion::error::DataFusionError::Execution(e.to_string()))
+            })
+            .collect();
+    }
+    let text = datafusion::arrow::compute::cast(a, &DataType::Utf8)?;
+    let text: &StringArray = text.as_string::<i32>();
+    text.iter().map(|t| t.map(parse).transpose()).collect()
+}
+
+fn parse(s: &str) -> DfResult<Value> {
+    serde_json::from_str(s).map_err(|e| {
+        datafusion::error::DataFusionError::Execution(format!(
+            "invalid input syntax for type json: {e}"
+        ))
+    })
+}
+
+/// PostgreSQL's jsonb containment: objects contain sub-objects, arrays contain every
+/// element of the other array (in any order), scalars equal.
+fn contains(a: &Value, b: &Value) -> bool {
+    match (a, b) {
+        (Value::Object(x), Value::Object(y)) => y
+            .iter()
+            .all(|(k, vb)| x.get(k).is_some_and(|va| contains(va, vb))),
+        (Value::Array(x), Value::Array(y)) => {
+            y.iter().all(|vb| x.iter().any(|va| contains(va, vb)))
+        }
+        (Value::Array(x), scalar) if !scalar.is_object() && !scalar.is_array() => {
+            x.iter().any(|va| va == scalar)
+        }
+        (x, y) => x == y,
+    }
+}
+
+/// PostgreSQL's jsonb `||`: two objects merge (the right one's keys win), arrays
+/// concatenate, and anything else joins as the elements of an array.
+fn concat(a: Value, b: Value) -> Value {
+    match (a, b) {
+        (Value::Object(mut x), Value::Object(y)) => {
+            x.extend(y);
+            Value::Object(x)
+        }
+        (Value::Array(mut x), Value::Array(y)) => {
+            x.extend(y);
+            Value::Array(x)
+        }
+        (Value::Array(mut x), y) => {
+            x.push(y);
+            Value::Array(x)
+        }
+        (x, Value::Array(mut y)) => {
+            y.insert(0, x);
+            Value::Array(y)
+        }
+        (x, y) => Value::Array(vec![x, y]),
+    }
+}
+
+/// `a || b` of jsonb, a row at a time: each row's values are parsed, joined and written
+/// before the next row is read (parsing a batch of large documents first held them all
+/// as `serde_json` values, several times their text: 500 rows of 600 KB took 6 GB).
+fn concat_rows(args: &ScalarFunctionArgs) -> DfResult<ColumnarValue> {
+    let n = args.number_rows;
+    let [left, right] = args.args.as_slice() else {
+        return Err(datafusion::error::DataFusionError::Execution(
+            "jsonb || takes two values".into(),
+        ));
+    };
+    // A constant side is parsed once; a column's row when it is reached.
+    enum Side {
+        Constant(Option<Value>),
+        Rows(ArrayRef),
+    }
+    let side = |v: &ColumnarValue| -> DfResult<Side> {
+        Ok(match v {
+            ColumnarValue::Scalar(s) => {
+                Side::Constant(json_values(&s.to_array_of_size(1)?)?.pop().flatten())
+            }
+            ColumnarValue::Array(a) => Side::Rows(match a.data_type() {
+                DataType::Union(..) => a.clone(),
+                _ => datafusion::arrow::compute::cast(a, &DataType::Utf8)?,
+            }),
+        })
+    };
+    let at = |side: &Side, i: usize| -> DfResult<Option<Value>> {
+        match side {
+            Side::Constant(v) => Ok(v.clone()),
+            Side::Rows(a) if a.is_null(i) => Ok(None),
+            Side::Rows(a) => match a.data_type() {
+                DataType::Union(..) => Ok(json_values(&a.slice(i, 1))?.pop().flatten()),
+                _ => parse(a.as_string::<i32>().value(i)).map(Some),
+            },
+        }
+    };
+    let (l, r) = (side(left)?, side(right)?);
+    let mut b = StringBuilder::with_capacity(n, 0);
+    let mut canonical = tarn_ingest::JsonbText::new();
+    for i in 0..n {
+        let (Some(x), Some(y)) = (at(&l, i)?, at(&r, i)?) else {
+            b.append_null();
+            continue;
+        };
+        let joined = serde_json::to_string(&concat(x, y))
+            .map_err(|e| datafusion::error::DataFusionError::Execution(e.to_string()))?;
+        let stored = canonical.canonical(&joined).map_err(|e| {
+            datafusion::error::DataFusionError::Execution(format!(
+                "invalid input syntax for type json: {e}"
+            ))
+        })?;
+        b.append_value(stored);
+    }
+    let out: ArrayRef = Arc::new(b.finish());
+    if matches!(
+        (left, right),
+        (ColumnarValue::Scalar(_), ColumnarValue::Scalar(_))
+    ) {
+        return Ok(ColumnarValue::Scalar(ScalarValue::try_from_array(&out, 0)?));
+    }
+    Ok(ColumnarValue::Array(out))
+}
+
+impl ScalarUDFImpl for JsonbUdf {
+    fn name(&self) -> &str {
+        match self.f {
+            JsonbFn::Contains => "jsonb_contains",
+            JsonbFn::Exists => "jsonb_exists",
+            JsonbFn::Typeof => "jsonb_typeof",
+            JsonbFn::ArrayLength => "jsonb_array_length",
+            JsonbFn::Concat => "jsonb_concat",
+        }
+    }
+
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    fn return_type(&self, _arg_types: &[DataType]) -> DfResult<DataType> {
+        Ok(match self.f {
+            JsonbFn::Contains | JsonbFn::Exists => DataType::Boolean,
+            JsonbFn::Typeof | JsonbFn::Concat => DataType::Utf8,
+            JsonbFn::ArrayLength => DataType::Int32,
+        })
+    }
+
+    fn return_field_from_args(
+        &self,
+        args: datafusion::logical_expr::ReturnFieldArgs,
+    ) -> DfResult<datafusion::arrow::datatypes::FieldRef> {
+        let types: Vec<DataType> = args
+            .arg_fields
+            .iter()
+            .map(|f| f.data_type().clone())
+            .collect();
+        let field =
+            datafusion::arrow::datatypes::Field::new(self.name(), self.return_type(&types)?, true);
+        // `||` of jsonb is jsonb.
+        Ok(Arc::new(if self.f == JsonbFn::Concat {
+            field.with_metadata(crate::ast::types::json_metadata())
+        } else {
+            field
+        }))
+    }
+
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> DfResult<ColumnarValue> {
+        if self.f == JsonbFn::Concat {
+            return concat_rows(&args);
+        }
+        let arrays = ColumnarValue::values_to_arrays(&args.args)?;
+        let first = json_values(&arrays[0])?;
+        let n = args.number_rows;
+        let out: ArrayRef = match self.f {
+            JsonbFn::Contains => {
+                let second = json_values(&arrays[1])?;
+                let mut b = BooleanBuilder::with_capacity(n);
+                for (x, y) in first.iter().zip(&second) {
+                    match (x, y) {
+                        (Some(x), Some(y)) => b.append_value(contains(x, y)),
+                        _ => b.append_null(),
+                    }
+                }
+                Arc::new(b.finish())
+            }
+            JsonbFn::Exists => {
+                let keys = datafusion::arrow::compute::cast(&arrays[1], &DataType::Utf8)?;
+                let keys = keys.as_string::<i32>();
+                let mut b = BooleanBuilder::with_capacity(n);
+                for (i, x) in first.iter().enumerate() {
+                    match (x, keys.is_valid(i)) {
+                        (Some(x), true) => {
+                            let key = keys.value(i);
+                            b.append_value(match x {
+                                Value::Object(o) => o.contains_key(key),
+                                Value::Array(items) => {
+                                    items.iter().any(|v| v.as_str() == Some(key))
+                                }
+                                Value::String(v) => v == key,
+                                _ => false,
+                            });
+                        }
+                        _ => b.append_null(),
+                    }
+                }
+                Arc::new(b.finish())
+            }
+            JsonbFn::Typeof => {
+                let mut b = StringBuilder::with_capacity(n, n * 6);
+                for v in &first {
+                    let Some(v) = v else {
+                        b.append_null();
+                        continue;
+                    };
+                    b.append_value(match v {
+                        Value::Null => "null",
+                        Value::Bool(_) => "boolean",
+                        Value::Number(_) => "number",
+                        Value::String(_) => "string",
+                        Value::Array(_) => "array",
+                        Value::Object(_) => "object",
+                    });
+                }
+                Arc::new(b.finish())
+            }
+            JsonbFn::Concat => unreachable!("answered above"),
+            JsonbFn::ArrayLength => {
+                let mut b = Int32Builder::with_capacity(n);
+                for v in &first {
+                    let Some(v) = v else {
+                        b.append_null();
+                        continue;
+                    };
+                    match v {
+                        Value::Array(items) => b.append_value(items.len() as i32),
+                        Value::Object(_) => {
+                            return Err(datafusion::error::DataFusionError::Execution(
+                                "cannot get array length of a non-array".into(),
+                            ));
+                        }
+                        _ => {
+                            return Err(datafusion::error::DataFusionError::Execution(
+                                "cannot get array length of a scalar".into(),
+                            ));
+                        }
+                    }
+                }
+                Arc::new(b.finish())
+            }
+        };
+        if args
+            .args
+            .iter()
+            .all(|a| matches!(a, ColumnarValue::Scalar(_)))
+        {
+            return Ok(ColumnarValue::Scalar(ScalarValue::try_from_array(&out, 0)?));
+        }
+        Ok(ColumnarValue::Array(out))
+    }
+}
+
+/// Plans `@>` on JSON, and `#>` / `#>>` whose path is PostgreSQL array text.
+#[derive(Debug)]
+struct JsonbPlanner;
+
+impl ExprPlanner for JsonbPlanner {
+    fn plan_binary_op(
+        &self,
+        expr: RawBinaryExpr,
+        schema: &DFSchema,
+    ) -> DfResult<PlannerResult<RawBinaryExpr>> {
+        use datafusion::logical_expr::ExprSchemable;
+        let json = |e: &Expr| {
+            e.to_field(schema)
+                .is_ok_and(|(_, f)| crate::ast::types::is_json_field(&f))
+        };
+        match &expr.op {
+            BinaryOperator::StringConcat if json(&expr.left) || json(&expr.right) => {
+                Ok(PlannerResult::Planned(Expr::ScalarFunction(
+                    datafusion::logical_expr::expr::ScalarFunction::new_udf(
+                        Arc::new(ScalarUDF::new_from_impl(JsonbUdf::new(JsonbFn::Concat))),
+                        vec![expr.left, expr.right],
+                    ),
+                )))
+            }
+            BinaryOperator::AtArrow => Ok(PlannerResult::Planned(Expr::ScalarFunction(
+                datafusion::logical_expr::expr::ScalarFunction::new_udf(
+                    Arc::new(ScalarUDF::new_from_impl(JsonbUdf::new(JsonbFn::Contains))),
+                    vec![expr.left, expr.right],
+                ),
+            ))),
+            BinaryOperator::HashArrow | BinaryOperator::HashLongArrow => {
+                let Expr::Literal(ScalarValue::Utf8(Some(path)), _) = &expr.right else {
+                    return Ok(PlannerResult::Original(expr));
+                };
+                let Ok(ArrayText::List(items)) = parse_array_text(path) else {
+                    return Ok(PlannerResult::Original(expr));
+                };
+                let mut args = vec![expr.left.clone()];
+                for item in items {
+                    let ArrayText::Item(Some(key)) = item else {
+                        return Ok(PlannerResult::Original(expr));
+                    };
+                    args.push(match key.parse::<i64>() {
+                        Ok(i) => Expr::Literal(ScalarValue::Int64(Some(i)), None),
+                        Err(_) => Expr::Literal(ScalarValue::Utf8(Some(key)), None),
+                    });
+                }
+                let name = if expr.op == BinaryOperator::HashArrow {
+                    "json_get_json"
+                } else {
+                    "json_as_text"
+                };
+                Ok(PlannerResult::Planned(Expr::ScalarFunction(
+                    datafusion::logical_expr::expr::ScalarFunction::new_udf(json_udf(name)?, args),
+                )))
+            }
+            // `j ? key`: PostgreSQL's (a key of an object, a string element of an array,
+            // the string itself; NULL when either side is), which the JSON crate's
+            // `json_contains` answers only for object keys.
+            BinaryOperator::Question => Ok(PlannerResult::Planned(Expr::ScalarFunction(
+                datafusion::logical_expr::expr::ScalarFunction::new_udf(
+                    Arc::new(ScalarUDF::new_from_impl(JsonbUdf::new(JsonbFn::Exists))),
+                    vec![
+                        expr.left,
+                        datafusion::logical_expr::cast(expr.right, DataType::Utf8),
+                    ],
+                ),
+            ))),
+            _ => Ok(PlannerResult::Original(expr)),
+        }
+    }
+}
+
+fn json_udf(name: &str) -> DfResult<Arc<ScalarUDF>> {
+    use datafusion_functions_json::udfs;
+    Ok(if name == "json_get_json" {
+        udfs::json_get_json_udf()
+    } else {
+        udfs::json_as_text_udf()
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn concatenation_follows_postgres() {
+        assert_eq!(
+            concat(json!({"a": 1, "b": 2}), json!({"b": 3, "c": 4})),
+            json!({"a": 1, "b": 3, "c": 4})
+        );
+        assert_eq!(concat(json!([1, 2]), json!([3])), json!([1, 2, 3]));
+        assert_eq!(concat(json!([1]), json!({"a": 1})), json!([1, {"a": 1}]));
+        assert_eq!(concat(json!("x"), json!([1])), json!(["x", 1]));
+        assert_eq!(concat(json!({"a": 1}), json!(2)), json!([{"a": 1}, 2]));
+        assert_eq!(concat(json!(1), json!(null)), json!([1, null]));
+    }
+
+    #[test]
+    fn containment_follows_postgres() {
+        assert!(contains(&json!({"a": 1, "b": [1, 2]}), &json!({"b": [2]})));
+        assert!(!contains(&json!({"a": 1}), &json!({"a": 2})));
+        assert!(contains(&json!([1, 2, 3]), &json!([3, 1])));
+        assert!(contains(&json!([1, 2]), &json!(1)));
+        assert!(!contains(&json!({"a": {"b": 1}}), &json!({"b": 1})));
+    }
+}
+
+/// Name of the function `::jsonb` and `::json` casts become (see [`rewrite_casts`]).
+pub const TO_JSONB: &str = "tarn_to_jsonb";
+
+/// `x::jsonb`, `CAST(x AS JSON)` and `JSONB '…'` as calls of [`TO_JSONB`]: DataFusion has
+/// no JSON type ("Unsupported SQL type JSONB"), and the value must come out as a JSON
+/// value, stored text validated and canonical as a jsonb column's.
+pub fn rewrite_casts(stmt: &mut datafusion::sql::sqlparser::ast::Statement) {
+    use datafusion::sql::sqlparser::ast::{
+        self as ast, DataType as T, FunctionArg, FunctionArgExpr, FunctionArgumentList,
+        FunctionArguments, Ident, ObjectName,
+    };
+    fn call(arg: ast::Expr) -> ast::Expr {
+        ast::Expr::Function(ast::Function {
+            name: ObjectName::from(vec![Ident::new(TO_JSONB)]),
+            uses_odbc_syntax: false,
+            parameters: FunctionArguments::None,
+            args: FunctionArguments::List(FunctionArgumentList {
+                duplicate_treatment: None,
+                args: vec![FunctionArg::Unnamed(FunctionArgExpr::Expr(arg))],
+                clauses: vec![],
+            }),
+            filter: None,
+            null_treatment: None,
+            over: None,
+            within_group: vec![],
+        })
+    }
+    let _ = ast::visit_expressions_mut(stmt, |e| {
+        match e {
+            ast::Expr::Cast {
+                expr,
+                data_type: T::JSON | T::JSONB,
+                ..
+            } => {
+                let inner = std::mem::replace(expr.as_mut(), ast::Expr::value(ast::Value::Null));
+                *e = call(inner);
+            }
+            ast::Expr::TypedString(ts) if matches!(ts.data_type, T::JSON | T::JSONB) => {
+                let v = ast::Expr::Value(ts.value.clone());
+                *e = call(v);
+            }
+            _ => {}
+        }
+        std::ops::ControlFlow::<()>::Continue(())
+    });
+}
+
+/// [`TO_JSONB`]: text to a jsonb value.
+pub fn to_jsonb_udf() -> ScalarUDF {
+    ScalarUDF::new_from_impl(ToJsonb {
+        signature: Signature::any(1, Volatility::Immutable),
+    })
+}
+
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct ToJsonb {
+    signature: Signature,
+}
+
+impl ScalarUDFImpl for ToJsonb {
+    fn name(&self) -> &str {
+        TO_JSONB
+    }
+
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    fn return_type(&self, _args: &[DataType]) -> DfResult<DataType> {
+        Ok(DataType::Utf8)
+    }
+
+    fn return_field_from_args(
+        &self,
+        _args: datafusion::logical_expr::ReturnFieldArgs,
+    ) -> DfResult<datafusion::arrow::datatypes::FieldRef> {
+        Ok(Arc::new(
+            datafusion::arrow::datatypes::Field::new(TO_JSONB, DataType::Utf8, true)
+                .with_metadata(crate::ast::types::json_metadata()),
+        ))
+    }
+
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> DfResult<ColumnarValue> {
+        let scalar = matches!(args.args[0], ColumnarValue::Scalar(_));
+        let arrays = ColumnarValue::values_to_arrays(&args.args)?;
+        let text = datafusion::arrow::compute::cast(&arrays[0], &DataType::Utf8)?;
+        let text = text.as_string::<i32>();
+        let mut out = StringBuilder::with_capacity(text.len(), text.len() * 16);
+        let mut json = tarn_ingest::JsonbText::new();
+        for v in text.iter() {
+            match v {
+                None => out.append_null(),
+                Some(v) => match json.canonical(v) {
+                    Ok(stored) => out.append_value(stored),
+                    Err(e) => {
+                        return Err(datafusion::error::DataFusionError::Execution(format!(
+                            "invalid input syntax for type json: {e}"
+                        )));
+                    }
+                },
+            }
+        }
+        let out: ArrayRef = Arc::new(out.finish());
+        if scalar {
+            return Ok(ColumnarValue::Scalar(ScalarValue::try_from_array(&out, 0)?));
+        }
+        Ok(ColumnarValue::Array(out))
+    }
+}

@@ -1,0 +1,14 @@
+//! Scalar and aggregate functions Tarn adds to DataFusion or wraps, and the expression
+//! planners that turn operators into them.
+
+pub(crate) mod array_in;
+pub(crate) mod bounded;
+pub(crate) mod checked_arithmetic;
+pub(crate) mod clock;
+pub(crate) mod hybrid;
+pub(crate) mod jsonb;
+pub(crate) mod numeric_input;
+pub(crate) mod param_array;
+pub(crate) mod similarity;
+pub(crate) mod similarity_planner;
+pub(crate) mod text_search;

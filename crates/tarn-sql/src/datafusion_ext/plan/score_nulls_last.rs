@@ -1,0 +1,207 @@
+//! `ORDER BY <#> … DESC` puts NULL scores last in every plan (SPEC §5), not only in the
+//! plans the search node takes: a sort key that is a `<#>` score or computed from one
+//! (`(e <#> q) * 2`, `max(e <#> q)`, a window function over scores) — directly, or
+//! through output aliases, subquery aliases, joins, windows, group keys, aggregates and
+//! unions — sorted
+//! descending with the default NULL placement gets `NULLS LAST`. (A window's own
+//! `OVER (ORDER BY …)` keeps PostgreSQL's placement: its key is part of the window
+//! column's name, which the plan above refers to.)
+//!
+//! Before (`ORDER BY s DESC LIMIT 1` under a filter the search node cannot take):
+//!
+//! ```text
+//! Sort: s DESC NULLS FIRST, fetch=1
+//!   Projection: t.id, engine_similarity(t.e, [..]) AS s
+//!     Filter: random() < Float64(2)
+//! ```
+//!
+//! After:
+//!
+//! ```text
+//! Sort: s DESC NULLS LAST, fetch=1
+//!   …
+//! ```
+//!
+//! A logical plan cannot tell `DESC` from `DESC NULLS FIRST` (both are
+//! `nulls_first = true`), so the statement's text decides: a statement that writes
+//! `NULLS FIRST` on a descending key anywhere keeps PostgreSQL's placement in all its
+//! sorts (see [`writes_desc_nulls_first`]), and the search node, which always ranks
+//! NULLs last, declines its keys.
+
+use datafusion::common::Column;
+use datafusion::common::config::ConfigOptions;
+use datafusion::common::tree_node::Transformed;
+use datafusion::logical_expr::expr::Sort as SortExpr;
+use datafusion::logical_expr::{Distinct, Expr, LogicalPlan};
+use datafusion::optimizer::AnalyzerRule;
+use datafusion::sql::sqlparser::ast::{self, Visit, Visitor};
+use std::ops::ControlFlow;
+
+use crate::datafusion_ext::context::read_view::STATEMENT_VIEW;
+use crate::datafusion_ext::functions::similarity;
+
+/// Gives descending `<#>` sort keys `NULLS LAST` (see the module docs).
+#[derive(Debug, Default)]
+pub struct ScoreNullsLast;
+
+impl AnalyzerRule for ScoreNullsLast {
+    fn name(&self) -> &str {
+        "tarn_score_nulls_last"
+    }
+
+    fn analyze(
+        &self,
+        plan: LogicalPlan,
+        _config: &ConfigOptions,
+    ) -> datafusion::common::Result<LogicalPlan> {
+        if STATEMENT_VIEW
+            .try_with(|v| v.desc_nulls_first_written)
+            .unwrap_or(false)
+        {
+            return Ok(plan);
+        }
+        plan.transform_up_with_subqueries(|p| match p {
+            LogicalPlan::Sort(mut sort) => {
+                let changed = last_for_scores(&mut sort.expr, &sort.input);
+                Ok(Transformed::new_transformed(
+                    LogicalPlan::Sort(sort),
+                    changed,
+                ))
+            }
+            other => Ok(Transformed::no(other)),
+        })
+        .map(|t| t.data)
+    }
+}
+
+/// Sets `NULLS LAST` on the descending, default-placed keys of `keys` that are scores
+/// over `input`; whether any changed.
+fn last_for_scores(keys: &mut [SortExpr], input: &LogicalPlan) -> bool {
+    let mut changed = false;
+    for key in keys {
+        if !key.asc && key.nulls_first && is_score(&key.expr, input) {
+            key.nulls_first = false;
+            changed = true;
+        }
+    }
+    changed
+}
+
+/// Whether `e`, evaluated over `plan`'s output, is computed from a `<#>` score: the
+/// score itself, or any expression, aggregate or window function over one
+/// (`(e <#> q) * 2`, `COALESCE(e <#> q, 0)`, `max(e <#> q)`), or a scalar subquery
+/// whose column is one (`(SELECT e <#> q)`).
+fn is_score(e: &Expr, plan: &LogicalPlan) -> bool {
+    use datafusion::common::tree_node::TreeNode;
+    e.exists(|x| {
+        Ok(match x {
+            Expr::ScalarFunction(f) => f.func.name() == similarity::FUNCTION,
+            Expr::Column(c) => column_is_score(c, plan),
+            // `(SELECT e <#> q)`, `(SELECT max(k.e <#> q) FROM k WHERE …)`: the
+            // subquery's one column, followed into its plan.
+            Expr::ScalarSubquery(sq) => {
+                let inner = sq.subquery.as_ref();
+                inner.schema().fields().len() == 1
+                    && is_score(
+                        &Expr::Column(Column::from(inner.schema().qualified_field(0))),
+                        inner,
+                    )
+            }
+            _ => false,
+        })
+    })
+    .unwrap_or(false)
+}
+
+/// Whether column `c` of `plan`'s output is a `<#>` score: followed down to the
+/// expression that computes it.
+fn column_is_score(c: &Column, plan: &LogicalPlan) -> bool {
+    let Ok(i) = plan.schema().index_of_column(c) else {
+        return false;
+    };
+    let nth = |input: &LogicalPlan, i: usize| -> Option<Expr> {
+        (i < input.schema().fields().len())
+            .then(|| Expr::Column(Column::from(input.schema().qualified_field(i))))
+    };
+    match plan {
+        LogicalPlan::Projection(p) => p.expr.get(i).is_some_and(|e| is_score(e, &p.input)),
+        LogicalPlan::SubqueryAlias(a) => nth(&a.input, i).is_some_and(|e| is_score(&e, &a.input)),
+        // Group keys, then aggregates.
+        LogicalPlan::Aggregate(a) => match a.group_expr.get(i) {
+            Some(e) => !matches!(e, Expr::GroupingSet(_)) && is_score(e, &a.input),
+            None => a
+                .aggr_expr
+                .get(i - a.group_expr.len())
+                .is_some_and(|e| is_score(e, &a.input)),
+        },
+        // The input's columns, then the window functions.
+        LogicalPlan::Window(w) => {
+            let n = w.input.schema().fields().len();
+            if i < n {
+                nth(&w.input, i).is_some_and(|e| is_score(&e, &w.input))
+            } else {
+                w.window_expr
+                    .get(i - n)
+                    .is_some_and(|e| is_score(e, &w.input))
+            }
+        }
+        LogicalPlan::Union(u) => u
+            .inputs
+            .iter()
+            .all(|input| nth(input, i).is_some_and(|e| is_score(&e, input))),
+        LogicalPlan::Distinct(Distinct::On(_)) => false,
+        // By position: the output is the left side's columns then the right's, or one
+        // side's alone (semi, anti and mark joins keep one side; mark adds a flag).
+        LogicalPlan::Join(j) => {
+            use datafusion::logical_expr::JoinType as J;
+            let left = j.left.schema().fields().len();
+            match j.join_type {
+                J::LeftSemi | J::LeftAnti | J::LeftMark => {
+                    nth(&j.left, i).is_some_and(|e| is_score(&e, &j.left))
+                }
+                J::RightSemi | J::RightAnti | J::RightMark => {
+                    nth(&j.right, i).is_some_and(|e| is_score(&e, &j.right))
+                }
+                _ if i < left => nth(&j.left, i).is_some_and(|e| is_score(&e, &j.left)),
+                _ => nth(&j.right, i - left).is_some_and(|e| is_score(&e, &j.right)),
+            }
+        }
+        LogicalPlan::Filter(_)
+        | LogicalPlan::Limit(_)
+        | LogicalPlan::Sort(_)
+        | LogicalPlan::Distinct(_)
+        | LogicalPlan::Repartition(_) => plan
+            .inputs()
+            .first()
+            .is_some_and(|input| nth(input, i).is_some_and(|e| is_score(&e, input))),
+        _ => false,
+    }
+}
+
+/// Whether the statement writes `DESC NULLS FIRST` in a query's ORDER BY, the one
+/// placement the score rule must leave as written.
+pub(crate) fn writes_desc_nulls_first(stmt: &ast::Statement) -> bool {
+    struct Find(bool);
+    fn check(keys: &[ast::OrderByExpr]) -> bool {
+        keys.iter()
+            .any(|k| k.options.asc == Some(false) && k.options.nulls_first == Some(true))
+    }
+    impl Visitor for Find {
+        type Break = ();
+        fn pre_visit_query(&mut self, q: &ast::Query) -> ControlFlow<()> {
+            if let Some(ast::OrderBy {
+                kind: ast::OrderByKind::Expressions(keys),
+                ..
+            }) = &q.order_by
+                && check(keys)
+            {
+                self.0 = true;
+                return ControlFlow::Break(());
+            }
+            ControlFlow::Continue(())
+        }
+    }
+    let mut find = Find(false);
+    let _ = stmt.visit(&mut find);
+    find.0
+}

@@ -1,0 +1,408 @@
+//! PostgreSQL output column names: a column keeps its name, an unaliased function call
+//! is named after the function, any other unaliased expression is `?column?`.
+
+use datafusion::arrow::datatypes::Schema;
+use datafusion::sql::sqlparser::ast::{Expr, Ident, Query, SelectItem, SetExpr};
+
+/// What a query's AST says of its output names, taken before the query is planned
+/// (planning consumes the AST): resolved against the planned schema by
+/// [`OutputNames::resolve`].
+#[derive(Debug)]
+pub enum OutputNames {
+    /// A SELECT list's names, item by item.
+    Items(Vec<ItemName>),
+    /// A VALUES list: `column1`, `column2`, ….
+    Values,
+    /// Whatever the planner named the fields.
+    Planned,
+}
+
+/// One SELECT item's name(s).
+#[derive(Debug)]
+pub enum ItemName {
+    /// An expression's name (its alias, or PostgreSQL's name for it).
+    Name(String),
+    /// Several aliases of one item.
+    Names(Vec<String>),
+    /// `*` or `t.*`: the planner's fields.
+    Wildcard,
+}
+
+impl OutputNames {
+    /// The names of `query`'s output.
+    pub fn of(query: &Query) -> OutputNames {
+        match first_select_items(&query.body) {
+            Some(items) => OutputNames::Items(
+                items
+                    .iter()
+                    .map(|item| match item {
+                        SelectItem::UnnamedExpr(e) => ItemName::Name(expr_name(e)),
+                        SelectItem::ExprWithAlias { alias, .. } => {
+                            ItemName::Name(alias.value.clone())
+                        }
+                        SelectItem::ExprWithAliases { aliases, .. } => {
+                            ItemName::Names(aliases.iter().map(|a| a.value.clone()).collect())
+                        }
+                        SelectItem::Wildcard(_) | SelectItem::QualifiedWildcard(..) => {
+                            ItemName::Wildcard
+                        }
+                    })
+                    .collect(),
+            ),
+            None if matches!(query.body.as_ref(), SetExpr::Values(_)) => OutputNames::Values,
+            None => OutputNames::Planned,
+        }
+    }
+
+    /// Output names for the planned `schema`. Falls back to the planned field names
+    /// where the AST cannot say (several wildcards mixed with expressions).
+    pub fn resolve(self, schema: &Schema) -> Vec<String> {
+        let fallback: Vec<String> = schema
+            .fields()
+            .iter()
+            .map(|f| planned_name(visible_name(f.name())))
+            .collect();
+        match self {
+            OutputNames::Items(items) => item_names(items, fallback),
+            OutputNames::Values => (1..=fallback.len()).map(|i| format!("column{i}")).collect(),
+            OutputNames::Planned => fallback,
+        }
+    }
+}
+
+/// A planned field's name as a column's: the column of `unnest(…)` in FROM is
+/// `unnest`, as in PostgreSQL (DataFusion names it after its whole plan text,
+/// `UNNEST(make_array(Int64(1),Int64(2)))`).
+fn planned_name(name: &str) -> String {
+    if name
+        .get(..7)
+        .is_some_and(|p| p.eq_ignore_ascii_case("unnest("))
+        && name.ends_with(')')
+    {
+        "unnest".into()
+    } else {
+        name.to_string()
+    }
+}
+
+fn item_names(items: Vec<ItemName>, fallback: Vec<String>) -> Vec<String> {
+    let wildcards = items
+        .iter()
+        .filter(|i| matches!(i, ItemName::Wildcard))
+        .count();
+    let explicit = items.len() - wildcards;
+    if wildcards > 1 && explicit > 0 {
+        return fallback;
+    }
+    let expanded = fallback.len().saturating_sub(explicit);
+    let mut out = Vec::with_capacity(fallback.len());
+    for item in items {
+        match item {
+            ItemName::Name(n) => out.push(n),
+            ItemName::Names(ns) => out.extend(ns),
+            ItemName::Wildcard => {
+                let start = out.len();
+                let take = if wildcards == 1 {
+                    expanded
+                } else {
+                    fallback.len() - start
+                };
+                out.extend(fallback.iter().skip(start).take(take).cloned());
+                if wildcards > 1 {
+                    return fallback;
+                }
+            }
+        }
+    }
+    if out.len() == fallback.len() {
+        out
+    } else {
+        // An item made several columns (`unnest` of a record): DataFusion names each
+        // `<expression>.<field>`; the field's name is the column's, as DuckDB names them.
+        fallback.into_iter().map(field_of).collect()
+    }
+}
+
+/// The field's name of DataFusion's `<expression>.<field>` (a `.` outside parentheses
+/// and quotes, after the expression's closing parenthesis or a qualified name); any
+/// other name as it is.
+fn field_of(name: String) -> String {
+    let (mut depth, mut quoted, mut dot) = (0i32, false, None);
+    for (i, c) in name.char_indices() {
+        match c {
+            '"' => quoted = !quoted,
+            '(' if !quoted => depth += 1,
+            ')' if !quoted => depth -= 1,
+            '.' if !quoted && depth == 0 => dot = Some(i),
+            _ => {}
+        }
+    }
+    match dot {
+        Some(i) if i + 1 < name.len() => name[i + 1..].trim_matches('"').to_string(),
+        _ => name,
+    }
+}
+
+fn first_select_items(body: &SetExpr) -> Option<&[SelectItem]> {
+    match body {
+        SetExpr::Select(s) => Some(&s.projection),
+        SetExpr::Query(q) => first_select_items(&q.body),
+        SetExpr::SetOperation { left, .. } => first_select_items(left),
+        _ => None,
+    }
+}
+
+/// PostgreSQL's name for an unaliased expression.
+pub fn expr_name(e: &Expr) -> String {
+    match e {
+        Expr::Identifier(id) => id.value.clone(),
+        Expr::CompoundIdentifier(ids) => ids.last().map(|i| i.value.clone()).unwrap_or_default(),
+        Expr::Function(f) => {
+            let name = f
+                .name
+                .0
+                .last()
+                .and_then(|p| p.as_ident())
+                .map(|i| i.value.to_lowercase());
+            match name.as_deref() {
+                // Wrappers bound in for a cast (array_in.rs, bounded.rs) name
+                // nothing: the cast is named for what it casts, as written.
+                Some(
+                    crate::datafusion_ext::functions::array_in::FUNCTION
+                    | crate::datafusion_ext::functions::numeric_input::NUMERIC_INPUT,
+                ) => match first_arg(f) {
+                    Some(inner) => expr_name(inner),
+                    None => "?column?".into(),
+                },
+                Some(n) => n.to_string(),
+                None => "?column?".into(),
+            }
+        }
+        Expr::Cast {
+            expr, data_type, ..
+        } => match expr.as_ref() {
+            Expr::Identifier(_) | Expr::CompoundIdentifier(_) | Expr::Function(_) => {
+                expr_name(expr)
+            }
+            _ => pg_type_label(&data_type.to_string()),
+        },
+        Expr::Nested(inner) => expr_name(inner),
+        Expr::Case { .. } => "case".into(),
+        Expr::Exists { .. } => "exists".into(),
+        Expr::Array(_) => "array".into(),
+        Expr::Subquery(q) => match first_select_items(&q.body) {
+            Some([SelectItem::UnnamedExpr(e)]) => expr_name(e),
+            Some([SelectItem::ExprWithAlias { alias, .. }]) => alias.value.clone(),
+            _ => "?column?".into(),
+        },
+        _ => "?column?".into(),
+    }
+}
+
+/// A call's first argument, as written.
+fn first_arg(f: &datafusion::sql::sqlparser::ast::Function) -> Option<&Expr> {
+    use datafusion::sql::sqlparser::ast::{FunctionArg, FunctionArgExpr, FunctionArguments};
+    match &f.args {
+        FunctionArguments::List(l) => match l.args.first()? {
+            FunctionArg::Unnamed(FunctionArgExpr::Expr(e)) => Some(e),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+/// PostgreSQL names `'x'::int` after the type (`int4`), as it does for any cast of a
+/// constant.
+fn pg_type_label(written: &str) -> String {
+    match written.to_lowercase().as_str() {
+        "int" | "integer" | "int4" => "int4".into(),
+        "bigint" | "int8" => "int8".into(),
+        "smallint" | "int2" => "int2".into(),
+        "real" | "float4" => "float4".into(),
+        "double precision" | "float8" => "float8".into(),
+        "boolean" | "bool" => "bool".into(),
+        "text" => "text".into(),
+        "jsonb" | "json" => "jsonb".into(),
+        "date" => "date".into(),
+        "timestamptz" | "timestamp with time zone" => "timestamptz".into(),
+        "timestamp" => "timestamp".into(),
+        "uuid" => "uuid".into(),
+        s if s.starts_with("numeric") || s.starts_with("decimal") => "numeric".into(),
+        s if s.starts_with("varchar") || s.starts_with("character varying") => "varchar".into(),
+        s if s.ends_with("[]") => "?column?".into(),
+        _ => "?column?".into(),
+    }
+}
+
+/// Separates a name from the number [`alias_duplicates`] adds to make it unique.
+const UNIQUE_MARK: char = '\u{1}';
+
+/// A planned name as the user gave it (without the number that made it unique).
+fn visible_name(name: &str) -> &str {
+    name.split(UNIQUE_MARK).next().unwrap_or(name)
+}
+
+/// Gives the planner unique names where PostgreSQL allows duplicates: in every SELECT
+/// list of `stmt`, an unaliased scalar subquery is aliased with PostgreSQL's name for it
+/// (so a derived table's `count` column can be referenced by that name) unless another
+/// item already has that name, and an unaliased item that repeats an earlier item's
+/// expression gets an internal name. DataFusion names an unaliased subquery
+/// `(<subquery>)` and refuses two equal names in one projection; the names a query
+/// returns are taken from the AST beforehand ([`OutputNames::of`]), so these aliases
+/// never show.
+///
+/// With `all`, every unaliased item other than a column gets an internal name: the
+/// retry for a statement whose items DataFusion still names alike (`'x'::timestamp` and
+/// `'x'::timestamptz` are both `CAST(Utf8("x") AS Timestamp(ns))`).
+pub fn alias_duplicates(stmt: &mut datafusion::sql::sqlparser::ast::Statement, all: bool) {
+    use datafusion::sql::sqlparser::ast::{VisitMut, VisitorMut};
+    use std::collections::HashSet;
+    use std::ops::ControlFlow;
+
+    struct Aliaser {
+        next: usize,
+        all: bool,
+    }
+
+    impl Aliaser {
+        fn select_list(&mut self, items: &mut [SelectItem]) {
+            // Names items give themselves: a subquery takes PostgreSQL's name for it
+            // only when no item has that name.
+            let claimed: HashSet<String> = items
+                .iter()
+                .filter_map(|i| match i {
+                    SelectItem::ExprWithAlias { alias, .. } => {
+                        Some(crate::ast::ident::normalize(alias))
+                    }
+                    SelectItem::UnnamedExpr(
+                        e @ (Expr::Identifier(_) | Expr::CompoundIdentifier(_)),
+                    ) => Some(expr_name(e).to_lowercase()),
+                    _ => None,
+                })
+                .collect();
+            let mut taken: HashSet<String> = HashSet::new();
+            for item in items.iter_mut() {
+                let e = match item {
+                    SelectItem::ExprWithAlias { alias, .. } => {
+                        if !taken.insert(crate::ast::ident::normalize(alias)) {
+                            *alias = Ident::new(self.internal(&alias.value));
+                        }
+                        continue;
+                    }
+                    SelectItem::UnnamedExpr(e) => e,
+                    _ => continue,
+                };
+                let key = match &*e {
+                    Expr::Identifier(id) => crate::ast::ident::normalize(id),
+                    Expr::CompoundIdentifier(ids) => ids
+                        .last()
+                        .map(crate::ast::ident::normalize)
+                        .unwrap_or_default(),
+                    other => other.to_string(),
+                };
+                let pg = expr_name(e);
+                let alias = if has_subquery(e) {
+                    let lower = pg.to_lowercase();
+                    if pg != "?column?" && !claimed.contains(&lower) && taken.insert(lower) {
+                        pg
+                    } else {
+                        self.internal(&pg)
+                    }
+                } else if !taken.insert(key)
+                    || (self.all && !matches!(e, Expr::Identifier(_) | Expr::CompoundIdentifier(_)))
+                {
+                    self.internal(&pg)
+                } else {
+                    continue;
+                };
+                let expr = std::mem::replace(e, Expr::Value(ast_null()));
+                *item = SelectItem::ExprWithAlias {
+                    expr,
+                    alias: Ident::new(alias),
+                };
+            }
+        }
+
+        /// `name` made unique; the output shows `name` ([`visible_name`]), also
+        /// through a derived table's `SELECT *`.
+        fn internal(&mut self, name: &str) -> String {
+            self.next += 1;
+            format!("{name}{UNIQUE_MARK}{}", self.next)
+        }
+
+        fn body(&mut self, body: &mut SetExpr) {
+            match body {
+                SetExpr::Select(s) => self.select_list(&mut s.projection),
+                SetExpr::SetOperation { left, right, .. } => {
+                    self.body(left);
+                    self.body(right);
+                }
+                _ => {}
+            }
+        }
+    }
+
+    impl VisitorMut for Aliaser {
+        type Break = ();
+        fn pre_visit_query(&mut self, q: &mut Query) -> ControlFlow<()> {
+            self.body(&mut q.body);
+            ControlFlow::Continue(())
+        }
+    }
+
+    /// Whether `e` holds a subquery: DataFusion names every one `(<subquery>)`, so
+    /// two different items can get one name (`x IN (SELECT …)` twice).
+    fn has_subquery(e: &Expr) -> bool {
+        datafusion::sql::sqlparser::ast::visit_expressions(e, |e| {
+            if matches!(
+                e,
+                Expr::Subquery(_) | Expr::Exists { .. } | Expr::InSubquery { .. }
+            ) {
+                ControlFlow::Break(())
+            } else {
+                ControlFlow::Continue(())
+            }
+        })
+        .is_break()
+    }
+
+    fn ast_null() -> datafusion::sql::sqlparser::ast::ValueWithSpan {
+        datafusion::sql::sqlparser::ast::Value::Null.into()
+    }
+
+    let _ = stmt.visit(&mut Aliaser { next: 0, all });
+}
+
+/// Names the column of a set-returning function after its alias, as PostgreSQL does:
+/// `FROM generate_series(1, 3) x` has one column, `x` (DataFusion calls it `value`, so
+/// `SELECT x …` failed with `column "x" does not exist`; found by the `sql_exec` fuzz
+/// target). Only single-column functions, and only an alias without a column list.
+pub fn function_column_aliases(stmt: &mut datafusion::sql::sqlparser::ast::Statement) {
+    use datafusion::sql::sqlparser::ast::{TableAliasColumnDef, TableFactor, VisitMut, VisitorMut};
+    use std::ops::ControlFlow;
+
+    struct Namer;
+
+    impl VisitorMut for Namer {
+        type Break = ();
+        fn pre_visit_table_factor(&mut self, factor: &mut TableFactor) -> ControlFlow<()> {
+            if let TableFactor::Table {
+                name,
+                args: Some(_),
+                alias: Some(alias),
+                ..
+            } = factor
+                && alias.columns.is_empty()
+                && name.0.len() == 1
+                && name.0[0].as_ident().is_some_and(|f| {
+                    ["generate_series", "range"].contains(&f.value.to_ascii_lowercase().as_str())
+                })
+            {
+                alias.columns = vec![TableAliasColumnDef::from_name(alias.name.value.clone())];
+            }
+            ControlFlow::Continue(())
+        }
+    }
+
+    let _ = stmt.visit(&mut Namer);
+}

@@ -1,0 +1,427 @@
+//! Binding `$n` parameters and PostgreSQL array text into the statement's AST.
+//!
+//! Each `$n` becomes the literal its JSON value maps to (SPEC §4.6): a number an int8 or
+//! float8 literal, a string a text literal, an array an `ARRAY[…]`, an object its JSON
+//! text. Binding literals, rather than typed placeholders, lets every statement kind
+//! (Tarn's own DML and DDL as well as DataFusion's SELECT) take parameters the same way,
+//! and gives untyped positions such as `metadata->>$1` a concrete type.
+//!
+//! Casts of text literals to array types (`'{0.1,0.2}'::float4[]`) are rewritten into
+//! `ARRAY[…]` literals, since DataFusion cannot cast text to lists.
+
+use std::ops::ControlFlow;
+
+use datafusion::sql::sqlparser::ast::{
+    self, ArrayElemTypeDef, Expr, Value, VisitMut, visit_expressions_mut,
+};
+use serde_json::Value as Json;
+
+use crate::ast::array_text::{ArrayText, parse_array_text};
+use crate::error::{Error, Result, bad};
+
+/// Whether `sql` may hold anything [`bind`] rewrites: a `$n` placeholder or a cast.
+/// Walking a large statement's AST costs as much as parsing it, so statements without
+/// either skip the walk.
+pub fn needs_binding(sql: &str) -> bool {
+    sql.contains('$') || sql.contains("::") || sql.to_ascii_lowercase().contains("cast")
+}
+
+/// The highest `$n` in `stmt`: how many parameters it takes.
+pub fn required_params(stmt: &ast::Statement) -> usize {
+    let mut max = 0;
+    let _ = datafusion::sql::sqlparser::ast::visit_expressions(stmt, |e| {
+        if let Expr::Value(v) = e
+            && let Value::Placeholder(p) = &v.value
+            && let Some(n) = p.strip_prefix('$').and_then(|n| n.parse::<usize>().ok())
+        {
+            max = max.max(n);
+        }
+        ControlFlow::<()>::Continue(())
+    });
+    max
+}
+
+/// PostgreSQL's error for more parameters than a statement takes (fewer is `there is no
+/// parameter $n`, when the missing one is reached).
+pub fn check_param_count(given: usize, required: usize) -> Result<()> {
+    if given > required {
+        return bad(format!(
+            "bind message supplies {given} parameters, but prepared statement requires {required}"
+        ));
+    }
+    Ok(())
+}
+
+/// Replaces every `$n` in `stmt` (a statement or one expression) with `params[n-1]` and
+/// rewrites array-text casts.
+pub fn bind<V: VisitMut>(stmt: &mut V, params: &[Json]) -> Result<()> {
+    // An array parameter cast to json/jsonb binds as its JSON text, as jsonb takes
+    // text: through `ARRAY[…]` its values would first take one SQL type (`["1"]` came
+    // back `[1]`, `[null]` as `[]`). Before the other bindings, which would make the
+    // placeholder an `ARRAY[…]` first.
+    let _ = visit_expressions_mut(stmt, |expr| {
+        if let Expr::Cast {
+            expr: inner,
+            data_type: ast::DataType::JSON | ast::DataType::JSONB,
+            ..
+        } = expr
+            && let Expr::Value(v) = inner.as_ref()
+            && let Value::Placeholder(p) = &v.value
+            && let Some(value @ Json::Array(_)) = p
+                .strip_prefix('$')
+                .and_then(|n| n.parse::<usize>().ok())
+                .and_then(|n| n.checked_sub(1))
+                .and_then(|i| params.get(i))
+        {
+            **inner = lit(Value::SingleQuotedString(value.to_string()));
+        }
+        ControlFlow::<()>::Continue(())
+    });
+    let mut err: Option<Error> = None;
+    let _ = visit_expressions_mut(stmt, |expr| {
+        match rewrite(expr, params) {
+            Ok(Some(new)) => *expr = new,
+            Ok(None) => {}
+            Err(e) => {
+                err = Some(e);
+                return ControlFlow::Break(());
+            }
+        }
+        ControlFlow::Continue(())
+    });
+    match err {
+        Some(e) => Err(e),
+        None => Ok(()),
+    }
+}
+
+fn rewrite(expr: &Expr, params: &[Json]) -> Result<Option<Expr>> {
+    match expr {
+        // Expressions are visited children first: the query side of `<#>` is bound by
+        // now. A vector of hundreds of literals would cost the planner milliseconds
+        // (one expression per element, coerced and folded one by one); as one array
+        // text literal it is read once, by the similarity planner.
+        Expr::BinaryOp {
+            left,
+            op: ast::BinaryOperator::Custom(op),
+            right,
+        } if op == crate::datafusion_ext::functions::similarity::OPERATOR => {
+            Ok(compact_query(right).map(|r| Expr::BinaryOp {
+                left: left.clone(),
+                op: ast::BinaryOperator::Custom(op.clone()),
+                right: Box::new(r),
+            }))
+        }
+        Expr::Value(v) => match &v.value {
+            Value::Placeholder(p) => {
+                let n: usize = p
+                    .strip_prefix('$')
+                    .and_then(|n| n.parse().ok())
+                    .ok_or_else(|| Error::BadRequest(format!("invalid parameter {p}")))?;
+                match n.checked_sub(1).and_then(|i| params.get(i)) {
+                    Some(value @ Json::Array(items)) => Ok(Some(
+                        crate::datafusion_ext::functions::param_array::bind_large(items)
+                            .unwrap_or_else(|| {
+                                if crate::datafusion_ext::functions::param_array::has_sql_type(
+                                    items,
+                                ) {
+                                    json_to_expr(value)
+                                } else {
+                                    lit(Value::SingleQuotedString(value.to_string()))
+                                }
+                            }),
+                    )),
+                    Some(value) => Ok(Some(json_to_expr(value))),
+                    None => bad(format!("there is no parameter ${n}")),
+                }
+            }
+            _ => Ok(None),
+        },
+        // A large array parameter cast to jsonb: its JSON text, as jsonb takes text.
+        Expr::Cast {
+            kind,
+            expr: inner,
+            data_type: data_type @ (ast::DataType::JSON | ast::DataType::JSONB),
+            array,
+            format,
+        } => Ok(
+            crate::datafusion_ext::functions::param_array::json_text(inner).map(|text| {
+                Expr::Cast {
+                    kind: kind.clone(),
+                    expr: Box::new(lit(Value::SingleQuotedString(text.to_string()))),
+                    data_type: data_type.clone(),
+                    array: *array,
+                    format: format.clone(),
+                }
+            }),
+        ),
+        Expr::Cast {
+            expr: inner,
+            data_type: ast::DataType::Array(ArrayElemTypeDef::SquareBracket(elem, _)),
+            ..
+        } => {
+            let Expr::Value(v) = inner.as_ref() else {
+                // Not a literal: read as array text when it is text (array_in.rs).
+                return Ok(crate::datafusion_ext::functions::array_in::bind(expr));
+            };
+            let Value::SingleQuotedString(text) = &v.value else {
+                return Ok(None);
+            };
+            // Booleans are read as text too (`t`, `true`, `yes`…), and then cast.
+            let numeric = !matches!(
+                innermost(elem),
+                ast::DataType::Text
+                    | ast::DataType::Varchar(_)
+                    | ast::DataType::String(_)
+                    | ast::DataType::Bool
+                    | ast::DataType::Boolean
+            );
+            let parsed = parse_array_text(text)?;
+            let array = array_text_to_expr(&parsed, numeric, text)?;
+            let mut cast = expr.clone();
+            if let Expr::Cast { expr: e, .. } = &mut cast {
+                **e = array;
+            }
+            Ok(Some(cast))
+        }
+        _ => Ok(None),
+    }
+}
+
+/// `ARRAY[numbers]::float4[]` (what a JSON array parameter or array text binds to) as
+/// `'{numbers}'::float4[]`; a bare `ARRAY[numbers]` as the same. `None` for anything
+/// else (left as it is).
+fn compact_query(e: &Expr) -> Option<Expr> {
+    let float4 = |dt: &ast::DataType| {
+        matches!(innermost(dt), ast::DataType::Float4 | ast::DataType::Real)
+            && matches!(dt, ast::DataType::Array(_))
+    };
+    match e {
+        Expr::Nested(inner) => compact_query(inner),
+        Expr::Cast {
+            kind,
+            expr,
+            data_type,
+            array: false,
+            format: None,
+        } if float4(data_type) => {
+            let Expr::Array(a) = expr.as_ref() else {
+                return None;
+            };
+            Some(Expr::Cast {
+                kind: kind.clone(),
+                expr: Box::new(lit(Value::SingleQuotedString(array_text(a)?))),
+                data_type: data_type.clone(),
+                array: false,
+                format: None,
+            })
+        }
+        Expr::Array(a) => {
+            let mut data_type = ast::DataType::Float4;
+            let mut inner = a;
+            loop {
+                data_type = ast::DataType::Array(ArrayElemTypeDef::SquareBracket(
+                    Box::new(data_type),
+                    None,
+                ));
+                match inner.elem.first() {
+                    Some(Expr::Array(next)) => inner = next,
+                    _ => break,
+                }
+            }
+            Some(Expr::Cast {
+                kind: ast::CastKind::DoubleColon,
+                expr: Box::new(lit(Value::SingleQuotedString(array_text(a)?))),
+                data_type,
+                array: false,
+                format: None,
+            })
+        }
+        _ => None,
+    }
+}
+
+/// PostgreSQL array text of an array of number literals (NULLs, nested arrays), the
+/// numbers as written; `None` if anything else is in it.
+fn array_text(a: &ast::Array) -> Option<String> {
+    let mut out = String::from("{");
+    for (i, e) in a.elem.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        match e {
+            Expr::Array(inner) => out.push_str(&array_text(inner)?),
+            e => match crate::ast::key_predicate::signed_value(e)? {
+                (negative, Value::Number(n, _)) if !n.starts_with('-') => {
+                    if negative {
+                        out.push('-');
+                    }
+                    out.push_str(n);
+                }
+                (false, Value::Null) => out.push_str("NULL"),
+                _ => return None,
+            },
+        }
+    }
+    out.push('}');
+    Some(out)
+}
+
+fn innermost(dt: &ast::DataType) -> &ast::DataType {
+    match dt {
+        ast::DataType::Array(ArrayElemTypeDef::SquareBracket(inner, _)) => innermost(inner),
+        other => other,
+    }
+}
+
+fn lit(v: Value) -> Expr {
+    Expr::Value(v.with_empty_span())
+}
+
+/// The SQL text a JSON number binds as (with its sign): integers as they are, floats
+/// always with a `.` or an exponent, so that `2.0` does not bind as the integer 2.
+pub fn json_number_text(n: &serde_json::Number) -> String {
+    if n.is_i64() || n.is_u64() {
+        n.to_string()
+    } else {
+        let f = n.as_f64().unwrap_or(0.0);
+        let s = format!("{f:?}");
+        if s.contains(['.', 'e', 'E']) {
+            s
+        } else {
+            format!("{s}.0")
+        }
+    }
+}
+
+/// The literal a JSON parameter value binds as.
+pub fn json_to_expr(value: &Json) -> Expr {
+    match value {
+        Json::Null => lit(Value::Null),
+        Json::Bool(b) => lit(Value::Boolean(*b)),
+        Json::Number(n) => {
+            let text = json_number_text(n);
+            if let Some(pos) = text.strip_prefix('-') {
+                Expr::UnaryOp {
+                    op: ast::UnaryOperator::Minus,
+                    expr: Box::new(lit(Value::Number(pos.to_string(), false))),
+                }
+            } else {
+                lit(Value::Number(text, false))
+            }
+        }
+        Json::String(s) => lit(Value::SingleQuotedString(s.clone())),
+        Json::Array(items) => Expr::Array(ast::Array {
+            elem: items.iter().map(json_to_expr).collect(),
+            named: true,
+        }),
+        Json::Object(_) => lit(Value::SingleQuotedString(value.to_string())),
+    }
+}
+
+fn array_text_to_expr(a: &ArrayText, numeric: bool, text: &str) -> Result<Expr> {
+    match a {
+        ArrayText::Item(None) => Ok(lit(Value::Null)),
+        ArrayText::Item(Some(s)) if numeric => {
+            let n = s.trim();
+            match n.parse::<f64>() {
+                Ok(f) if f.is_finite() => {}
+                Ok(_) => {
+                    return bad(format!(
+                        "malformed array literal: \"{text}\": {n} is not a finite number"
+                    ));
+                }
+                Err(_) => return bad(format!("malformed array literal: \"{text}\"")),
+            }
+            if let Some(pos) = n.strip_prefix('-') {
+                Ok(Expr::UnaryOp {
+                    op: ast::UnaryOperator::Minus,
+                    expr: Box::new(lit(Value::Number(pos.to_string(), false))),
+                })
+            } else {
+                Ok(lit(Value::Number(
+                    n.trim_start_matches('+').to_string(),
+                    false,
+                )))
+            }
+        }
+        ArrayText::Item(Some(s)) => Ok(lit(Value::SingleQuotedString(s.clone()))),
+        ArrayText::List(items) => Ok(Expr::Array(ast::Array {
+            elem: items
+                .iter()
+                .map(|i| array_text_to_expr(i, numeric, text))
+                .collect::<Result<_>>()?,
+            named: true,
+        })),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::datafusion_ext::functions::param_array::{MAX_JSON_DEPTH, check_json_depth};
+
+    /// `depth` arrays (or objects) nested around a number.
+    fn nested(depth: usize, object: bool) -> Json {
+        (0..depth).fold(Json::from(1), |inner, _| {
+            if object {
+                serde_json::json!({ "k": inner })
+            } else {
+                Json::Array(vec![Json::from(0), inner])
+            }
+        })
+    }
+
+    #[test]
+    fn json_depth_is_bounded_for_arrays_and_objects() {
+        for object in [false, true] {
+            assert!(check_json_depth(&[nested(MAX_JSON_DEPTH, object)]).is_ok());
+            let deep = [Json::from(1), nested(MAX_JSON_DEPTH + 1, object)];
+            let err = check_json_depth(&deep).unwrap_err().to_string();
+            assert!(err.contains("levels deep"), "{err}");
+        }
+        // Width is not depth: a long vector is one level.
+        let wide = Json::Array((0..100_000).map(Json::from).collect());
+        assert!(check_json_depth(&[wide, Json::Null, Json::from("x")]).is_ok());
+    }
+
+    #[test]
+    fn array_text() -> Result<()> {
+        assert_eq!(
+            parse_array_text("{0.1, 0.2}")?,
+            ArrayText::List(vec![
+                ArrayText::Item(Some("0.1".into())),
+                ArrayText::Item(Some("0.2".into()))
+            ])
+        );
+        assert_eq!(
+            parse_array_text("{{1},{NULL}}")?,
+            ArrayText::List(vec![
+                ArrayText::List(vec![ArrayText::Item(Some("1".into()))]),
+                ArrayText::List(vec![ArrayText::Item(None)]),
+            ])
+        );
+        assert_eq!(
+            parse_array_text(r#"{"a,b","c\"d"}"#)?,
+            ArrayText::List(vec![
+                ArrayText::Item(Some("a,b".into())),
+                ArrayText::Item(Some("c\"d".into()))
+            ])
+        );
+        for bad in ["", "{", "{1,}", "{1", "1,2", "{1}}", "{,}", "{\"a}"] {
+            assert!(parse_array_text(bad).is_err(), "{bad}");
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn json_numbers_keep_their_kind() {
+        assert_eq!(json_to_expr(&serde_json::json!(2.0)).to_string(), "2.0");
+        assert_eq!(json_to_expr(&serde_json::json!(42)).to_string(), "42");
+        assert_eq!(json_to_expr(&serde_json::json!(-0.5)).to_string(), "-0.5");
+        assert_eq!(
+            json_to_expr(&serde_json::json!({"a": 1})).to_string(),
+            "'{\"a\":1}'"
+        );
+    }
+}
