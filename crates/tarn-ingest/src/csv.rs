@@ -49,6 +49,11 @@ struct Quotes {
     newlines: u64,
     /// `newlines` when the last quoted field opened.
     opened_at: u64,
+    /// `newlines` when a quoted field's closing quote was first followed by something
+    /// other than a delimiter or a line end (`"ab"c`): csv-core reads on as unquoted
+    /// data, PostgreSQL's COPY reads a later quote as opening a field again; either way
+    /// records can merge silently, so Tarn refuses the file.
+    after_close: Option<u64>,
 }
 
 impl Quotes {
@@ -58,6 +63,7 @@ impl Quotes {
             quoted: vec![false],
             newlines: 0,
             opened_at: 0,
+            after_close: None,
         }
     }
 
@@ -67,6 +73,7 @@ impl Quotes {
         self.quoted.push(false);
         self.newlines = 0;
         self.opened_at = 0;
+        self.after_close = None;
     }
 
     fn next_field(&mut self) {
@@ -130,7 +137,10 @@ impl Quotes {
                         b'\r' | b'\n' => self.state = QuoteState::Done,
                         b if b == delimiter => self.next_field(),
                         // `"a"b`: csv-core reads on as unquoted data.
-                        _ => self.state = QuoteState::Unquoted,
+                        _ => {
+                            self.after_close.get_or_insert(self.newlines);
+                            self.state = QuoteState::Unquoted
+                        }
                     }
                 }
             }
@@ -305,12 +315,24 @@ impl Splitter {
                 }
                 ReadRecordResult::Record => {
                     self.in_record = false;
+                    let raw = &whole[start..consumed];
                     if self.quotes_read {
-                        self.quotes.feed(&whole[start..consumed], self.delimiter);
-                    } else if (0..self.ends_len).any(|i| self.field(i).is_empty()) {
+                        self.quotes.feed(raw, self.delimiter);
+                    } else if (0..self.ends_len).any(|i| self.field(i).is_empty())
+                        || memchr::memchr(b'"', raw).is_some()
+                    {
                         self.quotes.reset();
-                        self.quotes.feed(&whole[start..consumed], self.delimiter);
+                        self.quotes.feed(raw, self.delimiter);
                         self.quotes_read = true;
+                    }
+                    if self.quotes_read
+                        && let Some(n) = self.quotes.after_close
+                    {
+                        return Err(format!(
+                            "line {}: data after the closing quote of a quoted field (a quote \
+                             inside a quoted field is written twice: \"\")",
+                            self.record_line + n
+                        ));
                     }
                     return Ok((consumed, Step::Record));
                 }
@@ -492,6 +514,35 @@ mod tests {
             }
         }
         for data in [&b"a,b\n1,\"abc\""[..], b"a\n\"x\"\"\"\r\n", b"a\n\"\""] {
+            for chunk in 1..data.len() + 1 {
+                assert!(marked(data, chunk).is_ok(), "{data:?} chunk {chunk}");
+            }
+        }
+    }
+
+    #[test]
+    fn data_after_a_closing_quote_is_refused_naming_its_line_in_any_chunking() {
+        // Records that would merge silently (csv-core reads `"x"` then on as unquoted
+        // data), and a quote closed before the field ends.
+        for (data, line) in [
+            (&b"a,b\n1,\"abc\n2,def\n3,\"x\"\n4,y\n"[..], 4),
+            (b"a,b\n1,\"ab\"c\"\n2,x\n", 2),
+            (b"a,b\n0,z\n1,\"ab\"c\n", 3),
+        ] {
+            let want = format!(
+                "line {line}: data after the closing quote of a quoted field (a quote inside \
+                 a quoted field is written twice: \"\")"
+            );
+            for chunk in 1..data.len() + 1 {
+                assert_eq!(marked(data, chunk), Err(want.clone()), "chunk {chunk}");
+            }
+        }
+        // Doubled quotes, quoted fields ending at a delimiter, a line end or the end.
+        for data in [
+            &b"a,b\n1,\"x\"\"y\",\"z\"\r\n2,\"\"\n"[..],
+            b"a,b\n\"1\",\"2\"",
+            b"a\nab\"c\n",
+        ] {
             for chunk in 1..data.len() + 1 {
                 assert!(marked(data, chunk).is_ok(), "{data:?} chunk {chunk}");
             }
