@@ -657,8 +657,9 @@ async fn an_unterminated_quote_is_a_400_naming_the_line_it_opens_on() -> TestRes
             assert!(s.table("ws", "u").await.is_err(), "{body:?}: created");
         }
     }
-    // Data after a closing quote: csv-core would read on as unquoted data and merge
-    // records (`3,"x"` closing the quote opened on line 2); refused, naming the line.
+    // A quote after a closing quote and data: csv-core would read on as unquoted data
+    // and merge records (`3,"x"` closing the quote opened on line 2); refused, naming
+    // the line.
     for (body, line) in [
         ("a,b\n1,\"abc\n2,def\n3,\"x\"\n4,y\n", 4),
         ("a,b\n1,\"ab\"c\"\n2,x\n", 2),
@@ -670,7 +671,7 @@ async fn an_unterminated_quote_is_a_400_naming_the_line_it_opens_on() -> TestRes
         assert_eq!(err.status(), 400, "{body:?}: {err:?}");
         assert!(
             err.message().contains(&format!(
-                "line {line}: data after the closing quote of a quoted field"
+                "line {line}: a quote after the closing quote of a quoted field and data"
             )),
             "{body:?}: {}",
             err.message()

@@ -28,6 +28,9 @@ enum QuoteState {
     FieldStart,
     /// In a field that did not start with a quote.
     Unquoted,
+    /// In a field whose quoted part closed and data followed (`"a"b`): csv-core reads
+    /// on as unquoted data.
+    AfterClose,
     /// In a quoted field.
     Quoted,
     /// Just after a quote in a quoted field: its end, or the first of a doubled quote.
@@ -49,10 +52,10 @@ struct Quotes {
     newlines: u64,
     /// `newlines` when the last quoted field opened.
     opened_at: u64,
-    /// `newlines` when a quoted field's closing quote was first followed by something
-    /// other than a delimiter or a line end (`"ab"c`): csv-core reads on as unquoted
-    /// data, PostgreSQL's COPY reads a later quote as opening a field again; either way
-    /// records can merge silently, so Tarn refuses the file.
+    /// `newlines` when a quote came after a quoted field's closing quote and data
+    /// (`"ab"c"`): csv-core reads it as data, PostgreSQL's COPY as opening a quoted
+    /// part again (and then fails at the end of the file); records merge silently
+    /// either way, so Tarn refuses the file. (`"ab"c` alone is `abc` in both.)
     after_close: Option<u64>,
 }
 
@@ -117,6 +120,18 @@ impl Quotes {
                         }
                     }
                 }
+                QuoteState::AfterClose => {
+                    let b = bytes[i];
+                    i += 1;
+                    match b {
+                        b'"' => {
+                            self.after_close.get_or_insert(self.newlines);
+                        }
+                        b'\r' | b'\n' => self.state = QuoteState::Done,
+                        b if b == delimiter => self.next_field(),
+                        _ => {}
+                    }
+                }
                 QuoteState::Quoted => match memchr::memchr2(b'"', b'\n', &bytes[i..]) {
                     None => i = bytes.len(),
                     Some(k) => {
@@ -137,10 +152,7 @@ impl Quotes {
                         b'\r' | b'\n' => self.state = QuoteState::Done,
                         b if b == delimiter => self.next_field(),
                         // `"a"b`: csv-core reads on as unquoted data.
-                        _ => {
-                            self.after_close.get_or_insert(self.newlines);
-                            self.state = QuoteState::Unquoted
-                        }
+                        _ => self.state = QuoteState::AfterClose,
                     }
                 }
             }
@@ -329,8 +341,8 @@ impl Splitter {
                         && let Some(n) = self.quotes.after_close
                     {
                         return Err(format!(
-                            "line {}: data after the closing quote of a quoted field (a quote \
-                             inside a quoted field is written twice: \"\")",
+                            "line {}: a quote after the closing quote of a quoted field and data \
+                             (a quote inside a quoted field is written twice: \"\")",
                             self.record_line + n
                         ));
                     }
@@ -521,17 +533,17 @@ mod tests {
     }
 
     #[test]
-    fn data_after_a_closing_quote_is_refused_naming_its_line_in_any_chunking() {
+    fn a_quote_after_a_closed_quote_and_data_is_refused_naming_its_line_in_any_chunking() {
         // Records that would merge silently (csv-core reads `"x"` then on as unquoted
         // data), and a quote closed before the field ends.
         for (data, line) in [
             (&b"a,b\n1,\"abc\n2,def\n3,\"x\"\n4,y\n"[..], 4),
             (b"a,b\n1,\"ab\"c\"\n2,x\n", 2),
-            (b"a,b\n0,z\n1,\"ab\"c\n", 3),
+            (b"a,b\n0,z\n1,\"ab\"c\"d\n", 3),
         ] {
             let want = format!(
-                "line {line}: data after the closing quote of a quoted field (a quote inside \
-                 a quoted field is written twice: \"\")"
+                "line {line}: a quote after the closing quote of a quoted field and data (a \
+                 quote inside a quoted field is written twice: \"\")"
             );
             for chunk in 1..data.len() + 1 {
                 assert_eq!(marked(data, chunk), Err(want.clone()), "chunk {chunk}");
@@ -542,6 +554,8 @@ mod tests {
             &b"a,b\n1,\"x\"\"y\",\"z\"\r\n2,\"\"\n"[..],
             b"a,b\n\"1\",\"2\"",
             b"a\nab\"c\n",
+            // As in PostgreSQL: `"ab"c` is `abc`.
+            b"a,b\n0,z\n1,\"ab\"c\n",
         ] {
             for chunk in 1..data.len() + 1 {
                 assert!(marked(data, chunk).is_ok(), "{data:?} chunk {chunk}");
