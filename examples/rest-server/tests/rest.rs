@@ -994,6 +994,25 @@ fn raw_post(addr: &str, path: &str, key: &str, org: &str, body: &str) -> Vec<u8>
     .into_bytes()
 }
 
+/// The rows of the batch with ids `from..from + n` in `w.t`: all of them or none (a
+/// batch is one statement), else the test fails naming `what`.
+async fn batch_landed(acme: &Api, from: i64, n: i64, what: &str) -> i64 {
+    let (st, v) = acme
+        .sql(
+            "w",
+            "SELECT count(*) FROM \"w\".\"t\" WHERE id >= $1 AND id < $2",
+            json!([from, from + n]),
+        )
+        .await;
+    assert_eq!(st, StatusCode::OK);
+    let landed = v["rows"][0][0].as_i64().expect("count");
+    assert!(
+        landed == 0 || landed == n,
+        "{what}: {landed} rows of a batch of {n}"
+    );
+    landed
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn clients_that_vanish_mid_request_lose_nothing_acknowledged() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -1058,19 +1077,7 @@ async fn clients_that_vanish_mid_request_lose_nothing_acknowledged() {
         // lands is settled only once the server is done with it, which on a loaded
         // machine can be seconds later: the totals are checked after the drain below.
         tokio::time::sleep(Duration::from_millis(200)).await;
-        let (st, v) = acme
-            .sql(
-                "w",
-                "SELECT count(*) FROM \"w\".\"t\" WHERE id >= $1 AND id < $2",
-                json!([from, from + n]),
-            )
-            .await;
-        assert_eq!(st, StatusCode::OK);
-        let landed = v["rows"][0][0].as_i64().expect("count");
-        assert!(
-            landed == 0 || landed == n,
-            "round {round}: {landed} rows of a batch of {n}"
-        );
+        batch_landed(&acme, from, n, &format!("round {round}")).await;
         rounds.push((from, n));
     }
     // The half-sent batch never landed; the acknowledged rows are all there.
@@ -1148,20 +1155,7 @@ async fn clients_that_vanish_mid_request_lose_nothing_acknowledged() {
     let acme = Api::new(&server, &key, Some("acme"));
     let mut expected = 1000;
     for (round, (from, n)) in rounds.into_iter().enumerate() {
-        let (st, v) = acme
-            .sql(
-                "w",
-                "SELECT count(*) FROM \"w\".\"t\" WHERE id >= $1 AND id < $2",
-                json!([from, from + n]),
-            )
-            .await;
-        assert_eq!(st, StatusCode::OK);
-        let landed = v["rows"][0][0].as_i64().expect("count");
-        assert!(
-            landed == 0 || landed == n,
-            "round {round}: {landed} rows of a batch of {n} after the restart"
-        );
-        expected += landed;
+        expected += batch_landed(&acme, from, n, &format!("round {round}, restarted")).await;
     }
     assert_eq!(acme.count("w", "t").await, expected);
     error_of(
