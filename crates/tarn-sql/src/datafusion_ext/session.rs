@@ -75,8 +75,11 @@ pub(crate) fn new_session(query_memory: usize) -> Result<SessionState> {
     // So are the aggregates that gather their input into one value.
     let pool = context::held::SharedPool(state.runtime_env().memory_pool.clone());
     let udafs = state.aggregate_functions().clone();
-    for f in functions::bounded::bounded_aggregates(|name| udafs.get(name).cloned(), limits, &pool)
-    {
+    for f in functions::bounded_aggregate::bounded_aggregates(
+        |name| udafs.get(name).cloned(),
+        limits,
+        &pool,
+    ) {
         state.register_udaf(Arc::new(f))?;
     }
     // Text cast to numeric is checked for length first (see `functions::numeric_input`).

@@ -3,6 +3,7 @@
 
 pub(crate) mod array_in;
 pub(crate) mod bounded;
+pub(crate) mod bounded_aggregate;
 pub(crate) mod checked_arithmetic;
 pub(crate) mod clock;
 pub(crate) mod hybrid;
