@@ -10,6 +10,7 @@
 
 mod backend;
 mod blobs;
+mod chunk;
 mod commit;
 mod database;
 mod error;
@@ -33,6 +34,7 @@ pub use backend::{
     Fault, FaultOp, FaultyBackend, FileBackend, PowerCutDisk, StdBackend, WriteFile,
 };
 pub use blobs::{BLOB_BLOCK, BlobReader, BlobSource, BlobWriter, Blobs, FILES_DIR};
+pub use chunk::{Chunk, column_field_name};
 pub use commit::{BuiltVersion, MAX_CATALOG_BYTES};
 pub use database::{
     DB_FORMAT_VERSION, DEFAULT_MEMTABLE_BYTES, Database, StorageOptions, key_specs,
@@ -45,5 +47,5 @@ pub use manifest::MANIFEST_FORMAT_VERSION;
 pub use record::Op;
 pub use segment::{BLOCK_ROWS, KeySpec, SEGMENT_FORMAT_VERSION, Segment, SegmentId};
 pub use staged::Stager;
-pub use table::{Chunk, SegmentRef, TableStore, TableVersion, column_field_name, stored_schema};
+pub use table::{SegmentRef, TableStore, TableVersion, stored_schema};
 pub use wal::{MAX_RECORD_BYTES, SyncMode, WAL_FORMAT_VERSION};

@@ -42,9 +42,9 @@ use serde::{Deserialize, Serialize};
 use tarn_catalog::{ColumnId, IndexId, TableId};
 
 use crate::backend::{FileBackend, WriteFile};
+use crate::chunk::{Chunk, column_field_name};
 use crate::index::IndexFile;
 use crate::keys::{self, EncodedKeys, KeyFilter, KeySection};
-use crate::table::{Chunk, column_field_name};
 use crate::{Error, Result};
 
 /// On-disk format version of segment files.

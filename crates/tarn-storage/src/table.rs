@@ -12,6 +12,7 @@ use parking_lot::{Mutex, RwLock};
 use roaring::RoaringBitmap;
 use tarn_catalog::{ColumnId, TableId};
 
+use crate::chunk::{Chunk, column_field_name};
 use crate::keymap::KeyMap;
 use crate::keys::{self, EncodedKeys};
 use crate::segment::Segment;
@@ -26,67 +27,6 @@ const CHUNK_TARGET_ROWS: usize = crate::segment::BLOCK_ROWS;
 /// one-megabyte rows held every row twice, and up to twice more while the largest
 /// merges ran).
 const MERGE_BYTES: u64 = 2 << 20;
-
-/// Name of the Arrow field that stores column `id` (stored data never uses names).
-pub fn column_field_name(id: ColumnId) -> String {
-    format!("c{id}")
-}
-
-fn field_column_id(field: &Field) -> Option<ColumnId> {
-    field.name().strip_prefix('c')?.parse().ok()
-}
-
-/// An immutable run of rows with their row ids: a memtable run or one block of a
-/// segment file (whose arrays point into the mapped file).
-#[derive(Debug)]
-pub struct Chunk {
-    row_ids: UInt64Array,
-    batch: RecordBatch,
-    columns: HashMap<ColumnId, usize>,
-}
-
-impl Chunk {
-    pub(crate) fn new(row_ids: UInt64Array, batch: RecordBatch) -> Self {
-        let columns = batch
-            .schema()
-            .fields()
-            .iter()
-            .enumerate()
-            .filter_map(|(i, f)| field_column_id(f).map(|id| (id, i)))
-            .collect();
-        Chunk {
-            row_ids,
-            batch,
-            columns,
-        }
-    }
-
-    /// Rows stored, live or not.
-    pub fn num_rows(&self) -> usize {
-        self.batch.num_rows()
-    }
-
-    /// Row ids, ascending.
-    pub fn row_ids(&self) -> &UInt64Array {
-        &self.row_ids
-    }
-
-    /// The stored array of column `id`; `None` when the column was added after this
-    /// chunk was written.
-    pub fn column(&self, id: ColumnId) -> Option<&ArrayRef> {
-        self.columns.get(&id).map(|&i| self.batch.column(i))
-    }
-
-    /// The stored batch (fields named by column id).
-    pub fn batch(&self) -> &RecordBatch {
-        &self.batch
-    }
-
-    /// Bytes held by the chunk's arrays.
-    pub fn memory_size(&self) -> usize {
-        self.batch.get_array_memory_size() + self.row_ids.get_array_memory_size()
-    }
-}
 
 /// A segment as a table version sees it: the immutable rows plus which are deleted.
 #[derive(Debug, Clone)]
@@ -143,16 +83,16 @@ impl SegmentRef {
     pub fn live_block(&self, i: usize) -> Result<(UInt64Array, RecordBatch)> {
         let chunk = self.segment.block(i)?;
         match self.block_mask(i) {
-            None => Ok((chunk.row_ids.clone(), chunk.batch.clone())),
+            None => Ok((chunk.row_ids().clone(), chunk.batch().clone())),
             Some(mask) => {
                 let mask = BooleanArray::new(mask, None);
-                let ids = datafusion::arrow::compute::filter(&chunk.row_ids, &mask)?;
+                let ids = datafusion::arrow::compute::filter(chunk.row_ids(), &mask)?;
                 let ids = ids
                     .as_any()
                     .downcast_ref::<UInt64Array>()
                     .cloned()
                     .ok_or_else(|| Error::Internal("row ids are not u64".into()))?;
-                Ok((ids, filter_record_batch(&chunk.batch, &mask)?))
+                Ok((ids, filter_record_batch(chunk.batch(), &mask)?))
             }
         }
     }
@@ -164,7 +104,7 @@ impl SegmentRef {
         let slot = blocks
             .get(bi)
             .ok_or_else(|| Error::Internal(format!("position {p} out of range")))?;
-        Ok(self.segment.block(bi)?.row_ids.value(p - slot.start))
+        Ok(self.segment.block(bi)?.row_ids().value(p - slot.start))
     }
 }
 
@@ -475,7 +415,7 @@ impl std::fmt::Debug for TableStore {
 fn add_mem_keys(map: &mut KeyMap, columns: &[ColumnId], chunk: &Chunk) -> Result<()> {
     if let Some(keys) = chunk_keys(columns, chunk)? {
         map.reserve(keys.len(), keys.total_bytes());
-        for (k, &r) in keys.iter().zip(chunk.row_ids.values().iter()) {
+        for (k, &r) in keys.iter().zip(chunk.row_ids().values().iter()) {
             if let Some(k) = k {
                 map.push(k, r);
             }
