@@ -258,28 +258,26 @@ async fn results_of_many_small_batches_are_held_at_the_size_of_their_rows() -> T
     .await?;
     let s = fixture(&tarn).await?;
     const N: i64 = 100_000;
-    {
-        let sql = format!(
-            "WITH RECURSIVE r(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM r WHERE x < {N}) \
-             SELECT x FROM r"
-        );
-        let base = rss_anon().unwrap_or(0);
-        let t = std::time::Instant::now();
-        let r = s.query_arrow("ws", &sql, &[]).await?;
-        let grown = rss_anon().unwrap_or(0).saturating_sub(base);
-        let batches = r.batches.as_deref().unwrap_or_default();
-        let rows: usize = batches.iter().map(|b| b.num_rows()).sum();
-        assert_eq!(rows, N as usize, "{sql}");
-        eprintln!(
-            "{}…: {} batches, {} MiB held, {:?}",
-            &sql[..50],
-            batches.len(),
-            grown >> 20,
-            t.elapsed()
-        );
-        // 100,000 rows of int8 are 0.8 MB; one batch per row held ~40 MB.
-        assert!(batches.len() < 1000, "{sql}: {} batches", batches.len());
-        assert!(grown < 24 << 20, "{sql}: RssAnon grew by {grown} bytes");
-    }
+    let sql = format!(
+        "WITH RECURSIVE r(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM r WHERE x < {N}) \
+         SELECT x FROM r"
+    );
+    let base = rss_anon().unwrap_or(0);
+    let t = std::time::Instant::now();
+    let r = s.query_arrow("ws", &sql, &[]).await?;
+    let grown = rss_anon().unwrap_or(0).saturating_sub(base);
+    let batches = r.batches.as_deref().unwrap_or_default();
+    let rows: usize = batches.iter().map(|b| b.num_rows()).sum();
+    assert_eq!(rows, N as usize, "{sql}");
+    eprintln!(
+        "{}…: {} batches, {} MiB held, {:?}",
+        &sql[..50],
+        batches.len(),
+        grown >> 20,
+        t.elapsed()
+    );
+    // 100,000 rows of int8 are 0.8 MB; one batch per row held ~40 MB.
+    assert!(batches.len() < 1000, "{sql}: {} batches", batches.len());
+    assert!(grown < 24 << 20, "{sql}: RssAnon grew by {grown} bytes");
     Ok(())
 }

@@ -6,8 +6,6 @@ use std::collections::HashMap;
 use datafusion::sql::sqlparser::ast::{self, Query, Statement};
 
 use crate::error::{Result, bad};
-
-/// Name of the DataFusion catalog Tarn registers the organization under.
 use crate::statement::result::StatementResult;
 use crate::statement::txn::Txn;
 

@@ -22,7 +22,6 @@ use crate::datafusion_ext::context::read_view::{ReadView, STATEMENT_VIEW};
 use crate::error::{Error, Result};
 use crate::rewrite::names::OutputNames;
 use crate::statement::settings::Settings;
-
 use crate::statement::shared::Shared;
 
 /// A table a transaction writes: its lock and its private, pending version.
@@ -677,45 +676,50 @@ async fn collect_bounded(
     )?;
     let mut stream = datafusion::physical_plan::execute_stream(plan, ctx)?;
     let mut out = Vec::new();
-    // Past the first batches, small ones (a recursive CTE's or a window's one-row
-    // batches) are gathered into batches of up to 8,192 rows before they are kept:
-    // every batch kept has a fixed cost (its arrays, buffers and their headers, a few
-    // hundred bytes a column) that `batch_bytes` does not see and that the allocator's
-    // backstop does not count (each allocation is small), so ten million one-row
-    // batches held 4 GB for 160 MB of rows. Results of a few batches stay as they are.
+    // Past the first batches, small ones (a recursive CTE's one-row batches) are
+    // gathered into batches of up to 8,192 rows before they are kept: every batch kept
+    // has a fixed cost (its arrays, buffers and their headers, a few hundred bytes a
+    // column) that `batch_bytes` does not see and that the allocator's backstop does
+    // not count (each allocation is small), so ten million one-row batches held 4 GB
+    // for 160 MB of rows. Results of a few batches stay as they are.
     let mut small: Option<datafusion::arrow::compute::BatchCoalescer> = None;
-    let keep = |batch: RecordBatch, out: &mut Vec<RecordBatch>| {
-        reservation.try_grow(batch_bytes(&batch))?;
+    let keep = |batch: RecordBatch, bytes: usize, out: &mut Vec<RecordBatch>| {
+        reservation.try_grow(bytes)?;
         out.push(batch);
+        Ok::<_, datafusion::error::DataFusionError>(())
+    };
+    // Keeps the batches `small` has completed; with `finish`, also what it still holds.
+    let drain = |small: &mut Option<datafusion::arrow::compute::BatchCoalescer>,
+                 finish: bool,
+                 out: &mut Vec<RecordBatch>| {
+        if let Some(c) = small {
+            if finish {
+                c.finish_buffered_batch()?;
+            }
+            while let Some(done) = c.next_completed_batch() {
+                let bytes = batch_bytes(&done);
+                keep(done, bytes, out)?;
+            }
+        }
         Ok::<_, datafusion::error::DataFusionError>(())
     };
     while let Some(batch) = stream.next().await {
         let batch = batch?;
-        if out.len() >= KEPT_AS_THEY_ARE && batch_bytes(&batch) < SMALL_BATCH_BYTES {
-            let c = small.get_or_insert_with(|| {
-                datafusion::arrow::compute::BatchCoalescer::new(batch.schema(), 8192)
-            });
-            c.push_batch(batch)?;
-            while let Some(done) = c.next_completed_batch() {
-                keep(done, &mut out)?;
-            }
+        let bytes = batch_bytes(&batch);
+        if out.len() >= KEPT_AS_THEY_ARE && bytes < SMALL_BATCH_BYTES {
+            small
+                .get_or_insert_with(|| {
+                    datafusion::arrow::compute::BatchCoalescer::new(batch.schema(), 8192)
+                })
+                .push_batch(batch)?;
+            drain(&mut small, false, &mut out)?;
             continue;
         }
         // In order: what was gathered goes first.
-        if let Some(c) = small.as_mut() {
-            c.finish_buffered_batch()?;
-            while let Some(done) = c.next_completed_batch() {
-                keep(done, &mut out)?;
-            }
-        }
-        keep(batch, &mut out)?;
+        drain(&mut small, true, &mut out)?;
+        keep(batch, bytes, &mut out)?;
     }
-    if let Some(c) = small.as_mut() {
-        c.finish_buffered_batch()?;
-        while let Some(done) = c.next_completed_batch() {
-            keep(done, &mut out)?;
-        }
-    }
+    drain(&mut small, true, &mut out)?;
     Ok(out)
 }
 
