@@ -1828,6 +1828,28 @@ async fn defaults_are_checked_against_their_column_type() -> TestResult {
         assert_eq!(e.status(), 400, "{sql}: {e}");
         assert!(e.message().contains("default of column"), "{sql}: {e}");
     }
+    // A default is kept in the catalog all organizations share: its text is bounded,
+    // as names are (a 1 MB default per column was accepted).
+    let long = "x".repeat(70_000);
+    for sql in [
+        format!(r#"ALTER TABLE "ws"."d" ADD COLUMN t TEXT DEFAULT '{long}'"#),
+        format!(r#"CREATE TABLE "ws"."e" (t TEXT DEFAULT '{long}')"#),
+    ] {
+        let e = s.query("ws", &sql, &[]).await.unwrap_err();
+        assert_eq!(e.status(), 400, "{e}");
+        assert!(
+            e.message()
+                .contains(r#"the DEFAULT of column "t" is 70002 bytes of SQL, at most 65536"#),
+            "{e}"
+        );
+    }
+    let at_most = "x".repeat(65_000);
+    s.query(
+        "ws",
+        &format!(r#"CREATE TABLE "ws"."long_default" (t TEXT DEFAULT '{at_most}')"#),
+        &[],
+    )
+    .await?;
     // Nothing was changed; the table reads as before.
     let r = s
         .query("ws", r#"SELECT * FROM "ws"."d" ORDER BY id"#, &[])

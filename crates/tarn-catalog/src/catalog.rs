@@ -1,7 +1,7 @@
 //! The catalog: every record Tarn keeps about users, organizations, workspaces and
 //! tables, changed only by [`CatalogOp`]s.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
@@ -575,31 +575,55 @@ impl Catalog {
     /// records), as JSON: its share of the catalog. Walks them all: called only when the
     /// catalog is large enough for one organization to matter.
     pub fn org_bytes(&self, org: &str) -> u64 {
-        // One pass over each map (ranges where the organization leads the key): the
-        // cost is linear in the catalog, not workspaces × tables.
-        let from = (org.to_string(), String::new());
-        let mut n = self.orgs.get(org).map_or(0, json_len);
-        for ((_, u), _) in self
-            .members
-            .range(from.clone()..)
-            .take_while(|((o, _), _)| o == org)
-        {
-            n += (org.len() + u.len() + 16) as u64;
+        self.orgs_bytes(&[org].into_iter().collect())
+    }
+
+    /// [`Catalog::org_bytes`] of every organization created by the user who created
+    /// `org` (`org` included), together: what one user may add to the catalog through
+    /// the organizations they make is their share, not one share per organization.
+    pub fn creator_bytes(&self, org: &str) -> u64 {
+        let Some(creator) = self.orgs.get(org).map(|o| o.creator.as_str()) else {
+            return self.org_bytes(org);
+        };
+        let orgs: HashSet<&str> = self
+            .orgs
+            .values()
+            .filter(|o| o.creator == creator)
+            .map(|o| o.id.as_str())
+            .collect();
+        self.orgs_bytes(&orgs)
+    }
+
+    /// [`Catalog::org_bytes`] summed over `orgs`, in one pass over each map: the cost is
+    /// linear in the catalog, not organizations × tables.
+    fn orgs_bytes(&self, orgs: &HashSet<&str>) -> u64 {
+        let mut n: u64 = orgs
+            .iter()
+            .filter_map(|o| self.orgs.get(*o))
+            .map(json_len)
+            .sum();
+        for (o, u) in self.members.keys() {
+            if !orgs.contains(o.as_str()) {
+                continue;
+            }
+            n += (o.len() + u.len() + 16) as u64;
             if let Some(u) = self.users.get(u)
                 && !u.verified
             {
                 n += json_len(u);
             }
         }
-        for (_, w) in self
-            .workspaces
-            .range(from.clone()..)
-            .take_while(|((o, _), _)| o == org)
-        {
-            n += json_len(w);
+        for ((o, _), w) in &self.workspaces {
+            if orgs.contains(o.as_str()) {
+                n += json_len(w);
+            }
         }
-        let mut tables = std::collections::HashSet::new();
-        for t in self.tables.values().filter(|t| t.org_id == org) {
+        let mut tables = HashSet::new();
+        for t in self
+            .tables
+            .values()
+            .filter(|t| orgs.contains(t.org_id.as_str()))
+        {
             n += json_len(t);
             tables.insert(t.id);
         }
@@ -610,11 +634,13 @@ impl Catalog {
         {
             n += json_len(i);
         }
-        for (_, files) in self.files.range(from..).take_while(|((o, _), _)| o == org) {
-            n += files
-                .newest_first()
-                .map(|f| json_len(f.as_ref()))
-                .sum::<u64>();
+        for ((o, _), files) in &self.files {
+            if orgs.contains(o.as_str()) {
+                n += files
+                    .newest_first()
+                    .map(|f| json_len(f.as_ref()))
+                    .sum::<u64>();
+            }
         }
         n
     }

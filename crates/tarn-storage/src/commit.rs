@@ -33,7 +33,8 @@ use crate::{Error, Result};
 /// Largest encoded catalog (it is rewritten whole into every manifest).
 pub const MAX_CATALOG_BYTES: u64 = 256 << 20;
 
-/// Each organization's records may take at most `1 / ORG_SHARE` of the catalog.
+/// The organizations one user creates may take at most `1 / ORG_SHARE` of the catalog
+/// together.
 const ORG_SHARE: u64 = 4;
 
 /// An upper bound of the bytes catalog `ops` add (their logged size).
@@ -245,7 +246,7 @@ impl Inner {
                     && let Some(org) = c.growing_org(&catalog)
                     && !growing.iter().any(|(o, _)| o == org)
                 {
-                    growing.push((org.to_string(), catalog.org_bytes(org)));
+                    growing.push((org.to_string(), catalog.creator_bytes(org)));
                 }
             }
         }
@@ -262,16 +263,18 @@ impl Inner {
                 created.push(t.id);
             }
         }
-        // No organization may take more than its share (a quarter of the limit): one
-        // tenant filling the catalog must not make every other tenant's writes fail. Only
+        // No user's organizations may take more than their share (a quarter of the
+        // limit, together): one tenant filling the catalog — through one organization
+        // or several it creates — must not make every other tenant's writes fail. Only
         // growth is refused; an organization past its share can still delete.
         for (org, before) in &growing {
-            let after = catalog_mut.org_bytes(org);
+            let after = catalog_mut.creator_bytes(org);
             if after > share && after > *before {
                 return Err(Error::TooLarge {
                     what: format!(
-                        "organization \"{org}\"'s records in the catalog (each organization \
-                         may use a quarter of it)"
+                        "organization \"{org}\"'s records in the catalog, with those of the \
+                         other organizations its creator made (the organizations one user \
+                         creates may use a quarter of it together)"
                     ),
                     size: after,
                     limit: share,

@@ -1288,20 +1288,20 @@ pub(crate) mod tests {
         Ok(())
     }
 
-    /// One organization filling the catalog cannot make another's writes fail: past its
-    /// share (a quarter of the limit) its growth is refused, while others still write
-    /// and it can still delete.
+    /// One user filling the catalog cannot make another's writes fail: past their share
+    /// (a quarter of the limit, for all the organizations they created together) their
+    /// growth is refused, while others still write and they can still delete.
     #[test]
-    fn each_organization_has_a_fair_share_of_the_catalog() -> Result<()> {
+    fn each_user_has_a_fair_share_of_the_catalog() -> Result<()> {
         let db = Database::open(
             tempfile::tempdir().map_err(|e| Error::io("tmp", e))?.path(),
             quiet(),
         )?;
-        let org = |id: &str| {
+        let org = |id: &str, creator: &str| {
             Op::Catalog(CatalogOp::CreateOrg(tarn_catalog::OrgRecord {
                 id: id.into(),
                 name: id.into(),
-                creator: String::new(),
+                creator: creator.into(),
                 created_at: String::new(),
             }))
         };
@@ -1314,7 +1314,9 @@ pub(crate) mod tests {
                 uid: String::new(),
             }))
         };
-        db.commit(vec![org("hog"), org("bob")])?;
+        db.commit(vec![org("hog", "h"), org("bob", "b")])?;
+        // The hog's second and third organizations.
+        db.commit(vec![org("hog2", "h"), org("hog3", "h")])?;
         db.inner
             .max_catalog_bytes
             .store(64 << 10, Ordering::Relaxed);
@@ -1332,7 +1334,23 @@ pub(crate) mod tests {
             "{refused}"
         );
         assert!(db.catalog().org_bytes("hog") <= (64 << 10) / 4);
-        // Another organization still writes, and the hog can still delete.
+        // Its creator's other organizations share what is left of that quarter: a
+        // user with several organizations has one share, not one each.
+        let mut second = 0;
+        let refused = loop {
+            match db.commit(vec![workspace("hog2", &format!("w{second}"))]) {
+                Ok(_) => second += 1,
+                Err(e) => break e,
+            }
+            assert!(second < 1000, "never refused");
+        };
+        assert!(second <= 1, "{second} more went in");
+        assert!(
+            refused.to_string().contains("organization \"hog2\""),
+            "{refused}"
+        );
+        assert!(db.catalog().creator_bytes("hog3") <= (64 << 10) / 4);
+        // Another user's organization still writes, and the hog can still delete.
         for i in 0..20 {
             db.commit(vec![workspace("bob", &format!("b{i}"))])?;
         }

@@ -18,6 +18,10 @@ use crate::statement::txn::Txn;
 
 use tarn_catalog::now_iso;
 
+/// The longest `DEFAULT` a column may have, as SQL text (SPEC §8): room for a literal
+/// vector of a few thousand dimensions, not for filling the shared catalog.
+pub(crate) const MAX_DEFAULT_BYTES: usize = 64 << 10;
+
 /// Refuses a name a new table cannot have (CREATE TABLE, ALTER TABLE … RENAME TO,
 /// uploads): 1-63 bytes, as PostgreSQL's identifiers, without control or
 /// bidirectional control characters.
@@ -274,9 +278,16 @@ impl Txn<'_> {
                     {
                         default_in_type(&v.to_array_of_size(1)?, &col)?;
                     }
-                    col.default = Some(ColumnDefault::Expr {
-                        sql: expr.to_string(),
-                    })
+                    let sql = expr.to_string();
+                    // Kept in the catalog every organization shares, as each name is.
+                    if sql.len() > MAX_DEFAULT_BYTES {
+                        return bad(format!(
+                            "the DEFAULT of column \"{name}\" is {} bytes of SQL, at most \
+                             {MAX_DEFAULT_BYTES}",
+                            sql.len()
+                        ));
+                    }
+                    col.default = Some(ColumnDefault::Expr { sql })
                 }
                 ColumnOption::PrimaryKey(_) => primary = true,
                 ColumnOption::Unique(_) => unique = true,
