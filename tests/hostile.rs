@@ -979,6 +979,146 @@ async fn large_array_parameters_bind_as_one_array() -> TestResult {
     Ok(())
 }
 
+/// JSON numbers bind to the nearest float8: serde_json's fast path was one ulp off for
+/// some (`123456789.12345679` bound as `…1234568`, and 229 of 2,000 random doubles in a
+/// `$1::float8[]` came back changed).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn json_numbers_bind_to_the_nearest_float8() -> TestResult {
+    let (_tarn, s) = session().await?;
+    let r = query(
+        &s,
+        "SELECT $1::float8",
+        &[json!(123_456_789.123_456_79_f64)],
+    )
+    .await?;
+    assert_eq!(r.rows, Some(vec![vec![json!(123_456_789.123_456_79_f64)]]));
+    // Doubles spread over many magnitudes, from a fixed generator.
+    let mut state: u64 = 0x9E37_79B9_7F4A_7C15;
+    // More than 4,096, so that the array binds as its JSON text, read by Tarn.
+    let doubles: Vec<f64> = (0..5000)
+        .map(|_| {
+            state = state
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            let mantissa = (state >> 11) as f64 / (1u64 << 53) as f64;
+            let exponent = ((state >> 3) % 40) as i32 - 20;
+            mantissa * 10f64.powi(exponent)
+        })
+        .collect();
+    let r = query(
+        &s,
+        "SELECT $1::float8[]",
+        &[Value::Array(doubles.iter().map(|d| json!(d)).collect())],
+    )
+    .await?;
+    let rows = r.rows.unwrap_or_default();
+    let back: Vec<f64> = rows[0][0]
+        .as_array()
+        .ok_or("an array")?
+        .iter()
+        .map(|v| v.as_f64().unwrap_or(f64::NAN))
+        .collect();
+    let changed = doubles.iter().zip(&back).filter(|(a, b)| a != b).count();
+    assert_eq!(back.len(), doubles.len());
+    assert_eq!(changed, 0, "{changed} of 5,000 doubles changed");
+    // JSON text read as jsonb.
+    let r = query(
+        &s,
+        r#"SELECT ('{"a": 123456789.12345679}'::jsonb ->> 'a')::float8"#,
+        &[],
+    )
+    .await?;
+    assert_eq!(r.rows, Some(vec![vec![json!(123_456_789.123_456_79_f64)]]));
+    Ok(())
+}
+
+/// Deep expressions over large constant arrays plan in time: DataFusion named each
+/// level after the whole text below it, numbers included, so `cardinality($1) + …`
+/// (140 terms, one 4,096-float parameter) planned for 73 s, past the statement timeout,
+/// which cannot end a statement in the middle of planning. Large constant arrays are
+/// now one value with a short name, and planning meets the statement timeout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deep_expressions_over_large_arrays_plan_within_the_timeout() -> TestResult {
+    let (_tarn, s) = session().await?;
+    let floats = Value::Array((0..4096).map(|i| json!(i as f64 + 0.25)).collect());
+    let chain = vec!["cardinality($1)"; 140].join(" + ");
+    let r = query(
+        &s,
+        &format!("SELECT {chain}"),
+        std::slice::from_ref(&floats),
+    )
+    .await?;
+    assert_eq!(r.rows, Some(vec![vec![json!(140 * 4096)]]));
+    // The same arrays as SQL text, and their values where they are used.
+    let array = format!(
+        "ARRAY[{}]",
+        (0..200)
+            .map(|i| format!("{i}.5"))
+            .collect::<Vec<_>>()
+            .join(",")
+    );
+    let chain = vec![format!("cardinality({array})"); 100].join(" + ");
+    let r = query(&s, &format!("SELECT {chain}"), &[]).await?;
+    assert_eq!(r.rows, Some(vec![vec![json!(100 * 200)]]));
+    let r = query(
+        &s,
+        &format!(
+            "SELECT ({array})[200], {array} = {array}, {array} || {array} = {array}, \
+             array_length({array} || ARRAY[1.5], 1), $1 = $1, ($1::float8[])[4096] x"
+        ),
+        std::slice::from_ref(&floats),
+    )
+    .await?;
+    assert_eq!(
+        r.rows,
+        Some(vec![vec![
+            json!(199.5),
+            json!(true),
+            json!(false),
+            json!(201),
+            json!(true),
+            json!(4095.25)
+        ]])
+    );
+    assert_eq!(r.columns[5], "x");
+    // Two different arrays in one SELECT list keep two names.
+    let other = array.replace("0.5,", "0.75,");
+    let r = query(
+        &s,
+        &format!("SELECT {array} = {other}, {other} = {array}"),
+        &[],
+    )
+    .await?;
+    assert_eq!(r.rows, Some(vec![vec![json!(false), json!(false)]]));
+    // Planning past the timeout stops there: 200 distinct parameters of 5,000 numbers
+    // each, named at every level.
+    let tarn =
+        Tarn::in_memory_with(tarn::Options::new().query_timeout(Duration::from_secs(2))).await?;
+    let s = fixture(&tarn).await?;
+    let params: Vec<Value> = (0..200)
+        .map(|k| Value::Array((0..5000).map(|i| json!(i * 1000 + k)).collect()))
+        .collect();
+    let chain = (1..=200)
+        .map(|k| format!("cardinality(${k})"))
+        .collect::<Vec<_>>()
+        .join(" + ");
+    // (Without the deadline inside planning it answered after about 20 s here, ten
+    // times its timeout.)
+    let e = query(&s, &format!("SELECT {chain}"), &params)
+        .await
+        .expect_err("planned past its timeout");
+    assert_eq!(e.status(), 400, "{e}");
+    assert!(
+        e.message()
+            .contains("canceling statement due to statement timeout (2000 ms"),
+        "{e}"
+    );
+    // The database goes on.
+    let r = query(&s, "SELECT 1", &[]).await?;
+    assert_eq!(r.rows, Some(vec![vec![json!(1)]]));
+    Ok(())
+}
+
 /// A top-k search whose LIMIT passes the table returns every row: those rows count
 /// against `query_memory` on the planner-free path as on the planned one.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

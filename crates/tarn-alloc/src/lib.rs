@@ -7,7 +7,8 @@
 //! table. Each such shape took a process past 4–6 GB under a 2 GiB limit. The allocator
 //! below ([`StatementAllocator`], installed by the host program) counts the bytes of
 //! every large allocation made while a statement's work is being polled, against that
-//! statement, until the allocation is freed — wherever and whenever it is freed. Past
+//! statement, until the allocation is freed — wherever and whenever it is freed — and
+//! sums the small ones each thread allocates and frees while doing its work. Past
 //! its backstop ([`backstop`]) the statement ends with the `query_memory` 400 at the
 //! next batch any of its plan nodes passes on, and at its next poll.
 //!
@@ -31,10 +32,15 @@ use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU32, Ordering};
 use std::task::{Context, Poll};
 
-/// Allocations below this are not counted (nor given a header): the memory that grows
-/// without bound is Arrow buffers, folded constants and vectors of values, all large;
-/// a header on every small allocation would cost more than it finds.
+/// Allocations from this size on carry a header naming their statement, so they are
+/// counted against it until freed, wherever and whenever that is. Below it a header
+/// would cost more than it finds (a 16-byte header on a 24-byte block); small blocks are
+/// counted without one (see [`small`]).
 const SMALLEST_COUNTED: usize = 4096;
+
+/// How far a thread's uncounted sum of small blocks may drift before it is added to its
+/// statement's count: the atomic add is paid once per this many bytes, not per block.
+const SMALL_FLUSH: i64 = 64 << 10;
 
 /// Statements counted at once; past this many running together, the others run
 /// uncounted (the pool's limits still hold for them).
@@ -73,6 +79,47 @@ thread_local! {
     /// The statement whose work this thread is doing: slot index + 1 in the low half,
     /// generation in the high half; 0 for none.
     static CURRENT: Cell<u64> = const { Cell::new(0) };
+}
+
+thread_local! {
+    /// The small blocks allocated less freed on this thread for one statement (its tag),
+    /// not yet added to its count.
+    static SMALL: Cell<(u64, i64)> = const { Cell::new((0, 0)) };
+}
+
+/// Counts a small block (`bytes` > 0 allocated, < 0 freed) against the statement this
+/// thread is working for. Small blocks carry no header, so a block is subtracted from
+/// the statement current when it is freed, not the one it was made for: a sum that is
+/// only right on the whole. That is what it is for: memory a statement's operators hold
+/// in millions of small pieces they do not report to the pool — a window's value per
+/// partition, per-group state — which no header-counted allocation shows. A block
+/// freed after its statement ended (a result's pieces) is subtracted from nobody, or
+/// from a statement then running, which only ever holds less for it.
+fn small(bytes: i64) {
+    // What the block costs the process, not what was asked: the system allocator gives
+    // each block a word of its own and rounds it to 16 bytes (a 24-byte block takes
+    // 32); millions of small blocks are where that difference adds up.
+    let bytes = bytes.signum() * ((bytes.abs() + 8 + 15) & !15).max(32);
+    let tag = current();
+    let _ = SMALL.try_with(|c| {
+        let (was, mut sum) = c.get();
+        if was != tag {
+            if was != 0 && sum != 0 {
+                count(was, sum);
+            }
+            sum = 0;
+        }
+        if tag == 0 {
+            c.set((0, 0));
+            return;
+        }
+        sum += bytes;
+        if sum.abs() >= SMALL_FLUSH {
+            count(tag, sum);
+            sum = 0;
+        }
+        c.set((tag, sum));
+    });
 }
 
 /// The statement whose work this thread is doing now (0 for none), for plan nodes to
@@ -132,7 +179,11 @@ impl StatementAllocator {
     /// allocation), with a header and counted from [`SMALLEST_COUNTED`].
     unsafe fn allocate(layout: Layout, make: impl FnOnce(Layout) -> *mut u8) -> *mut u8 {
         if layout.size() < SMALLEST_COUNTED {
-            return make(layout);
+            let p = make(layout);
+            if !p.is_null() {
+                small(layout.size() as i64);
+            }
+            return p;
         }
         INSTALLED.store(true, Ordering::Relaxed);
         let Some((outer, h)) = Self::with_header(layout) else {
@@ -174,6 +225,7 @@ unsafe impl GlobalAlloc for StatementAllocator {
 
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
         if layout.size() < SMALLEST_COUNTED {
+            small(-(layout.size() as i64));
             return unsafe { System.dealloc(ptr, layout) };
         }
         let h = header(layout);
@@ -191,7 +243,12 @@ unsafe impl GlobalAlloc for StatementAllocator {
         let was = layout.size() >= SMALLEST_COUNTED;
         let will = new_size >= SMALLEST_COUNTED;
         if !was && !will {
-            return unsafe { System.realloc(ptr, layout, new_size) };
+            let moved = unsafe { System.realloc(ptr, layout, new_size) };
+            if !moved.is_null() {
+                small(-(layout.size() as i64));
+                small(new_size as i64);
+            }
+            return moved;
         }
         if was && will {
             // The block keeps its header, and so its statement.
@@ -471,6 +528,39 @@ mod tests {
             ALLOCATOR.dealloc(p, layout);
         }
         assert_eq!(held(&next), 0);
+    }
+
+    #[test]
+    fn a_statement_holds_its_small_blocks_on_the_whole() {
+        let _warm = vec![0u8; SMALLEST_COUNTED];
+        let m = Meter::start(1 << 30);
+        let blocks: Vec<Box<[u8; 48]>> = {
+            let _in = enter(m.tag());
+            (0..100_000).map(|_| Box::new([1u8; 48])).collect()
+        };
+        // 100,000 blocks of 48 bytes (and the vector of their pointers, counted whole).
+        let held_then = held(&m);
+        assert!(held_then >= 4_800_000 - SMALL_FLUSH, "{held_then}");
+        {
+            let _in = enter(m.tag());
+            drop(blocks);
+        }
+        assert!(held(&m) < SMALL_FLUSH, "{}", held(&m));
+        // Freed by a thread doing no statement's work, nothing is subtracted: the count
+        // errs towards holding more, never less.
+        let again: Vec<Box<[u8; 48]>> = {
+            let _in = enter(m.tag());
+            (0..10_000).map(|_| Box::new([1u8; 48])).collect()
+        };
+        let before = held(&m);
+        std::thread::spawn(move || drop(again))
+            .join()
+            .expect("joined");
+        assert!(
+            held(&m) >= before - (10_000 * 8 + 64),
+            "{} {before}",
+            held(&m)
+        );
     }
 
     #[test]

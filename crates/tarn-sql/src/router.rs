@@ -446,6 +446,11 @@ impl SqlEngine {
                 tarn_alloc::over_message(held, limit)
             ))
         });
+        // The deadline inside planning, which is one long poll (see `context::deadline`).
+        let fut = crate::datafusion_ext::context::deadline::with_deadline(
+            fut,
+            self.shared.limits.query_timeout,
+        );
         let fut = std::panic::AssertUnwindSafe(fut).catch_unwind();
         match tokio::time::timeout(self.shared.limits.query_timeout, fut).await {
             Ok(Ok(r)) => r,
@@ -455,9 +460,8 @@ impl SqlEngine {
     }
 
     fn timeout_error(&self) -> Error {
-        Error::BadRequest(format!(
-            "canceling statement due to statement timeout ({} ms, limit query_timeout)",
-            self.shared.limits.query_timeout.as_millis()
+        Error::BadRequest(crate::datafusion_ext::context::deadline::timeout_message(
+            self.shared.limits.query_timeout,
         ))
     }
 

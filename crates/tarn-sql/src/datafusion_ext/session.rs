@@ -150,8 +150,15 @@ pub(crate) fn new_session(query_memory: usize) -> Result<SessionState> {
     let mut analyzer: Vec<Arc<dyn datafusion::optimizer::AnalyzerRule + Send + Sync>> =
         vec![Arc::new(functions::checked_arithmetic::MarkExplicitCasts)];
     analyzer.extend(state.analyzer().rules.iter().cloned());
+    // Large constant arrays are made once where they are planned, before DataFusion's
+    // own array planner would make a `make_array` call of each element
+    // (`functions::const_array`).
+    let mut planners: Vec<Arc<dyn datafusion::logical_expr::planner::ExprPlanner>> =
+        vec![Arc::new(functions::const_array::ConstArrayPlanner)];
+    planners.extend(state.expr_planners().iter().cloned());
     let state = SessionStateBuilder::new_from_existing(state)
         .with_analyzer_rules(analyzer)
+        .with_expr_planners(planners)
         .with_physical_optimizer_rules(physical)
         .with_optimizer_rule(Arc::new(plan::search_rule::SearchRule))
         .with_query_planner(Arc::new(plan::search_exec::TarnQueryPlanner))

@@ -57,6 +57,7 @@ impl AnalyzerRule for CheckedArithmetic {
 
     fn analyze(&self, plan: LogicalPlan, _config: &ConfigOptions) -> DfResult<LogicalPlan> {
         let rewritten = plan.transform_up_with_subqueries(|plan| {
+            crate::datafusion_ext::context::deadline::check()?;
             let inputs = plan.inputs();
             let schema: Arc<DFSchema> = if inputs.len() == 1 {
                 inputs[0].schema().clone()

@@ -324,6 +324,9 @@ impl ScalarUDFImpl for ParamArray {
         &self,
         args: datafusion::logical_expr::ReturnFieldArgs,
     ) -> DfResult<Arc<Field>> {
+        // Asked at every level above the parameter while the plan is analyzed (its JSON
+        // text is named each time): where deep expressions meet the statement timeout.
+        crate::datafusion_ext::context::deadline::check()?;
         let tag = match args.scalar_arguments.first() {
             Some(Some(ScalarValue::Utf8(Some(t)))) => t,
             _ => return Err(internal("the type tag must be a text literal")),

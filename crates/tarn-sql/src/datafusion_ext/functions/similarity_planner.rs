@@ -20,6 +20,9 @@ impl ExprPlanner for SimilarityPlanner {
         expr: RawBinaryExpr,
         schema: &DFSchema,
     ) -> DfResult<PlannerResult<RawBinaryExpr>> {
+        // Called for every binary operator planned: a deep expression's planning meets
+        // the statement timeout here (`context::deadline`).
+        crate::datafusion_ext::context::deadline::check()?;
         match &expr.op {
             BinaryOperator::Custom(op) if op == OPERATOR => {
                 // Hybrid: `(vector, text) <#> engine_hybrid_record(…)`.
