@@ -509,6 +509,39 @@ async fn query_result_shape_and_encodings() -> TestResult {
         .await?;
     assert_eq!(explain.columns, vec!["plan_type", "plan"]);
     assert!(explain.row_count >= 1);
+    // PostgreSQL's format option, in both spellings: JSON is PostgreSQL's plan JSON.
+    for sql in [
+        r#"EXPLAIN FORMAT JSON SELECT id FROM "ws"."e""#,
+        r#"EXPLAIN (FORMAT JSON) SELECT id FROM "ws"."e""#,
+    ] {
+        let r = s.query("ws", sql, &[]).await?;
+        let plan = r
+            .rows
+            .as_ref()
+            .and_then(|rows| rows[0][1].as_str().map(str::to_string));
+        let plan: serde_json::Value = serde_json::from_str(&plan.ok_or(sql)?)?;
+        assert!(plan[0]["Plan"]["Node Type"].is_string(), "{sql}: {plan}");
+    }
+    for sql in [
+        r#"EXPLAIN FORMAT TREE SELECT id FROM "ws"."e""#,
+        r#"EXPLAIN (FORMAT TEXT, COSTS OFF) SELECT id FROM "ws"."e""#,
+        r#"EXPLAIN (ANALYZE, BUFFERS) SELECT id FROM "ws"."e""#,
+    ] {
+        assert!(s.query("ws", sql, &[]).await?.row_count >= 1, "{sql}");
+    }
+    let e = s
+        .query(
+            "ws",
+            r#"EXPLAIN (FORMAT YAML) SELECT id FROM "ws"."e""#,
+            &[],
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        e.message()
+            .contains("EXPLAIN format \"yaml\" is not supported"),
+        "{e}"
+    );
     Ok(())
 }
 
@@ -1620,7 +1653,37 @@ async fn errors_are_in_tarns_own_words() -> TestResult {
             "SELECT round('x'::text)",
             "function round(text) does not exist",
         ),
-        ("SELECT 1 WHERE 1", "non-boolean predicate '1'"),
+        (
+            "SELECT 1 WHERE 1",
+            "argument of WHERE must be type boolean, not type bigint",
+        ),
+        (
+            r#"SELECT * FROM "ws"."n" WHERE e <#> '{1,0}'"#,
+            "argument of WHERE must be type boolean, not type real",
+        ),
+        (
+            r#"SELECT body <#> 5 FROM "ws"."n""#,
+            "must be a constant string (a literal or a parameter), not 5",
+        ),
+        (
+            r#"SELECT (e, body) <#> ROW(1, 2) FROM "ws"."n""#,
+            "operator does not exist: record <#> record",
+        ),
+        (
+            r#"SELECT e::float4[3] FROM "ws"."n""#,
+            "cannot cast an array of 2 elements to an array of exactly 3",
+        ),
+        (
+            r#"SELECT body @@ 'x' FROM "ws"."n""#,
+            "operator does not exist: @@; text is searched with <#>",
+        ),
+        ("SELECT @@version", "operator does not exist: prefix @@"),
+        ("SELECT U&'d\\0061t'", "Unicode escape strings (U&'…')"),
+        ("SELECT N'abc'", "national character strings"),
+        (
+            "SELECT interval '2000000000 years'",
+            "interval field value out of range: \"2000000000 years\"",
+        ),
         (
             r#"CREATE TABLE "ws"."x" AS SELECT named_struct('a', 1) AS s"#,
             "cannot store a column of type record",
@@ -1671,7 +1734,10 @@ async fn errors_are_in_tarns_own_words() -> TestResult {
         ("SELECT regexp_match('x', '[')", "unclosed character class"),
         ("SELECT map_extract(1, 'a')", "expected a map, not bigint"),
         ("SELECT 'x' COLLATE \"C\"", "Collate is not supported"),
-        ("SELECT B'102'", "literals are not supported"),
+        (
+            "SELECT B'102'",
+            "bit-string literals (B'…') are not supported",
+        ),
         (
             "SELECT repeat('9', 600000)::bool",
             "invalid input syntax for type boolean: \"999",

@@ -1409,6 +1409,36 @@ async fn null_scores_sort_last_in_every_top_k_shape() -> TestResult {
     // NULLS FIRST, written, is kept.
     let sql = format!("SELECT id FROM {n} ORDER BY e <#> '{{1,0}}' DESC NULLS FIRST LIMIT 1");
     assert_eq!(json!(s.query("ws", &sql, &[]).await?.rows), json!([[2]]));
+    // An aggregate's own ORDER BY and a window's: the best match first there too,
+    // NULLS FIRST kept where written.
+    for (sql, want) in [
+        (
+            format!("SELECT array_agg(id ORDER BY e <#> '{{1,0}}' DESC) FROM {n}"),
+            json!([[[1, 3, 2]]]),
+        ),
+        (
+            format!("SELECT array_agg(id ORDER BY e <#> '{{1,0}}' DESC) AS a, count(*) FROM {n}"),
+            json!([[[1, 3, 2], 3]]),
+        ),
+        (
+            format!("SELECT array_agg(id ORDER BY e <#> '{{1,0}}' DESC NULLS FIRST) FROM {n}"),
+            json!([[[2, 1, 3]]]),
+        ),
+        (
+            format!(
+                "SELECT id, row_number() OVER (ORDER BY e <#> '{{1,0}}' DESC) FROM {n} ORDER BY id"
+            ),
+            json!([[1, 1], [2, 3], [3, 2]]),
+        ),
+        (
+            format!(
+                "SELECT id, row_number() OVER (ORDER BY e <#> '{{1,0}}' DESC NULLS FIRST) FROM {n} ORDER BY id"
+            ),
+            json!([[1, 2], [2, 1], [3, 3]]),
+        ),
+    ] {
+        assert_eq!(json!(s.query("ws", &sql, &[]).await?.rows), want, "{sql}");
+    }
     // A NULL query scores every row NULL: ties by row id (insertion order).
     s.query(
         "ws",

@@ -404,13 +404,22 @@ async fn members_are_listed_added_updated_and_removed() -> TestResult {
             .ok_or("a bad role was accepted")?;
         assert_eq!(err.status(), 400, "{bad:?}: {err}");
     }
-    assert_eq!(
-        acme.add_member("acme", "not an e-mail", "member")
-            .await
-            .err()
-            .map(|e| e.status()),
-        Some(400)
-    );
+    // Not an address; and addresses that would show otherwise than they are (U+202E
+    // reverses what follows it in a member list, U+2028 breaks the line).
+    for bad in [
+        "not an e-mail",
+        "eve\u{202e}moc.elpmaxe@x.com",
+        "a@b\u{2028}.com",
+    ] {
+        assert_eq!(
+            acme.add_member("acme", bad, "member")
+                .await
+                .err()
+                .map(|e| e.status()),
+            Some(400),
+            "{bad:?}"
+        );
+    }
 
     // An existing user joins at once; an unknown e-mail is a pending invite.
     let (bob_id, bob) = user_session(&tarn, "bob@example.com").await?;

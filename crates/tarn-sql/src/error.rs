@@ -523,8 +523,14 @@ fn pg_wording(m: &str) -> Option<String> {
              precision, not ({precision}, {scale})"
         ));
     }
-    // "Unsupported binary operator: LtDashGt": the operator as it was written.
-    if let Some(name) = m.strip_prefix("Unsupported binary operator: ") {
+    // "Unsupported binary operator: LtDashGt", or an operator the planner let through
+    // that execution refuses ("Utf8 operator 'AtAt' is not supported in the physical
+    // expr"): the operator as it was written.
+    let refused = m.strip_prefix("Unsupported binary operator: ").or_else(|| {
+        let (_, rest) = m.split_once(" operator '")?;
+        rest.strip_suffix("' is not supported in the physical expr")
+    });
+    if let Some(name) = refused {
         let written = match name.trim() {
             "LtDashGt" => "<->",
             "DoubleHash" => "##",
@@ -558,12 +564,69 @@ fn pg_wording(m: &str) -> Option<String> {
             "Overlaps" => "OVERLAPS",
             other => other,
         };
-        let hint = if written == "<->" || written == "<=>" {
-            "; similarity is scored with <#> (higher is better)"
-        } else {
-            ""
+        let hint = match written {
+            "<->" | "<=>" => "; similarity is scored with <#> (higher is better)",
+            "@@" => "; text is searched with <#> (BM25, higher is better)",
+            _ => "",
         };
         return Some(format!("operator does not exist: {written}{hint}"));
+    }
+    // "Unsupported SQL unary operator DoubleAt": a prefix operator Tarn does not have.
+    if let Some(name) = m.strip_prefix("Unsupported SQL unary operator ") {
+        let written = match name.trim() {
+            "DoubleAt" => "@@",
+            "PGBitwiseNot" => "~",
+            "PGSquareRoot" => "|/",
+            "PGCubeRoot" => "||/",
+            "PGPostfixFactorial" => "!",
+            "PGPrefixFactorial" => "!!",
+            "PGAbs" => "@",
+            "BangNot" => "!",
+            "Hash" => "#",
+            "AtDashAt" => "@-@",
+            "QuestionDash" => "?-",
+            "QuestionPipe" => "?|",
+            other => other,
+        };
+        return Some(format!("operator does not exist: prefix {written}"));
+    }
+    // "Cannot create filter with non-boolean predicate 'e <#> …' returning real".
+    if let Some(rest) = m.strip_prefix("Cannot create filter with non-boolean predicate '")
+        && let Some((_, ty)) = rest.rsplit_once("' returning ")
+    {
+        return Some(format!(
+            "argument of WHERE must be type boolean, not type {}",
+            pg_type_names(ty.trim())
+        ));
+    }
+    // "Cannot cast to FixedSizeList(3): value at index 0 has length 2": `x::real[3]`.
+    if let Some(rest) = m.strip_prefix("Cannot cast to FixedSizeList(")
+        && let Some((want, rest)) = rest.split_once("):")
+        && let Some((_, got)) = rest.rsplit_once(" has length ")
+    {
+        return Some(format!(
+            "cannot cast an array of {} elements to an array of exactly {want} (a vector \
+             type's dimension)",
+            got.trim()
+        ));
+    }
+    // "Unable to represent 2000000000 years as months in a signed 32-bit integer".
+    if let Some(rest) = m.strip_prefix("Unable to represent ")
+        && let Some((value, _)) = rest.split_once(" as ")
+    {
+        return Some(format!(
+            "interval field value out of range: {}",
+            shown(value)
+        ));
+    }
+    // "Cannot cast timestamp value 9223372037 to timestamp: converted value exceeds the
+    // representable i64 range".
+    if m.starts_with("Cannot cast timestamp value ") && m.contains("representable i64 range") {
+        return Some(
+            "timestamp out of range: this function's timestamps (nanoseconds since 1970 \
+             in 64 bits) run from 1677-09-21 to 2262-04-11"
+                .into(),
+        );
     }
     // "Cannot cast string 'a' to value of Int64 type", "Cannot cast value 'x' to value
     // of Boolean type", "Invalid input syntax for type interval: \"x\"": PostgreSQL's
@@ -640,7 +703,10 @@ fn pg_wording(m: &str) -> Option<String> {
     }
     if let Some(value) = m.strip_prefix("Unsupported Value '") {
         let what = value.split(['(', '\'']).next().unwrap_or(value);
-        return Some(format!("{what} literals are not supported"));
+        return Some(literal_kind(what));
+    }
+    if let Some(what) = m.strip_suffix(" literals are not supported") {
+        return Some(literal_kind(what));
     }
     if let Some(rest) = m.strip_prefix("Inconsistent metadata across values list at row ") {
         let column = rest
@@ -661,6 +727,25 @@ fn pg_wording(m: &str) -> Option<String> {
         ));
     }
     None
+}
+
+/// "… literals are not supported" for a kind of literal sqlparser reads and DataFusion
+/// does not plan, named as it is written.
+fn literal_kind(what: &str) -> String {
+    match what {
+        "SingleQuotedByteStringLiteral" | "DoubleQuotedByteStringLiteral" => {
+            "bit-string literals (B'…') are not supported; write an integer, or bytea as \
+             '\\x…'"
+                .into()
+        }
+        "UnicodeStringLiteral" => "Unicode escape strings (U&'…') are not supported; write \
+                                   the characters, or E'\\u0061' escapes"
+            .into(),
+        "NationalStringLiteral" => {
+            "national character strings (N'…') are not supported; write '…'".into()
+        }
+        other => format!("{other} literals are not supported"),
+    }
 }
 
 /// `msg` with Arrow's type names (`List(Float32)`, `Utf8`, `Decimal128(10, 2)`,

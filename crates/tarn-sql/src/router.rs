@@ -33,6 +33,8 @@ pub struct SqlEngine {
     /// Set when the host starts closing ([`SqlEngine::begin_close`]): statements stop
     /// waiting for background work.
     closing: tokio::sync::watch::Sender<bool>,
+    /// Set when the host stops the statements under way ([`SqlEngine::stop_statements`]).
+    stopping: tokio::sync::watch::Sender<bool>,
     /// Parameterized queries parsed recently, by organization and SQL text: a host
     /// that runs one search again and again with new parameters parses it once.
     parsed: Mutex<HashMap<String, Arc<Statement>>>,
@@ -65,6 +67,7 @@ impl SqlEngine {
             },
             index_progress: None,
             closing: tokio::sync::watch::Sender::new(false),
+            stopping: tokio::sync::watch::Sender::new(false),
             parsed: Mutex::new(HashMap::new()),
         })
     }
@@ -236,6 +239,16 @@ impl SqlEngine {
     /// a drain before [`Database`]'s close is not held by them. Statements still run.
     pub fn begin_close(&self) {
         self.closing.send_replace(true);
+    }
+
+    /// The host stops the statements under way, past the drain it gave them: each one
+    /// still doing its work (planning, reading, building the rows it writes) ends at
+    /// its next await with a 503 saying nothing was applied; one already committing
+    /// finishes its commit. Statements that start afterwards are refused the same way.
+    /// Also ends waits for background work, as [`SqlEngine::begin_close`] does.
+    pub fn stop_statements(&self) {
+        self.closing.send_replace(true);
+        self.stopping.send_replace(true);
     }
 
     /// Calls `f` with the progress of index builds that statements wait for (CREATE
@@ -452,10 +465,20 @@ impl SqlEngine {
             self.shared.limits.query_timeout,
         );
         let fut = std::panic::AssertUnwindSafe(fut).catch_unwind();
-        match tokio::time::timeout(self.shared.limits.query_timeout, fut).await {
-            Ok(Ok(r)) => r,
-            Ok(Err(panic)) => Err(crate::error::panic_error(panic.as_ref())),
-            Err(_) => Err(self.timeout_error()),
+        let mut stopping = self.stopping.subscribe();
+        tokio::select! {
+            r = tokio::time::timeout(self.shared.limits.query_timeout, fut) => match r {
+                Ok(Ok(r)) => r,
+                Ok(Err(panic)) => Err(crate::error::panic_error(panic.as_ref())),
+                Err(_) => Err(self.timeout_error()),
+            },
+            // The work ends at its next await. What this covers is work, not commits
+            // (callers commit after it), so nothing of the statement was applied.
+            _ = stopping.wait_for(|s| *s) => Err(Error::Unavailable(
+                "the server is shutting down: the statement was stopped before it \
+                 applied anything; retry"
+                    .into(),
+            )),
         }
     }
 

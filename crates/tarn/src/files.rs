@@ -255,9 +255,9 @@ fn check_filename(name: &str) -> Result<()> {
 /// A media type as uploads take it: `type/subtype` and optional `; name=value`
 /// parameters (RFC 9110 §8.3.1: tokens, the value a token or a quoted string), at most
 /// 255 bytes; empty means `application/octet-stream`. The same check serves every
-/// caller (the CLI's `--media-type`, the REST host's part `Content-Type`), so what one
-/// refuses the others refuse too.
-fn media_type_or_default(media_type: &str) -> Result<String> {
+/// caller (the CLI's `--media-type`, the REST host's part `Content-Type` on files and on
+/// table uploads), so what one refuses the others refuse too.
+pub fn media_type_or_default(media_type: &str) -> Result<String> {
     let m = media_type.trim();
     if m.is_empty() {
         return Ok("application/octet-stream".into());

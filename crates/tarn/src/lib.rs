@@ -87,7 +87,9 @@ pub use access::{Operation, PERMISSIONS, Permission, Scope};
 /// The Arrow crate Tarn's record batches come from (`query_arrow`, `insert_arrow`).
 pub use datafusion::arrow;
 pub use error::{Error, ErrorKind, MAX_MESSAGE_BYTES, Result};
-pub use files::{DEFAULT_FILES_LIMIT, FileContent, FileReader, MAX_FILES_LIMIT};
+pub use files::{
+    DEFAULT_FILES_LIMIT, FileContent, FileReader, MAX_FILES_LIMIT, media_type_or_default,
+};
 pub use resources::*;
 pub use retry::{RetryPolicy, Retryable};
 pub use tarn_catalog::Role;
@@ -385,13 +387,16 @@ fn pool_refusal(e: &datafusion::error::DataFusionError) -> String {
 }
 
 /// A valid e-mail address, trimmed and in lower case, or 400: one `@` between a
-/// non-empty local part and a domain, no whitespace or control characters, at most 320
+/// non-empty local part and a domain, no whitespace, control or bidirectional control
+/// characters (U+202E would show the address reversed in a member list), at most 320
 /// bytes. (Not RFC 5322's full grammar: enough to refuse what cannot be an address, as
 /// an admin's typo would otherwise become a permanent pending user.)
 fn normalize_email(email: &str) -> Result<String> {
     let email = email.trim().to_lowercase();
     let valid = email.len() <= 320
-        && !email.chars().any(|c| c.is_whitespace() || c.is_control())
+        && !email
+            .chars()
+            .any(|c| c.is_whitespace() || tarn_catalog::is_hidden_control(c))
         && email.split_once('@').is_some_and(|(local, domain)| {
             !local.is_empty() && !domain.is_empty() && !domain.contains('@')
         });
@@ -499,6 +504,15 @@ impl Tarn {
     /// open. `close` does this first too.
     pub fn begin_close(&self) {
         self.inner.engine.begin_close();
+    }
+
+    /// Stops the statements under way, for a host whose drain ran out: each still at
+    /// its work (a long CTAS, a query) ends at its next await with a 503 `the server is
+    /// shutting down: the statement was stopped before it applied anything; retry`, and
+    /// one already committing finishes its commit, so nothing is half applied. Later
+    /// statements are refused the same way; call [`Tarn::close`] next.
+    pub fn stop_statements(&self) {
+        self.inner.engine.stop_statements();
     }
 
     /// Closes the database: waits for commits in flight, stops background maintenance,

@@ -735,6 +735,9 @@ async fn upload_table(
                     if uploaded.is_some() || spooled.is_some() {
                         return Err(twice("file"));
                     }
+                    // The format comes from the file's name, but a media type that is
+                    // not one is refused here as on the files endpoint.
+                    part_media_type(&field)?;
                     let part_name = field.file_name().map(str::to_string);
                     match (&table_name, filename.clone().or(part_name.clone())) {
                         (Some(t), Some(name)) => {
@@ -776,6 +779,21 @@ async fn upload_table(
     Ok(created(
         s.upload_table(&ws, &table_name, &name, file).await?,
     ))
+}
+
+/// A part's `Content-Type` as sent (empty when there is none), checked as every media
+/// type is ([`tarn::media_type_or_default`]). The header itself, not the parser's
+/// reading, which drops a media type it cannot parse: bytes the client labelled
+/// otherwise would be stored as octet-stream.
+fn part_media_type(field: &axum::extract::multipart::Field<'_>) -> ApiResult<String> {
+    let Some(v) = field.headers().get(header::CONTENT_TYPE) else {
+        return Ok(String::new());
+    };
+    let v = v
+        .to_str()
+        .map_err(|_| ApiError::bad("the file part's Content-Type is not ASCII text"))?;
+    tarn::media_type_or_default(v)?;
+    Ok(v.to_string())
 }
 
 /// 400 unless a part that may come once (`name`) has not come yet (`seen`).
@@ -860,7 +878,16 @@ async fn upload_file(
             match field.name() {
                 Some("filename") => {
                     once(&filename, "filename")?;
-                    filename = Some(small_text(field).await?);
+                    let name = small_text(field).await?;
+                    if let Some(info) = &stored
+                        && info.filename != name
+                    {
+                        return Err(ApiError::bad(format!(
+                            "multipart field \"filename\" ({name:?}) comes after the file part, which was already stored as {:?}: send \"filename\" before \"file\"",
+                            info.filename
+                        )));
+                    }
+                    filename = Some(name);
                 }
                 Some("file") => {
                     once(&stored, "file")?;
@@ -869,18 +896,7 @@ async fn upload_file(
                         .map(str::to_string)
                         .or_else(|| filename.clone())
                         .ok_or_else(no_filename)?;
-                    // The header as sent: the parser's own reading drops a media type
-                    // it cannot parse, which would store bytes as octet-stream that
-                    // the client labelled otherwise.
-                    let media_type = match field.headers().get(header::CONTENT_TYPE) {
-                        None => String::new(),
-                        Some(v) => v
-                            .to_str()
-                            .map_err(|_| {
-                                ApiError::bad("the file part's Content-Type is not ASCII text")
-                            })?
-                            .to_string(),
-                    };
+                    let media_type = part_media_type(&field)?;
                     let failed = Arc::new(BodyFailure::default());
                     let reader = part_reader(field, failed.clone());
                     let result = s.upload_file(&ws, &name, &media_type, reader).await;

@@ -315,9 +315,9 @@ async fn serve(
             closing.begin_close();
             let _ = stopping_tx.send(());
         });
-    // Requests under way get `drain` to finish; past it they are given up (exit status
-    // 1): each statement applies wholly or not at all, and one still running is aborted
-    // at its next await or abandoned with the process.
+    // Requests under way get `drain` to finish; past it their statements are stopped
+    // (each answers 503, nothing of it applied; one committing finishes its commit), the
+    // answers get a moment to go out, and what is left is dropped (exit status 1).
     let give_up = async move {
         if stopping_rx.await.is_ok() {
             tokio::time::sleep(drain).await;
@@ -325,13 +325,18 @@ async fn serve(
             std::future::pending::<()>().await;
         }
     };
+    let mut server = std::pin::pin!(server.into_future());
     tokio::select! {
-        r = server => if let Err(e) = r {
+        r = &mut server => if let Err(e) = r {
             eprintln!("ERROR: {e}");
             return ExitCode::from(1);
         },
         () = give_up => {
-            eprintln!("requests still under way after {drain:?}: dropped");
+            eprintln!("requests still under way after {drain:?}: their statements are stopped");
+            tarn.stop_statements();
+            if tokio::time::timeout(Duration::from_secs(5), &mut server).await.is_err() {
+                eprintln!("requests still under way 5 s later: dropped");
+            }
             return ExitCode::from(1);
         }
     }

@@ -282,9 +282,7 @@ impl<'e> Txn<'e> {
                 // A copy for the retry below; planning consumes the statement.
                 let spare = stmt.clone();
                 let planned = state
-                    .statement_to_plan(datafusion::sql::parser::Statement::Statement(Box::new(
-                        stmt,
-                    )))
+                    .statement_to_plan(crate::statement::dispatch::planner_statement(stmt)?)
                     .await;
                 let plan = match planned {
                     Err(e) if same_names(&e) => {
@@ -293,9 +291,7 @@ impl<'e> Txn<'e> {
                         let mut stmt = spare;
                         crate::rewrite::names::alias_duplicates(&mut stmt, true);
                         state
-                            .statement_to_plan(datafusion::sql::parser::Statement::Statement(
-                                Box::new(stmt),
-                            ))
+                            .statement_to_plan(crate::statement::dispatch::planner_statement(stmt)?)
                             .await?
                     }
                     other => other?,

@@ -25,7 +25,7 @@
 
 use std::sync::Arc;
 
-use datafusion::arrow::array::{Array, ArrayRef, AsArray, BooleanArray, Float64Array};
+use datafusion::arrow::array::{Array, ArrayRef, AsArray, BooleanArray};
 use datafusion::arrow::compute::kernels::numeric;
 use datafusion::arrow::datatypes::{DataType, Float32Type, Float64Type, Int64Type};
 use datafusion::arrow::error::ArrowError;
@@ -278,13 +278,30 @@ fn rewrite(e: Expr, schema: &DFSchema) -> DfResult<(Expr, Option<DataType>, bool
                 true,
             ))
         }
-        Expr::ScalarFunction(f) if matches!(f.func.name(), "ln" | "log" | "log10" | "log2") => {
+        Expr::ScalarFunction(f) if Guard::of(f.func.name()).is_some() => {
             let func = Arc::clone(&f.func);
             let mut args = Vec::with_capacity(f.args.len());
             for a in f.args {
                 args.push(rewrite(a, schema)?.0);
             }
-            Ok((call(Logarithm::new(func), args), None, true))
+            match Guard::of(func.name()) {
+                // `to_timestamp(seconds)`: a number of seconds, not text or a timestamp.
+                Some(Guard::Seconds) => {
+                    let numeric =
+                        args.len() == 1 && args[0].get_type(schema).is_ok_and(|t| t.is_numeric());
+                    if numeric {
+                        Ok((call(SecondsToTimestamp::new(), args), None, true))
+                    } else {
+                        Ok((
+                            Expr::ScalarFunction(ScalarFunction::new_udf(func, args)),
+                            None,
+                            true,
+                        ))
+                    }
+                }
+                Some(guard) => Ok((call(Guarded::new(func, guard), args), None, true)),
+                None => unreachable!("matched above"),
+            }
         }
         other => {
             let mut changed = false;
@@ -711,17 +728,33 @@ impl ScalarUDFImpl for FloatIn {
         };
         let out = datafusion::arrow::compute::cast_with_options(input, &self.to, &options)?;
         let result = as_f64(&out);
-        // The source as text is needed only to tell `'Infinity'` from an overflow.
-        if !result.iter().any(|v| v.is_infinite()) {
+        // The source as text is needed only to tell `'Infinity'` from an overflow, and
+        // `'0'` from an underflow.
+        if !result.iter().any(|v| v.is_infinite() || *v == 0.0) {
             return columnar(out, scalar);
         }
         let source = datafusion::arrow::compute::cast(input, &DataType::Utf8)?;
         let source = source.as_string::<i32>();
         for (i, v) in result.iter().enumerate() {
-            if !v.is_infinite() || source.is_null(i) {
+            if !(v.is_infinite() || *v == 0.0) || source.is_null(i) || out.is_null(i) {
                 continue;
             }
             let text = source.value(i).trim();
+            if *v == 0.0 {
+                // Zero from a number whose digits are not all zero: too small to hold.
+                let mantissa = text.split(['e', 'E']).next().unwrap_or(text);
+                if !mantissa.bytes().any(|b| matches!(b, b'1'..=b'9')) {
+                    continue;
+                }
+                if input.data_type() == &DataType::Float64 {
+                    return exec_err!("value out of range: underflow");
+                }
+                return exec_err!(
+                    "{} is out of range for type {}",
+                    tarn_catalog::shown(text),
+                    self.type_name()
+                );
+            }
             let word = text.trim_start_matches(['+', '-']).to_ascii_lowercase();
             if word == "inf" || word == "infinity" {
                 continue;
@@ -739,22 +772,65 @@ impl ScalarUDFImpl for FloatIn {
     }
 }
 
-/// `ln`, `log`, `log10`, `log2` refusing zero and negative arguments, as PostgreSQL does
-/// (DataFusion returns -Infinity and NaN).
-#[derive(Debug, PartialEq, Eq, Hash)]
-struct Logarithm {
-    inner: Arc<ScalarUDF>,
-    name: String,
+/// Functions whose results DataFusion lets go infinite or out of range where
+/// PostgreSQL's fail.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum Guard {
+    /// `ln`, `log`, `log10`, `log2`: zero and negative arguments refused (DataFusion
+    /// returns -Infinity and NaN).
+    Logarithm,
+    /// `power` (and `^`), `exp`: a finite argument whose result overflows to ±Infinity,
+    /// or underflows to zero from a non-zero base, is `value out of range` (DataFusion
+    /// returns Infinity and 0).
+    Power,
+    /// `to_timestamp(number)`: seconds since 1970, checked (see [`SecondsToTimestamp`]).
+    Seconds,
 }
 
-impl Logarithm {
-    fn new(inner: Arc<ScalarUDF>) -> Self {
-        let name = format!("tarn_checked_{}", inner.name());
-        Logarithm { inner, name }
+impl Guard {
+    fn of(name: &str) -> Option<Guard> {
+        match name {
+            "ln" | "log" | "log10" | "log2" => Some(Guard::Logarithm),
+            "power" | "pow" | "exp" => Some(Guard::Power),
+            "to_timestamp" => Some(Guard::Seconds),
+            _ => None,
+        }
     }
 }
 
-impl ScalarUDFImpl for Logarithm {
+/// A DataFusion function with PostgreSQL's refusals around it ([`Guard`]).
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct Guarded {
+    inner: Arc<ScalarUDF>,
+    guard: Guard,
+    name: String,
+}
+
+impl Guarded {
+    fn new(inner: Arc<ScalarUDF>, guard: Guard) -> Self {
+        let name = format!("tarn_checked_{}", inner.name());
+        Guarded { inner, guard, name }
+    }
+}
+
+/// The values of a numeric argument or result as float64 (none for a type that does
+/// not cast: decimals too wide for f64 and the like, which the function decides).
+fn float_values(a: &ColumnarValue) -> Vec<Option<f64>> {
+    match a {
+        ColumnarValue::Scalar(s) => match s.cast_to(&DataType::Float64) {
+            Ok(ScalarValue::Float64(v)) => vec![v],
+            _ => vec![],
+        },
+        ColumnarValue::Array(arr) => {
+            match datafusion::arrow::compute::cast(arr, &DataType::Float64) {
+                Ok(f) => f.as_primitive::<Float64Type>().iter().collect(),
+                Err(_) => vec![],
+            }
+        }
+    }
+}
+
+impl ScalarUDFImpl for Guarded {
     fn name(&self) -> &str {
         &self.name
     }
@@ -782,31 +858,113 @@ impl ScalarUDFImpl for Logarithm {
         if let Some(null) = null_typed(&args)? {
             return Ok(null);
         }
-        for a in &args.args {
-            let values = match a {
-                ColumnarValue::Scalar(s) => match s.cast_to(&DataType::Float64)? {
-                    ScalarValue::Float64(Some(v)) => vec![v],
-                    _ => vec![],
-                },
-                ColumnarValue::Array(arr) => {
-                    match datafusion::arrow::compute::cast(arr, &DataType::Float64) {
-                        Ok(f) => {
-                            let f: &Float64Array = f.as_primitive();
-                            f.iter().flatten().collect()
-                        }
-                        // Decimals too wide for f64 and the like: the function decides.
-                        Err(_) => vec![],
-                    }
+        if self.guard == Guard::Logarithm {
+            for a in &args.args {
+                let values = float_values(a);
+                if values.contains(&Some(0.0)) {
+                    return exec_err!("cannot take logarithm of zero");
                 }
-            };
-            if values.contains(&0.0) {
-                return exec_err!("cannot take logarithm of zero");
+                if values.iter().flatten().any(|v| *v < 0.0) {
+                    return exec_err!("cannot take logarithm of a negative number");
+                }
             }
-            if values.iter().any(|v| *v < 0.0) {
-                return exec_err!("cannot take logarithm of a negative number");
+            return self.inner.invoke_with_args(args);
+        }
+        // Power: the arguments, row by row (a scalar stands for every row), against
+        // the result.
+        let inputs: Vec<Vec<Option<f64>>> = args.args.iter().map(float_values).collect();
+        let out = self.inner.invoke_with_args(args)?;
+        let at = |values: &Vec<Option<f64>>, i: usize| {
+            if values.len() == 1 {
+                values[0]
+            } else {
+                values.get(i).copied().flatten()
+            }
+        };
+        for (i, r) in float_values(&out).into_iter().enumerate() {
+            let Some(r) = r else { continue };
+            let args: Vec<f64> = inputs.iter().filter_map(|v| at(v, i)).collect();
+            if args.len() != inputs.len() || args.iter().any(|a| !a.is_finite()) {
+                continue;
+            }
+            if r.is_infinite() {
+                return exec_err!("value out of range: overflow");
+            }
+            // exp(x) is never zero; power(b, e) is zero only for b = 0.
+            if r == 0.0 && (args.len() == 1 || args[0] != 0.0) {
+                return exec_err!("value out of range: underflow");
             }
         }
-        self.inner.invoke_with_args(args)
+        Ok(out)
+    }
+}
+
+/// `to_timestamp(seconds)` as PostgreSQL computes it: the seconds since 1970 to the
+/// microsecond, as a `timestamp` (microseconds, the type of Tarn's timestamp columns,
+/// so 2286 is as reachable as in PostgreSQL). DataFusion's made nanoseconds and clamped
+/// whatever fell outside 1677–2262 to its ends, NaN to 1970 and Infinity to 2262.
+/// NaN and ±Infinity are `timestamp cannot be NaN` / `timestamp out of range`, as a
+/// value past about 294,000 years either side of 1970 is.
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct SecondsToTimestamp {
+    signature: Signature,
+}
+
+impl SecondsToTimestamp {
+    fn new() -> Self {
+        SecondsToTimestamp {
+            signature: Signature::any(1, Volatility::Immutable),
+        }
+    }
+}
+
+const MICROSECONDS: DataType =
+    DataType::Timestamp(datafusion::arrow::datatypes::TimeUnit::Microsecond, None);
+
+impl ScalarUDFImpl for SecondsToTimestamp {
+    fn name(&self) -> &str {
+        "tarn_to_timestamp"
+    }
+
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    fn return_type(&self, _args: &[DataType]) -> DfResult<DataType> {
+        Ok(MICROSECONDS)
+    }
+
+    fn return_field_from_args(
+        &self,
+        args: datafusion::logical_expr::ReturnFieldArgs,
+    ) -> DfResult<datafusion::arrow::datatypes::FieldRef> {
+        result_field(self.name(), &args, Some(MICROSECONDS))
+    }
+
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> DfResult<ColumnarValue> {
+        let scalar = matches!(args.args[0], ColumnarValue::Scalar(_));
+        let arrays = ColumnarValue::values_to_arrays(&args.args)?;
+        let seconds = datafusion::arrow::compute::cast(&arrays[0], &DataType::Float64)?;
+        let mut out =
+            datafusion::arrow::array::TimestampMicrosecondBuilder::with_capacity(seconds.len());
+        for v in seconds.as_primitive::<Float64Type>().iter() {
+            match v {
+                None => out.append_null(),
+                Some(v) if v.is_nan() => return exec_err!("timestamp cannot be NaN"),
+                Some(v) => {
+                    let micros = (v * 1e6).round();
+                    // i64::MAX as f64 rounds up to 2^63, which does not fit: strict.
+                    if !micros.is_finite() || micros.abs() >= 9.223_372_036_854_775e18 {
+                        return exec_err!(
+                            "timestamp out of range: {}",
+                            tarn_catalog::shown(&v.to_string())
+                        );
+                    }
+                    out.append_value(micros as i64);
+                }
+            }
+        }
+        columnar(Arc::new(out.finish()), scalar)
     }
 }
 

@@ -264,7 +264,7 @@ pub(crate) fn plan(left: &Expr, right: &ScalarFunction, schema: &DFSchema) -> Df
     let Some(query_text) = constant_text(&args[1]) else {
         return Err(bad(format!(
             "the text of a hybrid search must be a constant string, not {}",
-            args[1]
+            args[1].human_display()
         )));
     };
     let text = text_binding(&view, vt, tc, query_text)?;

@@ -302,7 +302,7 @@ fn pg_type(t: &DataType) -> String {
         DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => "text".into(),
         DataType::Boolean => "boolean".into(),
         DataType::Null => "unknown".into(),
-        other => other.to_string().to_lowercase(),
+        other => crate::error::pg_type_names(&other.to_string()),
     }
 }
 
@@ -348,10 +348,9 @@ fn check_kinds(left: &Field, right: &Field) -> DfResult<Kind> {
         (Kind::Vector | Kind::Null, Kind::Vector | Kind::Null) => Ok(Kind::Vector),
         (Kind::Bag, Kind::Bag | Kind::Null) | (Kind::Null, Kind::Bag) => Ok(Kind::Bag),
         (Kind::Other, _) | (_, Kind::Other) => Err(bad(format!(
-            "<#> compares vectors, bags of vectors or text, not {} ({}) with {} ({})",
-            kind_name(lk),
+            "operator does not exist: {} <#> {}; <#> scores vectors (real[]), bags of \
+             vectors (real[][]) and text",
             pg_type(left.data_type()),
-            kind_name(rk),
             pg_type(right.data_type())
         ))),
         _ => Err(bad(format!(

@@ -143,7 +143,8 @@ pub(crate) fn plan(left: &Expr, right: &Expr, schema: &DFSchema) -> DfResult<Opt
             .and_then(|d| d.column_by_id(column).map(|c| c.name.clone()))
             .unwrap_or_default();
         return Err(bad(format!(
-            "the query of <#> on text column \"{name}\" must be a constant string (a literal or a parameter), not {right}"
+            "the query of <#> on text column \"{name}\" must be a constant string (a literal or a parameter), not {}",
+            right.human_display()
         )));
     };
     let binding = text_binding(&view, table, column, query)?;

@@ -3,9 +3,9 @@
 //! (`(e <#> q) * 2`, `max(e <#> q)`, a window function over scores) — directly, or
 //! through output aliases, subquery aliases, joins, windows, group keys, aggregates and
 //! unions — sorted
-//! descending with the default NULL placement gets `NULLS LAST`. (A window's own
-//! `OVER (ORDER BY …)` keeps PostgreSQL's placement: its key is part of the window
-//! column's name, which the plan above refers to.)
+//! descending with the default NULL placement gets `NULLS LAST`. So does a score key of
+//! an aggregate's own ORDER BY (`array_agg(id ORDER BY e <#> q DESC)`) and of a window's
+//! `OVER (ORDER BY …)`: the best match is first there too.
 //!
 //! Before (`ORDER BY s DESC LIMIT 1` under a filter the search node cannot take):
 //!
@@ -28,9 +28,9 @@
 //! sorts (see [`writes_desc_nulls_first`]), and the search node, which always ranks
 //! NULLs last, declines its keys.
 
-use datafusion::common::Column;
 use datafusion::common::config::ConfigOptions;
 use datafusion::common::tree_node::Transformed;
+use datafusion::common::{Column, ScalarValue};
 use datafusion::logical_expr::expr::Sort as SortExpr;
 use datafusion::logical_expr::{Distinct, Expr, LogicalPlan};
 use datafusion::optimizer::AnalyzerRule;
@@ -68,10 +68,58 @@ impl AnalyzerRule for ScoreNullsLast {
                     changed,
                 ))
             }
+            // An aggregate's own ORDER BY (`array_agg(id ORDER BY e <#> q DESC)`) and a
+            // window's (`row_number() OVER (ORDER BY e <#> q DESC)`).
+            LogicalPlan::Aggregate(a) => {
+                let mut aggr_expr = a.aggr_expr.clone();
+                if !ordered_calls_last(&mut aggr_expr, &a.input) {
+                    return Ok(Transformed::no(LogicalPlan::Aggregate(a)));
+                }
+                let a =
+                    datafusion::logical_expr::Aggregate::try_new(a.input, a.group_expr, aggr_expr)?;
+                Ok(Transformed::yes(LogicalPlan::Aggregate(a)))
+            }
+            LogicalPlan::Window(w) => {
+                let mut window_expr = w.window_expr.clone();
+                if !ordered_calls_last(&mut window_expr, &w.input) {
+                    return Ok(Transformed::no(LogicalPlan::Window(w)));
+                }
+                let w = datafusion::logical_expr::Window::try_new(window_expr, w.input)?;
+                Ok(Transformed::yes(LogicalPlan::Window(w)))
+            }
             other => Ok(Transformed::no(other)),
         })
         .map(|t| t.data)
     }
+}
+
+/// [`last_for_scores`] on the ORDER BY of each aggregate or window call in `calls`
+/// (over `input`). A changed call keeps its name under an alias: the name spells the
+/// ORDER BY, and the plan above refers to the column by it.
+fn ordered_calls_last(calls: &mut [Expr], input: &LogicalPlan) -> bool {
+    let mut changed = false;
+    for call in calls.iter_mut() {
+        let name = call.schema_name().to_string();
+        let aliased = matches!(call, Expr::Alias(_));
+        let inner = match &mut *call {
+            Expr::Alias(a) => a.expr.as_mut(),
+            other => other,
+        };
+        let keys = match inner {
+            Expr::AggregateFunction(f) => &mut f.params.order_by,
+            Expr::WindowFunction(f) => &mut f.params.order_by,
+            _ => continue,
+        };
+        if !last_for_scores(keys, input) {
+            continue;
+        }
+        changed = true;
+        if !aliased {
+            let bare = std::mem::replace(call, Expr::Literal(ScalarValue::Null, None));
+            *call = bare.alias(name);
+        }
+    }
+    changed
 }
 
 /// Sets `NULLS LAST` on the descending, default-placed keys of `keys` that are scores
@@ -178,8 +226,8 @@ fn column_is_score(c: &Column, plan: &LogicalPlan) -> bool {
     }
 }
 
-/// Whether the statement writes `DESC NULLS FIRST` in a query's ORDER BY, the one
-/// placement the score rule must leave as written.
+/// Whether the statement writes `DESC NULLS FIRST` in an ORDER BY (a query's, an
+/// aggregate's or a window's), the one placement the score rule must leave as written.
 pub(crate) fn writes_desc_nulls_first(stmt: &ast::Statement) -> bool {
     struct Find(bool);
     fn check(keys: &[ast::OrderByExpr]) -> bool {
@@ -188,6 +236,26 @@ pub(crate) fn writes_desc_nulls_first(stmt: &ast::Statement) -> bool {
     }
     impl Visitor for Find {
         type Break = ();
+        // An aggregate's `ORDER BY` argument clause and a window's `OVER (ORDER BY …)`.
+        fn pre_visit_expr(&mut self, e: &ast::Expr) -> ControlFlow<()> {
+            let ast::Expr::Function(f) = e else {
+                return ControlFlow::Continue(());
+            };
+            let in_args = match &f.args {
+                ast::FunctionArguments::List(list) => list.clauses.iter().any(
+                    |c| matches!(c, ast::FunctionArgumentClause::OrderBy(keys) if check(keys)),
+                ),
+                _ => false,
+            };
+            let in_window =
+                matches!(&f.over, Some(ast::WindowType::WindowSpec(w)) if check(&w.order_by));
+            let in_group = check(&f.within_group);
+            if in_args || in_window || in_group {
+                self.0 = true;
+                return ControlFlow::Break(());
+            }
+            ControlFlow::Continue(())
+        }
         fn pre_visit_query(&mut self, q: &ast::Query) -> ControlFlow<()> {
             if let Some(ast::OrderBy {
                 kind: ast::OrderByKind::Expressions(keys),
