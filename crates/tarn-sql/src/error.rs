@@ -823,6 +823,8 @@ fn arrow_type(s: &str) -> Option<(String, usize)> {
         ("FixedSizeBinary", Some(_)) => "bytea".into(),
         ("Date32" | "Date64", None) => "date".into(),
         ("Null", None) => "unknown".into(),
+        // `numeric` written without a precision is numeric(38,10) inside: said as written.
+        ("Decimal128", Some("38, 10")) => "numeric".into(),
         ("Decimal32" | "Decimal64" | "Decimal128" | "Decimal256", Some(p)) => {
             format!("numeric({})", p.replace(' ', ""))
         }

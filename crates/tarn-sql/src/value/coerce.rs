@@ -82,13 +82,19 @@ fn coerce_plain(array: &ArrayRef, col: &ColumnDef) -> Result<ArrayRef> {
     if array.data_type() == &DataType::Null {
         return Ok(new_null_array(&target, array.len()));
     }
-    // Numeric text is bounded before Arrow parses it (see `MAX_NUMERIC_TEXT`).
-    if matches!(target, DataType::Decimal128(..) | DataType::Decimal256(..)) {
+    // Numeric text is bounded before Arrow parses it (see `MAX_NUMERIC_TEXT`), and read
+    // in scientific notation too (`'1.5e2'`), as a cast to numeric reads it.
+    let plain;
+    let array = if matches!(target, DataType::Decimal128(..) | DataType::Decimal256(..)) {
         crate::value::numeric_text::check_numeric_text(
             &datafusion::logical_expr::ColumnarValue::Array(array.clone()),
             array.len(),
         )?;
-    }
+        plain = crate::value::numeric_text::plain_numeric_array(array.clone());
+        &plain
+    } else {
+        array
+    };
     match &col.ty {
         SqlType::Jsonb => {
             let mut b = StringBuilder::with_capacity(array.len(), array.len() * 16);

@@ -62,3 +62,92 @@ pub(crate) fn text_lengths(arg: &ColumnarValue, rows: usize) -> Result<Vec<Optio
         }
     })
 }
+
+/// Numeric text in scientific notation (`1.5e2`, `-2E-3`) as plain decimal text
+/// (`150`, `-0.002`), which Arrow's decimal parser reads; `None` for text that is not
+/// in that notation (left to the parser, which reads or refuses it). PostgreSQL's
+/// numeric input takes the exponent form. An exponent past ±1000 is left as it is: no
+/// numeric Tarn stores has that many digits, and the parser's refusal says so.
+pub(crate) fn plain_numeric_text(text: &str) -> Option<String> {
+    let t = text.trim();
+    let (mantissa, exponent) = t.split_once(['e', 'E'])?;
+    let exponent: i64 = exponent.parse().ok()?;
+    if exponent.abs() > 1000 {
+        return None;
+    }
+    let (sign, digits) = match mantissa.as_bytes().first()? {
+        b'-' => ("-", &mantissa[1..]),
+        b'+' => ("", &mantissa[1..]),
+        _ => ("", mantissa),
+    };
+    let (int, frac) = digits.split_once('.').unwrap_or((digits, ""));
+    if int.is_empty() && frac.is_empty()
+        || !int.bytes().chain(frac.bytes()).all(|b| b.is_ascii_digit())
+    {
+        return None;
+    }
+    // All the digits, and where the point goes among them.
+    let all: String = format!("{int}{frac}");
+    let point = int.len() as i64 + exponent;
+    let (int, frac) = if point <= 0 {
+        (
+            "0".to_string(),
+            format!("{}{all}", "0".repeat(point.unsigned_abs() as usize)),
+        )
+    } else if point as usize >= all.len() {
+        (
+            format!("{all}{}", "0".repeat(point as usize - all.len())),
+            String::new(),
+        )
+    } else {
+        (
+            all[..point as usize].to_string(),
+            all[point as usize..].to_string(),
+        )
+    };
+    Some(if frac.is_empty() {
+        format!("{sign}{int}")
+    } else {
+        format!("{sign}{int}.{frac}")
+    })
+}
+
+/// A text array with its values in scientific notation made plain
+/// ([`plain_numeric_text`]); any other array as it is.
+pub(crate) fn plain_numeric_array(
+    a: datafusion::arrow::array::ArrayRef,
+) -> datafusion::arrow::array::ArrayRef {
+    use datafusion::arrow::array::{AsArray, StringArray};
+    if a.data_type() != &DataType::Utf8 {
+        return a;
+    }
+    let text = a.as_string::<i32>();
+    if !text.iter().flatten().any(|t| t.contains(['e', 'E'])) {
+        return a;
+    }
+    let plain: StringArray = text
+        .iter()
+        .map(|t| t.map(|t| plain_numeric_text(t).unwrap_or_else(|| t.to_string())))
+        .collect();
+    std::sync::Arc::new(plain)
+}
+
+#[cfg(test)]
+mod plain_tests {
+    use super::plain_numeric_text as plain;
+
+    #[test]
+    fn scientific_numeric_text_is_made_plain() {
+        assert_eq!(plain("1.5e2").as_deref(), Some("150"));
+        assert_eq!(plain(" -2E-3 ").as_deref(), Some("-0.002"));
+        assert_eq!(plain("+.5e1").as_deref(), Some("5"));
+        assert_eq!(plain("12.34e1").as_deref(), Some("123.4"));
+        assert_eq!(plain("1e0").as_deref(), Some("1"));
+        assert_eq!(plain("5.e-1").as_deref(), Some("0.5"));
+        assert_eq!(plain("1.5"), None);
+        assert_eq!(plain("e5"), None);
+        assert_eq!(plain("1e"), None);
+        assert_eq!(plain("1x5e2"), None);
+        assert_eq!(plain("1e100000"), None);
+    }
+}

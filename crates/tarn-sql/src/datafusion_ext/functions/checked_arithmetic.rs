@@ -244,6 +244,55 @@ fn rewrite(e: Expr, schema: &DFSchema) -> DfResult<(Expr, Option<DataType>, bool
                 Err(_) => Ok((Expr::Negative(Box::new(x)), None, changed)),
             }
         }
+        // A float or numeric cast to an integer rounds, as PostgreSQL's does (float to
+        // the nearest, ties to even; numeric half away from zero): Arrow's cast
+        // truncates, so `3.7::int` was 3 while INSERT of 3.7 into an int column stored 4.
+        Expr::Cast(Cast { expr, field })
+            if is_integer(field.data_type())
+                && expr.get_type(schema).is_ok_and(|t| {
+                    is_float(&t) || matches!(t, DataType::Decimal128(..) | DataType::Decimal256(..))
+                }) =>
+        {
+            // A decimal literal (`2.5::int`) is a numeric in PostgreSQL, which rounds
+            // half away from zero: 3, where float8 2.5 gives 2.
+            let literal = match expr.as_ref() {
+                Expr::Negative(e) => matches!(e.as_ref(), Expr::Literal(..)),
+                e => matches!(e, Expr::Literal(..)),
+            };
+            let (x, _, _) = rewrite(*expr, schema)?;
+            let mut metadata = field.metadata().clone();
+            metadata.remove(EXPLICIT_CAST);
+            let plain = field.as_ref().clone().with_metadata(metadata);
+            let t = plain.data_type().clone();
+            Ok((
+                Expr::Cast(Cast::new_from_field(
+                    Box::new(call(RoundForInteger::new(literal), vec![x])),
+                    Arc::new(plain),
+                )),
+                Some(t),
+                true,
+            ))
+        }
+        // An array to text: PostgreSQL's array text, which text to array reads back.
+        Expr::Cast(Cast { expr, field })
+            if matches!(
+                field.data_type(),
+                DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View
+            ) && expr
+                .get_type(schema)
+                .is_ok_and(|t| super::array_out::is_array(&t)) =>
+        {
+            let (x, _, _) = rewrite(*expr, schema)?;
+            let t = field.data_type().clone();
+            Ok((
+                Expr::Cast(Cast::new_from_field(
+                    Box::new(call(super::array_out::ArrayOut::new(), vec![x])),
+                    field,
+                )),
+                Some(t),
+                true,
+            ))
+        }
         Expr::Cast(Cast { expr, field }) if is_float(field.data_type()) => {
             let data_type = field.data_type().clone();
             let (x, t, changed) = rewrite(*expr, schema)?;
@@ -277,6 +326,35 @@ fn rewrite(e: Expr, schema: &DFSchema) -> DfResult<(Expr, Option<DataType>, bool
                 Some(t),
                 true,
             ))
+        }
+        // DISTINCT over floats: -0 and 0 are one value, and so is every NaN, as in
+        // PostgreSQL and as GROUP BY already has it. (`count(DISTINCT x)` beside
+        // another aggregate hashed the raw bits: -0.0 and 0.0 counted twice.)
+        Expr::AggregateFunction(mut f)
+            if f.params.distinct
+                && f.params
+                    .args
+                    .iter()
+                    .any(|a| a.get_type(schema).is_ok_and(|t| is_float(&t))) =>
+        {
+            let args = std::mem::take(&mut f.params.args);
+            for a in args {
+                let floating = a.get_type(schema).is_ok_and(|t| is_float(&t));
+                let (a, _, _) = rewrite(a, schema)?;
+                f.params.args.push(if floating {
+                    call(CanonicalFloat::new(), vec![a])
+                } else {
+                    a
+                });
+            }
+            if let Some(filter) = f.params.filter.take() {
+                f.params.filter = Some(Box::new(rewrite(*filter, schema)?.0));
+            }
+            for key in &mut f.params.order_by {
+                let e = std::mem::replace(&mut key.expr, Expr::Literal(ScalarValue::Null, None));
+                key.expr = rewrite(e, schema)?.0;
+            }
+            Ok((Expr::AggregateFunction(f), None, true))
         }
         Expr::ScalarFunction(f) if Guard::of(f.func.name()).is_some() => {
             let func = Arc::clone(&f.func);
@@ -785,6 +863,13 @@ enum Guard {
     Power,
     /// `to_timestamp(number)`: seconds since 1970, checked (see [`SecondsToTimestamp`]).
     Seconds,
+    /// `a[i]` (`array_element`): PostgreSQL's subscripts count from 1, and one outside
+    /// the array is NULL; DataFusion's negative subscripts count from the end, so a
+    /// computed subscript that went negative silently read another element.
+    Subscript,
+    /// `a[lo:hi]` (`array_slice`): bounds below 1 clamp to 1 as in PostgreSQL (an
+    /// upper bound below 1 is the empty array), not counted from the end.
+    Slice,
 }
 
 impl Guard {
@@ -793,6 +878,8 @@ impl Guard {
             "ln" | "log" | "log10" | "log2" => Some(Guard::Logarithm),
             "power" | "pow" | "exp" => Some(Guard::Power),
             "to_timestamp" => Some(Guard::Seconds),
+            "array_element" => Some(Guard::Subscript),
+            "array_slice" => Some(Guard::Slice),
             _ => None,
         }
     }
@@ -858,6 +945,11 @@ impl ScalarUDFImpl for Guarded {
         if let Some(null) = null_typed(&args)? {
             return Ok(null);
         }
+        if matches!(self.guard, Guard::Subscript | Guard::Slice) {
+            return self
+                .inner
+                .invoke_with_args(pg_subscripts(args, self.guard)?);
+        }
         if self.guard == Guard::Logarithm {
             for a in &args.args {
                 let values = float_values(a);
@@ -896,6 +988,209 @@ impl ScalarUDFImpl for Guarded {
             }
         }
         Ok(out)
+    }
+}
+
+/// The arguments of `array_element` / `array_slice` with PostgreSQL's subscripts made
+/// into DataFusion's: a subscript below 1 is NULL; a slice's lower bound below 1 is 1,
+/// and an upper bound below 1 makes the bounds `2:1`, an empty slice.
+fn pg_subscripts(mut args: ScalarFunctionArgs, guard: Guard) -> DfResult<ScalarFunctionArgs> {
+    use datafusion::arrow::array::Int64Array;
+    let rows = args.number_rows;
+    let index = |a: &ColumnarValue| -> DfResult<Int64Array> {
+        let a = a.to_array(rows)?;
+        let a = datafusion::arrow::compute::cast(&a, &DataType::Int64)?;
+        Ok(a.as_primitive::<Int64Type>().clone())
+    };
+    let scalar = args
+        .args
+        .iter()
+        .all(|a| matches!(a, ColumnarValue::Scalar(_)));
+    let wrap = |a: Int64Array| -> DfResult<ColumnarValue> {
+        if scalar {
+            Ok(ColumnarValue::Scalar(ScalarValue::try_from_array(&a, 0)?))
+        } else {
+            Ok(ColumnarValue::Array(Arc::new(a)))
+        }
+    };
+    match guard {
+        Guard::Subscript if args.args.len() == 2 => {
+            let i = index(&args.args[1])?;
+            let i: Int64Array = i.iter().map(|v| v.filter(|v| *v >= 1)).collect();
+            args.args[1] = wrap(i)?;
+        }
+        Guard::Slice if args.args.len() >= 3 => {
+            let (lo, hi) = (index(&args.args[1])?, index(&args.args[2])?);
+            let (lo, hi): (Vec<Option<i64>>, Vec<Option<i64>>) = lo
+                .iter()
+                .zip(hi.iter())
+                .map(|(l, h)| match (l, h) {
+                    (Some(_), Some(h)) if h < 1 => (Some(2), Some(1)),
+                    (Some(l), h) => (Some(l.max(1)), h),
+                    other => other,
+                })
+                .unzip();
+            args.args[1] = wrap(lo.into_iter().collect())?;
+            args.args[2] = wrap(hi.into_iter().collect())?;
+        }
+        _ => {}
+    }
+    Ok(args)
+}
+
+/// A float with one representation per value: -0 as 0, every NaN as one NaN.
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct CanonicalFloat {
+    signature: Signature,
+}
+
+impl CanonicalFloat {
+    fn new() -> Self {
+        CanonicalFloat {
+            signature: Signature::any(1, Volatility::Immutable),
+        }
+    }
+}
+
+impl ScalarUDFImpl for CanonicalFloat {
+    fn name(&self) -> &str {
+        "tarn_canonical_float"
+    }
+
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    fn return_type(&self, args: &[DataType]) -> DfResult<DataType> {
+        Ok(args[0].clone())
+    }
+
+    fn return_field_from_args(
+        &self,
+        args: datafusion::logical_expr::ReturnFieldArgs,
+    ) -> DfResult<datafusion::arrow::datatypes::FieldRef> {
+        result_field(self.name(), &args, None)
+    }
+
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> DfResult<ColumnarValue> {
+        let scalar = matches!(args.args[0], ColumnarValue::Scalar(_));
+        let arrays = ColumnarValue::values_to_arrays(&args.args)?;
+        let a = &arrays[0];
+        let out: ArrayRef = match a.data_type() {
+            DataType::Float64 => Arc::new(
+                a.as_primitive::<Float64Type>()
+                    .unary::<_, Float64Type>(|v| if v.is_nan() { f64::NAN } else { v + 0.0 }),
+            ),
+            DataType::Float32 => Arc::new(
+                a.as_primitive::<Float32Type>()
+                    .unary::<_, Float32Type>(|v| if v.is_nan() { f32::NAN } else { v + 0.0 }),
+            ),
+            _ => Arc::clone(a),
+        };
+        columnar(out, scalar)
+    }
+}
+
+/// A float or numeric rounded to an integral value of the same type before a cast to
+/// an integer type: floats to the nearest, ties to even (PostgreSQL's `rint`), unless
+/// `ties_away`; numerics half away from zero (PostgreSQL's numeric rounding).
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct RoundForInteger {
+    signature: Signature,
+    /// A float that stands for a numeric (a decimal literal): ties away from zero.
+    ties_away: bool,
+}
+
+impl RoundForInteger {
+    fn new(ties_away: bool) -> Self {
+        RoundForInteger {
+            signature: Signature::any(1, Volatility::Immutable),
+            ties_away,
+        }
+    }
+}
+
+impl ScalarUDFImpl for RoundForInteger {
+    fn name(&self) -> &str {
+        "tarn_round_for_integer"
+    }
+
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    fn return_type(&self, args: &[DataType]) -> DfResult<DataType> {
+        Ok(args[0].clone())
+    }
+
+    fn return_field_from_args(
+        &self,
+        args: datafusion::logical_expr::ReturnFieldArgs,
+    ) -> DfResult<datafusion::arrow::datatypes::FieldRef> {
+        result_field(self.name(), &args, None)
+    }
+
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> DfResult<ColumnarValue> {
+        use datafusion::arrow::array::PrimitiveArray;
+        use datafusion::arrow::datatypes::{Decimal128Type, Decimal256Type, i256};
+        let scalar = matches!(args.args[0], ColumnarValue::Scalar(_));
+        let arrays = ColumnarValue::values_to_arrays(&args.args)?;
+        let a = &arrays[0];
+        let out: ArrayRef = match a.data_type() {
+            DataType::Float64 => {
+                let round = if self.ties_away {
+                    f64::round
+                } else {
+                    f64::round_ties_even
+                };
+                Arc::new(
+                    a.as_primitive::<Float64Type>()
+                        .unary::<_, Float64Type>(round),
+                )
+            }
+            DataType::Float32 => {
+                let round = if self.ties_away {
+                    f32::round
+                } else {
+                    f32::round_ties_even
+                };
+                Arc::new(
+                    a.as_primitive::<Float32Type>()
+                        .unary::<_, Float32Type>(round),
+                )
+            }
+            DataType::Decimal128(p, s) => {
+                let unit = 10i128
+                    .checked_pow(u32::try_from(*s).unwrap_or(0))
+                    .unwrap_or(i128::MAX);
+                let rounded: PrimitiveArray<Decimal128Type> =
+                    a.as_primitive::<Decimal128Type>().unary(|v| {
+                        let (q, r) = (v / unit, v % unit);
+                        let up = r.unsigned_abs() >= unit.unsigned_abs().div_ceil(2);
+                        (q + if up { v.signum() } else { 0 }).saturating_mul(unit)
+                    });
+                Arc::new(rounded.with_precision_and_scale(*p, *s)?)
+            }
+            DataType::Decimal256(p, s) => {
+                let unit = i256::from_i128(10).wrapping_pow(u32::try_from(*s).unwrap_or(0));
+                let half = unit.wrapping_div(i256::from_i128(2));
+                let rounded: PrimitiveArray<Decimal256Type> =
+                    a.as_primitive::<Decimal256Type>().unary(|v| {
+                        let (q, r) = (v.wrapping_div(unit), v.wrapping_rem(unit));
+                        let up = r.wrapping_abs() >= half && unit != i256::from_i128(1);
+                        let step = if v < i256::ZERO {
+                            i256::MINUS_ONE
+                        } else {
+                            i256::ONE
+                        };
+                        let q = if up { q.wrapping_add(step) } else { q };
+                        q.wrapping_mul(unit)
+                    });
+                Arc::new(rounded.with_precision_and_scale(*p, *s)?)
+            }
+            _ => Arc::clone(a),
+        };
+        columnar(out, scalar)
     }
 }
 

@@ -2,6 +2,7 @@
 //! planners that turn operators into them.
 
 pub(crate) mod array_in;
+pub(crate) mod array_out;
 pub(crate) mod bounded;
 pub(crate) mod bounded_aggregate;
 pub(crate) mod checked_arithmetic;

@@ -1,7 +1,7 @@
 //! `engine_numeric_input`, wrapped around the operand of every cast to numeric so that
 //! numeric text is sized before it is parsed (see `value::numeric_text`).
 
-use crate::value::numeric_text::check_numeric_text;
+use crate::value::numeric_text::{check_numeric_text, plain_numeric_array, plain_numeric_text};
 use datafusion::arrow::datatypes::DataType;
 use datafusion::common::{Result, exec_err};
 use datafusion::logical_expr::{ColumnarValue, ScalarFunctionArgs, ScalarUDFImpl, Signature};
@@ -44,7 +44,20 @@ impl ScalarUDFImpl for NumericInput {
         };
         check_numeric_text(&arg, args.number_rows)
             .map_err(|e| datafusion::error::DataFusionError::External(Box::new(e)))?;
-        Ok(arg)
+        Ok(plain_exponents(arg))
+    }
+}
+
+/// Text in scientific notation made plain ([`plain_numeric_array`]) so that the cast
+/// reads `'1.5e2'` as 150, as PostgreSQL does; anything else unchanged.
+fn plain_exponents(arg: ColumnarValue) -> ColumnarValue {
+    use datafusion::common::ScalarValue as S;
+    match arg {
+        ColumnarValue::Scalar(S::Utf8(Some(t))) => {
+            ColumnarValue::Scalar(S::Utf8(Some(plain_numeric_text(&t).unwrap_or(t))))
+        }
+        ColumnarValue::Array(a) => ColumnarValue::Array(plain_numeric_array(a)),
+        other => other,
     }
 }
 
