@@ -112,6 +112,9 @@ pub(crate) fn new_session(query_memory: usize) -> Result<SessionState> {
     state.register_udf(Arc::new(
         datafusion::logical_expr::ScalarUDF::new_from_impl(functions::array_in::ArrayIn::new()),
     ))?;
+    state.register_udf(Arc::new(
+        datafusion::logical_expr::ScalarUDF::new_from_impl(functions::named_cast::NamedCast::new()),
+    ))?;
     for f in functions::hybrid::placeholders() {
         state.register_udf(Arc::new(f))?;
     }

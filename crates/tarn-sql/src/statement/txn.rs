@@ -290,6 +290,11 @@ impl<'e> Txn<'e> {
                         // more, every expression under a name of its own.
                         let mut stmt = spare;
                         crate::rewrite::names::alias_duplicates(&mut stmt, true);
+                        // And calls that differ only in a cast (`count(x)`,
+                        // `count(x::text)`), which DataFusion names alike.
+                        crate::datafusion_ext::functions::named_cast::name_casts_in_calls(
+                            &mut stmt,
+                        );
                         state
                             .statement_to_plan(crate::statement::dispatch::planner_statement(stmt)?)
                             .await?
