@@ -406,3 +406,46 @@ pub fn function_column_aliases(stmt: &mut datafusion::sql::sqlparser::ast::State
 
     let _ = stmt.visit(&mut Namer);
 }
+
+/// `mod(a, b)`, PostgreSQL's function for `a % b`, which DataFusion does not have: made
+/// the operator (whose division by zero is checked). Output names come from the
+/// statement's text beforehand, so the column is still `mod`.
+pub fn mod_function(stmt: &mut datafusion::sql::sqlparser::ast::Statement) {
+    use datafusion::sql::sqlparser::ast::{
+        self as ast, BinaryOperator, FunctionArg, FunctionArgExpr, FunctionArguments,
+    };
+    let _ = ast::visit_expressions_mut(stmt, |e| {
+        if let Expr::Function(f) = e
+            && f.over.is_none()
+            && f.name.0.len() == 1
+            && f.name.0[0]
+                .as_ident()
+                .is_some_and(|i| i.value.eq_ignore_ascii_case("mod"))
+            && let FunctionArguments::List(list) = &mut f.args
+            && list.args.len() == 2
+            && list.clauses.is_empty()
+            && list.duplicate_treatment.is_none()
+            && list
+                .args
+                .iter()
+                .all(|a| matches!(a, FunctionArg::Unnamed(FunctionArgExpr::Expr(_))))
+        {
+            let operands: Vec<Expr> = list
+                .args
+                .drain(..)
+                .filter_map(|a| match a {
+                    FunctionArg::Unnamed(FunctionArgExpr::Expr(x)) => Some(x),
+                    _ => None,
+                })
+                .collect();
+            if let Ok([left, right]) = <[Expr; 2]>::try_from(operands) {
+                *e = Expr::Nested(Box::new(Expr::BinaryOp {
+                    left: Box::new(Expr::Nested(Box::new(left))),
+                    op: BinaryOperator::Modulo,
+                    right: Box::new(Expr::Nested(Box::new(right))),
+                }));
+            }
+        }
+        std::ops::ControlFlow::<()>::Continue(())
+    });
+}

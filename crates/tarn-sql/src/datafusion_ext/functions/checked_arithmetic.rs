@@ -356,6 +356,22 @@ fn rewrite(e: Expr, schema: &DFSchema) -> DfResult<(Expr, Option<DataType>, bool
             }
             Ok((Expr::AggregateFunction(f), None, true))
         }
+        // `round(float8)` is PostgreSQL's `rint`: ties to even (DataFusion's goes away
+        // from zero). A decimal literal stands for a numeric, whose round goes away
+        // from zero, so `round(2.5)` stays 3.
+        Expr::ScalarFunction(f)
+            if f.func.name() == "round"
+                && f.args.len() == 1
+                && !matches!(f.args[0], Expr::Literal(..) | Expr::Negative(_))
+                && f.args[0].get_type(schema).is_ok_and(|t| is_float(&t)) =>
+        {
+            let args = f
+                .args
+                .into_iter()
+                .map(|a| Ok(rewrite(a, schema)?.0))
+                .collect::<DfResult<Vec<_>>>()?;
+            Ok((call(RoundForInteger::new(false), args), None, true))
+        }
         Expr::ScalarFunction(f) if Guard::of(f.func.name()).is_some() => {
             let func = Arc::clone(&f.func);
             let mut args = Vec::with_capacity(f.args.len());
