@@ -238,12 +238,80 @@ pub fn timestamp_casts(stmt: &mut ast::Statement) {
             *precision = Some(6);
         }
     }
+    // A literal's time without seconds (`'2024-01-01 10:30'`), which PostgreSQL reads
+    // and Arrow's parser does not, gets them.
+    fn seconds(t: &ast::DataType, value: &mut ast::Value) {
+        if let ast::DataType::Timestamp(..) = t
+            && let ast::Value::SingleQuotedString(text) = value
+            && let Some(fixed) = with_seconds(text)
+        {
+            *text = fixed;
+        }
+    }
     let _ = ast::visit_expressions_mut(stmt, |e| {
         match e {
-            ast::Expr::Cast { data_type, .. } => micro(data_type),
-            ast::Expr::TypedString(ts) => micro(&mut ts.data_type),
+            ast::Expr::Cast {
+                data_type, expr, ..
+            } => {
+                if let ast::Expr::Value(v) = expr.as_mut() {
+                    seconds(data_type, &mut v.value);
+                }
+                micro(data_type)
+            }
+            ast::Expr::TypedString(ts) => {
+                seconds(&ts.data_type, &mut ts.value.value);
+                micro(&mut ts.data_type)
+            }
             _ => {}
         }
         std::ops::ControlFlow::<()>::Continue(())
     });
+}
+
+/// `YYYY-MM-DD HH:MM` (or with `T`), optionally followed by a zone (`Z`, `+02`,
+/// `-05:30`), with `:00` seconds put in; `None` for any other text.
+fn with_seconds(text: &str) -> Option<String> {
+    let t = text.trim();
+    let b = t.as_bytes();
+    let digits =
+        |r: std::ops::Range<usize>| b.get(r).is_some_and(|d| d.iter().all(u8::is_ascii_digit));
+    let shape = b.len() >= 16
+        && digits(0..4)
+        && b[4] == b'-'
+        && digits(5..7)
+        && b[7] == b'-'
+        && digits(8..10)
+        && matches!(b[10], b' ' | b'T')
+        && digits(11..13)
+        && b[13] == b':'
+        && digits(14..16);
+    let zone = &t[16.min(t.len())..];
+    let zone_ok = zone.is_empty()
+        || zone == "Z"
+        || (zone.starts_with(['+', '-'])
+            && zone[1..].bytes().all(|c| c.is_ascii_digit() || c == b':'));
+    (shape && zone_ok).then(|| format!("{}:00{zone}", &t[..16]))
+}
+
+#[cfg(test)]
+mod seconds_tests {
+    #[test]
+    fn times_without_seconds_get_them() {
+        use super::with_seconds as w;
+        assert_eq!(
+            w("2024-01-01 10:30").as_deref(),
+            Some("2024-01-01 10:30:00")
+        );
+        assert_eq!(
+            w("2024-01-01T10:30Z").as_deref(),
+            Some("2024-01-01T10:30:00Z")
+        );
+        assert_eq!(
+            w("2024-01-01 10:30+02:00").as_deref(),
+            Some("2024-01-01 10:30:00+02:00")
+        );
+        assert_eq!(w("2024-01-01 10:30:15"), None);
+        assert_eq!(w("2024-01-01"), None);
+        assert_eq!(w("2024-01-01 10:30 junk"), None);
+    }
 }
