@@ -115,6 +115,17 @@ static ALLOCATOR: tarn::StatementAllocator = tarn::StatementAllocator;
 /// statement that keeps its thread busy cannot stall the server (see `Config::statements`).
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    // A panic on a statement thread is caught and answered (a value past Arrow's 2 GiB
+    // offsets is the statement's 400; a bug is its 500, with the panic's words): the
+    // default hook would also print it to the log with a backtrace note, as if the
+    // server had crashed. With RUST_BACKTRACE set every panic is printed as usual.
+    let default_hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let statement = std::thread::current().name() == Some("statements");
+        if !statement || std::env::var_os("RUST_BACKTRACE").is_some() {
+            default_hook(info);
+        }
+    }));
     let runtime = |name: &str, threads: Option<usize>| {
         let mut b = tokio::runtime::Builder::new_multi_thread();
         b.enable_all().thread_name(name);
