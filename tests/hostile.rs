@@ -1049,6 +1049,22 @@ async fn deep_expressions_over_large_arrays_plan_within_the_timeout() -> TestRes
     )
     .await?;
     assert_eq!(r.rows, Some(vec![vec![json!(140 * 4096)]]));
+    // Many arrays under the 4,096-element line: past 16,384 elements bound as literals
+    // in one statement they bind as lists, with the same values (2,000 such arrays of
+    // 4,000 numbers had held 5.8 GB while planned).
+    let params: Vec<Value> = (0..40)
+        .map(|p| Value::Array((0..1000).map(|i| json!(p * 1000 + i)).collect()))
+        .collect();
+    let sql = format!(
+        "SELECT ({})::int8",
+        (1..=40)
+            .map(|p| format!("cardinality(${p}::int8[]) + (${p}::int8[])[1000]"))
+            .collect::<Vec<_>>()
+            .join(" + ")
+    );
+    let r = query(&s, &sql, &params).await?;
+    let want: i64 = (0..40).map(|p| 1000 + p * 1000 + 999).sum();
+    assert_eq!(r.rows, Some(vec![vec![json!(want)]]));
     // The same arrays as SQL text, and their values where they are used.
     let array = format!(
         "ARRAY[{}]",

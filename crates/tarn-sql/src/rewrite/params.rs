@@ -78,8 +78,10 @@ pub fn bind<V: VisitMut>(stmt: &mut V, params: &[Json]) -> Result<()> {
         ControlFlow::<()>::Continue(())
     });
     let mut err: Option<Error> = None;
+    // Array elements bound as SQL literals so far (see `LITERAL_ELEMENTS`).
+    let mut literals = 0usize;
     let _ = visit_expressions_mut(stmt, |expr| {
-        match rewrite(expr, params) {
+        match rewrite(expr, params, &mut literals) {
             Ok(Some(new)) => *expr = new,
             Ok(None) => {}
             Err(e) => {
@@ -95,7 +97,14 @@ pub fn bind<V: VisitMut>(stmt: &mut V, params: &[Json]) -> Result<()> {
     }
 }
 
-fn rewrite(expr: &Expr, params: &[Json]) -> Result<Option<Expr>> {
+/// Array elements one statement binds as SQL literals (`ARRAY[…]`, one expression per
+/// element, planned one by one); past it, every array of one leaf type binds as one
+/// Arrow list (`engine_param_array`), whatever its size. Enough for the vectors of an
+/// INSERT or a search, which the planner-free paths read as literals; 2,000 arrays of
+/// 4,000 numbers as literals had held 5.8 GB while they were planned.
+const LITERAL_ELEMENTS: usize = 16_384;
+
+fn rewrite(expr: &Expr, params: &[Json], literals: &mut usize) -> Result<Option<Expr>> {
     match expr {
         // Expressions are visited children first: the query side of `<#>` is bound by
         // now. A vector of hundreds of literals would cost the planner milliseconds
@@ -120,16 +129,18 @@ fn rewrite(expr: &Expr, params: &[Json]) -> Result<Option<Expr>> {
                     .ok_or_else(|| Error::BadRequest(format!("invalid parameter {p}")))?;
                 match n.checked_sub(1).and_then(|i| params.get(i)) {
                     Some(value @ Json::Array(items)) => Ok(Some(
-                        crate::datafusion_ext::functions::param_array::bind_large(items)
-                            .unwrap_or_else(|| {
-                                if crate::datafusion_ext::functions::param_array::has_sql_type(
-                                    items,
-                                ) {
-                                    json_to_expr(value)
-                                } else {
-                                    lit(Value::SingleQuotedString(value.to_string()))
-                                }
-                            }),
+                        crate::datafusion_ext::functions::param_array::bind_large(
+                            items,
+                            literals,
+                            LITERAL_ELEMENTS,
+                        )
+                        .unwrap_or_else(|| {
+                            if crate::datafusion_ext::functions::param_array::has_sql_type(items) {
+                                json_to_expr(value)
+                            } else {
+                                lit(Value::SingleQuotedString(value.to_string()))
+                            }
+                        }),
                     )),
                     Some(value) => Ok(Some(json_to_expr(value))),
                     None => bad(format!("there is no parameter ${n}")),

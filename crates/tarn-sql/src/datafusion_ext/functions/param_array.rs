@@ -154,10 +154,15 @@ pub(crate) fn has_sql_type(items: &[Json]) -> bool {
 }
 
 /// The call a large array parameter binds as, or `None` when it is small or of mixed
-/// shape (then it binds as `ARRAY[…]`).
-pub(crate) fn bind_large(items: &[Json]) -> Option<ast::Expr> {
-    let (leaf, depth, count) = shape(items)?;
-    if count <= LARGE {
+/// shape (then it binds as `ARRAY[…]`). `literals` counts the elements the statement
+/// has bound as literals so far: once past `budget`, small arrays bind as lists too.
+pub(crate) fn bind_large(items: &[Json], literals: &mut usize, budget: usize) -> Option<ast::Expr> {
+    let Some((leaf, depth, count)) = shape(items) else {
+        *literals = literals.saturating_add(items.len());
+        return None;
+    };
+    if count <= LARGE && literals.saturating_add(count) <= budget {
+        *literals += count;
         return None;
     }
     let tag = format!("{}{}", leaf.name(), "[]".repeat(depth));
@@ -407,8 +412,14 @@ mod tests {
     fn shapes_and_values() -> DfResult<()> {
         let big: Vec<Json> = (0..5000).map(|i| json!(i)).collect();
         assert_eq!(shape(&big), Some((Leaf::Int, 1, 5000)));
-        assert!(bind_large(&big).is_some());
-        assert!(bind_large(&big[..10]).is_none());
+        let mut literals = 0;
+        assert!(bind_large(&big, &mut literals, 16_384).is_some());
+        assert!(bind_large(&big[..10], &mut literals, 16_384).is_none());
+        assert_eq!(literals, 10);
+        // Past the statement's budget of literal elements, small arrays are lists too.
+        assert!(bind_large(&big[..4000], &mut literals, 4005).is_some());
+        assert!(bind_large(&big[..3995], &mut literals, 4005).is_none());
+        assert!(bind_large(&big[..1], &mut literals, 4005).is_some());
         assert_eq!(
             shape(&[json!([1, 2.5]), json!(null), json!([3])]),
             Some((Leaf::Float, 2, 6))
