@@ -1065,6 +1065,32 @@ async fn deep_expressions_over_large_arrays_plan_within_the_timeout() -> TestRes
     let r = query(&s, &sql, &params).await?;
     let want: i64 = (0..40).map(|p| 1000 + p * 1000 + 999).sum();
     assert_eq!(r.rows, Some(vec![vec![json!(want)]]));
+    // PostgreSQL's widths: 1,664 SELECT entries and 100 function arguments at most (a
+    // list of 65,000 parameters had planned for four minutes, past the timeout).
+    let wide = |n: usize| {
+        format!(
+            "SELECT {}",
+            (1..=n).map(|i| format!("{i}")).collect::<Vec<_>>().join(", ")
+        )
+    };
+    assert_eq!(query(&s, &wide(1664), &[]).await?.columns.len(), 1664);
+    let e = query(&s, &wide(1665), &[]).await.unwrap_err();
+    assert!(
+        e.message().contains("target lists can have at most 1664 entries"),
+        "{e}"
+    );
+    let args = |n: usize| {
+        format!(
+            "SELECT concat({})",
+            (1..=n).map(|i| format!("'{i}'")).collect::<Vec<_>>().join(", ")
+        )
+    };
+    query(&s, &args(100), &[]).await?;
+    let e = query(&s, &args(101), &[]).await.unwrap_err();
+    assert!(
+        e.message().contains("cannot pass more than 100 arguments to a function"),
+        "{e}"
+    );
     // The same arrays as SQL text, and their values where they are used.
     let array = format!(
         "ARRAY[{}]",

@@ -1409,6 +1409,14 @@ async fn null_scores_sort_last_in_every_top_k_shape() -> TestResult {
     // NULLS FIRST, written, is kept.
     let sql = format!("SELECT id FROM {n} ORDER BY e <#> '{{1,0}}' DESC NULLS FIRST LIMIT 1");
     assert_eq!(json!(s.query("ws", &sql, &[]).await?.rows), json!([[2]]));
+    // DISTINCT ON keeps each group's best match, not its NULL score.
+    let sql = format!(
+        "SELECT DISTINCT ON (g) g, id FROM (SELECT id, e, (id > 2)::int AS g FROM {n}) x ORDER BY g, e <#> '{{1,0}}' DESC"
+    );
+    assert_eq!(
+        json!(s.query("ws", &sql, &[]).await?.rows),
+        json!([[0, 1], [1, 3]])
+    );
     // An aggregate's own ORDER BY and a window's: the best match first there too,
     // NULLS FIRST kept where written.
     for (sql, want) in [

@@ -533,7 +533,11 @@ impl SqlEngine {
             .parse_statements()?;
         match stmts.len() {
             0 => bad("empty query: no statement to run"),
-            1 => Ok(stmts.remove(0)),
+            1 => {
+                let stmt = stmts.remove(0);
+                crate::ast::depth::check_widths(&stmt)?;
+                Ok(stmt)
+            }
             n => bad(format!(
                 "cannot run {n} statements in one query; send them one at a time or use query_batch"
             )),

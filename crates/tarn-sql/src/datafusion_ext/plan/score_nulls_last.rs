@@ -68,6 +68,18 @@ impl AnalyzerRule for ScoreNullsLast {
                     changed,
                 ))
             }
+            // `DISTINCT ON (g) … ORDER BY g, e <#> q DESC`: the row kept per group is
+            // the first of its sort, so the best match, not a NULL score.
+            LogicalPlan::Distinct(Distinct::On(mut on)) => {
+                let changed = match on.sort_expr.as_mut() {
+                    Some(keys) => last_for_scores(keys, &on.input),
+                    None => false,
+                };
+                Ok(Transformed::new_transformed(
+                    LogicalPlan::Distinct(Distinct::On(on)),
+                    changed,
+                ))
+            }
             // An aggregate's own ORDER BY (`array_agg(id ORDER BY e <#> q DESC)`) and a
             // window's (`row_number() OVER (ORDER BY e <#> q DESC)`).
             LogicalPlan::Aggregate(a) => {
