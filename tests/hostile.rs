@@ -1070,25 +1070,33 @@ async fn deep_expressions_over_large_arrays_plan_within_the_timeout() -> TestRes
     let wide = |n: usize| {
         format!(
             "SELECT {}",
-            (1..=n).map(|i| format!("{i}")).collect::<Vec<_>>().join(", ")
+            (1..=n)
+                .map(|i| format!("{i}"))
+                .collect::<Vec<_>>()
+                .join(", ")
         )
     };
     assert_eq!(query(&s, &wide(1664), &[]).await?.columns.len(), 1664);
     let e = query(&s, &wide(1665), &[]).await.unwrap_err();
     assert!(
-        e.message().contains("target lists can have at most 1664 entries"),
+        e.message()
+            .contains("target lists can have at most 1664 entries"),
         "{e}"
     );
     let args = |n: usize| {
         format!(
             "SELECT concat({})",
-            (1..=n).map(|i| format!("'{i}'")).collect::<Vec<_>>().join(", ")
+            (1..=n)
+                .map(|i| format!("'{i}'"))
+                .collect::<Vec<_>>()
+                .join(", ")
         )
     };
     query(&s, &args(100), &[]).await?;
     let e = query(&s, &args(101), &[]).await.unwrap_err();
     assert!(
-        e.message().contains("cannot pass more than 100 arguments to a function"),
+        e.message()
+            .contains("cannot pass more than 100 arguments to a function"),
         "{e}"
     );
     // The same arrays as SQL text, and their values where they are used.

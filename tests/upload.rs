@@ -472,8 +472,12 @@ async fn id_and_a(s: &Session, t: &str) -> tarn::Result<Vec<Vec<Value>>> {
 async fn integers_beyond_int8_stay_text_with_their_digits_in_json_as_in_csv() -> TestResult {
     let tarn = Tarn::in_memory().await?;
     let s = fixture(&tarn).await?;
-    let cases: [(&str, &[&str], &str); 5] = [
+    let cases: [(&str, &[&str], &str); 7] = [
         ("big", &["99999999999999999999", "1"], "text"),
+        // An integer a float8 would round (past 2^53) beside floats keeps its digits as
+        // text; beside integers it is int8.
+        ("wide_float", &["1.5", "9007199254740993", "2"], "text"),
+        ("wide_int", &["9007199254740993", "1"], "int8"),
         (
             "negative",
             &["-99999999999999999999", "-9223372036854775809", "2"],
@@ -573,6 +577,33 @@ async fn integers_beyond_int8_stay_text_with_their_digits_in_json_as_in_csv() ->
         assert!(err.message().contains(needle), "{last}: {}", err.message());
         assert!(s.table("ws", "late").await.is_err());
     }
+    // Nor a rounded one: an integer past 2^53 in a float8 column.
+    let err = s
+        .upload_table(
+            "ws",
+            "late",
+            "x.ndjson",
+            format!(
+                "{lead}{}\n",
+                r#"{"id": 1, "n": 1, "f": 9007199254740993, "t": "x"}"#
+            )
+            .as_bytes(),
+        )
+        .await
+        .expect_err("rounded");
+    assert!(
+        err.message()
+            .contains("\"9007199254740993\" is an integer a float8 column would round"),
+        "{}",
+        err.message()
+    );
+    // A number too small for a float8 (it would be 0) keeps its text in CSV.
+    s.upload_table("ws", "tiny", "t.csv", &b"a,b\n1,1e-400\n2,2.5\n"[..])
+        .await?;
+    assert_eq!(
+        rows(&s, r#"SELECT b FROM "ws"."tiny" ORDER BY a"#).await?,
+        vec![vec![json!("1e-400")], vec![json!("2.5")]]
+    );
     // A text column takes it with its digits; a float8 column takes decimals and
     // exponents as floats.
     let body = format!(

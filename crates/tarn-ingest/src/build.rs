@@ -25,6 +25,16 @@ fn timestamp_or_date(s: &str) -> Option<i64> {
     parse_timestamp(s).or_else(|| parse_date(s).map(|d| i64::from(d) * DAY_MICROS))
 }
 
+/// Why an integer past ±2^53 (`shown` as written) does not go into a float8 column: it
+/// would be stored as another number.
+fn rounded_into_float8(shown: &str) -> String {
+    format!(
+        "{} is an integer a float8 column would round (past 2^53); only an int8 or text \
+         column keeps it exactly",
+        quote(shown)
+    )
+}
+
 /// Why an integer beyond int8 (`shown` as written) does not fit a column of `ty`, if
 /// that is why: an int8 column cannot hold it, and a float8 column would round it (the
 /// sample makes a column with one text, which keeps its digits).
@@ -183,6 +193,12 @@ impl ColumnBuilder {
             }
             if has_leading_zero(t) && matches!(self.ty, ColumnType::Int8 | ColumnType::Float8) {
                 return Err(bad());
+            }
+            if self.ty == ColumnType::Float8
+                && let Some(v) = parse_int(t)
+                && v.unsigned_abs() > crate::infer::EXACT_IN_FLOAT8 as u64
+            {
+                return Err(rounded_into_float8(s));
             }
         }
         match self.ty {
@@ -357,6 +373,9 @@ impl<'de> serde::de::Visitor<'de> for CellSeed<'_> {
     fn visit_i64<E: serde::de::Error>(mut self, v: i64) -> Result<(), E> {
         match &mut self.column.values {
             Values::Int(b) => b.append_value(v),
+            Values::Float(_) if v.unsigned_abs() > crate::infer::EXACT_IN_FLOAT8 as u64 => {
+                return Err(self.fail(rounded_into_float8(&v.to_string())));
+            }
             Values::Float(b) => b.append_value(v as f64),
             Values::Text(b) => b.append_value(v.to_string()),
             _ => return Err(self.mismatch(&v.to_string())),
@@ -367,6 +386,11 @@ impl<'de> serde::de::Visitor<'de> for CellSeed<'_> {
     fn visit_u64<E: serde::de::Error>(mut self, v: u64) -> Result<(), E> {
         match (&mut self.column.values, i64::try_from(v)) {
             (Values::Int(b), Ok(i)) => b.append_value(i),
+            (Values::Float(_), Ok(i))
+                if i.unsigned_abs() > crate::infer::EXACT_IN_FLOAT8 as u64 =>
+            {
+                return Err(self.fail(rounded_into_float8(&v.to_string())));
+            }
             (Values::Float(b), Ok(i)) => b.append_value(i as f64),
             (Values::Text(b), _) => b.append_value(v.to_string()),
             (_, Err(_)) => {

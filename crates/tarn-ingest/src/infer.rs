@@ -12,6 +12,9 @@ pub(crate) enum Kind {
     Null,
     Bool,
     Int,
+    /// An int8 a float8 cannot hold exactly (beyond ±2^53): int8 beside integers, text
+    /// beside floats, which would round it.
+    WideInt,
     Float,
     Date,
     Timestamp,
@@ -36,6 +39,7 @@ impl Kind {
             (Null, k) | (k, Null) => k,
             (a, b) if a == b => a,
             (Int, Float) | (Float, Int) => Float,
+            (Int, WideInt) | (WideInt, Int) => WideInt,
             (Date, Timestamp) | (Timestamp, Date) => Timestamp,
             (Vector { dim: a, json: x }, Vector { dim: b, json: y }) if a == b => Vector {
                 dim: a,
@@ -58,7 +62,7 @@ impl Kind {
         match self {
             Kind::Null | Kind::Text => ColumnType::Text,
             Kind::Bool => ColumnType::Bool,
-            Kind::Int => ColumnType::Int8,
+            Kind::Int | Kind::WideInt => ColumnType::Int8,
             Kind::Float => ColumnType::Float8,
             Kind::Date => ColumnType::Date,
             Kind::Timestamp => ColumnType::Timestamptz,
@@ -79,10 +83,10 @@ pub(crate) fn classify_text(s: &str) -> Kind {
     }
     if looks_integer(t) {
         // Leading zeros (zip codes, ids) and integers beyond int8 keep their text.
-        return if parse_int(t).is_some() && !has_leading_zero(t) {
-            Kind::Int
-        } else {
-            Kind::Text
+        return match parse_int(t) {
+            Some(_) if has_leading_zero(t) => Kind::Text,
+            Some(v) => int_kind(v),
+            None => Kind::Text,
         };
     }
     if parse_date(t).is_some() {
@@ -92,9 +96,9 @@ pub(crate) fn classify_text(s: &str) -> Kind {
         return Kind::Timestamp;
     }
     if looks_decimal(t) {
-        return match t.parse::<f64>() {
-            Ok(v) if v.is_finite() => Kind::Float,
-            _ => Kind::Text,
+        return match parse_float(t) {
+            Some(_) => Kind::Float,
+            None => Kind::Text,
         };
     }
     if t.starts_with('{') || t.starts_with('[') {
@@ -118,7 +122,7 @@ pub(crate) fn classify_json(v: &Value) -> Kind {
     match v {
         Value::Null => Kind::Null,
         Value::Bool(_) => Kind::Bool,
-        Value::Number(n) if n.is_i64() => Kind::Int,
+        Value::Number(n) if n.is_i64() => n.as_i64().map_or(Kind::Int, int_kind),
         Value::Number(_) => Kind::Float,
         // A JSON string is text unless it is an ISO date or timestamp: "42" stays text.
         Value::String(s) => {
@@ -183,13 +187,31 @@ pub(crate) fn parse_int(s: &str) -> Option<i64> {
     t.parse::<i64>().ok()
 }
 
-/// A finite float8 from text.
+/// A finite float8 from text; `None` too for a number too small for a float8 (`1e-400`,
+/// which parses as 0 though its digits are not all zero): never a changed value.
 pub(crate) fn parse_float(s: &str) -> Option<f64> {
     let t = s.trim();
     if !looks_decimal(t) {
         return None;
     }
-    t.parse::<f64>().ok().filter(|v| v.is_finite())
+    let v = t.parse::<f64>().ok().filter(|v| v.is_finite())?;
+    let mantissa = t.split(['e', 'E']).next().unwrap_or(t);
+    if v == 0.0 && mantissa.bytes().any(|b| matches!(b, b'1'..=b'9')) {
+        return None;
+    }
+    Some(v)
+}
+
+/// The largest integer below which every int8 is also exactly a float8 (2^53).
+pub(crate) const EXACT_IN_FLOAT8: i64 = 1 << 53;
+
+/// [`Kind::Int`], or [`Kind::WideInt`] for an integer a float8 would round.
+fn int_kind(v: i64) -> Kind {
+    if v.unsigned_abs() > EXACT_IN_FLOAT8 as u64 {
+        Kind::WideInt
+    } else {
+        Kind::Int
+    }
 }
 
 /// `true`/`false` in any case.
@@ -349,6 +371,15 @@ mod tests {
     #[test]
     fn merges_kinds() {
         assert_eq!(Kind::Int.merge(Kind::Float, false), Kind::Float);
+        // An integer a float8 would round keeps the column int8 or makes it text.
+        assert_eq!(classify_text("9007199254740993"), Kind::WideInt);
+        assert_eq!(classify_text("9007199254740992"), Kind::Int);
+        assert_eq!(Kind::Int.merge(Kind::WideInt, false), Kind::WideInt);
+        assert_eq!(Kind::WideInt.merge(Kind::Float, false), Kind::Text);
+        assert_eq!(Kind::WideInt.column_type(), ColumnType::Int8);
+        // A number too small for a float8 is text, not 0.
+        assert_eq!(classify_text("1e-400"), Kind::Text);
+        assert_eq!(classify_text("0.0e-400"), Kind::Float);
         assert_eq!(Kind::Date.merge(Kind::Timestamp, false), Kind::Timestamp);
         assert_eq!(Kind::Int.merge(Kind::Bool, false), Kind::Text);
         let v = |dim, json| Kind::Vector { dim, json };
