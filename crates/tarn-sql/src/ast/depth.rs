@@ -224,6 +224,62 @@ pub(crate) fn check(tokens: &[TokenWithSpan]) -> Result<()> {
     Ok(())
 }
 
+/// PostgreSQL's widths: a SELECT list of at most 1,664 entries and a function call of at
+/// most 100 arguments (its `target lists can have at most 1664 entries` and `cannot pass
+/// more than 100 arguments to a function`). Planning grows with the square of a
+/// SELECT list's width: 65,000 entries had planned for four minutes, past any timeout.
+pub(crate) fn check_widths(stmt: &datafusion::sql::sqlparser::ast::Statement) -> Result<()> {
+    use datafusion::sql::sqlparser::ast::{self, Visit, Visitor};
+    use std::ops::ControlFlow;
+    struct Widths;
+    impl Visitor for Widths {
+        type Break = String;
+        fn pre_visit_query(&mut self, q: &ast::Query) -> ControlFlow<String> {
+            fn selects(body: &ast::SetExpr) -> Option<String> {
+                match body {
+                    ast::SetExpr::Select(s) if s.projection.len() > MAX_TARGET_LIST => {
+                        Some(format!(
+                            "target lists can have at most {MAX_TARGET_LIST} entries, not {}",
+                            s.projection.len()
+                        ))
+                    }
+                    ast::SetExpr::SetOperation { left, right, .. } => {
+                        selects(left).or_else(|| selects(right))
+                    }
+                    _ => None,
+                }
+            }
+            match selects(&q.body) {
+                Some(m) => ControlFlow::Break(m),
+                None => ControlFlow::Continue(()),
+            }
+        }
+        fn pre_visit_expr(&mut self, e: &ast::Expr) -> ControlFlow<String> {
+            if let ast::Expr::Function(f) = e
+                && let ast::FunctionArguments::List(list) = &f.args
+                && list.args.len() > MAX_FUNCTION_ARGS
+            {
+                return ControlFlow::Break(format!(
+                    "cannot pass more than {MAX_FUNCTION_ARGS} arguments to a function \
+                     ({} to {})",
+                    list.args.len(),
+                    tarn_catalog::shown(&f.name.to_string())
+                ));
+            }
+            ControlFlow::Continue(())
+        }
+    }
+    match stmt.visit(&mut Widths) {
+        ControlFlow::Break(m) => Err(crate::Error::BadRequest(m)),
+        ControlFlow::Continue(()) => Ok(()),
+    }
+}
+
+/// PostgreSQL's `MaxTupleAttributeNumber`, the widest SELECT list it plans.
+const MAX_TARGET_LIST: usize = 1664;
+/// PostgreSQL's `FUNC_MAX_ARGS`.
+const MAX_FUNCTION_ARGS: usize = 100;
+
 #[cfg(test)]
 mod tests {
     use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
@@ -320,59 +376,3 @@ mod tests {
         )));
     }
 }
-
-/// PostgreSQL's widths: a SELECT list of at most 1,664 entries and a function call of at
-/// most 100 arguments (its `target lists can have at most 1664 entries` and `cannot pass
-/// more than 100 arguments to a function`). Planning grows with the square of a
-/// SELECT list's width: 65,000 entries had planned for four minutes, past any timeout.
-pub(crate) fn check_widths(stmt: &datafusion::sql::sqlparser::ast::Statement) -> Result<()> {
-    use datafusion::sql::sqlparser::ast::{self, Visit, Visitor};
-    use std::ops::ControlFlow;
-    struct Widths;
-    impl Visitor for Widths {
-        type Break = String;
-        fn pre_visit_query(&mut self, q: &ast::Query) -> ControlFlow<String> {
-            fn selects(body: &ast::SetExpr) -> Option<String> {
-                match body {
-                    ast::SetExpr::Select(s) if s.projection.len() > MAX_TARGET_LIST => {
-                        Some(format!(
-                            "target lists can have at most {MAX_TARGET_LIST} entries, not {}",
-                            s.projection.len()
-                        ))
-                    }
-                    ast::SetExpr::SetOperation { left, right, .. } => {
-                        selects(left).or_else(|| selects(right))
-                    }
-                    _ => None,
-                }
-            }
-            match selects(&q.body) {
-                Some(m) => ControlFlow::Break(m),
-                None => ControlFlow::Continue(()),
-            }
-        }
-        fn pre_visit_expr(&mut self, e: &ast::Expr) -> ControlFlow<String> {
-            if let ast::Expr::Function(f) = e
-                && let ast::FunctionArguments::List(list) = &f.args
-                && list.args.len() > MAX_FUNCTION_ARGS
-            {
-                return ControlFlow::Break(format!(
-                    "cannot pass more than {MAX_FUNCTION_ARGS} arguments to a function \
-                     ({} to {})",
-                    list.args.len(),
-                    tarn_catalog::shown(&f.name.to_string())
-                ));
-            }
-            ControlFlow::Continue(())
-        }
-    }
-    match stmt.visit(&mut Widths) {
-        ControlFlow::Break(m) => Err(crate::Error::BadRequest(m)),
-        ControlFlow::Continue(()) => Ok(()),
-    }
-}
-
-/// PostgreSQL's `MaxTupleAttributeNumber`, the widest SELECT list it plans.
-const MAX_TARGET_LIST: usize = 1664;
-/// PostgreSQL's `FUNC_MAX_ARGS`.
-const MAX_FUNCTION_ARGS: usize = 100;
