@@ -266,7 +266,10 @@ fn rewrite(e: Expr, schema: &DFSchema) -> DfResult<(Expr, Option<DataType>, bool
             let t = plain.data_type().clone();
             Ok((
                 Expr::Cast(Cast::new_from_field(
-                    Box::new(call(RoundForInteger::new(literal), vec![x])),
+                    Box::new(call(
+                        SameType::new(Reshape::Round { ties_away: literal }),
+                        vec![x],
+                    )),
                     Arc::new(plain),
                 )),
                 Some(t),
@@ -342,7 +345,7 @@ fn rewrite(e: Expr, schema: &DFSchema) -> DfResult<(Expr, Option<DataType>, bool
                 let floating = a.get_type(schema).is_ok_and(|t| is_float(&t));
                 let (a, _, _) = rewrite(a, schema)?;
                 f.params.args.push(if floating {
-                    call(CanonicalFloat::new(), vec![a])
+                    call(SameType::new(Reshape::Canonical), vec![a])
                 } else {
                     a
                 });
@@ -370,7 +373,11 @@ fn rewrite(e: Expr, schema: &DFSchema) -> DfResult<(Expr, Option<DataType>, bool
                 .into_iter()
                 .map(|a| Ok(rewrite(a, schema)?.0))
                 .collect::<DfResult<Vec<_>>>()?;
-            Ok((call(RoundForInteger::new(false), args), None, true))
+            Ok((
+                call(SameType::new(Reshape::Round { ties_away: false }), args),
+                None,
+                true,
+            ))
         }
         Expr::ScalarFunction(f) if Guard::of(f.func.name()).is_some() => {
             let func = Arc::clone(&f.func);
@@ -1054,81 +1061,40 @@ fn pg_subscripts(mut args: ScalarFunctionArgs, guard: Guard) -> DfResult<ScalarF
     Ok(args)
 }
 
-/// A float with one representation per value: -0 as 0, every NaN as one NaN.
-#[derive(Debug, PartialEq, Eq, Hash)]
-struct CanonicalFloat {
-    signature: Signature,
+/// What [`SameType`] does to each value, keeping its type.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum Reshape {
+    /// A float with one representation per value: -0 as 0, every NaN as one NaN.
+    Canonical,
+    /// A float or numeric rounded to an integral value before a cast to an integer
+    /// type: floats to the nearest, ties to even (PostgreSQL's `rint`), unless
+    /// `ties_away` (a float that stands for a numeric: a decimal literal); numerics half
+    /// away from zero (PostgreSQL's numeric rounding).
+    Round { ties_away: bool },
 }
 
-impl CanonicalFloat {
-    fn new() -> Self {
-        CanonicalFloat {
+/// A function of one float or numeric argument that returns the same type ([`Reshape`]).
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct SameType {
+    signature: Signature,
+    reshape: Reshape,
+}
+
+impl SameType {
+    fn new(reshape: Reshape) -> Self {
+        SameType {
             signature: Signature::any(1, Volatility::Immutable),
+            reshape,
         }
     }
 }
 
-impl ScalarUDFImpl for CanonicalFloat {
+impl ScalarUDFImpl for SameType {
     fn name(&self) -> &str {
-        "tarn_canonical_float"
-    }
-
-    fn signature(&self) -> &Signature {
-        &self.signature
-    }
-
-    fn return_type(&self, args: &[DataType]) -> DfResult<DataType> {
-        Ok(args[0].clone())
-    }
-
-    fn return_field_from_args(
-        &self,
-        args: datafusion::logical_expr::ReturnFieldArgs,
-    ) -> DfResult<datafusion::arrow::datatypes::FieldRef> {
-        result_field(self.name(), &args, None)
-    }
-
-    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> DfResult<ColumnarValue> {
-        let scalar = matches!(args.args[0], ColumnarValue::Scalar(_));
-        let arrays = ColumnarValue::values_to_arrays(&args.args)?;
-        let a = &arrays[0];
-        let out: ArrayRef = match a.data_type() {
-            DataType::Float64 => Arc::new(
-                a.as_primitive::<Float64Type>()
-                    .unary::<_, Float64Type>(|v| if v.is_nan() { f64::NAN } else { v + 0.0 }),
-            ),
-            DataType::Float32 => Arc::new(
-                a.as_primitive::<Float32Type>()
-                    .unary::<_, Float32Type>(|v| if v.is_nan() { f32::NAN } else { v + 0.0 }),
-            ),
-            _ => Arc::clone(a),
-        };
-        columnar(out, scalar)
-    }
-}
-
-/// A float or numeric rounded to an integral value of the same type before a cast to
-/// an integer type: floats to the nearest, ties to even (PostgreSQL's `rint`), unless
-/// `ties_away`; numerics half away from zero (PostgreSQL's numeric rounding).
-#[derive(Debug, PartialEq, Eq, Hash)]
-struct RoundForInteger {
-    signature: Signature,
-    /// A float that stands for a numeric (a decimal literal): ties away from zero.
-    ties_away: bool,
-}
-
-impl RoundForInteger {
-    fn new(ties_away: bool) -> Self {
-        RoundForInteger {
-            signature: Signature::any(1, Volatility::Immutable),
-            ties_away,
+        match self.reshape {
+            Reshape::Canonical => "tarn_canonical_float",
+            Reshape::Round { .. } => "tarn_round_for_integer",
         }
-    }
-}
-
-impl ScalarUDFImpl for RoundForInteger {
-    fn name(&self) -> &str {
-        "tarn_round_for_integer"
     }
 
     fn signature(&self) -> &Signature {
@@ -1152,9 +1118,30 @@ impl ScalarUDFImpl for RoundForInteger {
         let scalar = matches!(args.args[0], ColumnarValue::Scalar(_));
         let arrays = ColumnarValue::values_to_arrays(&args.args)?;
         let a = &arrays[0];
+        let ties_away = match self.reshape {
+            Reshape::Canonical => {
+                let out: ArrayRef = match a.data_type() {
+                    DataType::Float64 => Arc::new(
+                        a.as_primitive::<Float64Type>()
+                            .unary::<_, Float64Type>(
+                                |v| if v.is_nan() { f64::NAN } else { v + 0.0 },
+                            ),
+                    ),
+                    DataType::Float32 => Arc::new(
+                        a.as_primitive::<Float32Type>()
+                            .unary::<_, Float32Type>(
+                                |v| if v.is_nan() { f32::NAN } else { v + 0.0 },
+                            ),
+                    ),
+                    _ => Arc::clone(a),
+                };
+                return columnar(out, scalar);
+            }
+            Reshape::Round { ties_away } => ties_away,
+        };
         let out: ArrayRef = match a.data_type() {
             DataType::Float64 => {
-                let round = if self.ties_away {
+                let round = if ties_away {
                     f64::round
                 } else {
                     f64::round_ties_even
@@ -1165,7 +1152,7 @@ impl ScalarUDFImpl for RoundForInteger {
                 )
             }
             DataType::Float32 => {
-                let round = if self.ties_away {
+                let round = if ties_away {
                     f32::round
                 } else {
                     f32::round_ties_even
