@@ -1093,6 +1093,18 @@ async fn deep_expressions_over_large_arrays_plan_within_the_timeout() -> TestRes
         )
     };
     query(&s, &args(100), &[]).await?;
+    // COALESCE, GREATEST and LEAST are constructs, not functions, in PostgreSQL.
+    let list = (1..=300)
+        .map(|i| i.to_string())
+        .collect::<Vec<_>>()
+        .join(", ");
+    let r = query(
+        &s,
+        &format!("SELECT coalesce({list}), greatest({list})"),
+        &[],
+    )
+    .await?;
+    assert_eq!(r.rows, Some(vec![vec![json!(1), json!(300)]]));
     let e = query(&s, &args(101), &[]).await.unwrap_err();
     assert!(
         e.message()

@@ -258,6 +258,13 @@ pub(crate) fn check_widths(stmt: &datafusion::sql::sqlparser::ast::Statement) ->
             if let ast::Expr::Function(f) = e
                 && let ast::FunctionArguments::List(list) = &f.args
                 && list.args.len() > MAX_FUNCTION_ARGS
+                && !NOT_FUNCTIONS.iter().any(|n| {
+                    f.name
+                        .0
+                        .last()
+                        .and_then(|p| p.as_ident())
+                        .is_some_and(|i| i.value.eq_ignore_ascii_case(n))
+                })
             {
                 return ControlFlow::Break(format!(
                     "cannot pass more than {MAX_FUNCTION_ARGS} arguments to a function \
@@ -279,6 +286,18 @@ pub(crate) fn check_widths(stmt: &datafusion::sql::sqlparser::ast::Statement) ->
 const MAX_TARGET_LIST: usize = 1664;
 /// PostgreSQL's `FUNC_MAX_ARGS`.
 const MAX_FUNCTION_ARGS: usize = 100;
+/// Calls that are constructs in PostgreSQL, not functions, which take any number of
+/// arguments there (`COALESCE`, `GREATEST`, `LEAST`, `ROW`), and DataFusion's
+/// constructors of records and arrays, which stand for `ROW(…)` and `ARRAY[…]`.
+const NOT_FUNCTIONS: [&str; 7] = [
+    "coalesce",
+    "greatest",
+    "least",
+    "row",
+    "struct",
+    "named_struct",
+    "make_array",
+];
 
 #[cfg(test)]
 mod tests {
