@@ -196,7 +196,7 @@ impl ColumnBuilder {
             }
             if self.ty == ColumnType::Float8
                 && let Some(v) = parse_int(t)
-                && v.unsigned_abs() > crate::infer::EXACT_IN_FLOAT8 as u64
+                && !crate::infer::exact_in_float8(v)
             {
                 return Err(rounded_into_float8(s));
             }
@@ -373,7 +373,7 @@ impl<'de> serde::de::Visitor<'de> for CellSeed<'_> {
     fn visit_i64<E: serde::de::Error>(mut self, v: i64) -> Result<(), E> {
         match &mut self.column.values {
             Values::Int(b) => b.append_value(v),
-            Values::Float(_) if v.unsigned_abs() > crate::infer::EXACT_IN_FLOAT8 as u64 => {
+            Values::Float(_) if !crate::infer::exact_in_float8(v) => {
                 return Err(self.fail(rounded_into_float8(&v.to_string())));
             }
             Values::Float(b) => b.append_value(v as f64),
@@ -386,9 +386,7 @@ impl<'de> serde::de::Visitor<'de> for CellSeed<'_> {
     fn visit_u64<E: serde::de::Error>(mut self, v: u64) -> Result<(), E> {
         match (&mut self.column.values, i64::try_from(v)) {
             (Values::Int(b), Ok(i)) => b.append_value(i),
-            (Values::Float(_), Ok(i))
-                if i.unsigned_abs() > crate::infer::EXACT_IN_FLOAT8 as u64 =>
-            {
+            (Values::Float(_), Ok(i)) if !crate::infer::exact_in_float8(i) => {
                 return Err(self.fail(rounded_into_float8(&v.to_string())));
             }
             (Values::Float(b), Ok(i)) => b.append_value(i as f64),

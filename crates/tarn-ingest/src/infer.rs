@@ -195,22 +195,27 @@ pub(crate) fn parse_float(s: &str) -> Option<f64> {
         return None;
     }
     let v = t.parse::<f64>().ok().filter(|v| v.is_finite())?;
-    let mantissa = t.split(['e', 'E']).next().unwrap_or(t);
-    if v == 0.0 && mantissa.bytes().any(|b| matches!(b, b'1'..=b'9')) {
-        return None;
-    }
-    Some(v)
+    (!underflows(t, v)).then_some(v)
 }
 
-/// The largest integer below which every int8 is also exactly a float8 (2^53).
-pub(crate) const EXACT_IN_FLOAT8: i64 = 1 << 53;
+/// Whether `parsed`, read from the number `text`, is a zero the text is not: a value
+/// too small for the float it was read into (`1e-400`), whose digits are not all zero.
+pub fn underflows(text: &str, parsed: f64) -> bool {
+    let mantissa = text.split(['e', 'E']).next().unwrap_or(text);
+    parsed == 0.0 && mantissa.bytes().any(|b| matches!(b, b'1'..=b'9'))
+}
+
+/// Whether a float8 holds `v` exactly for certain: every integer within ±2^53 is one.
+pub(crate) fn exact_in_float8(v: i64) -> bool {
+    v.unsigned_abs() <= 1 << 53
+}
 
 /// [`Kind::Int`], or [`Kind::WideInt`] for an integer a float8 would round.
 fn int_kind(v: i64) -> Kind {
-    if v.unsigned_abs() > EXACT_IN_FLOAT8 as u64 {
-        Kind::WideInt
-    } else {
+    if exact_in_float8(v) {
         Kind::Int
+    } else {
+        Kind::WideInt
     }
 }
 

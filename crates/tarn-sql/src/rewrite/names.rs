@@ -430,15 +430,13 @@ pub fn mod_function(stmt: &mut datafusion::sql::sqlparser::ast::Statement) {
                 .iter()
                 .all(|a| matches!(a, FunctionArg::Unnamed(FunctionArgExpr::Expr(_))))
         {
-            let operands: Vec<Expr> = list
-                .args
-                .drain(..)
+            let mut operands = std::mem::take(&mut list.args)
+                .into_iter()
                 .filter_map(|a| match a {
                     FunctionArg::Unnamed(FunctionArgExpr::Expr(x)) => Some(x),
                     _ => None,
-                })
-                .collect();
-            if let Ok([left, right]) = <[Expr; 2]>::try_from(operands) {
+                });
+            if let (Some(left), Some(right)) = (operands.next(), operands.next()) {
                 *e = Expr::Nested(Box::new(Expr::BinaryOp {
                     left: Box::new(Expr::Nested(Box::new(left))),
                     op: BinaryOperator::Modulo,

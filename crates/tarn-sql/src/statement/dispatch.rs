@@ -149,8 +149,9 @@ pub(crate) fn planner_statement(stmt: Statement) -> Result<datafusion::sql::pars
                     _ => kept.push(o),
                 }
             }
+            // FORMAT was taken out above, so the format is the one read there.
             let mut opts = ExplainStatementOptions::from_utility_options(&kept)?;
-            opts.format = format.or(opts.format);
+            opts.format = format;
             opts
         }
         None => ExplainStatementOptions {

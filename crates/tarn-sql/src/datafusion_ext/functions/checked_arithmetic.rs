@@ -829,45 +829,45 @@ impl ScalarUDFImpl for FloatIn {
         };
         let out = datafusion::arrow::compute::cast_with_options(input, &self.to, &options)?;
         let result = as_f64(&out);
-        // The source as text is needed only to tell `'Infinity'` from an overflow, and
-        // `'0'` from an underflow.
         if !result.iter().any(|v| v.is_infinite() || *v == 0.0) {
             return columnar(out, scalar);
         }
+        // A float8 made real: infinite or zero from a finite, non-zero value is out of
+        // range, read off the values themselves.
+        if input.data_type() == &DataType::Float64 {
+            let source = as_f64(input);
+            for (v, s) in result.iter().zip(&source) {
+                if v.is_infinite() && s.is_finite() {
+                    return exec_err!("value out of range: overflow");
+                }
+                if *v == 0.0 && *s != 0.0 && !s.is_nan() {
+                    return exec_err!("value out of range: underflow");
+                }
+            }
+            return columnar(out, scalar);
+        }
+        // Text: its words tell `'Infinity'` from an overflow, its digits `'0'` from an
+        // underflow.
         let source = datafusion::arrow::compute::cast(input, &DataType::Utf8)?;
         let source = source.as_string::<i32>();
         for (i, v) in result.iter().enumerate() {
-            if !(v.is_infinite() || *v == 0.0) || source.is_null(i) || out.is_null(i) {
+            if !(v.is_infinite() || *v == 0.0) || source.is_null(i) {
                 continue;
             }
             let text = source.value(i).trim();
-            if *v == 0.0 {
-                // Zero from a number whose digits are not all zero: too small to hold.
-                let mantissa = text.split(['e', 'E']).next().unwrap_or(text);
-                if !mantissa.bytes().any(|b| matches!(b, b'1'..=b'9')) {
-                    continue;
-                }
-                if input.data_type() == &DataType::Float64 {
-                    return exec_err!("value out of range: underflow");
-                }
+            let kept = if *v == 0.0 {
+                !tarn_ingest::underflows(text, *v)
+            } else {
+                let word = text.trim_start_matches(['+', '-']).to_ascii_lowercase();
+                word == "inf" || word == "infinity"
+            };
+            if !kept {
                 return exec_err!(
                     "{} is out of range for type {}",
                     tarn_catalog::shown(text),
                     self.type_name()
                 );
             }
-            let word = text.trim_start_matches(['+', '-']).to_ascii_lowercase();
-            if word == "inf" || word == "infinity" {
-                continue;
-            }
-            if input.data_type() == &DataType::Float64 {
-                return exec_err!("value out of range: overflow");
-            }
-            return exec_err!(
-                "{} is out of range for type {}",
-                tarn_catalog::shown(text),
-                self.type_name()
-            );
         }
         columnar(out, scalar)
     }

@@ -82,7 +82,7 @@ impl AnalyzerRule for ScoreNullsLast {
             }
             // An aggregate's own ORDER BY (`array_agg(id ORDER BY e <#> q DESC)`) and a
             // window's (`row_number() OVER (ORDER BY e <#> q DESC)`).
-            LogicalPlan::Aggregate(a) => {
+            LogicalPlan::Aggregate(a) if a.aggr_expr.iter().any(orders_desc_default) => {
                 let mut aggr_expr = a.aggr_expr.clone();
                 if !ordered_calls_last(&mut aggr_expr, &a.input) {
                     return Ok(Transformed::no(LogicalPlan::Aggregate(a)));
@@ -91,7 +91,7 @@ impl AnalyzerRule for ScoreNullsLast {
                     datafusion::logical_expr::Aggregate::try_new(a.input, a.group_expr, aggr_expr)?;
                 Ok(Transformed::yes(LogicalPlan::Aggregate(a)))
             }
-            LogicalPlan::Window(w) => {
+            LogicalPlan::Window(w) if w.window_expr.iter().any(orders_desc_default) => {
                 let mut window_expr = w.window_expr.clone();
                 if !ordered_calls_last(&mut window_expr, &w.input) {
                     return Ok(Transformed::no(LogicalPlan::Window(w)));
@@ -105,6 +105,29 @@ impl AnalyzerRule for ScoreNullsLast {
     }
 }
 
+/// The ORDER BY keys of an aggregate or window call (under an alias or not).
+fn call_order(call: &mut Expr) -> Option<&mut Vec<SortExpr>> {
+    match call {
+        Expr::Alias(a) => call_order(a.expr.as_mut()),
+        Expr::AggregateFunction(f) => Some(&mut f.params.order_by),
+        Expr::WindowFunction(f) => Some(&mut f.params.order_by),
+        _ => None,
+    }
+}
+
+/// Whether an aggregate or window call orders by a descending key with the default
+/// NULL placement: the only calls [`ordered_calls_last`] can change, so the others'
+/// plan nodes are not copied.
+fn orders_desc_default(call: &Expr) -> bool {
+    let keys = match call {
+        Expr::Alias(a) => return orders_desc_default(&a.expr),
+        Expr::AggregateFunction(f) => &f.params.order_by,
+        Expr::WindowFunction(f) => &f.params.order_by,
+        _ => return false,
+    };
+    keys.iter().any(|k| !k.asc && k.nulls_first)
+}
+
 /// [`last_for_scores`] on the ORDER BY of each aggregate or window call in `calls`
 /// (over `input`). A changed call keeps its name under an alias: the name spells the
 /// ORDER BY, and the plan above refers to the column by it.
@@ -113,14 +136,8 @@ fn ordered_calls_last(calls: &mut [Expr], input: &LogicalPlan) -> bool {
     for call in calls.iter_mut() {
         let name = call.schema_name().to_string();
         let aliased = matches!(call, Expr::Alias(_));
-        let inner = match &mut *call {
-            Expr::Alias(a) => a.expr.as_mut(),
-            other => other,
-        };
-        let keys = match inner {
-            Expr::AggregateFunction(f) => &mut f.params.order_by,
-            Expr::WindowFunction(f) => &mut f.params.order_by,
-            _ => continue,
+        let Some(keys) = call_order(call) else {
+            continue;
         };
         if !last_for_scores(keys, input) {
             continue;
