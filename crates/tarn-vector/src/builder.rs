@@ -85,6 +85,7 @@ pub(crate) fn link(
     if progress.cancelled() {
         return Err(Error::Cancelled);
     }
+    b.connect(progress)?;
     Ok(b.finish())
 }
 
@@ -430,12 +431,14 @@ impl<'a> Builder<'a> {
 
     /// Links every node that a walk from the entry point cannot reach on layer 0
     /// (choosing lists with the heuristic can leave a few, which a search could then
-    /// never return) from the nearest reachable node whose list has room.
-    fn connect(&self) {
+    /// never return) from the nearest reachable node whose list has room. Looks at
+    /// `progress` for a cancellation every few nodes: on data with many copies of one
+    /// point, a large graph can leave many nodes to link.
+    fn connect(&self, progress: &dyn BuildProgress) -> Result<()> {
         let n = self.levels.len();
         let entry = self.top.lock().0;
         if n < 2 || entry == NONE {
-            return;
+            return Ok(());
         }
         let mut reached = vec![false; n];
         let mut stack = Vec::new();
@@ -457,9 +460,20 @@ impl<'a> Builder<'a> {
         reach_from(entry, &mut reached);
         let mut visited = Visited::new(n);
         let mut buf = Vec::new();
+        let mut seen = Visited::new(n);
+        let mut queue = std::collections::VecDeque::new();
+        let mut around = Vec::new();
+        // Set once a breadth-first walk over every reachable node found no room: room
+        // only shrinks, and nothing is reached without a host, so none appears later.
+        let mut saturated = false;
+        let mut linked = 0usize;
         for u in 0..n as u32 {
             if reached[u as usize] {
                 continue;
+            }
+            linked += 1;
+            if linked % 64 == 0 && progress.cancelled() {
+                return Err(Error::Cancelled);
             }
             let uv = self.vector(u);
             let max_level = self.levels[entry as usize] as usize;
@@ -472,21 +486,43 @@ impl<'a> Builder<'a> {
             // (a walk from which finds only reachable nodes).
             let near = self.descend(uv, entry, max_level, 1, &mut buf);
             let mut host = None;
+            let mut found = Vec::new();
             for ep in [near, Near(self.dist(uv, entry), entry)] {
-                let found = self.search_layer(uv, ep, u, 0, &mut visited, &mut buf);
+                found = self.search_layer(uv, ep, u, 0, &mut visited, &mut buf);
                 host = found.iter().map(|c| c.1).find(|&c| room(c));
                 if host.is_some() {
                     break;
                 }
             }
-            if host.is_none() {
-                // Every node the walks found is full (a narrow ef_construction finds
-                // few): the nearest reachable node with room, by a scan (rare).
-                host = (0..n as u32)
-                    .filter(|&c| room(c))
-                    .map(|c| (self.dist(uv, c), c))
-                    .min_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)))
-                    .map(|(_, c)| c);
+            if host.is_none() && !saturated {
+                // Every node the walks found is full (a narrow ef_construction, or many
+                // copies of one point, finds few): the first node with room in a
+                // breadth-first walk out from them, nearest first. (A scan of every
+                // node for the nearest with room made this quadratic: a graph of 2.4M
+                // clustered vectors spent minutes here.)
+                seen.start();
+                queue.clear();
+                for c in found.iter().map(|c| c.1).filter(|&c| reached[c as usize]) {
+                    if seen.insert(c) {
+                        queue.push_back(c);
+                    }
+                }
+                if seen.insert(entry) {
+                    queue.push_back(entry);
+                }
+                while let Some(x) = queue.pop_front() {
+                    if room(x) {
+                        host = Some(x);
+                        break;
+                    }
+                    read_slot(self.slot(x, 0), &mut around);
+                    for &nb in &around {
+                        if seen.insert(nb) {
+                            queue.push_back(nb);
+                        }
+                    }
+                }
+                saturated = host.is_none();
             }
             if let Some(host) = host {
                 let slot = self.slot(host, 0);
@@ -496,10 +532,10 @@ impl<'a> Builder<'a> {
                 reach_from(u, &mut reached);
             }
         }
+        Ok(())
     }
 
     fn finish(self) -> Linked {
-        self.connect();
         let (entry, max_level) = *self.top.lock();
         Linked {
             entry,

@@ -769,6 +769,47 @@ mod tests {
     }
 
     #[test]
+    fn small_integer_vectors_link_every_node_and_the_last_step_stops_when_asked() {
+        // Vectors of small integers (many copies of few directions, as a table filled
+        // from `generate_series` has) leave hundreds of nodes for the last linking step.
+        let (n, dim) = (60_000usize, 8);
+        let data: Vec<f32> = (0..n)
+            .flat_map(|g| (0..dim).map(move |j| ((g * (j + 3)) % 10) as f32))
+            .collect();
+        let g = built(&data, dim, HnswParams::default());
+        assert_eq!(unreachable(&g), 0);
+        // Cancelled once every vector is in: the linking step looks and stops (before,
+        // it ran to its end, minutes on 2.4M such vectors, holding a closing database).
+        struct AfterInserts {
+            inserted: std::sync::atomic::AtomicBool,
+            looks: std::sync::atomic::AtomicUsize,
+        }
+        impl BuildProgress for AfterInserts {
+            fn inserted(&self, done: usize, total: usize) {
+                if done == total {
+                    self.inserted.store(true, std::sync::atomic::Ordering::Relaxed);
+                }
+            }
+            fn cancelled(&self) -> bool {
+                // The look right after the last insert lets the build go on.
+                self.inserted.load(std::sync::atomic::Ordering::Relaxed)
+                    && self.looks.fetch_add(1, std::sync::atomic::Ordering::Relaxed) >= 1
+            }
+        }
+        let ids: Vec<u32> = (0..n as u32).collect();
+        let stop = AfterInserts {
+            inserted: std::sync::atomic::AtomicBool::new(false),
+            looks: std::sync::atomic::AtomicUsize::new(0),
+        };
+        let mut out = Vec::new();
+        assert!(matches!(
+            build(&data, dim, &ids, HnswParams::default(), &stop, &mut out),
+            Err(Error::Cancelled)
+        ));
+        assert!(stop.looks.load(std::sync::atomic::Ordering::Relaxed) >= 2);
+    }
+
+    #[test]
     fn filtered_search_never_under_returns() {
         let (n, dim) = (2000, 16);
         let data = clustered(n, dim, 3);

@@ -98,6 +98,7 @@ pub use tarn_catalog::Role;
 /// data on a terminal.
 pub use tarn_catalog::is_hidden_control;
 pub use tarn_sql::StatementAllocator;
+pub use tarn_sql::{StopHandle, Stoppable, stoppable};
 pub use tarn_storage::{BuildProgress, SyncMode};
 pub use upload::{UploadProgress, UploadedTable};
 

@@ -74,11 +74,14 @@ struct AppState {
 }
 
 /// A task that is aborted when its handle is dropped (the client went away): the
-/// statement's future is dropped at its next await, so it applies wholly or not at all.
-struct AbortOnDrop<T>(tokio::task::JoinHandle<T>);
+/// statement's future is dropped at its next await, so it applies wholly or not at all,
+/// and its stop handle ends a long planning step (one poll, which an abort does not
+/// reach) at its next check.
+struct AbortOnDrop<T>(tokio::task::JoinHandle<T>, tarn::StopHandle);
 
 impl<T> Drop for AbortOnDrop<T> {
     fn drop(&mut self) {
+        self.1.stop();
         self.0.abort();
     }
 }
@@ -93,7 +96,8 @@ impl AppState {
         let Some(rt) = &self.statements else {
             return Ok(f.await?);
         };
-        let mut task = AbortOnDrop(rt.spawn(f));
+        let (f, stop) = tarn::stoppable(f);
+        let mut task = AbortOnDrop(rt.spawn(f), stop);
         match (&mut task.0).await {
             Ok(r) => Ok(r?),
             // The statement runtime shut down under it (the drain's time ran out): not a

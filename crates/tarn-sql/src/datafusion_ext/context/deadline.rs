@@ -7,10 +7,17 @@
 //! the statement's future is polled, and the planning steps that are Tarn's own — each
 //! binary operator planned, each large constant typed, each of Tarn's rules — check it:
 //! past it, planning stops with the statement timeout's own error.
+//!
+//! The same checks stop a statement whose caller gave up: a host that runs a statement
+//! as a task of its own and aborts it when its client disconnects reaches the task only
+//! between two polls, so it also raises the statement's [`StopHandle`], which the
+//! checks read.
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
@@ -19,7 +26,13 @@ use datafusion::common::Result as DfResult;
 thread_local! {
     /// The deadline of the statement being polled on this thread, and its timeout.
     static DEADLINE: Cell<Option<(Instant, Duration)>> = const { Cell::new(None) };
+    /// The stop flag of the statement being polled on this thread, if its caller has one.
+    static STOP: RefCell<Option<Arc<AtomicBool>>> = const { RefCell::new(None) };
 }
+
+/// The error of a statement whose caller stopped it (PostgreSQL's words for a
+/// cancelled query).
+pub(crate) const STOPPED_MESSAGE: &str = "canceling statement due to user request";
 
 /// The error of a statement past its timeout (the words `tokio::time::timeout`'s
 /// caller gives it too).
@@ -30,8 +43,19 @@ pub(crate) fn timeout_message(timeout: Duration) -> String {
     )
 }
 
-/// Fails when the statement being polled on this thread is past its deadline.
+/// Fails when the statement being polled on this thread is past its deadline, or its
+/// caller stopped it.
 pub(crate) fn check() -> DfResult<()> {
+    let stopped = STOP
+        .try_with(|s| {
+            s.borrow()
+                .as_ref()
+                .is_some_and(|f| f.load(Ordering::Relaxed))
+        })
+        .unwrap_or(false);
+    if stopped {
+        return Err(crate::error::bad_request(STOPPED_MESSAGE.to_string()));
+    }
     match DEADLINE.try_with(Cell::get).ok().flatten() {
         Some((at, timeout)) if Instant::now() >= at => {
             Err(crate::error::bad_request(timeout_message(timeout)))
@@ -78,5 +102,69 @@ struct Restore(Option<(Instant, Duration)>);
 impl Drop for Restore {
     fn drop(&mut self) {
         let _ = DEADLINE.try_with(|d| d.set(self.0));
+    }
+}
+
+/// Stops a statement started with [`stoppable`], also in the middle of a long planning
+/// step: the host calls [`StopHandle::stop`] when the statement's caller is gone (say
+/// its client disconnected), and the statement ends at its next planning check or
+/// await with `canceling statement due to user request`, applying nothing. Dropping
+/// the future alone reaches it only between two polls, and planning a large statement
+/// is one poll. Cloning gives another handle to the same statement.
+#[derive(Clone, Debug, Default)]
+pub struct StopHandle(Arc<AtomicBool>);
+
+impl StopHandle {
+    /// Asks the statement to stop. Idempotent.
+    pub fn stop(&self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+
+    /// Whether [`StopHandle::stop`] was called.
+    pub fn is_stopped(&self) -> bool {
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
+/// A statement's future that its [`StopHandle`] can stop (see [`stoppable`]).
+pub struct Stoppable<F> {
+    fut: Pin<Box<F>>,
+    flag: Arc<AtomicBool>,
+}
+
+/// Wraps `fut` (a call of Tarn's SQL layer, e.g. a query) so that the returned
+/// [`StopHandle`] stops it between and within its polls.
+pub fn stoppable<F: Future>(fut: F) -> (Stoppable<F>, StopHandle) {
+    let flag = Arc::new(AtomicBool::new(false));
+    (
+        Stoppable {
+            fut: Box::pin(fut),
+            flag: flag.clone(),
+        },
+        StopHandle(flag),
+    )
+}
+
+impl<F: Future> Future for Stoppable<F> {
+    type Output = F::Output;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
+        let this = self.get_mut();
+        let _restore = RestoreStop(
+            STOP.try_with(|s| s.replace(Some(this.flag.clone())))
+                .ok()
+                .flatten(),
+        );
+        this.fut.as_mut().poll(cx)
+    }
+}
+
+/// Puts back the stop flag a poll found (as [`Restore`] does the deadline).
+struct RestoreStop(Option<Arc<AtomicBool>>);
+
+impl Drop for RestoreStop {
+    fn drop(&mut self) {
+        let previous = self.0.take();
+        let _ = STOP.try_with(|s| *s.borrow_mut() = previous);
     }
 }
