@@ -286,3 +286,87 @@ async fn results_of_many_small_batches_are_held_at_the_size_of_their_rows() -> T
     assert!(grown < 24 << 20, "{sql}: RssAnon grew by {grown} bytes");
     Ok(())
 }
+
+/// Rows of 1 MB stream: a table of them is stored in blocks of at most 32 MB (one block
+/// of 8,192 such rows could not be read under any limit), and the statement's filters,
+/// repartitions and joins gather batches of about 32 MB instead of 8,192 rows — the
+/// same for rows a recursive query makes from a wide constant. Before, the table
+/// (one 300 MB block) could not be read at all under a 256 MiB pool, and the recursive
+/// query held every row it made until the statement's backstop stopped it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wide_rows_stream_through_filters_and_recursion() -> TestResult {
+    let _serial = tarn_tests::RSS_SERIAL.lock().await;
+    if rss_anon().is_none() {
+        return Ok(()); // not Linux: nothing to measure
+    }
+    let dir = tempfile::tempdir()?;
+    let options = || {
+        Options::new()
+            .sync(SyncMode::Process)
+            .query_memory(QUERY_MEMORY)
+    };
+    let tarn = Tarn::open_with(dir.path(), options()).await?;
+    let (s, secret) = tarn_tests::fixture_with_key(&tarn).await?;
+    s.query(
+        "ws",
+        "CREATE TABLE ws.wide AS SELECT g AS id, repeat('x', 1000000) || g AS w \
+         FROM generate_series(1, 20) g",
+        &[],
+    )
+    .await?;
+    for from in (21..300).step_by(20) {
+        s.query(
+            "ws",
+            &format!(
+                "INSERT INTO ws.wide SELECT g, repeat('x', 1000000) || g \
+                 FROM generate_series({from}, {}) g",
+                from + 19
+            ),
+            &[],
+        )
+        .await?;
+    }
+    // Closed and opened again: the rows are in one segment file now.
+    tarn.close().await?;
+    let tarn = Tarn::open_with(dir.path(), options()).await?;
+    let s = tarn_tests::reconnect(&tarn, &secret).await?;
+    let base = rss_anon().unwrap_or(0);
+    let r = s
+        .query(
+            "ws",
+            "SELECT count(*), sum(length(w)) FROM ws.wide WHERE id % 7 <> 3",
+            &[],
+        )
+        .await?;
+    let kept: i64 = (1..=300).filter(|g| g % 7 != 3).count() as i64;
+    let len: i64 = (1..=300i64)
+        .filter(|g| g % 7 != 3)
+        .map(|g| 1_000_000 + g.to_string().len() as i64)
+        .sum();
+    assert_eq!(
+        r.rows.unwrap_or_default(),
+        vec![vec![json!(kept), json!(len)]]
+    );
+    let grown = rss_anon().unwrap_or(0).saturating_sub(base);
+    assert!(
+        grown < 200 << 20,
+        "the filter grew RssAnon by {grown} bytes"
+    );
+    let r = s
+        .query(
+            "ws",
+            "WITH RECURSIVE r(n, s) AS (SELECT 1, repeat('x', 1000000) UNION ALL \
+             SELECT n + 1, s || 'a' FROM r WHERE n < 600) SELECT sum(length(s)) FROM r",
+            &[],
+        )
+        .await?;
+    let len: i64 = (0..600i64).map(|n| 1_000_000 + n).sum();
+    assert_eq!(r.rows.unwrap_or_default(), vec![vec![json!(len)]]);
+    let grown = rss_anon().unwrap_or(0).saturating_sub(base);
+    assert!(
+        grown < 200 << 20,
+        "the recursive query grew RssAnon by {grown} bytes"
+    );
+    tarn.close().await?;
+    Ok(())
+}

@@ -162,7 +162,11 @@ fn each_run_closes_the_database_so_the_next_replays_nothing() {
         sizes("segments").iter().sum::<u64>() > 0,
         "no segment was written"
     );
-    let out = tarn(dir.path(), &["sql", "-w", "ws", "SELECT count(*) FROM ws.t"], None);
+    let out = tarn(
+        dir.path(),
+        &["sql", "-w", "ws", "SELECT count(*) FROM ws.t"],
+        None,
+    );
     assert_code(&out, 0, "count");
     assert!(stdout_text(&out).contains("2000"));
 }

@@ -54,6 +54,10 @@ pub(crate) const TAIL_LEN: usize = 20;
 /// Rows per block of a segment file: DataFusion's batch size, so a scan hands out whole
 /// blocks (slices would be accounted at their block's full size).
 pub const BLOCK_ROWS: usize = 8192;
+/// Bytes past which a block is cut into smaller ones (down to one row): a block is read
+/// whole, so 8,192 rows of 1 MB texts made one 8 GB block that no query could read
+/// under its memory limit.
+pub const BLOCK_BYTES: usize = 32 << 20;
 const ROW_ID_FIELD: &str = "row_id";
 
 /// Segment ids are unique within a database and never reused.
@@ -123,6 +127,17 @@ pub struct BlockSlot {
     crc: u32,
     ipc: Option<Block>,
     data: OnceLock<Arc<Chunk>>,
+}
+
+impl BlockSlot {
+    /// The bytes of the block: its encoded size in the file, or its size in memory for
+    /// a memtable's. (What a scan of it holds, about.)
+    pub fn bytes(&self) -> usize {
+        match &self.ipc {
+            Some(b) => usize::try_from(b.bodyLength()).unwrap_or(usize::MAX),
+            None => self.data.get().map_or(0, |c| c.memory_size()),
+        }
+    }
 }
 
 struct FileSource {
@@ -963,16 +978,51 @@ impl WriterState {
         let mut columns: Vec<ArrayRef> = vec![Arc::new(row_ids.clone())];
         columns.extend(batch.columns().iter().cloned());
         let out_batch = RecordBatch::try_new(self.file_schema.clone(), columns)?;
-        self.writer.write(&out_batch)?;
-        self.metas.push(BlockMeta {
-            first_row_id: row_ids.values().first().copied().unwrap_or(0),
-            last_row_id: row_ids.values().last().copied().unwrap_or(0),
-            rows: batch.num_rows() as u64,
-            crc: self.writer.get_mut().take_crc(),
-        });
-        self.rows += batch.num_rows() as u64;
+        let mut pieces = Vec::new();
+        cut_by_bytes(out_batch, &mut pieces)?;
+        for piece in pieces {
+            let ids = piece
+                .column(0)
+                .as_any()
+                .downcast_ref::<UInt64Array>()
+                .ok_or_else(|| Error::Internal("a block without row ids".into()))?;
+            let (first_row_id, last_row_id) = (
+                ids.values().first().copied().unwrap_or(0),
+                ids.values().last().copied().unwrap_or(0),
+            );
+            self.writer.write(&piece)?;
+            self.metas.push(BlockMeta {
+                first_row_id,
+                last_row_id,
+                rows: piece.num_rows() as u64,
+                crc: self.writer.get_mut().take_crc(),
+            });
+            self.rows += piece.num_rows() as u64;
+        }
         Ok(())
     }
+}
+
+/// `batch` in blocks of at most [`BLOCK_BYTES`] each (or of one row), in order, by
+/// halving: the bytes of a slice are those its rows use, not its buffers' whole size.
+fn cut_by_bytes(batch: RecordBatch, out: &mut Vec<RecordBatch>) -> Result<()> {
+    let rows = batch.num_rows();
+    if rows <= 1 || sliced_bytes(&batch)? <= BLOCK_BYTES {
+        out.push(batch);
+        return Ok(());
+    }
+    let half = rows / 2;
+    cut_by_bytes(batch.slice(0, half), out)?;
+    cut_by_bytes(batch.slice(half, rows - half), out)
+}
+
+/// The bytes the rows of `batch` use in its buffers.
+fn sliced_bytes(batch: &RecordBatch) -> Result<usize> {
+    let mut total = 0usize;
+    for column in batch.columns() {
+        total = total.saturating_add(column.to_data().get_slice_memory_size()?);
+    }
+    Ok(total)
 }
 
 fn finish_into(

@@ -472,7 +472,7 @@ impl<'a> Builder<'a> {
                 continue;
             }
             linked += 1;
-            if linked % 64 == 0 && progress.cancelled() {
+            if linked.is_multiple_of(64) && progress.cancelled() {
                 return Err(Error::Cancelled);
             }
             let uv = self.vector(u);

@@ -787,13 +787,17 @@ mod tests {
         impl BuildProgress for AfterInserts {
             fn inserted(&self, done: usize, total: usize) {
                 if done == total {
-                    self.inserted.store(true, std::sync::atomic::Ordering::Relaxed);
+                    self.inserted
+                        .store(true, std::sync::atomic::Ordering::Relaxed);
                 }
             }
             fn cancelled(&self) -> bool {
                 // The look right after the last insert lets the build go on.
                 self.inserted.load(std::sync::atomic::Ordering::Relaxed)
-                    && self.looks.fetch_add(1, std::sync::atomic::Ordering::Relaxed) >= 1
+                    && self
+                        .looks
+                        .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+                        >= 1
             }
         }
         let ids: Vec<u32> = (0..n as u32).collect();

@@ -734,12 +734,17 @@ impl TableProvider for EngineTable {
             ),
             None => self.key_units(filters).await?,
         };
+        // The widest row read, for the statement's batch size (see `txn::batch_size_for`).
+        let mut widest = 0usize;
         let (units, weights): (Vec<Unit>, Vec<usize>) = match chosen {
             Some(units) => {
                 let w = units
                     .iter()
                     .map(|u| match u {
-                        Unit::Rows(_, p) => p.len(),
+                        Unit::Rows(c, p) => {
+                            widest = widest.max(c.memory_size() / c.num_rows().max(1));
+                            p.len()
+                        }
                         Unit::Block { .. } => 0,
                     })
                     .collect();
@@ -762,6 +767,7 @@ impl TableProvider for EngineTable {
                             segment: si,
                             block: bi,
                         });
+                        widest = widest.max(b.bytes() / b.rows.max(1));
                         weights.push(b.rows);
                         planned += b.rows;
                     }
@@ -769,6 +775,10 @@ impl TableProvider for EngineTable {
                 (units, weights)
             }
         };
+        let _ = STATEMENT_VIEW.try_with(|v| {
+            v.widest_row
+                .fetch_max(widest, std::sync::atomic::Ordering::Relaxed)
+        });
         // Contiguous runs of about equal rows keep each partition in row id order.
         let parts = config.target_partitions().max(1).min(units.len()).max(1);
         let total: usize = weights.iter().sum();

@@ -257,6 +257,7 @@ impl<'e> Txn<'e> {
             ef_search: self.settings.ef_search,
             shared: Default::default(),
             desc_nulls_first_written: false,
+            widest_row: Default::default(),
         }
     }
 
@@ -333,7 +334,24 @@ impl<'e> Txn<'e> {
                         fields,
                         plan.schema().as_arrow().metadata().clone(),
                     ));
-                let batches = collect_bounded(physical, state.task_ctx()).await?;
+                let widest = STATEMENT_VIEW
+                    .try_with(|v| v.widest_row.load(std::sync::atomic::Ordering::Relaxed))
+                    .unwrap_or(0)
+                    .max(widest_constants(&physical));
+                let ctx = state.task_ctx();
+                let rows = batch_size_for(widest, ctx.session_config().batch_size());
+                let ctx = if rows == ctx.session_config().batch_size() {
+                    ctx
+                } else {
+                    let config = ctx.session_config().clone().with_batch_size(rows);
+                    // `task_ctx` makes a new context each call: it is ours alone.
+                    match Arc::try_unwrap(ctx) {
+                        Ok(ctx) => Arc::new(ctx.with_session_config(config)),
+                        Err(ctx) => ctx,
+                    }
+                };
+                let physical = with_batch_rows(physical, rows)?;
+                let batches = collect_bounded(physical, ctx).await?;
                 Ok((schema, batches))
             })
             .await
@@ -658,6 +676,64 @@ fn same_names(e: &datafusion::error::DataFusionError) -> bool {
     m.contains("require unique expression names")
         || m.contains("duplicate unqualified field name")
         || m.contains("duplicate qualified field name")
+}
+
+/// Bytes a batch of the widest rows a statement reads may take: DataFusion's filters,
+/// joins and repartitions gather rows into batches of `batch_size` rows before they
+/// pass them on, and 8,192 rows of 1 MB texts are 8 GB held in one place, where no
+/// memory check sees them until they are all there.
+const BATCH_BYTES: usize = 32 << 20;
+
+/// The statement's batch size (rows) when the widest row it reads is `widest` bytes:
+/// `default` for narrow rows, fewer for wide ones, so a batch stays near
+/// [`BATCH_BYTES`].
+fn batch_size_for(widest: usize, default: usize) -> usize {
+    (BATCH_BYTES / widest.max(1)).clamp(1, default.max(1))
+}
+
+/// The most bytes of constants one row of a projection of `plan` carries (a
+/// `repeat('x', 1000000)` folded into the rows of a recursive query), for the
+/// statement's batch size: the scans report the widths of the rows they read.
+fn widest_constants(plan: &Arc<dyn datafusion::physical_plan::ExecutionPlan>) -> usize {
+    use datafusion::common::tree_node::{TreeNode, TreeNodeRecursion};
+    use datafusion::physical_expr::expressions::Literal;
+    use datafusion::physical_plan::projection::ProjectionExec;
+    let mut widest = 0usize;
+    let _ = plan.apply(|node| {
+        if let Some(p) = node.downcast_ref::<ProjectionExec>() {
+            let mut width = 0usize;
+            for e in p.expr() {
+                let _ = e.expr.apply(|x| {
+                    if let Some(l) = x.downcast_ref::<Literal>() {
+                        width = width.saturating_add(l.value().size());
+                    }
+                    Ok(TreeNodeRecursion::Continue)
+                });
+            }
+            widest = widest.max(width);
+        }
+        Ok(TreeNodeRecursion::Continue)
+    });
+    widest
+}
+
+/// `plan` with its filters (which fix their batch size when planned) gathering at most
+/// `rows` rows; the other nodes read it from the task context.
+fn with_batch_rows(
+    plan: Arc<dyn datafusion::physical_plan::ExecutionPlan>,
+    rows: usize,
+) -> datafusion::error::Result<Arc<dyn datafusion::physical_plan::ExecutionPlan>> {
+    use datafusion::common::tree_node::{Transformed, TreeNode};
+    use datafusion::physical_plan::filter::FilterExec;
+    plan.transform_up(|node| {
+        if let Some(f) = node.downcast_ref::<FilterExec>()
+            && f.batch_size() > rows
+        {
+            return Ok(Transformed::yes(Arc::new(f.with_batch_size(rows)?)));
+        }
+        Ok(Transformed::no(node))
+    })
+    .map(|t| t.data)
 }
 
 /// Runs `plan` and gathers its rows, counting them against the query memory pool that
