@@ -367,6 +367,28 @@ async fn wide_rows_stream_through_filters_and_recursion() -> TestResult {
         grown < 200 << 20,
         "the recursive query grew RssAnon by {grown} bytes"
     );
+    // A statement that held this much gives what it freed back when it ends: a server
+    // stayed at gigabytes, idle, after one such statement.
+    let r = s
+        .query(
+            "ws",
+            "SELECT count(*), max(length(w || 'y')) FROM ws.wide",
+            &[],
+        )
+        .await?;
+    assert_eq!(
+        r.rows.unwrap_or_default(),
+        vec![vec![json!(300), json!(1_000_004)]]
+    );
+    let left = rss_anon().unwrap_or(0).saturating_sub(base);
+    eprintln!(
+        "RssAnon after the statements: {} MiB over the start",
+        left >> 20
+    );
+    assert!(
+        left < 96 << 20,
+        "idle, RssAnon stays {left} bytes over the start"
+    );
     tarn.close().await?;
     Ok(())
 }
