@@ -129,7 +129,6 @@ fn one_statement_with_params() {
     );
 }
 
-/// A panic inside a statement is its error, said once.
 #[test]
 fn each_run_closes_the_database_so_the_next_replays_nothing() {
     // The rows a run writes are sealed into a segment when it ends: a run that left
@@ -171,6 +170,7 @@ fn each_run_closes_the_database_so_the_next_replays_nothing() {
     assert!(stdout_text(&out).contains("2000"));
 }
 
+/// A panic inside a statement is its error, said once.
 #[test]
 fn a_statement_that_panics_inside_reports_one_error_line() {
     // A 60 MB constant over 40 rows (Arrow panicked past 2 GiB of text in one batch;
