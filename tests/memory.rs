@@ -287,6 +287,13 @@ async fn results_of_many_small_batches_are_held_at_the_size_of_their_rows() -> T
     Ok(())
 }
 
+/// RssAnon over `base` once the memory large statements freed is handed back (a
+/// second after the last one ended).
+async fn idle_rss_over(base: u64) -> u64 {
+    tokio::time::sleep(std::time::Duration::from_millis(1600)).await;
+    rss_anon().unwrap_or(0).saturating_sub(base)
+}
+
 /// Rows of 1 MB stream: a table of them is stored in blocks of at most 32 MB (one block
 /// of 8,192 such rows could not be read under any limit), and the statement's filters,
 /// repartitions and joins gather batches of about 32 MB instead of 8,192 rows — the
@@ -347,7 +354,7 @@ async fn wide_rows_stream_through_filters_and_recursion() -> TestResult {
         r.rows.unwrap_or_default(),
         vec![vec![json!(kept), json!(len)]]
     );
-    let grown = rss_anon().unwrap_or(0).saturating_sub(base);
+    let grown = idle_rss_over(base).await;
     assert!(
         grown < 200 << 20,
         "the filter grew RssAnon by {grown} bytes"
@@ -362,12 +369,12 @@ async fn wide_rows_stream_through_filters_and_recursion() -> TestResult {
         .await?;
     let len: i64 = (0..600i64).map(|n| 1_000_000 + n).sum();
     assert_eq!(r.rows.unwrap_or_default(), vec![vec![json!(len)]]);
-    let grown = rss_anon().unwrap_or(0).saturating_sub(base);
+    let grown = idle_rss_over(base).await;
     assert!(
         grown < 200 << 20,
         "the recursive query grew RssAnon by {grown} bytes"
     );
-    // A statement that held this much gives what it freed back when it ends: a server
+    // The memory large statements freed is handed back once they pause: a server
     // stayed at gigabytes, idle, after one such statement.
     let r = s
         .query(
@@ -380,7 +387,7 @@ async fn wide_rows_stream_through_filters_and_recursion() -> TestResult {
         r.rows.unwrap_or_default(),
         vec![vec![json!(300), json!(1_000_004)]]
     );
-    let left = rss_anon().unwrap_or(0).saturating_sub(base);
+    let left = idle_rss_over(base).await;
     eprintln!(
         "RssAnon after the statements: {} MiB over the start",
         left >> 20

@@ -363,15 +363,58 @@ impl Drop for Meter {
             s.bytes.store(0, Ordering::Relaxed);
             s.in_use.store(false, Ordering::Release);
             if peak >= TRIM_AFTER {
-                release_free_memory();
+                trim_when_idle();
             }
         }
     }
 }
 
-/// A statement that held this much hands the memory it freed back to the system when
-/// it ends (see [`release_free_memory`]).
+/// A statement that held this much has the memory it freed handed back to the system
+/// once no such statement has ended for [`TRIM_IDLE`] (see [`release_free_memory`]).
 const TRIM_AFTER: i64 = 64 << 20;
+
+/// How long after the last large statement the freed memory is handed back: a run of
+/// large statements back to back reuses it instead (handing it back costs each of
+/// them its page faults again).
+const TRIM_IDLE: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// When the last large statement ended, in milliseconds since [`trim_clock`]'s start;
+/// 0 when nothing waits to be handed back.
+static TRIM_DUE: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+fn trim_clock() -> u64 {
+    static START: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+    let start = START.get_or_init(std::time::Instant::now);
+    u64::try_from(start.elapsed().as_millis())
+        .unwrap_or(u64::MAX)
+        .max(1)
+}
+
+/// Asks for the freed memory to be handed back once large statements pause, by a
+/// thread started at the first such request.
+fn trim_when_idle() {
+    static TRIMMER: std::sync::Once = std::sync::Once::new();
+    TRIM_DUE.store(trim_clock(), Ordering::Release);
+    TRIMMER.call_once(|| {
+        let _ = std::thread::Builder::new()
+            .name("tarn-trim".into())
+            .spawn(|| {
+                let idle = u64::try_from(TRIM_IDLE.as_millis()).unwrap_or(u64::MAX);
+                loop {
+                    std::thread::sleep(TRIM_IDLE / 2);
+                    let due = TRIM_DUE.load(Ordering::Acquire);
+                    if due != 0
+                        && trim_clock().saturating_sub(due) >= idle
+                        && TRIM_DUE
+                            .compare_exchange(due, 0, Ordering::AcqRel, Ordering::Relaxed)
+                            .is_ok()
+                    {
+                        release_free_memory();
+                    }
+                }
+            });
+    });
+}
 
 /// Gives the pages the system allocator keeps free back to the system. glibc keeps what
 /// a statement freed in its arenas (blocks under its mmap threshold, which rises to
