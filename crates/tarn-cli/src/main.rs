@@ -197,11 +197,10 @@ async fn run(cli: Cli) -> ExitCode {
     // checkpoint, so every run after a write left its rows in the log, and the next
     // open replayed them all into memory (2 GB of rows written by four runs made every
     // later open take 3.9 GB and seconds).
+    // A failed close loses nothing (every commit is in the log, replayed at the next
+    // open), so it does not turn the command's outcome into a failure.
     if let Err(e) = tarn.close().await {
         eprintln!("tarn: closing the database: {e} (the log keeps every commit)");
-        if code == ExitCode::SUCCESS {
-            return ExitCode::FAILURE;
-        }
     }
     code
 }

@@ -45,7 +45,9 @@ pub use keymap::KeyMap;
 pub use keys::{EncodedKeys, encode_keys};
 pub use manifest::MANIFEST_FORMAT_VERSION;
 pub use record::Op;
-pub use segment::{BLOCK_ROWS, KeySpec, SEGMENT_FORMAT_VERSION, Segment, SegmentId};
+pub use segment::{
+    BLOCK_BYTES, BLOCK_ROWS, KeySpec, SEGMENT_FORMAT_VERSION, Segment, SegmentId, used_bytes,
+};
 pub use staged::Stager;
 pub use table::{SegmentRef, TableStore, TableVersion, stored_schema};
 pub use wal::{MAX_RECORD_BYTES, SyncMode, WAL_FORMAT_VERSION};

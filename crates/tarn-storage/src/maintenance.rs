@@ -22,7 +22,7 @@ use crate::backend::FileBackend;
 use crate::database::{Inner, catalog_size, key_specs};
 use crate::index::{live_index_ids, parse_index_file_name};
 use crate::manifest::{Manifest, SegmentEntry, TableEntry};
-use crate::segment::{self, BLOCK_ROWS, KeySpec, Segment, SegmentId};
+use crate::segment::{self, BLOCK_BYTES, BLOCK_ROWS, KeySpec, Segment, SegmentId};
 use crate::table::{SegmentRef, TableStore, TableVersion};
 use crate::{Error, Result};
 
@@ -471,7 +471,8 @@ impl Inner {
     }
 }
 
-/// The live rows of a run of segments as blocks of about `BLOCK_ROWS` rows, for
+/// The live rows of a run of segments as blocks of about `BLOCK_ROWS` rows (or
+/// `BLOCK_BYTES`), for
 /// compaction. Full blocks pass through untouched (zero copy from the mapped files);
 /// blocks thinned by deletes are combined.
 pub(crate) struct LiveBlocks<'a> {
@@ -482,6 +483,7 @@ pub(crate) struct LiveBlocks<'a> {
     block: usize,
     pending: Vec<(UInt64Array, RecordBatch)>,
     pending_rows: usize,
+    pending_bytes: usize,
 }
 
 impl<'a> LiveBlocks<'a> {
@@ -493,6 +495,7 @@ impl<'a> LiveBlocks<'a> {
             block: 0,
             pending: Vec::new(),
             pending_rows: 0,
+            pending_bytes: 0,
         }
     }
 
@@ -502,6 +505,7 @@ impl<'a> LiveBlocks<'a> {
         }
         let parts = std::mem::take(&mut self.pending);
         self.pending_rows = 0;
+        self.pending_bytes = 0;
         if parts.len() == 1 {
             return parts.into_iter().next().map(Ok);
         }
@@ -542,8 +546,13 @@ impl Iterator for LiveBlocks<'_> {
                 continue;
             }
             self.pending_rows += live.1.num_rows();
+            // By bytes too: 1 MB rows in blocks of 32 combined up to 4,096 rows were
+            // 4 GB in one allocation, past a text column's 2 GiB offsets.
+            self.pending_bytes = self
+                .pending_bytes
+                .saturating_add(segment::used_bytes(&live.1));
             self.pending.push(live);
-            if self.pending_rows >= BLOCK_ROWS / 2 {
+            if self.pending_rows >= BLOCK_ROWS / 2 || self.pending_bytes >= BLOCK_BYTES / 2 {
                 return self.flush();
             }
         }

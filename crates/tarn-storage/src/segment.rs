@@ -135,7 +135,7 @@ impl BlockSlot {
     pub fn bytes(&self) -> usize {
         match &self.ipc {
             Some(b) => usize::try_from(b.bodyLength()).unwrap_or(usize::MAX),
-            None => self.data.get().map_or(0, |c| c.memory_size()),
+            None => self.data.get().map_or(0, |c| used_bytes(c.batch())),
         }
     }
 }
@@ -1004,10 +1004,10 @@ impl WriterState {
 }
 
 /// `batch` in blocks of at most [`BLOCK_BYTES`] each (or of one row), in order, by
-/// halving: the bytes of a slice are those its rows use, not its buffers' whole size.
+/// halving, sized by [`used_bytes`].
 fn cut_by_bytes(batch: RecordBatch, out: &mut Vec<RecordBatch>) -> Result<()> {
     let rows = batch.num_rows();
-    if rows <= 1 || sliced_bytes(&batch)? <= BLOCK_BYTES {
+    if rows <= 1 || used_bytes(&batch) <= BLOCK_BYTES {
         out.push(batch);
         return Ok(());
     }
@@ -1016,13 +1016,50 @@ fn cut_by_bytes(batch: RecordBatch, out: &mut Vec<RecordBatch>) -> Result<()> {
     cut_by_bytes(batch.slice(half, rows - half), out)
 }
 
-/// The bytes the rows of `batch` use in its buffers.
-fn sliced_bytes(batch: &RecordBatch) -> Result<usize> {
-    let mut total = 0usize;
-    for column in batch.columns() {
-        total = total.saturating_add(column.to_data().get_slice_memory_size()?);
+/// The bytes the rows of `batch` use, not the size of the buffers they are slices of:
+/// a slice of a list keeps its parent's whole child array, which Arrow's own slice size
+/// counts whole, so it is followed through the offsets here.
+pub fn used_bytes(batch: &RecordBatch) -> usize {
+    batch
+        .columns()
+        .iter()
+        .map(|c| data_bytes(&c.to_data()))
+        .fold(0, usize::saturating_add)
+}
+
+fn data_bytes(data: &datafusion::arrow::array::ArrayData) -> usize {
+    let len = data.len();
+    let nulls = if data.nulls().is_some() {
+        len.div_ceil(8)
+    } else {
+        0
+    };
+    let child = |start: usize, n: usize| {
+        data.child_data()
+            .first()
+            .filter(|c| start.saturating_add(n) <= c.len())
+            .map_or(0, |c| data_bytes(&c.slice(start, n)))
+    };
+    let listed = |start: usize, end: usize, offset_bytes: usize| {
+        (len + 1) * offset_bytes + nulls + child(start, end.saturating_sub(start))
+    };
+    match data.data_type() {
+        DataType::List(_) | DataType::Map(_, _) if len > 0 => {
+            let o = &data.buffer::<i32>(0)[..=len];
+            listed(o[0].max(0) as usize, o[len].max(0) as usize, 4)
+        }
+        DataType::LargeList(_) if len > 0 => {
+            let o = &data.buffer::<i64>(0)[..=len];
+            listed(o[0].max(0) as usize, o[len].max(0) as usize, 8)
+        }
+        DataType::FixedSizeList(_, size) => {
+            let size = (*size).max(0) as usize;
+            nulls + child(data.offset() * size, len * size)
+        }
+        _ => data
+            .get_slice_memory_size()
+            .unwrap_or_else(|_| data.get_buffer_memory_size()),
     }
-    Ok(total)
 }
 
 fn finish_into(
@@ -1108,4 +1145,62 @@ fn finish_into(
     out.drain().map_err(io)?;
     out.file.sync_data().map_err(io)?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use datafusion::arrow::array::{ListArray, StringArray};
+    use datafusion::arrow::datatypes::Int64Type;
+
+    fn batch_of(column: ArrayRef) -> RecordBatch {
+        let schema = Arc::new(Schema::new(vec![Field::new(
+            "c",
+            column.data_type().clone(),
+            true,
+        )]));
+        RecordBatch::try_new(schema, vec![column]).expect("batch")
+    }
+
+    #[test]
+    fn a_slice_of_a_list_counts_its_own_rows_not_its_parents_child() {
+        // 200,000 lists of 30 int8s: a 48 MB child. A slice of 8,192 of them keeps
+        // that whole child, which Arrow's slice size counts; its rows use 2 MB.
+        let lists = ListArray::from_iter_primitive::<Int64Type, _, _>(
+            (0..200_000i64).map(|i| Some((0..30).map(move |j| Some(i + j)))),
+        );
+        let all = batch_of(Arc::new(lists));
+        let slice = all.slice(100_000, 8192);
+        let used = used_bytes(&slice);
+        assert!(
+            (8192 * 30 * 8..8192 * 30 * 8 + 8192 * 8).contains(&used),
+            "{used}"
+        );
+        let mut pieces = Vec::new();
+        cut_by_bytes(slice, &mut pieces).expect("cut");
+        assert_eq!(pieces.len(), 1, "a 2 MB block was cut");
+        // Texts of 1 MB: blocks of at most BLOCK_BYTES, in order, every row kept.
+        let texts: ArrayRef = Arc::new(StringArray::from_iter_values(
+            (0..100).map(|i| format!("{i:07}{}", "x".repeat(1 << 20))),
+        ));
+        let mut pieces = Vec::new();
+        cut_by_bytes(batch_of(texts.clone()), &mut pieces).expect("cut");
+        assert!(pieces.len() >= 4, "{} blocks", pieces.len());
+        assert!(pieces.iter().all(|p| used_bytes(p) <= BLOCK_BYTES));
+        let rows: Vec<String> = pieces
+            .iter()
+            .flat_map(|p| {
+                let a = p
+                    .column(0)
+                    .as_any()
+                    .downcast_ref::<StringArray>()
+                    .expect("text");
+                (0..a.len())
+                    .map(|i| a.value(i)[..7].to_string())
+                    .collect::<Vec<_>>()
+            })
+            .collect();
+        let want: Vec<String> = (0..100).map(|i| format!("{i:07}")).collect();
+        assert_eq!(rows, want);
+    }
 }

@@ -431,9 +431,11 @@ impl<'a> Builder<'a> {
 
     /// Links every node that a walk from the entry point cannot reach on layer 0
     /// (choosing lists with the heuristic can leave a few, which a search could then
-    /// never return) from the nearest reachable node whose list has room. Looks at
-    /// `progress` for a cancellation every few nodes: on data with many copies of one
-    /// point, a large graph can leave many nodes to link.
+    /// never return) from a reachable node whose list has room: the nearest one a
+    /// search finds, else the first one a breadth-first walk out from the search's
+    /// results reaches. Looks at `progress` for a cancellation every few thousand steps
+    /// of work: on data with many copies of one point, a large graph can leave many
+    /// nodes to link.
     fn connect(&self, progress: &dyn BuildProgress) -> Result<()> {
         let n = self.levels.len();
         let entry = self.top.lock().0;
@@ -466,15 +468,24 @@ impl<'a> Builder<'a> {
         // Set once a breadth-first walk over every reachable node found no room: room
         // only shrinks, and nothing is reached without a host, so none appears later.
         let mut saturated = false;
-        let mut linked = 0usize;
+        // Work since the last look at `progress`: a node to link counts 64, a node the
+        // breadth-first walk visits 1.
+        let mut work = 0usize;
+        let look = |work: &mut usize, add: usize| -> Result<()> {
+            *work += add;
+            if *work >= 4096 {
+                *work = 0;
+                if progress.cancelled() {
+                    return Err(Error::Cancelled);
+                }
+            }
+            Ok(())
+        };
         for u in 0..n as u32 {
             if reached[u as usize] {
                 continue;
             }
-            linked += 1;
-            if linked.is_multiple_of(64) && progress.cancelled() {
-                return Err(Error::Cancelled);
-            }
+            look(&mut work, 64)?;
             let uv = self.vector(u);
             let max_level = self.levels[entry as usize] as usize;
             let room = |c: u32| {
@@ -511,6 +522,7 @@ impl<'a> Builder<'a> {
                     queue.push_back(entry);
                 }
                 while let Some(x) = queue.pop_front() {
+                    look(&mut work, 1)?;
                     if room(x) {
                         host = Some(x);
                         break;

@@ -734,15 +734,18 @@ impl TableProvider for EngineTable {
             ),
             None => self.key_units(filters).await?,
         };
-        // The widest row read, for the statement's batch size (see `txn::batch_size_for`).
-        let mut widest = 0usize;
+        // The bytes and rows read, for the statement's batch size (see
+        // `txn::batch_size_for`): an average, so that one wide row among millions of
+        // narrow ones does not make every batch small.
+        let (mut bytes, mut rows) = (0usize, 0usize);
         let (units, weights): (Vec<Unit>, Vec<usize>) = match chosen {
             Some(units) => {
                 let w = units
                     .iter()
                     .map(|u| match u {
                         Unit::Rows(c, p) => {
-                            widest = widest.max(c.memory_size() / c.num_rows().max(1));
+                            bytes = bytes.saturating_add(tarn_storage::used_bytes(c.batch()));
+                            rows += c.num_rows();
                             p.len()
                         }
                         Unit::Block { .. } => 0,
@@ -767,7 +770,8 @@ impl TableProvider for EngineTable {
                             segment: si,
                             block: bi,
                         });
-                        widest = widest.max(b.bytes() / b.rows.max(1));
+                        bytes = bytes.saturating_add(b.bytes());
+                        rows += b.rows;
                         weights.push(b.rows);
                         planned += b.rows;
                     }
@@ -777,7 +781,7 @@ impl TableProvider for EngineTable {
         };
         let _ = STATEMENT_VIEW.try_with(|v| {
             v.widest_row
-                .fetch_max(widest, std::sync::atomic::Ordering::Relaxed)
+                .fetch_max(bytes / rows.max(1), std::sync::atomic::Ordering::Relaxed)
         });
         // Contiguous runs of about equal rows keep each partition in row id order.
         let parts = config.target_partitions().max(1).min(units.len()).max(1);

@@ -691,25 +691,29 @@ fn batch_size_for(widest: usize, default: usize) -> usize {
     (BATCH_BYTES / widest.max(1)).clamp(1, default.max(1))
 }
 
-/// The most bytes of constants one row of a projection of `plan` carries (a
+/// The most bytes of constants one row of a projection of `plan` carries as columns (a
 /// `repeat('x', 1000000)` folded into the rows of a recursive query), for the
 /// statement's batch size: the scans report the widths of the rows they read.
 fn widest_constants(plan: &Arc<dyn datafusion::physical_plan::ExecutionPlan>) -> usize {
     use datafusion::common::tree_node::{TreeNode, TreeNodeRecursion};
-    use datafusion::physical_expr::expressions::Literal;
+    use datafusion::physical_expr::expressions::{CastExpr, Literal};
     use datafusion::physical_plan::projection::ProjectionExec;
     let mut widest = 0usize;
     let _ = plan.apply(|node| {
         if let Some(p) = node.downcast_ref::<ProjectionExec>() {
-            let mut width = 0usize;
-            for e in p.expr() {
-                let _ = e.expr.apply(|x| {
-                    if let Some(l) = x.downcast_ref::<Literal>() {
-                        width = width.saturating_add(l.value().size());
-                    }
-                    Ok(TreeNodeRecursion::Continue)
-                });
-            }
+            // A constant that is the column (under a cast): one inside a call may
+            // make a narrow value (`x = ANY(ARRAY[…])` is a boolean).
+            let width = p
+                .expr()
+                .iter()
+                .filter_map(|e| {
+                    let e = e
+                        .expr
+                        .downcast_ref::<CastExpr>()
+                        .map_or(&e.expr, |c| c.expr());
+                    e.downcast_ref::<Literal>().map(|l| l.value().size())
+                })
+                .fold(0, usize::saturating_add);
             widest = widest.max(width);
         }
         Ok(TreeNodeRecursion::Continue)

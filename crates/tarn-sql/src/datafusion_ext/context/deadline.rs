@@ -105,12 +105,14 @@ impl Drop for Restore {
     }
 }
 
-/// Stops a statement started with [`stoppable`], also in the middle of a long planning
-/// step: the host calls [`StopHandle::stop`] when the statement's caller is gone (say
-/// its client disconnected), and the statement ends at its next planning check or
-/// await with `canceling statement due to user request`, applying nothing. Dropping
-/// the future alone reaches it only between two polls, and planning a large statement
-/// is one poll. Cloning gives another handle to the same statement.
+/// Stops the planning of a statement started with [`stoppable`]: the host calls
+/// [`StopHandle::stop`] when the statement's caller is gone (say its client
+/// disconnected), and the planning ends at its next check of the deadline (each binary
+/// operator planned, each large constant typed, each of Tarn's rules) with `canceling
+/// statement due to user request`, applying nothing. Planning a large statement is one
+/// poll, which dropping the future does not reach; past planning, the host drops (or
+/// aborts) the future too, which ends it at its next await. Cloning gives another
+/// handle to the same statement.
 #[derive(Clone, Debug, Default)]
 pub struct StopHandle(Arc<AtomicBool>);
 
@@ -127,6 +129,7 @@ impl StopHandle {
 }
 
 /// A statement's future that its [`StopHandle`] can stop (see [`stoppable`]).
+#[must_use = "a future does nothing unless polled"]
 pub struct Stoppable<F> {
     fut: Pin<Box<F>>,
     flag: Arc<AtomicBool>,
