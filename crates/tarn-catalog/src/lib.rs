@@ -61,13 +61,25 @@ pub fn shown(value: &str) -> String {
 
 /// Whether `c` may not appear in a name or label shown to people: control characters,
 /// line and paragraph separators (a name on two lines forges log and listing lines),
-/// and bidirectional controls (which can reorder what a name seems to say, its
-/// extension for one).
+/// every bidirectional control (Unicode's Bidi_Control: they can reorder what a name
+/// seems to say, its extension for one), and invisible format characters (a zero-width
+/// space, word joiner, byte order mark, soft hyphen or annotation mark makes two names
+/// that look the same). The zero-width joiner and non-joiner stay: scripts and emoji
+/// sequences need them.
 pub fn is_hidden_control(c: char) -> bool {
     c.is_control()
         || matches!(
             c,
-            '\u{2028}' | '\u{2029}' | '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}'
+            '\u{00AD}'
+                | '\u{061C}'
+                | '\u{200B}'
+                | '\u{200E}'
+                | '\u{200F}'
+                | '\u{2028}'..='\u{202E}'
+                | '\u{2060}'..='\u{2064}'
+                | '\u{2066}'..='\u{2069}'
+                | '\u{FEFF}'
+                | '\u{FFF9}'..='\u{FFFB}'
         )
 }
 
