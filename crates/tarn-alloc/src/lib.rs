@@ -421,7 +421,7 @@ fn trim_when_idle() {
 /// 32 MiB as large blocks are freed): an idle server stayed at 2–5.6 GB after one heavy
 /// statement, and the next statement's memory stacked on top of it. A no-op where the
 /// allocator is not glibc's.
-pub fn release_free_memory() {
+fn release_free_memory() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     {
         unsafe extern "C" {

@@ -472,9 +472,8 @@ impl Inner {
 }
 
 /// The live rows of a run of segments as blocks of about `BLOCK_ROWS` rows (or
-/// `BLOCK_BYTES`), for
-/// compaction. Full blocks pass through untouched (zero copy from the mapped files);
-/// blocks thinned by deletes are combined.
+/// `BLOCK_BYTES`), for compaction. Full blocks pass through untouched (zero copy from
+/// the mapped files); blocks thinned by deletes are combined.
 pub(crate) struct LiveBlocks<'a> {
     run: Vec<SegmentRef>,
     /// Set when the database closes: the rewrite stops early (and publishes nothing).

@@ -334,23 +334,7 @@ impl<'e> Txn<'e> {
                         fields,
                         plan.schema().as_arrow().metadata().clone(),
                     ));
-                let widest = STATEMENT_VIEW
-                    .try_with(|v| v.widest_row.load(std::sync::atomic::Ordering::Relaxed))
-                    .unwrap_or(0)
-                    .max(widest_constants(&physical));
-                let ctx = state.task_ctx();
-                let rows = batch_size_for(widest, ctx.session_config().batch_size());
-                let ctx = if rows == ctx.session_config().batch_size() {
-                    ctx
-                } else {
-                    let config = ctx.session_config().clone().with_batch_size(rows);
-                    // `task_ctx` makes a new context each call: it is ours alone.
-                    match Arc::try_unwrap(ctx) {
-                        Ok(ctx) => Arc::new(ctx.with_session_config(config)),
-                        Err(ctx) => ctx,
-                    }
-                };
-                let physical = with_batch_rows(physical, rows)?;
+                let (physical, ctx) = sized_for_width(physical, state.task_ctx())?;
                 let batches = collect_bounded(physical, ctx).await?;
                 Ok((schema, batches))
             })
@@ -689,6 +673,34 @@ const BATCH_BYTES: usize = 32 << 20;
 /// [`BATCH_BYTES`].
 fn batch_size_for(widest: usize, default: usize) -> usize {
     (BATCH_BYTES / widest.max(1)).clamp(1, default.max(1))
+}
+
+/// `plan` and its task context `ctx` with the batch size of the widest rows the
+/// statement reads (its scans' widths, in the statement's view) or carries as constants
+/// (see [`batch_size_for`]).
+fn sized_for_width(
+    plan: Arc<dyn datafusion::physical_plan::ExecutionPlan>,
+    ctx: Arc<datafusion::execution::TaskContext>,
+) -> datafusion::error::Result<(
+    Arc<dyn datafusion::physical_plan::ExecutionPlan>,
+    Arc<datafusion::execution::TaskContext>,
+)> {
+    let widest = STATEMENT_VIEW
+        .try_with(|v| v.widest_row.load(std::sync::atomic::Ordering::Relaxed))
+        .unwrap_or(0)
+        .max(widest_constants(&plan));
+    let default = ctx.session_config().batch_size();
+    let rows = batch_size_for(widest, default);
+    if rows == default {
+        return Ok((plan, ctx));
+    }
+    let config = ctx.session_config().clone().with_batch_size(rows);
+    // `task_ctx` makes a new context each call: it is ours alone.
+    let ctx = match Arc::try_unwrap(ctx) {
+        Ok(ctx) => Arc::new(ctx.with_session_config(config)),
+        Err(ctx) => ctx,
+    };
+    Ok((with_batch_rows(plan, rows)?, ctx))
 }
 
 /// The most bytes of constants one row of a projection of `plan` carries as columns (a

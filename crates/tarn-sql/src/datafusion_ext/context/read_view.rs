@@ -35,8 +35,8 @@ pub(crate) struct ReadView {
     pub shared: Arc<parking_lot::Mutex<HashMap<String, Arc<dyn std::any::Any + Send + Sync>>>>,
     /// Whether the statement writes `DESC NULLS FIRST` (see `score_nulls_last.rs`).
     pub desc_nulls_first_written: bool,
-    /// The widest row, in bytes, of the blocks the statement's scans read (about: the
-    /// encoded size of a block over its rows), for the statement's batch size.
+    /// The widest average row, in bytes, of the scans of the statement (their blocks'
+    /// bytes over their rows), for the statement's batch size.
     pub widest_row: Arc<std::sync::atomic::AtomicUsize>,
 }
 
