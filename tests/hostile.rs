@@ -1221,3 +1221,111 @@ async fn searches_returning_every_row_are_bounded_by_query_memory() -> TestResul
     }
     Ok(())
 }
+
+/// A text parameter large enough to bind by number (`engine_param_text`, so that the
+/// planner does not copy it at every reference) means the same as its literal in every
+/// kind of statement: written, compared, updated, cast, returned, explained, and as a
+/// search query it stays a literal.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn large_text_parameters_mean_what_their_literals_mean() -> TestResult {
+    let (_tarn, s) = session().await?;
+    query(
+        &s,
+        r#"CREATE TABLE "ws"."docs" (id INT8 PRIMARY KEY, body TEXT, meta JSONB) USING engine"#,
+        &[],
+    )
+    .await?;
+    let big = "lorem ipsum ".repeat(20_000); // 240 KB
+    let other = format!("{big}!");
+    let doc = json!({ "text": big, "n": 7 }).to_string();
+    query(
+        &s,
+        r#"INSERT INTO "ws"."docs" VALUES (1, $1, $3::jsonb), (2, $2, NULL)"#,
+        &[json!(big), json!(other), json!(doc)],
+    )
+    .await?;
+    let one = |r: tarn::QueryResult| r.rows.unwrap_or_default();
+    let r = query(
+        &s,
+        r#"SELECT id, length(body), body = $1, meta->>'n', length(meta->>'text') = length($1)
+           FROM "ws"."docs" WHERE body = $1 OR body = $2 ORDER BY id"#,
+        &[json!(big), json!(other)],
+    )
+    .await?;
+    assert_eq!(
+        one(r),
+        vec![
+            vec![
+                json!(1),
+                json!(240_000),
+                json!(true),
+                json!("7"),
+                json!(true)
+            ],
+            vec![
+                json!(2),
+                json!(240_001),
+                json!(false),
+                Value::Null,
+                Value::Null
+            ],
+        ]
+    );
+    let r = query(
+        &s,
+        r#"UPDATE "ws"."docs" SET body = $1 || 'x' WHERE body = $2 RETURNING id, length(body)"#,
+        &[json!(big), json!(other)],
+    )
+    .await?;
+    assert_eq!(one(r), vec![vec![json!(2), json!(240_001)]]);
+    let r = query(
+        &s,
+        r#"INSERT INTO "ws"."docs" VALUES (1, $1, NULL)
+           ON CONFLICT (id) DO UPDATE SET body = $1 || '?' RETURNING id, right(body, 2)"#,
+        &[json!(big)],
+    )
+    .await?;
+    assert_eq!(one(r), vec![vec![json!(1), json!(" ?")]]);
+    let r = query(
+        &s,
+        r#"DELETE FROM "ws"."docs" WHERE body <> $1 RETURNING id"#,
+        &[json!(format!("{big}?"))],
+    )
+    .await?;
+    assert_eq!(one(r), vec![vec![json!(2)]]);
+    // Returned whole, twice; and shown by number in a plan, not as 240 KB of text.
+    let r = query(&s, "SELECT $1 AS a, $1 AS b", &[json!(big)]).await?;
+    assert_eq!(one(r), vec![vec![json!(big), json!(big)]]);
+    let r = query(&s, "EXPLAIN SELECT length($1)", &[json!(big)]).await?;
+    let plan = serde_json::to_string(&one(r))?;
+    assert!(
+        plan.len() < 10_000,
+        "the plan holds the text: {} bytes",
+        plan.len()
+    );
+    // Cast like a literal: to numbers, arrays and jsonb.
+    let digits = "1".repeat(70_000);
+    let r = query(
+        &s,
+        "SELECT length($1::numeric::text) > 0, cardinality($2::float4[]), $3::jsonb->>'n'",
+        &[
+            json!(digits),
+            json!(format!("{{{}}}", vec!["0.5"; 30_000].join(","))),
+            json!(doc),
+        ],
+    )
+    .await;
+    // A numeric of 70,000 digits is refused as its literal is (1,000 characters at most).
+    assert_400(r, "numeric text past its length");
+    let r = query(
+        &s,
+        "SELECT cardinality($1::float4[]), $2::jsonb->>'n'",
+        &[
+            json!(format!("{{{}}}", vec!["0.5"; 30_000].join(","))),
+            json!(doc),
+        ],
+    )
+    .await?;
+    assert_eq!(one(r), vec![vec![json!(30_000), json!("7")]]);
+    Ok(())
+}

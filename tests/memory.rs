@@ -206,7 +206,31 @@ async fn large_values_of_nodes_running_at_once_share_query_memory() -> TestResul
                 .join(" ")
         ),
     ];
-    for sql in statements {
+    let mut statements: Vec<(String, Vec<serde_json::Value>)> =
+        statements.into_iter().map(|sql| (sql, vec![])).collect();
+    // A 20 MB text parameter named ten times: bound as a literal, each reference was
+    // copied by the planner about ten times over (a 60 MB one named ten times took a
+    // host past 6 GB).
+    let big = json!("p".repeat(20_000_000));
+    statements.push((
+        format!(
+            "SELECT {} FROM generate_series(1, 3) g",
+            ["length($1 || g)"; 10].join(", ")
+        ),
+        vec![big.clone()],
+    ));
+    statements.push((
+        "SELECT count(*) FROM generate_series(1, 3) g WHERE $1 = repeat('p', g) OR $1 LIKE '%q%' \
+         OR strpos($1, 'q') > 7 OR position('q' in $1) > 0"
+            .to_string(),
+        vec![big.clone()],
+    ));
+    statements.push((
+        "SELECT $1 AS a, $1 AS b, length($2)".to_string(),
+        vec![big.clone(), big],
+    ));
+    for (sql, params) in statements {
+        let head = &sql[..sql.len().min(60)];
         let base = rss_anon().unwrap_or(0);
         let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
         let sampler = {
@@ -220,26 +244,29 @@ async fn large_values_of_nodes_running_at_once_share_query_memory() -> TestResul
                 peak
             })
         };
-        let r = s.query("ws", &sql, &[]).await;
+        let r = s.query("ws", &sql, &params).await;
         done.store(true, std::sync::atomic::Ordering::Relaxed);
         let peak = sampler.join().map_err(|_| "sampler panicked")?;
         match &r {
             Ok(r) => assert!(r.rows.as_ref().is_some_and(|rows| !rows.is_empty())),
             Err(e) => {
                 assert_eq!(e.status(), 400, "{e}");
-                assert!(e.message().contains("query_memory"), "{}: {e}", &sql[..60]);
+                assert!(e.message().contains("query_memory"), "{}: {e}", head);
             }
         }
         eprintln!(
             "{}…: {} MiB peak growth, {}",
-            &sql[..60],
+            head,
             peak >> 20,
-            if r.is_ok() { "answered" } else { "400" }
+            match &r {
+                Ok(_) => "answered".to_string(),
+                Err(e) => e.to_string(),
+            }
         );
         assert!(
             peak < 3 * QUERY_MEMORY as u64,
             "{}…: RssAnon grew by {peak} bytes (query memory {QUERY_MEMORY})",
-            &sql[..60]
+            head
         );
     }
     Ok(())
@@ -382,6 +409,30 @@ async fn wide_rows_stream_through_filters_and_recursion() -> TestResult {
         grown < 200 << 20,
         "the recursive query grew RssAnon by {grown} bytes"
     );
+    // Sorts of wide rows spill: the rows a sort keeps were counted twice (as its own
+    // and as rows passed on), and 700 MB of them was refused at once under 2 GiB.
+    for (sql, want) in [
+        (
+            "SELECT id FROM ws.wide WHERE id <= 100 ORDER BY w DESC, id",
+            json!(300),
+        ),
+        (
+            "SELECT max(rn) FROM (SELECT row_number() OVER (ORDER BY w DESC) rn \
+             FROM ws.wide WHERE id <= 100) t",
+            json!(100),
+        ),
+    ] {
+        let r = s.query("ws", sql, &[]).await?;
+        let rows = r.rows.unwrap_or_default();
+        if rows.len() == 100 {
+            // '…x99' sorts above '…x299'.
+            assert_eq!(rows[0], vec![json!(99)], "{sql}");
+        } else {
+            assert_eq!(rows, vec![vec![want]], "{sql}");
+        }
+        let grown = idle_rss_over(base, 200 << 20).await;
+        assert!(grown < 200 << 20, "{sql}: RssAnon grew by {grown} bytes");
+    }
     // The memory large statements freed is handed back once they pause: a server
     // stayed at gigabytes, idle, after one such statement.
     let r = s

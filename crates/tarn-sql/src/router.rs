@@ -153,8 +153,19 @@ impl SqlEngine {
             return Ok(out);
         }
         let mut stmt = Arc::unwrap_or_clone(stmt);
+        let mut texts = Vec::new();
         if needs_binding(sql) {
-            bind(&mut stmt, params)?;
+            // Large texts bind by number where DataFusion plans the whole statement
+            // and nothing of it is stored (see `functions::param_text`).
+            let by_number = matches!(
+                stmt,
+                Statement::Query(_)
+                    | Statement::Insert(_)
+                    | Statement::Update(_)
+                    | Statement::Delete(_)
+                    | Statement::Explain { .. }
+            );
+            texts = crate::rewrite::params::bind_texts(&mut stmt, params, by_number)?;
         }
         if self.shared.limits.fast_paths
             && let Some(out) = self.shared.try_key_lookup(org, &stmt).await?
@@ -166,6 +177,7 @@ impl SqlEngine {
         }
         let mut txn = Txn::new(&self.shared, org, ws);
         txn.settings = session;
+        txn.texts = Arc::new(texts);
         let deadline = tokio::time::Instant::now() + self.shared.limits.query_timeout;
         // The timeout covers the work, not the commit: once logging starts the outcome
         // is decided, and reporting a timeout for a committed statement would lie.

@@ -56,8 +56,10 @@ pub(crate) const TAIL_LEN: usize = 20;
 pub const BLOCK_ROWS: usize = 8192;
 /// Bytes past which a block is cut into smaller ones (down to one row): a block is read
 /// whole, so 8,192 rows of 1 MB texts made one 8 GB block that no query could read
-/// under its memory limit.
-pub const BLOCK_BYTES: usize = 32 << 20;
+/// under its memory limit. The size of the statements' batches of wide rows
+/// (`txn::BATCH_BYTES` in tarn-sql): with blocks of 32 MiB, the blocks a sort's input
+/// held on their way to it left no room for its merge.
+pub const BLOCK_BYTES: usize = 8 << 20;
 const ROW_ID_FIELD: &str = "row_id";
 
 /// Segment ids are unique within a database and never reused.

@@ -110,6 +110,9 @@ pub(crate) fn new_session(query_memory: usize) -> Result<SessionState> {
         ),
     ))?;
     state.register_udf(Arc::new(
+        datafusion::logical_expr::ScalarUDF::new_from_impl(functions::param_text::ParamText::new()),
+    ))?;
+    state.register_udf(Arc::new(
         datafusion::logical_expr::ScalarUDF::new_from_impl(functions::array_in::ArrayIn::new()),
     ))?;
     state.register_udf(Arc::new(
@@ -166,5 +169,37 @@ pub(crate) fn new_session(query_memory: usize) -> Result<SessionState> {
         .with_optimizer_rule(Arc::new(plan::search_rule::SearchRule))
         .with_query_planner(Arc::new(plan::search_exec::TarnQueryPlanner))
         .build();
-    Ok(state)
+    // Every rule checks the statement's deadline and stop flag before it runs (each
+    // node, for the optimizer's rules), so that planning ends between any two of them.
+    use context::deadline::{CheckedAnalyzer, CheckedPhysical, CheckedRule};
+    let optimizer = state
+        .optimizers()
+        .iter()
+        .map(|r| {
+            Arc::new(CheckedRule(r.clone()))
+                as Arc<dyn datafusion::optimizer::OptimizerRule + Send + Sync>
+        })
+        .collect();
+    let analyzer = state
+        .analyzer()
+        .rules
+        .iter()
+        .map(|r| {
+            Arc::new(CheckedAnalyzer(r.clone()))
+                as Arc<dyn datafusion::optimizer::AnalyzerRule + Send + Sync>
+        })
+        .collect();
+    let physical = state
+        .physical_optimizers()
+        .iter()
+        .map(|r| {
+            Arc::new(CheckedPhysical(r.clone()))
+                as Arc<dyn datafusion::physical_optimizer::PhysicalOptimizerRule + Send + Sync>
+        })
+        .collect();
+    Ok(SessionStateBuilder::new_from_existing(state)
+        .with_optimizer_rules(optimizer)
+        .with_analyzer_rules(analyzer)
+        .with_physical_optimizer_rules(physical)
+        .build())
 }

@@ -12,7 +12,7 @@
 use std::ops::ControlFlow;
 
 use datafusion::sql::sqlparser::ast::{
-    self, ArrayElemTypeDef, Expr, Value, VisitMut, visit_expressions_mut,
+    self, ArrayElemTypeDef, Expr, Value, Visit, VisitMut, Visitor, visit_expressions_mut,
 };
 use serde_json::Value as Json;
 
@@ -54,7 +54,181 @@ pub fn check_param_count(given: usize, required: usize) -> Result<()> {
 
 /// Replaces every `$n` in `stmt` (a statement or one expression) with `params[n-1]` and
 /// rewrites array-text casts.
-pub fn bind<V: VisitMut>(stmt: &mut V, params: &[Json]) -> Result<()> {
+pub fn bind<V: VisitMut + Visit>(stmt: &mut V, params: &[Json]) -> Result<()> {
+    bind_texts(stmt, params, false).map(drop)
+}
+
+/// [`bind`], and with `by_number` a text parameter whose copies as a literal would weigh
+/// [`BIG_TEXT`](crate::datafusion_ext::functions::param_text::BIG_TEXT) or more binds
+/// as `engine_param_text(n)` (see `functions::param_text`): the texts so bound, by
+/// number less one, for the statement's view. Only for statements DataFusion plans
+/// whole, whose expressions are never stored (a DEFAULT would keep the call, not the
+/// text).
+pub fn bind_texts<V: VisitMut + Visit>(
+    stmt: &mut V,
+    params: &[Json],
+    by_number: bool,
+) -> Result<Vec<Option<std::sync::Arc<str>>>> {
+    let mut texts: Vec<Option<std::sync::Arc<str>>> = Vec::new();
+    if by_number
+        && params
+            .iter()
+            .any(|p| matches!(p, Json::String(s) if !s.is_empty()))
+    {
+        // References of each parameter: ten of a 10 KB text weigh what one of 100 KB does.
+        let mut counter = CountRefs {
+            refs: vec![0usize; params.len()],
+            literal_only: vec![false; params.len()],
+            constant_depth: 0,
+        };
+        let _ = Visit::visit(&*stmt, &mut counter);
+        let CountRefs {
+            mut refs,
+            literal_only,
+            ..
+        } = counter;
+        for (r, only) in refs.iter_mut().zip(&literal_only) {
+            if *only {
+                *r = 0;
+            }
+        }
+        texts = params
+            .iter()
+            .zip(&refs)
+            .map(|(p, &r)| match p {
+                Json::String(s)
+                    if s.len().saturating_mul(r)
+                        >= crate::datafusion_ext::functions::param_text::BIG_TEXT =>
+                {
+                    Some(std::sync::Arc::from(s.as_str()))
+                }
+                _ => None,
+            })
+            .collect();
+        if texts.iter().any(Option::is_some) {
+            let _ = visit_expressions_mut(stmt, |e| {
+                if let Some(i) = placeholder_index(e)
+                    && texts.get(i).is_some_and(Option::is_some)
+                {
+                    *e = crate::ast::ident::call(
+                        crate::datafusion_ext::functions::param_text::FUNCTION,
+                        vec![lit(Value::Number((i + 1).to_string(), false))],
+                    );
+                }
+                ControlFlow::<()>::Continue(())
+            });
+        } else {
+            texts.clear();
+        }
+    }
+    bind_rest(stmt, params)?;
+    Ok(texts)
+}
+
+/// Counts each parameter's references, and marks those that must stay literals: the
+/// operands of `<#>` (the search planner reads its query as a constant while it plans),
+/// the arguments of Tarn's own functions (`engine_…`), which read theirs the same way,
+/// parameters cast in place to a type other than text, and the values of VALUES rows.
+struct CountRefs {
+    refs: Vec<usize>,
+    literal_only: Vec<bool>,
+    constant_depth: usize,
+}
+
+impl CountRefs {
+    fn reads_constants(e: &Expr) -> bool {
+        match e {
+            Expr::BinaryOp {
+                op: ast::BinaryOperator::Custom(op),
+                ..
+            } => op == crate::datafusion_ext::functions::similarity::OPERATOR,
+            Expr::Function(f) => f
+                .name
+                .0
+                .last()
+                .and_then(|p| p.as_ident())
+                .is_some_and(|i| i.value.to_ascii_lowercase().starts_with("engine_")),
+            _ => false,
+        }
+    }
+}
+
+impl Visitor for CountRefs {
+    type Break = ();
+
+    fn pre_visit_query(&mut self, q: &ast::Query) -> ControlFlow<()> {
+        // The values of a VALUES row: an INSERT of literals is written without the
+        // planner (copied once), and a row of calls plans apart from one of literals.
+        if let ast::SetExpr::Values(values) = q.body.as_ref() {
+            for e in values.rows.iter().flat_map(|r| r.iter()) {
+                let e = match e {
+                    Expr::Cast { expr, .. } => expr.as_ref(),
+                    e => e,
+                };
+                if let Some(i) = placeholder_index(e)
+                    && let Some(o) = self.literal_only.get_mut(i)
+                {
+                    *o = true;
+                }
+            }
+        }
+        ControlFlow::Continue(())
+    }
+
+    fn pre_visit_expr(&mut self, e: &Expr) -> ControlFlow<()> {
+        if Self::reads_constants(e) {
+            self.constant_depth += 1;
+        }
+        // A parameter cast in place to another type than text: Tarn reads some such
+        // casts of literals its own way (array text, jsonb, numeric text).
+        if let Expr::Cast {
+            expr, data_type, ..
+        } = e
+            && !matches!(
+                data_type,
+                ast::DataType::Text | ast::DataType::Varchar(_) | ast::DataType::String(_)
+            )
+            && let Some(i) = placeholder_index(expr)
+            && let Some(o) = self.literal_only.get_mut(i)
+        {
+            *o = true;
+        }
+        if let Some(i) = placeholder_index(e) {
+            if let Some(r) = self.refs.get_mut(i) {
+                *r += 1;
+            }
+            if self.constant_depth > 0
+                && let Some(o) = self.literal_only.get_mut(i)
+            {
+                *o = true;
+            }
+        }
+        ControlFlow::Continue(())
+    }
+
+    fn post_visit_expr(&mut self, e: &Expr) -> ControlFlow<()> {
+        if Self::reads_constants(e) {
+            self.constant_depth -= 1;
+        }
+        ControlFlow::Continue(())
+    }
+}
+
+/// The index (number less one) of the parameter `e` is, if it is a `$n`.
+fn placeholder_index(e: &Expr) -> Option<usize> {
+    match e {
+        Expr::Value(v) => match &v.value {
+            Value::Placeholder(p) => p
+                .strip_prefix('$')
+                .and_then(|n| n.parse::<usize>().ok())
+                .and_then(|n| n.checked_sub(1)),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+fn bind_rest<V: VisitMut>(stmt: &mut V, params: &[Json]) -> Result<()> {
     // An array parameter cast to json/jsonb binds as its JSON text, as jsonb takes
     // text: through `ARRAY[…]` its values would first take one SQL type (`["1"]` came
     // back `[1]`, `[null]` as `[]`). Before the other bindings, which would make the

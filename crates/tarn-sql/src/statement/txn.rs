@@ -64,6 +64,9 @@ pub(crate) struct Txn<'e> {
     /// The rows an UPDATE or DELETE read to write them, counted the same way (see
     /// [`Txn::charge_read`]).
     read: Option<datafusion::execution::memory_pool::MemoryReservation>,
+    /// The statement's large text parameters, bound by number (see
+    /// `functions::param_text`).
+    pub texts: Arc<Vec<Option<Arc<str>>>>,
 }
 
 impl<'e> Txn<'e> {
@@ -82,6 +85,7 @@ impl<'e> Txn<'e> {
             settings: Settings::default(),
             staged: None,
             read: None,
+            texts: Default::default(),
         }
     }
 
@@ -258,6 +262,7 @@ impl<'e> Txn<'e> {
             shared: Default::default(),
             desc_nulls_first_written: false,
             widest_row: Default::default(),
+            texts: self.texts.clone(),
         }
     }
 
@@ -665,8 +670,10 @@ fn same_names(e: &datafusion::error::DataFusionError) -> bool {
 /// Bytes a batch of the widest rows a statement reads may take: DataFusion's filters,
 /// joins and repartitions gather rows into batches of `batch_size` rows before they
 /// pass them on, and 8,192 rows of 1 MB texts are 8 GB held in one place, where no
-/// memory check sees them until they are all there.
-const BATCH_BYTES: usize = 32 << 20;
+/// memory check sees them until they are all there. 8 MiB, a segment block's most
+/// (`tarn_storage::BLOCK_BYTES`): a sort keeps a batch of each run it merges, and at
+/// 32 MiB the runs of a sort of 1 MB rows did not fit beside its input.
+const BATCH_BYTES: usize = 8 << 20;
 
 /// The statement's batch size (rows) when the widest row it reads is `widest` bytes:
 /// `default` for narrow rows, fewer for wide ones, so a batch stays near
@@ -708,7 +715,7 @@ fn sized_for_width(
 /// statement's batch size: the scans report the widths of the rows they read.
 fn widest_constants(plan: &Arc<dyn datafusion::physical_plan::ExecutionPlan>) -> usize {
     use datafusion::common::tree_node::{TreeNode, TreeNodeRecursion};
-    use datafusion::physical_expr::expressions::{CastExpr, Literal};
+    use datafusion::physical_expr::expressions::CastExpr;
     use datafusion::physical_plan::projection::ProjectionExec;
     let mut widest = 0usize;
     let _ = plan.apply(|node| {
@@ -723,7 +730,7 @@ fn widest_constants(plan: &Arc<dyn datafusion::physical_plan::ExecutionPlan>) ->
                         .expr
                         .downcast_ref::<CastExpr>()
                         .map_or(&e.expr, |c| c.expr());
-                    e.downcast_ref::<Literal>().map(|l| l.value().size())
+                    constant_width(e)
                 })
                 .fold(0, usize::saturating_add);
             widest = widest.max(width);
@@ -731,6 +738,26 @@ fn widest_constants(plan: &Arc<dyn datafusion::physical_plan::ExecutionPlan>) ->
         Ok(TreeNodeRecursion::Continue)
     });
     widest
+}
+
+/// The bytes of `e` when it is a constant: a literal, a wide one sized over its rows
+/// (`held::WIDE_CONSTANT`) or a large text parameter (`functions::param_text`).
+fn constant_width(e: &Arc<dyn datafusion::physical_expr::PhysicalExpr>) -> Option<usize> {
+    use datafusion::physical_expr::ScalarFunctionExpr;
+    use datafusion::physical_expr::expressions::Literal;
+    if let Some(l) = e.downcast_ref::<Literal>() {
+        return Some(l.value().size());
+    }
+    let f = e.downcast_ref::<ScalarFunctionExpr>()?;
+    if let Some(n) = crate::datafusion_ext::functions::param_text::bound_len(f.fun()) {
+        return Some(n);
+    }
+    match f.args() {
+        [arg] if f.name() == crate::datafusion_ext::context::held::WIDE_CONSTANT => {
+            constant_width(arg)
+        }
+        _ => None,
+    }
 }
 
 /// `plan` with its filters (which fix their batch size when planned) gathering at most

@@ -171,3 +171,88 @@ impl Drop for RestoreStop {
         let _ = STOP.try_with(|s| *s.borrow_mut() = previous);
     }
 }
+
+/// A logical optimizer rule of DataFusion's (or Tarn's) that checks the deadline (see
+/// [`check`]) before each node it rewrites: past it, or once the statement is stopped,
+/// planning ends there instead of running the rest of the optimizer's passes (a stop
+/// in the middle of a 27 s plan had let 4–13 s more of it run).
+#[derive(Debug)]
+pub(crate) struct CheckedRule(
+    pub(crate) Arc<dyn datafusion::optimizer::OptimizerRule + Send + Sync>,
+);
+
+impl datafusion::optimizer::OptimizerRule for CheckedRule {
+    fn name(&self) -> &str {
+        self.0.name()
+    }
+
+    fn apply_order(&self) -> Option<datafusion::optimizer::ApplyOrder> {
+        self.0.apply_order()
+    }
+
+    fn rewrite(
+        &self,
+        plan: datafusion::logical_expr::LogicalPlan,
+        config: &dyn datafusion::optimizer::OptimizerConfig,
+    ) -> DfResult<datafusion::common::tree_node::Transformed<datafusion::logical_expr::LogicalPlan>>
+    {
+        check()?;
+        self.0.rewrite(plan, config)
+    }
+}
+
+/// An analyzer rule that checks the deadline before it runs (see [`CheckedRule`]).
+#[derive(Debug)]
+pub(crate) struct CheckedAnalyzer(
+    pub(crate) Arc<dyn datafusion::optimizer::AnalyzerRule + Send + Sync>,
+);
+
+impl datafusion::optimizer::AnalyzerRule for CheckedAnalyzer {
+    fn analyze(
+        &self,
+        plan: datafusion::logical_expr::LogicalPlan,
+        config: &datafusion::config::ConfigOptions,
+    ) -> DfResult<datafusion::logical_expr::LogicalPlan> {
+        check()?;
+        self.0.analyze(plan, config)
+    }
+
+    fn name(&self) -> &str {
+        self.0.name()
+    }
+}
+
+/// A physical optimizer rule that checks the deadline before it runs (see
+/// [`CheckedRule`]).
+#[derive(Debug)]
+pub(crate) struct CheckedPhysical(
+    pub(crate) Arc<dyn datafusion::physical_optimizer::PhysicalOptimizerRule + Send + Sync>,
+);
+
+impl datafusion::physical_optimizer::PhysicalOptimizerRule for CheckedPhysical {
+    fn optimize(
+        &self,
+        plan: Arc<dyn datafusion::physical_plan::ExecutionPlan>,
+        config: &datafusion::config::ConfigOptions,
+    ) -> DfResult<Arc<dyn datafusion::physical_plan::ExecutionPlan>> {
+        check()?;
+        self.0.optimize(plan, config)
+    }
+
+    fn optimize_with_context(
+        &self,
+        plan: Arc<dyn datafusion::physical_plan::ExecutionPlan>,
+        context: &dyn datafusion::physical_optimizer::PhysicalOptimizerContext,
+    ) -> DfResult<Arc<dyn datafusion::physical_plan::ExecutionPlan>> {
+        check()?;
+        self.0.optimize_with_context(plan, context)
+    }
+
+    fn name(&self) -> &str {
+        self.0.name()
+    }
+
+    fn schema_check(&self) -> bool {
+        self.0.schema_check()
+    }
+}

@@ -67,15 +67,27 @@ impl SharedPool {
 /// shared by all the array's buffers and freed with the last of them.
 struct Owned {
     buffer: Buffer,
-    _held: Arc<MemoryReservation>,
+    _held: Arc<parking_lot::Mutex<MemoryReservation>>,
 }
 
 /// Where the memory of every held buffer starts, and by how many owners: a batch
 /// passed on unchanged (or sliced) by the next plan node is not held twice, and memory
 /// held twice anyway (a call that returns its input) stays known as held until its last
 /// owner goes.
-static HELD: std::sync::LazyLock<parking_lot::Mutex<std::collections::HashMap<usize, usize>>> =
-    std::sync::LazyLock::new(Default::default);
+/// Each with its reservation, which a sort that keeps the buffer takes over (see
+/// [`release_batch`]).
+#[allow(clippy::type_complexity)]
+static HELD: std::sync::LazyLock<
+    parking_lot::Mutex<
+        std::collections::HashMap<
+            usize,
+            (
+                usize,
+                std::sync::Weak<parking_lot::Mutex<MemoryReservation>>,
+            ),
+        >,
+    >,
+> = std::sync::LazyLock::new(Default::default);
 
 fn is_held(buffer: &Buffer) -> bool {
     HELD.lock()
@@ -86,7 +98,7 @@ impl Drop for Owned {
     fn drop(&mut self) {
         let key = self.buffer.as_ptr() as usize;
         let mut held = HELD.lock();
-        if let Some(n) = held.get_mut(&key) {
+        if let Some((n, _)) = held.get_mut(&key) {
             *n -= 1;
             if *n == 0 {
                 held.remove(&key);
@@ -105,17 +117,23 @@ impl AsRef<[u8]> for Owned {
 /// (however far downstream that is). No copy: each buffer is the same memory with the
 /// reservation as its owner.
 pub(crate) fn hold(array: ArrayRef, reservation: MemoryReservation) -> Result<ArrayRef> {
-    let held = Arc::new(reservation);
+    let held = Arc::new(parking_lot::Mutex::new(reservation));
     let data = with_owner(array.to_data(), &held)?;
     Ok(make_array(data))
 }
 
-fn with_owner(data: ArrayData, held: &Arc<MemoryReservation>) -> Result<ArrayData> {
+fn with_owner(
+    data: ArrayData,
+    held: &Arc<parking_lot::Mutex<MemoryReservation>>,
+) -> Result<ArrayData> {
     let buffers = data
         .buffers()
         .iter()
         .map(|b| {
-            *HELD.lock().entry(b.as_ptr() as usize).or_default() += 1;
+            HELD.lock()
+                .entry(b.as_ptr() as usize)
+                .or_insert_with(|| (0, Arc::downgrade(held)))
+                .0 += 1;
             Buffer::from(bytes::Bytes::from_owner(Owned {
                 buffer: b.clone(),
                 _held: held.clone(),
@@ -132,6 +150,38 @@ fn with_owner(data: ArrayData, held: &Arc<MemoryReservation>) -> Result<ArrayDat
         .buffers(buffers)
         .child_data(children)
         .build()?)
+}
+
+/// Gives back to the pool what holds the buffers of `batch`, which the node above
+/// keeps and counts itself (a sort, which spills what it keeps when its share runs
+/// out: held as well, its rows counted twice and stayed in the part of the pool no
+/// one can spill, and a sort of 700 MB of wide rows under 2 GiB was refused instead
+/// of spilled). The buffers stay known as held, so no node below the sort holds them
+/// again.
+fn release_batch(batch: &datafusion::arrow::array::RecordBatch) {
+    fn release(data: &ArrayData, held: &mut Vec<Arc<parking_lot::Mutex<MemoryReservation>>>) {
+        let map = HELD.lock();
+        for b in data.buffers() {
+            if let Some(r) = map
+                .get(&(b.data_ptr().as_ptr() as usize))
+                .and_then(|(_, w)| w.upgrade())
+            {
+                held.push(r);
+            }
+        }
+        drop(map);
+        for c in data.child_data() {
+            release(c, held);
+        }
+    }
+    let mut held = Vec::new();
+    for column in batch.columns() {
+        release(&column.to_data(), &mut held);
+    }
+    // Freed outside the map's lock (the pool takes its own).
+    for r in held {
+        r.lock().free();
+    }
 }
 
 /// Batches below this are not held by [`HoldExec`]…
@@ -176,10 +226,33 @@ pub(crate) fn hold_wide_rows(
                     input,
                     statement,
                     partitions: (!count.keys.is_empty()).then_some(count),
+                    release: false,
                 });
                 datafusion::physical_plan::execution_plan::replace_children_if_necessary(
                     node.clone(),
                     vec![input],
+                )?
+            }
+            // A sort counts the batches it keeps itself, and spills them when its share
+            // of the pool runs out: what holds them upstream is given back as they
+            // reach it (see `release_batch`).
+            None if node
+                .downcast_ref::<datafusion::physical_plan::sorts::sort::SortExec>()
+                .is_some() =>
+            {
+                let child = node.children()[0].clone();
+                let input = match child.downcast_ref::<HoldExec>() {
+                    Some(held) => held.input.clone(),
+                    None => child,
+                };
+                datafusion::physical_plan::execution_plan::replace_children_if_necessary(
+                    node.clone(),
+                    vec![Arc::new(HoldExec {
+                        input,
+                        statement,
+                        partitions: None,
+                        release: true,
+                    })],
                 )?
             }
             None => node,
@@ -188,6 +261,7 @@ pub(crate) fn hold_wide_rows(
             input: node,
             statement,
             partitions: None,
+            release: false,
         })
             as Arc<dyn datafusion::physical_plan::ExecutionPlan>))
     })
@@ -249,6 +323,9 @@ pub(crate) struct HoldExec {
     statement: u64,
     /// Under a window over whole partitions: its input's partitions, counted.
     partitions: Option<PartitionCount>,
+    /// Under a sort: its input's batches are given back instead (see
+    /// [`release_batch`]).
+    release: bool,
 }
 
 impl datafusion::physical_plan::DisplayAs for HoldExec {
@@ -257,7 +334,15 @@ impl datafusion::physical_plan::DisplayAs for HoldExec {
         _t: datafusion::physical_plan::DisplayFormatType,
         f: &mut std::fmt::Formatter,
     ) -> std::fmt::Result {
-        write!(f, "HoldExec")
+        write!(
+            f,
+            "{}",
+            if self.release {
+                "HoldExec: released"
+            } else {
+                "HoldExec"
+            }
+        )
     }
 }
 
@@ -296,6 +381,7 @@ impl datafusion::physical_plan::ExecutionPlan for HoldExec {
                 input,
                 statement: self.statement,
                 partitions: self.partitions.clone(),
+                release: self.release,
             })),
             _ => datafusion::common::internal_err!("HoldExec has one child"),
         }
@@ -321,6 +407,7 @@ impl datafusion::physical_plan::ExecutionPlan for HoldExec {
                     pool,
                     statement,
                     partitions: self.partitions.clone(),
+                    release: self.release,
                     partitions_held: None,
                     partitions_seen: 0,
                 },
@@ -335,6 +422,7 @@ struct HeldStream {
     pool: SharedPool,
     statement: u64,
     partitions: Option<PartitionCount>,
+    release: bool,
     /// The pool's share for the partitions counted so far (held until the window's
     /// input is dropped, with the window's work).
     partitions_held: Option<MemoryReservation>,
@@ -375,6 +463,10 @@ impl futures::Stream for HeldStream {
                     if let Err(e) = counted {
                         return Poll::Ready(Some(Err(e)));
                     }
+                }
+                if this.release {
+                    release_batch(&b);
+                    return Poll::Ready(Some(Ok(b)));
                 }
                 Poll::Ready(Some(hold_batch(b, &this.pool)))
             }
@@ -529,8 +621,15 @@ impl datafusion::optimizer::OptimizerRule for WideConstants {
                 e => e,
             }
         }
-        let wide =
-            |e: &Expr| matches!(peeled(e), Expr::Literal(v, _) if v.size() as u64 >= SMALLEST_HELD);
+        // A folded constant, or a large text parameter (`functions::param_text`).
+        let wide = |e: &Expr| match peeled(e) {
+            Expr::Literal(v, _) => v.size() as u64 >= SMALLEST_HELD,
+            Expr::ScalarFunction(f) => {
+                crate::datafusion_ext::functions::param_text::bound_len(&f.func)
+                    .is_some_and(|n| n as u64 >= SMALLEST_HELD)
+            }
+            _ => false,
+        };
         let udf = config
             .function_registry()
             .and_then(|r| r.udf(WIDE_CONSTANT).ok());

@@ -38,6 +38,9 @@ pub(crate) struct ReadView {
     /// The widest average row, in bytes, of the scans of the statement (their blocks'
     /// bytes over their rows), for the statement's batch size.
     pub widest_row: Arc<std::sync::atomic::AtomicUsize>,
+    /// The statement's large text parameters by number less one, each held once (see
+    /// `functions::param_text`).
+    pub texts: Arc<Vec<Option<Arc<str>>>>,
 }
 
 impl fmt::Debug for ReadView {

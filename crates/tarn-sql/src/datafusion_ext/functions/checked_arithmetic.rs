@@ -604,6 +604,26 @@ impl ScalarUDFImpl for Checked {
         &self.signature
     }
 
+    /// DataFusion's name (`name(arg,…)`), after a look at the statement's deadline: a
+    /// chain of operators names each of its levels over again, which for long chains
+    /// over large constants took tens of seconds, past the timeout and a stop (the
+    /// check at each level ends it; a name made past the deadline is never shown, as
+    /// the statement fails at its next check).
+    fn schema_name(&self, args: &[Expr]) -> DfResult<String> {
+        use std::fmt::Write;
+        crate::datafusion_ext::context::deadline::check()?;
+        let mut name = format!("{}(", self.name());
+        for (i, a) in args.iter().enumerate() {
+            if i > 0 {
+                name.push(',');
+            }
+            write!(name, "{}", a.schema_name())
+                .map_err(|e| datafusion::error::DataFusionError::External(Box::new(e)))?;
+        }
+        name.push(')');
+        Ok(name)
+    }
+
     fn return_type(&self, arg_types: &[DataType]) -> DfResult<DataType> {
         Ok(arg_types.first().cloned().unwrap_or(DataType::Int64))
     }

@@ -13,6 +13,7 @@ pub(crate) mod jsonb;
 pub(crate) mod named_cast;
 pub(crate) mod numeric_input;
 pub(crate) mod param_array;
+pub(crate) mod param_text;
 pub(crate) mod similarity;
 pub(crate) mod similarity_planner;
 pub(crate) mod text_search;

@@ -1,0 +1,154 @@
+//! Large text parameters, bound once per statement instead of once per reference.
+//!
+//! A text parameter binds as a text literal (SPEC §4.6), and DataFusion copies a
+//! literal wherever it copies the expression that holds it: the planner's rules, the
+//! names it gives expressions (`length(Utf8("…"))` holds the whole text) and the
+//! constants it folds. For a 60 MB text that came to about 650 MB per reference, none of
+//! it counted anywhere; ten references took a host past 6 GB. So a text parameter whose
+//! copies would weigh [`BIG_TEXT`] or more (its length times its references) binds as
+//! `engine_param_text(n)`, which names it by number: the simplifier replaces the call
+//! with a function holding the statement's one copy of the text (shared, never copied
+//! by the planner), read from the statement's view, and each batch that evaluates it
+//! makes its value once, as a literal's evaluation does.
+//!
+//! Both functions are volatile, so that the constant folder does not turn them back
+//! into a literal; a filter on such a parameter is then not pushed into a scan, which
+//! only a statement with a text this large pays for.
+
+use std::sync::Arc;
+
+use datafusion::arrow::datatypes::DataType;
+use datafusion::common::{Result as DfResult, ScalarValue};
+use datafusion::logical_expr::simplify::{ExprSimplifyResult, SimplifyContext};
+use datafusion::logical_expr::{
+    ColumnarValue, Expr, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature, Volatility,
+};
+
+use crate::datafusion_ext::context::read_view::STATEMENT_VIEW;
+
+/// The function's name.
+pub(crate) const FUNCTION: &str = "engine_param_text";
+
+/// Bytes of copies (a text's length times its references) from which a text parameter
+/// binds by number: below it, a literal costs the planner less than a call.
+pub(crate) const BIG_TEXT: usize = 64 << 10;
+
+/// `engine_param_text(n)` as the statement binds it, before it is simplified.
+#[derive(Debug, PartialEq, Eq, Hash)]
+pub(crate) struct ParamText {
+    signature: Signature,
+}
+
+impl ParamText {
+    pub(crate) fn new() -> Self {
+        ParamText {
+            signature: Signature::exact(vec![DataType::Int64], Volatility::Volatile),
+        }
+    }
+}
+
+/// The parameter number of `engine_param_text(n)`'s arguments.
+fn number(args: &[Expr]) -> Option<usize> {
+    match args {
+        [Expr::Literal(ScalarValue::Int64(Some(n)), _)] => usize::try_from(*n).ok(),
+        _ => None,
+    }
+}
+
+impl ScalarUDFImpl for ParamText {
+    fn name(&self) -> &str {
+        FUNCTION
+    }
+
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    fn return_type(&self, _arg_types: &[DataType]) -> DfResult<DataType> {
+        Ok(DataType::Utf8)
+    }
+
+    fn invoke_with_args(&self, _args: ScalarFunctionArgs) -> DfResult<ColumnarValue> {
+        // Every plan is simplified before it runs; one that was not has lost its text.
+        Err(datafusion::error::DataFusionError::Internal(
+            "a text parameter was not bound before the statement ran".into(),
+        ))
+    }
+
+    fn simplify(&self, args: Vec<Expr>, _info: &SimplifyContext) -> DfResult<ExprSimplifyResult> {
+        let Some(n) = number(&args) else {
+            return Ok(ExprSimplifyResult::Original(args));
+        };
+        let value = STATEMENT_VIEW
+            .try_with(|v| v.texts.get(n.wrapping_sub(1)).cloned().flatten())
+            .ok()
+            .flatten();
+        let Some(value) = value else {
+            return Ok(ExprSimplifyResult::Original(args));
+        };
+        Ok(ExprSimplifyResult::Simplified(Expr::ScalarFunction(
+            datafusion::logical_expr::expr::ScalarFunction::new_udf(
+                Arc::new(ScalarUDF::new_from_impl(BoundText {
+                    value,
+                    signature: self.signature.clone(),
+                })),
+                args,
+            ),
+        )))
+    }
+}
+
+/// `engine_param_text(n)` simplified: the text itself, shared by every copy of the
+/// expression. Two are equal when they hold the same text (the same allocation: a
+/// comparison or hash must not read 60 MB).
+#[derive(Debug)]
+pub(crate) struct BoundText {
+    value: Arc<str>,
+    signature: Signature,
+}
+
+impl PartialEq for BoundText {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.value, &other.value)
+    }
+}
+
+impl Eq for BoundText {}
+
+impl std::hash::Hash for BoundText {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        (Arc::as_ptr(&self.value) as *const u8 as usize).hash(state);
+    }
+}
+
+impl BoundText {
+    /// The text's length in bytes.
+    pub(crate) fn len(&self) -> usize {
+        self.value.len()
+    }
+}
+
+impl ScalarUDFImpl for BoundText {
+    fn name(&self) -> &str {
+        FUNCTION
+    }
+
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    fn return_type(&self, _arg_types: &[DataType]) -> DfResult<DataType> {
+        Ok(DataType::Utf8)
+    }
+
+    fn invoke_with_args(&self, _args: ScalarFunctionArgs) -> DfResult<ColumnarValue> {
+        Ok(ColumnarValue::Scalar(ScalarValue::Utf8(Some(
+            self.value.to_string(),
+        ))))
+    }
+}
+
+/// The bytes of the text `udf` holds, when it is a bound text parameter.
+pub(crate) fn bound_len(udf: &ScalarUDF) -> Option<usize> {
+    udf.inner().downcast_ref::<BoundText>().map(BoundText::len)
+}
