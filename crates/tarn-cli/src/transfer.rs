@@ -9,7 +9,6 @@ use std::time::Duration;
 use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::Value;
 use tarn::{ErrorKind, Session, UploadProgress};
-use tokio::io::AsyncWriteExt;
 
 use crate::{format_table, report};
 
@@ -136,47 +135,86 @@ pub(crate) async fn export(
             file.display()
         ));
     };
-    let mut out: Vec<u8> = Vec::new();
-    let rows = match format {
-        ExportFormat::Arrow => {
-            let result = match session.query_arrow(ws, sql, &[]).await {
-                Ok(r) => r,
-                Err(e) => return report(&e, false),
-            };
-            let Some(batches) = result.batches else {
-                return usage("the statement returns no rows to export");
-            };
-            match write_arrow(&mut out, &result.schema, &batches) {
-                Ok(()) => batches.iter().map(|b| b.num_rows() as u64).sum(),
-                Err(e) => return failed(format!("writing Arrow IPC: {e}"), false),
+    // The result is read as Arrow (charged to `query_memory`) and written a batch at a
+    // time, each batch let go once written: as JSON rows and one buffer of the whole
+    // file, 500 MB of rows had taken 3.25 GB and 700 MB was refused.
+    let result = match session.query_arrow(ws, sql, &[]).await {
+        Ok(r) => r,
+        Err(e) => return report(&e, false),
+    };
+    let schema = result.schema.clone();
+    let mut result = result;
+    let Some(batches) = result.batches.take() else {
+        return usage("the statement returns no rows to export");
+    };
+    let tmp = {
+        let mut t = file.as_os_str().to_owned();
+        t.push(".tarn-partial");
+        PathBuf::from(t)
+    };
+    let written = (|| -> Result<u64, String> {
+        let sink: Box<dyn Write> = if to_stdout {
+            Box::new(std::io::stdout().lock())
+        } else {
+            Box::new(std::fs::File::create(&tmp).map_err(|e| format!("{}: {e}", file.display()))?)
+        };
+        let mut sink = std::io::BufWriter::with_capacity(1 << 20, sink);
+        let io = |e: std::io::Error| format!("{}: {e}", file.display());
+        let mut rows = 0u64;
+        match format {
+            ExportFormat::Arrow => {
+                let mut w = datafusion::arrow::ipc::writer::FileWriter::try_new(&mut sink, &schema)
+                    .map_err(|e| format!("writing Arrow IPC: {e}"))?;
+                for b in batches {
+                    w.write(&b).map_err(|e| format!("writing Arrow IPC: {e}"))?;
+                    rows += b.num_rows() as u64;
+                }
+                w.finish().map_err(|e| format!("writing Arrow IPC: {e}"))?;
+            }
+            ExportFormat::Csv | ExportFormat::Ndjson => {
+                let columns: Vec<String> =
+                    schema.fields().iter().map(|f| f.name().clone()).collect();
+                let mut out = Vec::new();
+                if format == ExportFormat::Csv {
+                    write_csv_header(&mut out, &columns);
+                }
+                for b in batches {
+                    let json = tarn::json_rows(&schema, &b).map_err(|e| e.to_string())?;
+                    drop(b);
+                    if format == ExportFormat::Csv {
+                        write_csv(&mut out, &json);
+                    } else {
+                        write_ndjson(&mut out, &columns, &json);
+                    }
+                    rows += json.len() as u64;
+                    sink.write_all(&out).map_err(io)?;
+                    out.clear();
+                }
+                sink.write_all(&out).map_err(io)?;
             }
         }
-        ExportFormat::Csv | ExportFormat::Ndjson => {
-            let result = match session.query(ws, sql, &[]).await {
-                Ok(r) => r,
-                Err(e) => return report(&e, false),
-            };
-            let Some(rows) = result.rows else {
-                return usage("the statement returns no rows to export");
-            };
-            if format == ExportFormat::Csv {
-                write_csv(&mut out, &result.columns, &rows);
-            } else {
-                write_ndjson(&mut out, &result.columns, &rows);
+        let sink = sink.into_inner().map_err(|e| io(e.into_error()))?;
+        drop(sink);
+        if !to_stdout {
+            std::fs::File::open(&tmp)
+                .and_then(|f| f.sync_all())
+                .and_then(|()| std::fs::rename(&tmp, file))
+                .map_err(io)?;
+        } else {
+            std::io::stdout().flush().map_err(io)?;
+        }
+        Ok(rows)
+    })();
+    drop(result);
+    let rows = match written {
+        Ok(rows) => rows,
+        Err(e) => {
+            if !to_stdout {
+                let _ = std::fs::remove_file(&tmp);
             }
-            rows.len() as u64
+            return failed(e, false);
         }
     };
-    let written = if to_stdout {
-        std::io::stdout()
-            .write_all(&out)
-            .and_then(|()| std::io::stdout().flush())
-    } else {
-        write_new_file(file, &out).await
-    };
-    if let Err(e) = written {
-        return failed(format!("{}: {e}", file.display()), false);
-    }
     if !to_stdout {
         eprintln!(
             "exported {rows} row{} to {}",
@@ -185,37 +223,6 @@ pub(crate) async fn export(
         );
     }
     ExitCode::SUCCESS
-}
-
-/// Writes `bytes` to `path` through a temporary name in the same directory, so that a
-/// failed export leaves no half-written file under the name asked for.
-async fn write_new_file(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let mut tmp = path.as_os_str().to_owned();
-    tmp.push(".tarn-partial");
-    let tmp = PathBuf::from(tmp);
-    let res = async {
-        let mut f = tokio::fs::File::create(&tmp).await?;
-        f.write_all(bytes).await?;
-        f.sync_all().await?;
-        tokio::fs::rename(&tmp, path).await
-    }
-    .await;
-    if res.is_err() {
-        let _ = tokio::fs::remove_file(&tmp).await;
-    }
-    res
-}
-
-fn write_arrow(
-    out: &mut Vec<u8>,
-    schema: &datafusion::arrow::datatypes::SchemaRef,
-    batches: &[datafusion::arrow::record_batch::RecordBatch],
-) -> Result<(), datafusion::arrow::error::ArrowError> {
-    let mut w = datafusion::arrow::ipc::writer::FileWriter::try_new(out, schema)?;
-    for b in batches {
-        w.write(b)?;
-    }
-    w.finish()
 }
 
 /// A cell as CSV text: NULL is the empty field, text is itself, anything else (numbers,
@@ -241,7 +248,8 @@ fn push_csv_field(out: &mut Vec<u8>, field: Option<&str>) {
     }
 }
 
-fn write_csv(out: &mut Vec<u8>, columns: &[String], rows: &[Vec<Value>]) {
+/// The CSV header row: the column names.
+fn write_csv_header(out: &mut Vec<u8>, columns: &[String]) {
     for (i, c) in columns.iter().enumerate() {
         if i > 0 {
             out.push(b',');
@@ -249,6 +257,9 @@ fn write_csv(out: &mut Vec<u8>, columns: &[String], rows: &[Vec<Value>]) {
         push_csv_field(out, Some(c));
     }
     out.push(b'\n');
+}
+
+fn write_csv(out: &mut Vec<u8>, rows: &[Vec<Value>]) {
     for row in rows {
         for (i, v) in row.iter().enumerate() {
             if i > 0 {
@@ -525,7 +536,8 @@ mod tests {
             vec![Value::from(4), Value::from("")],
             vec![Value::from(5), serde_json::json!([0.5, 1.0])],
         ];
-        write_csv(&mut out, &columns, &rows);
+        write_csv_header(&mut out, &columns);
+        write_csv(&mut out, &rows);
         assert_eq!(
             String::from_utf8(out).expect("utf-8"),
             "id,\"a,b\"\n1,plain\n2,\"say \"\"hi\"\", then\nleave\"\n3,\n4,\"\"\n5,\"[0.5,1.0]\"\n"

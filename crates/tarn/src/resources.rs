@@ -273,6 +273,20 @@ pub struct ArrowResult {
     pub(crate) charge: Charge,
 }
 
+/// The rows of one batch of a [`Session::query_arrow`](crate::Session::query_arrow)
+/// result as [`Session::query`](crate::Session::query) gives them (one JSON value per
+/// column, SPEC §4), for a host that encodes a large result a batch at a time and lets
+/// each go once written (the CLI's export does, instead of holding every row as JSON).
+pub fn json_rows(
+    schema: &datafusion::arrow::datatypes::Schema,
+    batch: &datafusion::arrow::record_batch::RecordBatch,
+) -> crate::Result<Vec<Vec<serde_json::Value>>> {
+    let fields: Vec<_> = schema.fields().iter().map(|f| f.as_ref()).collect();
+    let mut rows = Vec::with_capacity(batch.num_rows());
+    tarn_sql::encode_rows(&fields, batch.columns(), &mut rows, &mut |_| Ok(()))?;
+    Ok(rows)
+}
+
 /// Memory a result holds, kept charged to the pool that statements share
 /// (`query_memory`) for as long as the caller holds the result: a host that serializes
 /// or sends results of many concurrent statements is then bounded by the pool too, not
