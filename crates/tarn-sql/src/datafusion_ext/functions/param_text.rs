@@ -33,16 +33,41 @@ pub(crate) const FUNCTION: &str = "engine_param_text";
 /// binds by number: below it, a literal costs the planner less than a call.
 pub(crate) const BIG_TEXT: usize = 64 << 10;
 
-/// `engine_param_text(n)` as the statement binds it, before it is simplified.
-#[derive(Debug, PartialEq, Eq, Hash)]
+/// `engine_param_text(n)`: as the statement binds it (`value` `None`, before it is
+/// simplified), or simplified, holding the text itself, shared by every copy of the
+/// expression. Two are equal when they hold the same text (the same allocation: a
+/// comparison or hash must not read 60 MB).
+#[derive(Debug)]
 pub(crate) struct ParamText {
     signature: Signature,
+    value: Option<Arc<str>>,
+}
+
+impl PartialEq for ParamText {
+    fn eq(&self, other: &Self) -> bool {
+        match (&self.value, &other.value) {
+            (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+            (a, b) => a.is_none() && b.is_none(),
+        }
+    }
+}
+
+impl Eq for ParamText {}
+
+impl std::hash::Hash for ParamText {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.value
+            .as_ref()
+            .map(|v| Arc::as_ptr(v) as *const u8 as usize)
+            .hash(state);
+    }
 }
 
 impl ParamText {
     pub(crate) fn new() -> Self {
         ParamText {
             signature: Signature::exact(vec![DataType::Int64], Volatility::Volatile),
+            value: None,
         }
     }
 }
@@ -69,13 +94,22 @@ impl ScalarUDFImpl for ParamText {
     }
 
     fn invoke_with_args(&self, _args: ScalarFunctionArgs) -> DfResult<ColumnarValue> {
-        // Every plan is simplified before it runs; one that was not has lost its text.
-        Err(datafusion::error::DataFusionError::Internal(
-            "a text parameter was not bound before the statement ran".into(),
-        ))
+        match &self.value {
+            Some(v) => Ok(ColumnarValue::Scalar(ScalarValue::Utf8(Some(
+                v.to_string(),
+            )))),
+            // Every plan is simplified before it runs; one that was not has lost its
+            // text.
+            None => Err(datafusion::error::DataFusionError::Internal(
+                "a text parameter was not bound before the statement ran".into(),
+            )),
+        }
     }
 
     fn simplify(&self, args: Vec<Expr>, _info: &SimplifyContext) -> DfResult<ExprSimplifyResult> {
+        if self.value.is_some() {
+            return Ok(ExprSimplifyResult::Original(args));
+        }
         let Some(n) = number(&args) else {
             return Ok(ExprSimplifyResult::Original(args));
         };
@@ -88,9 +122,9 @@ impl ScalarUDFImpl for ParamText {
         };
         Ok(ExprSimplifyResult::Simplified(Expr::ScalarFunction(
             datafusion::logical_expr::expr::ScalarFunction::new_udf(
-                Arc::new(ScalarUDF::new_from_impl(BoundText {
-                    value,
+                Arc::new(ScalarUDF::new_from_impl(ParamText {
                     signature: self.signature.clone(),
+                    value: Some(value),
                 })),
                 args,
             ),
@@ -98,57 +132,10 @@ impl ScalarUDFImpl for ParamText {
     }
 }
 
-/// `engine_param_text(n)` simplified: the text itself, shared by every copy of the
-/// expression. Two are equal when they hold the same text (the same allocation: a
-/// comparison or hash must not read 60 MB).
-#[derive(Debug)]
-pub(crate) struct BoundText {
-    value: Arc<str>,
-    signature: Signature,
-}
-
-impl PartialEq for BoundText {
-    fn eq(&self, other: &Self) -> bool {
-        Arc::ptr_eq(&self.value, &other.value)
-    }
-}
-
-impl Eq for BoundText {}
-
-impl std::hash::Hash for BoundText {
-    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
-        (Arc::as_ptr(&self.value) as *const u8 as usize).hash(state);
-    }
-}
-
-impl BoundText {
-    /// The text's length in bytes.
-    pub(crate) fn len(&self) -> usize {
-        self.value.len()
-    }
-}
-
-impl ScalarUDFImpl for BoundText {
-    fn name(&self) -> &str {
-        FUNCTION
-    }
-
-    fn signature(&self) -> &Signature {
-        &self.signature
-    }
-
-    fn return_type(&self, _arg_types: &[DataType]) -> DfResult<DataType> {
-        Ok(DataType::Utf8)
-    }
-
-    fn invoke_with_args(&self, _args: ScalarFunctionArgs) -> DfResult<ColumnarValue> {
-        Ok(ColumnarValue::Scalar(ScalarValue::Utf8(Some(
-            self.value.to_string(),
-        ))))
-    }
-}
-
 /// The bytes of the text `udf` holds, when it is a bound text parameter.
 pub(crate) fn bound_len(udf: &ScalarUDF) -> Option<usize> {
-    udf.inner().downcast_ref::<BoundText>().map(BoundText::len)
+    udf.inner()
+        .downcast_ref::<ParamText>()
+        .and_then(|p| p.value.as_ref())
+        .map(|v| v.len())
 }
