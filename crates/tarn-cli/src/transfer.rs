@@ -138,12 +138,11 @@ pub(crate) async fn export(
     // The result is read as Arrow (charged to `query_memory`) and written a batch at a
     // time, each batch let go once written: as JSON rows and one buffer of the whole
     // file, 500 MB of rows had taken 3.25 GB and 700 MB was refused.
-    let result = match session.query_arrow(ws, sql, &[]).await {
+    let mut result = match session.query_arrow(ws, sql, &[]).await {
         Ok(r) => r,
         Err(e) => return report(&e, false),
     };
     let schema = result.schema.clone();
-    let mut result = result;
     let Some(batches) = result.batches.take() else {
         return usage("the statement returns no rows to export");
     };
@@ -153,13 +152,13 @@ pub(crate) async fn export(
         PathBuf::from(t)
     };
     let written = (|| -> Result<u64, String> {
+        let io = |e: std::io::Error| format!("{}: {e}", file.display());
         let sink: Box<dyn Write> = if to_stdout {
             Box::new(std::io::stdout().lock())
         } else {
-            Box::new(std::fs::File::create(&tmp).map_err(|e| format!("{}: {e}", file.display()))?)
+            Box::new(std::fs::File::create(&tmp).map_err(io)?)
         };
         let mut sink = std::io::BufWriter::with_capacity(1 << 20, sink);
-        let io = |e: std::io::Error| format!("{}: {e}", file.display());
         let mut rows = 0u64;
         match format {
             ExportFormat::Arrow => {

@@ -30,11 +30,8 @@ pub fn needs_binding(sql: &str) -> bool {
 pub fn required_params(stmt: &ast::Statement) -> usize {
     let mut max = 0;
     let _ = datafusion::sql::sqlparser::ast::visit_expressions(stmt, |e| {
-        if let Expr::Value(v) = e
-            && let Value::Placeholder(p) = &v.value
-            && let Some(n) = p.strip_prefix('$').and_then(|n| n.parse::<usize>().ok())
-        {
-            max = max.max(n);
+        if let Some(i) = placeholder_index(e) {
+            max = max.max(i + 1);
         }
         ControlFlow::<()>::Continue(())
     });
@@ -82,23 +79,14 @@ pub fn bind_texts<V: VisitMut + Visit>(
             constant_depth: 0,
         };
         let _ = Visit::visit(&*stmt, &mut counter);
-        let CountRefs {
-            mut refs,
-            literal_only,
-            ..
-        } = counter;
-        for (r, only) in refs.iter_mut().zip(&literal_only) {
-            if *only {
-                *r = 0;
-            }
-        }
         texts = params
             .iter()
-            .zip(&refs)
-            .map(|(p, &r)| match p {
+            .zip(counter.refs.iter().zip(&counter.literal_only))
+            .map(|(p, (&r, &only))| match p {
                 Json::String(s)
-                    if s.len().saturating_mul(r)
-                        >= crate::datafusion_ext::functions::param_text::BIG_TEXT =>
+                    if !only
+                        && s.len().saturating_mul(r)
+                            >= crate::datafusion_ext::functions::param_text::BIG_TEXT =>
                 {
                     Some(std::sync::Arc::from(s.as_str()))
                 }
@@ -239,13 +227,8 @@ fn bind_rest<V: VisitMut>(stmt: &mut V, params: &[Json]) -> Result<()> {
             data_type: ast::DataType::JSON | ast::DataType::JSONB,
             ..
         } = expr
-            && let Expr::Value(v) = inner.as_ref()
-            && let Value::Placeholder(p) = &v.value
-            && let Some(value @ Json::Array(_)) = p
-                .strip_prefix('$')
-                .and_then(|n| n.parse::<usize>().ok())
-                .and_then(|n| n.checked_sub(1))
-                .and_then(|i| params.get(i))
+            && let Some(value @ Json::Array(_)) =
+                placeholder_index(inner).and_then(|i| params.get(i))
         {
             **inner = lit(Value::SingleQuotedString(value.to_string()));
         }

@@ -76,18 +76,17 @@ struct Owned {
 /// owner goes.
 /// Each with its reservation, which a sort that keeps the buffer takes over (see
 /// [`release_batch`]).
-#[allow(clippy::type_complexity)]
-static HELD: std::sync::LazyLock<
-    parking_lot::Mutex<
-        std::collections::HashMap<
-            usize,
-            (
-                usize,
-                std::sync::Weak<parking_lot::Mutex<MemoryReservation>>,
-            ),
-        >,
-    >,
-> = std::sync::LazyLock::new(Default::default);
+static HELD: std::sync::LazyLock<parking_lot::Mutex<Holders>> =
+    std::sync::LazyLock::new(Default::default);
+
+/// Owners by buffer address, each with the reservation that holds it (see [`HELD`]).
+type Holders = std::collections::HashMap<
+    usize,
+    (
+        usize,
+        std::sync::Weak<parking_lot::Mutex<MemoryReservation>>,
+    ),
+>;
 
 fn is_held(buffer: &Buffer) -> bool {
     HELD.lock()
@@ -159,8 +158,11 @@ fn with_owner(
 /// of spilled). The buffers stay known as held, so no node below the sort holds them
 /// again.
 fn release_batch(batch: &datafusion::arrow::array::RecordBatch) {
-    fn release(data: &ArrayData, held: &mut Vec<Arc<parking_lot::Mutex<MemoryReservation>>>) {
-        let map = HELD.lock();
+    fn release(
+        data: &ArrayData,
+        map: &Holders,
+        held: &mut Vec<Arc<parking_lot::Mutex<MemoryReservation>>>,
+    ) {
         for b in data.buffers() {
             if let Some(r) = map
                 .get(&(b.data_ptr().as_ptr() as usize))
@@ -169,14 +171,20 @@ fn release_batch(batch: &datafusion::arrow::array::RecordBatch) {
                 held.push(r);
             }
         }
-        drop(map);
         for c in data.child_data() {
-            release(c, held);
+            release(c, map, held);
         }
     }
+    // One look at the map for the whole batch (a sort's every batch comes here).
     let mut held = Vec::new();
-    for column in batch.columns() {
-        release(&column.to_data(), &mut held);
+    {
+        let map = HELD.lock();
+        if map.is_empty() {
+            return;
+        }
+        for column in batch.columns() {
+            release(&column.to_data(), &map, &mut held);
+        }
     }
     // Freed outside the map's lock (the pool takes its own).
     for r in held {
@@ -218,12 +226,8 @@ pub(crate) fn hold_wide_rows(
                 };
                 // Its input is held already (children are visited first): that node
                 // counts.
-                let input = match window.input().downcast_ref::<HoldExec>() {
-                    Some(held) => held.input.clone(),
-                    None => window.input().clone(),
-                };
                 let input = Arc::new(HoldExec {
-                    input,
+                    input: unheld(window.input()),
                     statement,
                     partitions: (!count.keys.is_empty()).then_some(count),
                     release: false,
@@ -240,15 +244,10 @@ pub(crate) fn hold_wide_rows(
                 .downcast_ref::<datafusion::physical_plan::sorts::sort::SortExec>()
                 .is_some() =>
             {
-                let child = node.children()[0].clone();
-                let input = match child.downcast_ref::<HoldExec>() {
-                    Some(held) => held.input.clone(),
-                    None => child,
-                };
                 datafusion::physical_plan::execution_plan::replace_children_if_necessary(
                     node.clone(),
                     vec![Arc::new(HoldExec {
-                        input,
+                        input: unheld(node.children()[0]),
                         statement,
                         partitions: None,
                         release: true,
@@ -266,6 +265,17 @@ pub(crate) fn hold_wide_rows(
             as Arc<dyn datafusion::physical_plan::ExecutionPlan>))
     })
     .map(|t| t.data)
+}
+
+/// `plan` without the [`HoldExec`] above it, if it has one (children are visited first,
+/// so a node's input is held already when the node is).
+fn unheld(
+    plan: &Arc<dyn datafusion::physical_plan::ExecutionPlan>,
+) -> Arc<dyn datafusion::physical_plan::ExecutionPlan> {
+    match plan.downcast_ref::<HoldExec>() {
+        Some(held) => held.input.clone(),
+        None => plan.clone(),
+    }
 }
 
 /// What DataFusion's window over whole partitions (`WindowAggExec`) makes for each
