@@ -304,6 +304,12 @@ async fn a_stopped_statement_ends_in_the_middle_of_its_planning() -> TestResult 
         let started = std::time::Instant::now();
         let task = tokio::spawn(fut);
         tokio::time::sleep(Duration::from_millis(wait)).await;
+        // A build fast enough to plan it all before a late stop leaves that stop
+        // nothing to stop (the earlier ones still test the early phases).
+        if wait > 300 && task.is_finished() {
+            eprintln!("planned in under {wait} ms: no stop to test there");
+            continue;
+        }
         stop.stop();
         let stopped = std::time::Instant::now();
         let out = tokio::time::timeout(Duration::from_secs(60), task).await??;

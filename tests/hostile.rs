@@ -1278,9 +1278,10 @@ async fn large_text_parameters_mean_what_their_literals_mean() -> TestResult {
     )
     .await?;
     assert_eq!(one(r), vec![vec![json!(2), json!(240_001)]]);
+    // Bound by number where the row's values are literals.
     let r = query(
         &s,
-        r#"INSERT INTO "ws"."docs" VALUES (1, $1, NULL)
+        r#"INSERT INTO "ws"."docs" VALUES (1, 'short', NULL)
            ON CONFLICT (id) DO UPDATE SET body = $1 || '?' RETURNING id, right(body, 2)"#,
         &[json!(big)],
     )
@@ -1296,6 +1297,50 @@ async fn large_text_parameters_mean_what_their_literals_mean() -> TestResult {
     // Returned whole, twice; and shown by number in a plan, not as 240 KB of text.
     let r = query(&s, "SELECT $1 AS a, $1 AS b", &[json!(big)]).await?;
     assert_eq!(one(r), vec![vec![json!(big), json!(big)]]);
+    // Named as a parameter is: `?column?`, or the type it is cast to.
+    let r = query(&s, "SELECT $1, $1::text, btrim($1)", &[json!(big)]).await?;
+    assert_eq!(r.columns, vec!["?column?", "text", "btrim"]);
+    query(
+        &s,
+        r#"INSERT INTO "ws"."docs" VALUES (3, 'lorem dolor', NULL)"#,
+        &[],
+    )
+    .await?;
+    // LIMIT reads its value while the statement is planned.
+    let r = query(
+        &s,
+        r#"SELECT count(*) FROM (SELECT id FROM "ws"."docs" LIMIT length($1)) t"#,
+        &[json!(big)],
+    )
+    .await?;
+    assert_eq!(one(r), vec![vec![json!(2)]]);
+    // A filter on a large text leaves a search on its index.
+    query(
+        &s,
+        r#"CREATE INDEX docs_body ON "ws"."docs" USING engine_index (body) WITH (index_type = 'bm25')"#,
+        &[],
+    )
+    .await?;
+    let r = query(
+        &s,
+        r#"EXPLAIN SELECT id FROM "ws"."docs" WHERE body <> $2 ORDER BY body <#> $1 DESC LIMIT 1"#,
+        &[json!("lorem"), json!(big)],
+    )
+    .await?;
+    let plan = serde_json::to_string(&one(r))?;
+    assert!(plan.contains("docs_body"), "{plan}");
+    let r = query(
+        &s,
+        r#"SELECT id FROM "ws"."docs" WHERE body <> $2 ORDER BY body <#> $1 DESC LIMIT 1"#,
+        &[json!("lorem"), json!(format!("{big}?"))],
+    )
+    .await?;
+    assert_eq!(one(r), vec![vec![json!(3)]]);
+    // The function the binding uses is no function to call.
+    assert_400(
+        query(&s, "SELECT engine_param_text(1)", &[]).await,
+        "engine_param_text without its parameter",
+    );
     let r = query(&s, "EXPLAIN SELECT length($1)", &[json!(big)]).await?;
     let plan = serde_json::to_string(&one(r))?;
     assert!(

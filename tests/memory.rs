@@ -227,7 +227,13 @@ async fn large_values_of_nodes_running_at_once_share_query_memory() -> TestResul
     ));
     statements.push((
         "SELECT $1 AS a, $1 AS b, length($2)".to_string(),
-        vec![big.clone(), big],
+        vec![big.clone(), big.clone()],
+    ));
+    // A call of it alone is a constant too, repeated over every row of a batch (8,192
+    // rows of 20 MB: 160 GB, which the projection made outside any reservation).
+    statements.push((
+        "SELECT btrim($1), upper($1) || 'x' FROM generate_series(1, 8192)".to_string(),
+        vec![big],
     ));
     for (sql, params) in statements {
         let head = &sql[..sql.len().min(60)];
@@ -409,8 +415,11 @@ async fn wide_rows_stream_through_filters_and_recursion() -> TestResult {
         grown < 200 << 20,
         "the recursive query grew RssAnon by {grown} bytes"
     );
-    // Sorts of wide rows spill: the rows a sort keeps were counted twice (as its own
-    // and as rows passed on), and 700 MB of them was refused at once under 2 GiB.
+    // Sorts of wide rows are counted once: the rows a sort keeps were counted twice (as
+    // its own and as rows passed on), and 700 MB of them was refused at once under
+    // 2 GiB; here 100 MB, with the sort's own copies, was refused under 256 MiB. (A
+    // sort larger than the pool is still refused, not spilled: DataFusion's merge
+    // reserves for every spilled run at once.)
     for (sql, want) in [
         (
             "SELECT id FROM ws.wide WHERE id <= 100 ORDER BY w DESC, id",

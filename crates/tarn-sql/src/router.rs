@@ -478,8 +478,23 @@ impl SqlEngine {
         );
         let fut = std::panic::AssertUnwindSafe(fut).catch_unwind();
         let mut stopping = self.stopping.subscribe();
+        let started = std::time::Instant::now();
         tokio::select! {
             r = tokio::time::timeout(self.shared.limits.query_timeout, fut) => match r {
+                // A check past the deadline (or after a stop) ends DataFusion's work
+                // wherever it is, and DataFusion may report that as its own fault (a
+                // name made of the check's error failing a schema comparison): then it
+                // is the timeout, or the stop.
+                Ok(Ok(Err(Error::Internal(_)))) if crate::datafusion_ext::context::deadline::stopped() => {
+                    Err(Error::BadRequest(
+                        crate::datafusion_ext::context::deadline::STOPPED_MESSAGE.into(),
+                    ))
+                }
+                Ok(Ok(Err(Error::Internal(_))))
+                    if started.elapsed() >= self.shared.limits.query_timeout =>
+                {
+                    Err(self.timeout_error())
+                }
                 Ok(Ok(r)) => r,
                 Ok(Err(panic)) => Err(crate::error::panic_error(panic.as_ref())),
                 Err(_) => Err(self.timeout_error()),

@@ -174,6 +174,9 @@ pub fn expr_name(e: &Expr) -> String {
                     Some(inner) => expr_name(inner),
                     None => "?column?".into(),
                 },
+                // A large text parameter bound by number (params.rs) is named as
+                // the parameter it stands for.
+                Some(crate::datafusion_ext::functions::param_text::FUNCTION) => "?column?".into(),
                 Some(n) => n.to_string(),
                 None => "?column?".into(),
             }
@@ -181,6 +184,7 @@ pub fn expr_name(e: &Expr) -> String {
         Expr::Cast {
             expr, data_type, ..
         } => match expr.as_ref() {
+            Expr::Function(f) if is_param_text(f) => pg_type_label(&data_type.to_string()),
             Expr::Identifier(_) | Expr::CompoundIdentifier(_) | Expr::Function(_) => {
                 expr_name(expr)
             }
@@ -200,6 +204,14 @@ pub fn expr_name(e: &Expr) -> String {
 }
 
 /// A call's first argument, as written.
+/// Whether `f` is a large text parameter bound by number (`engine_param_text(n)`).
+fn is_param_text(f: &datafusion::sql::sqlparser::ast::Function) -> bool {
+    f.name.0.last().and_then(|p| p.as_ident()).is_some_and(|i| {
+        i.value
+            .eq_ignore_ascii_case(crate::datafusion_ext::functions::param_text::FUNCTION)
+    })
+}
+
 fn first_arg(f: &datafusion::sql::sqlparser::ast::Function) -> Option<&Expr> {
     use datafusion::sql::sqlparser::ast::{FunctionArg, FunctionArgExpr, FunctionArguments};
     match &f.args {

@@ -116,7 +116,8 @@ pub fn bind_texts<V: VisitMut + Visit>(
 /// Counts each parameter's references, and marks those that must stay literals: the
 /// operands of `<#>` (the search planner reads its query as a constant while it plans),
 /// the arguments of Tarn's own functions (`engine_…`), which read theirs the same way,
-/// parameters cast in place to a type other than text, and the values of VALUES rows.
+/// parameters cast in place to a type other than text, the values of VALUES rows, and
+/// LIMIT and OFFSET.
 struct CountRefs {
     refs: Vec<usize>,
     literal_only: Vec<bool>,
@@ -160,6 +161,18 @@ impl Visitor for CountRefs {
                 }
             }
         }
+        // LIMIT and OFFSET are read as constants while the statement is planned
+        // (`LIMIT length($1)`).
+        let mut mark = |e: &Expr| {
+            if let Some(i) = placeholder_index(e)
+                && let Some(o) = self.literal_only.get_mut(i)
+            {
+                *o = true;
+            }
+            ControlFlow::<()>::Continue(())
+        };
+        let _ = ast::visit_expressions(&q.limit_clause, &mut mark);
+        let _ = ast::visit_expressions(&q.fetch, &mut mark);
         ControlFlow::Continue(())
     }
 

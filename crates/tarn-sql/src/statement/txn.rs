@@ -741,17 +741,17 @@ fn widest_constants(plan: &Arc<dyn datafusion::physical_plan::ExecutionPlan>) ->
 }
 
 /// The bytes of `e` when it is a constant: a literal, a wide one sized over its rows
-/// (`held::WIDE_CONSTANT`) or a large text parameter (`functions::param_text`).
+/// (`held::WIDE_CONSTANT`) or an expression of large text parameters alone (`functions::param_text`).
 fn constant_width(e: &Arc<dyn datafusion::physical_expr::PhysicalExpr>) -> Option<usize> {
     use datafusion::physical_expr::ScalarFunctionExpr;
     use datafusion::physical_expr::expressions::Literal;
     if let Some(l) = e.downcast_ref::<Literal>() {
         return Some(l.value().size());
     }
-    let f = e.downcast_ref::<ScalarFunctionExpr>()?;
-    if let Some(n) = crate::datafusion_ext::functions::param_text::bound_len(f.fun()) {
+    if let Some(n) = crate::datafusion_ext::functions::param_text::constant_text_bytes_physical(e) {
         return Some(n);
     }
+    let f = e.downcast_ref::<ScalarFunctionExpr>()?;
     match f.args() {
         [arg] if f.name() == crate::datafusion_ext::context::held::WIDE_CONSTANT => {
             constant_width(arg)

@@ -43,17 +43,20 @@ pub(crate) fn timeout_message(timeout: Duration) -> String {
     )
 }
 
+/// Whether the caller of the statement being polled on this thread stopped it.
+pub(crate) fn stopped() -> bool {
+    STOP.try_with(|s| {
+        s.borrow()
+            .as_ref()
+            .is_some_and(|f| f.load(Ordering::Relaxed))
+    })
+    .unwrap_or(false)
+}
+
 /// Fails when the statement being polled on this thread is past its deadline, or its
 /// caller stopped it.
 pub(crate) fn check() -> DfResult<()> {
-    let stopped = STOP
-        .try_with(|s| {
-            s.borrow()
-                .as_ref()
-                .is_some_and(|f| f.load(Ordering::Relaxed))
-        })
-        .unwrap_or(false);
-    if stopped {
+    if stopped() {
         return Err(crate::error::bad_request(STOPPED_MESSAGE.to_string()));
     }
     match DEADLINE.try_with(Cell::get).ok().flatten() {

@@ -79,14 +79,19 @@ struct Owned {
 static HELD: std::sync::LazyLock<parking_lot::Mutex<Holders>> =
     std::sync::LazyLock::new(Default::default);
 
-/// Owners by buffer address, each with the reservation that holds it (see [`HELD`]).
-type Holders = std::collections::HashMap<
-    usize,
-    (
-        usize,
-        std::sync::Weak<parking_lot::Mutex<MemoryReservation>>,
-    ),
->;
+/// Owners by buffer address, each with the reservation that holds it and the
+/// statement that made the reservation (see [`HELD`]).
+type Holders = std::collections::HashMap<usize, Holder>;
+
+/// One held buffer's owners (see [`Holders`]).
+struct Holder {
+    owners: usize,
+    reservation: std::sync::Weak<parking_lot::Mutex<MemoryReservation>>,
+    /// The statement whose reservation it is (`tarn_alloc`'s tag): a buffer can be
+    /// another statement's too (a segment's cached block, read by two scans), and a
+    /// sort gives back only its own statement's holds.
+    statement: u64,
+}
 
 fn is_held(buffer: &Buffer) -> bool {
     HELD.lock()
@@ -97,9 +102,9 @@ impl Drop for Owned {
     fn drop(&mut self) {
         let key = self.buffer.as_ptr() as usize;
         let mut held = HELD.lock();
-        if let Some((n, _)) = held.get_mut(&key) {
-            *n -= 1;
-            if *n == 0 {
+        if let Some(h) = held.get_mut(&key) {
+            h.owners -= 1;
+            if h.owners == 0 {
                 held.remove(&key);
             }
         }
@@ -117,13 +122,14 @@ impl AsRef<[u8]> for Owned {
 /// reservation as its owner.
 pub(crate) fn hold(array: ArrayRef, reservation: MemoryReservation) -> Result<ArrayRef> {
     let held = Arc::new(parking_lot::Mutex::new(reservation));
-    let data = with_owner(array.to_data(), &held)?;
+    let data = with_owner(array.to_data(), &held, tarn_alloc::current_statement())?;
     Ok(make_array(data))
 }
 
 fn with_owner(
     data: ArrayData,
     held: &Arc<parking_lot::Mutex<MemoryReservation>>,
+    statement: u64,
 ) -> Result<ArrayData> {
     let buffers = data
         .buffers()
@@ -131,8 +137,12 @@ fn with_owner(
         .map(|b| {
             HELD.lock()
                 .entry(b.as_ptr() as usize)
-                .or_insert_with(|| (0, Arc::downgrade(held)))
-                .0 += 1;
+                .or_insert_with(|| Holder {
+                    owners: 0,
+                    reservation: Arc::downgrade(held),
+                    statement,
+                })
+                .owners += 1;
             Buffer::from(bytes::Bytes::from_owner(Owned {
                 buffer: b.clone(),
                 _held: held.clone(),
@@ -142,7 +152,7 @@ fn with_owner(
     let children = data
         .child_data()
         .iter()
-        .map(|c| with_owner(c.clone(), held))
+        .map(|c| with_owner(c.clone(), held, statement))
         .collect::<Result<Vec<_>>>()?;
     Ok(data
         .into_builder()
@@ -156,24 +166,35 @@ fn with_owner(
 /// out: held as well, its rows counted twice and stayed in the part of the pool no
 /// one can spill, and a sort of 700 MB of wide rows under 2 GiB was refused instead
 /// of spilled). The buffers stay known as held, so no node below the sort holds them
-/// again.
-fn release_batch(batch: &datafusion::arrow::array::RecordBatch) {
+/// again. Only `statement`'s own holds are given back.
+///
+/// A node below the sort that keeps the batch too (a recursive query's work table)
+/// then keeps it uncounted once the sort has spilled its copy: the rows are counted
+/// once while both keep them, not twice.
+fn release_batch(batch: &datafusion::arrow::array::RecordBatch, statement: u64) {
     fn release(
         data: &ArrayData,
         map: &Holders,
+        statement: u64,
         held: &mut Vec<Arc<parking_lot::Mutex<MemoryReservation>>>,
     ) {
         for b in data.buffers() {
             if let Some(r) = map
                 .get(&(b.data_ptr().as_ptr() as usize))
-                .and_then(|(_, w)| w.upgrade())
+                .filter(|h| h.statement == statement)
+                .and_then(|h| h.reservation.upgrade())
             {
                 held.push(r);
             }
         }
         for c in data.child_data() {
-            release(c, map, held);
+            release(c, map, statement, held);
         }
+    }
+    // Every hold is of at least `SMALLEST_HELD` bytes, and a batch's size counts the
+    // whole of the buffers its columns slice: a smaller batch holds nothing held.
+    if (batch.get_array_memory_size() as u64) < SMALLEST_HELD {
+        return;
     }
     // One look at the map for the whole batch (a sort's every batch comes here).
     let mut held = Vec::new();
@@ -183,7 +204,7 @@ fn release_batch(batch: &datafusion::arrow::array::RecordBatch) {
             return;
         }
         for column in batch.columns() {
-            release(&column.to_data(), &map, &mut held);
+            release(&column.to_data(), &map, statement, &mut held);
         }
     }
     // Freed outside the map's lock (the pool takes its own).
@@ -475,7 +496,7 @@ impl futures::Stream for HeldStream {
                     }
                 }
                 if this.release {
-                    release_batch(&b);
+                    release_batch(&b, this.statement);
                     return Poll::Ready(Some(Ok(b)));
                 }
                 Poll::Ready(Some(hold_batch(b, &this.pool)))
@@ -631,14 +652,12 @@ impl datafusion::optimizer::OptimizerRule for WideConstants {
                 e => e,
             }
         }
-        // A folded constant, or a large text parameter (`functions::param_text`).
+        // A folded constant, or an expression of large text parameters alone
+        // (`functions::param_text`: `$1`, `btrim($1)`).
         let wide = |e: &Expr| match peeled(e) {
             Expr::Literal(v, _) => v.size() as u64 >= SMALLEST_HELD,
-            Expr::ScalarFunction(f) => {
-                crate::datafusion_ext::functions::param_text::bound_len(&f.func)
-                    .is_some_and(|n| n as u64 >= SMALLEST_HELD)
-            }
-            _ => false,
+            e => crate::datafusion_ext::functions::param_text::constant_text_bytes(e)
+                .is_some_and(|n| n as u64 >= SMALLEST_HELD),
         };
         let udf = config
             .function_registry()

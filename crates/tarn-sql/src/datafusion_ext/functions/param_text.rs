@@ -98,11 +98,12 @@ impl ScalarUDFImpl for ParamText {
             Some(v) => Ok(ColumnarValue::Scalar(ScalarValue::Utf8(Some(
                 v.to_string(),
             )))),
-            // Every plan is simplified before it runs; one that was not has lost its
-            // text.
-            None => Err(datafusion::error::DataFusionError::Internal(
-                "a text parameter was not bound before the statement ran".into(),
-            )),
+            // Every plan is simplified before it runs, so only a call the statement
+            // wrote itself, naming no parameter it binds, gets here.
+            None => Err(crate::error::bad_request(format!(
+                "{FUNCTION}(n) stands for the statement's large text parameter $n; \
+                 this statement binds no such parameter"
+            ))),
         }
     }
 
@@ -138,4 +139,75 @@ pub(crate) fn bound_len(udf: &ScalarUDF) -> Option<usize> {
         .downcast_ref::<ParamText>()
         .and_then(|p| p.value.as_ref())
         .map(|v| v.len())
+}
+
+/// The bytes of the bound text parameters in `e` when `e` reads nothing else that
+/// varies by row (no column, subquery, aggregate or window): such an expression (a
+/// `btrim($1)`) is a constant the size of its texts, which the folder no longer makes a
+/// literal, so the rules that size wide constants must see through it.
+pub(crate) fn constant_text_bytes(e: &Expr) -> Option<usize> {
+    use datafusion::common::tree_node::{TreeNode, TreeNodeRecursion};
+    let mut bytes = 0usize;
+    let mut constant = true;
+    let _ = e.apply(|e| {
+        match e {
+            Expr::ScalarFunction(f) => {
+                if let Some(n) = bound_len(&f.func) {
+                    bytes = bytes.saturating_add(n);
+                }
+            }
+            Expr::Literal(..)
+            | Expr::Alias(_)
+            | Expr::BinaryExpr(_)
+            | Expr::Cast(_)
+            | Expr::TryCast(_)
+            | Expr::Not(_)
+            | Expr::Negative(_)
+            | Expr::Like(_)
+            | Expr::SimilarTo(_)
+            | Expr::IsNull(_)
+            | Expr::IsNotNull(_)
+            | Expr::Case(_)
+            | Expr::Between(_)
+            | Expr::InList(_) => {}
+            _ => {
+                constant = false;
+                return Ok(TreeNodeRecursion::Stop);
+            }
+        }
+        Ok(TreeNodeRecursion::Continue)
+    });
+    (constant && bytes > 0).then_some(bytes)
+}
+
+/// [`constant_text_bytes`] for a planned expression.
+pub(crate) fn constant_text_bytes_physical(
+    e: &Arc<dyn datafusion::physical_expr::PhysicalExpr>,
+) -> Option<usize> {
+    use datafusion::common::tree_node::{TreeNode, TreeNodeRecursion};
+    use datafusion::physical_expr::ScalarFunctionExpr;
+    use datafusion::physical_expr::expressions::Column;
+    let mut bytes = 0usize;
+    let mut constant = true;
+    let _ = e.apply(|e| {
+        // Leaves are literals (the parameter's call keeps its number as one); a
+        // column, or a call of no arguments (`random()`), varies by row.
+        if e.downcast_ref::<Column>().is_some() || e.children().is_empty() && !is_literal(e) {
+            constant = false;
+            return Ok(TreeNodeRecursion::Stop);
+        }
+        if let Some(n) = e
+            .downcast_ref::<ScalarFunctionExpr>()
+            .and_then(|f| bound_len(f.fun()))
+        {
+            bytes = bytes.saturating_add(n);
+        }
+        Ok(TreeNodeRecursion::Continue)
+    });
+    (constant && bytes > 0).then_some(bytes)
+}
+
+fn is_literal(e: &Arc<dyn datafusion::physical_expr::PhysicalExpr>) -> bool {
+    e.downcast_ref::<datafusion::physical_expr::expressions::Literal>()
+        .is_some()
 }

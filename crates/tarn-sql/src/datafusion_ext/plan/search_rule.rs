@@ -114,9 +114,12 @@ fn evaluable(e: &Expr) -> bool {
             | Expr::OuterReferenceColumn(..)
             | Expr::Placeholder(_)
             | Expr::GroupingSet(_) => ok = false,
+            // A large text parameter is volatile only so that it is not folded into a
+            // literal (`functions::param_text`): it is the statement's constant.
             Expr::ScalarFunction(f)
                 if f.func.signature().volatility
-                    == datafusion::logical_expr::Volatility::Volatile =>
+                    == datafusion::logical_expr::Volatility::Volatile
+                    && f.func.name() != crate::datafusion_ext::functions::param_text::FUNCTION =>
             {
                 ok = false
             }
