@@ -3,15 +3,7 @@
 //! (`commit.rs`) and maintenance (`maintenance.rs`: checkpoints, compaction, the
 //! background worker, file cleanup).
 //!
-//! Directory layout:
-//!
-//! ```text
-//! LOCK                 held (flock) by the process that has the database open
-//! TARN_FORMAT          "format N"
-//! MANIFEST             the last checkpoint (catalog, segments, deletion bitmaps)
-//! wal/NNNNNNNNNN.wal   write-ahead log files since that checkpoint
-//! segments/T-S.seg     segment S of table T
-//! ```
+//! The directory's layout is in `layout.rs`.
 //!
 //! Opening reads and verifies everything before it changes anything: a database that
 //! fails to open leaves its files exactly as they were. A directory without a MANIFEST
@@ -20,137 +12,31 @@
 //! is damage, never "a new database".
 
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::fs::{File, OpenOptions};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::thread::JoinHandle;
 
-use parking_lot::{Condvar, Mutex, RwLock};
+use parking_lot::Mutex;
 use tarn_catalog::{Catalog, TableId};
 
-use crate::backend::{FileBackend, StdBackend};
+use crate::backend::FileBackend;
 use crate::blobs::Blobs;
 use crate::commit::BuiltVersion;
-use crate::index::{IndexFile, index_file_name};
-use crate::maintenance::{list_segment_files, remove_unreferenced};
+use crate::index_file::IndexFile;
+use crate::layout::{index_file_name, list_segment_files, remove_unreferenced, segment_file_name};
 use crate::manifest::{MANIFEST_FILE, Manifest};
 use crate::record::{self, Op};
+use crate::segment::Segment;
 use crate::segment::SegmentId;
-use crate::segment::{self, KeySpec, Segment};
+use crate::state::{Inner, StorageOptions, catalog_size, lock_dir};
 use crate::table::{SegmentRef, TableStore, TableVersion};
-use crate::wal::{SyncMode, Wal};
+use crate::wal::Wal;
 use crate::{Error, Result};
 
 const FORMAT_FILE: &str = "TARN_FORMAT";
 /// On-disk format version of a database directory.
 pub const DB_FORMAT_VERSION: u32 = 3;
-/// Default memtable budget: beyond it, a checkpoint seals the memtable into segments.
-pub const DEFAULT_MEMTABLE_BYTES: u64 = 64 << 20;
-
-/// Storage options.
-#[derive(Debug, Clone)]
-pub struct StorageOptions {
-    /// When a commit counts as durable.
-    pub sync: SyncMode,
-    /// Where files are written (the real disk, or a fault-injecting wrapper).
-    pub backend: Arc<dyn FileBackend>,
-    /// Memtable budget in bytes (all tables together): past it, a checkpoint seals the
-    /// memtable into segment files.
-    pub memtable_bytes: u64,
-    /// Run checkpoints and compaction on a background thread.
-    pub background: bool,
-    /// Builds per-segment search index files (supplied by the search layer); `None`:
-    /// no index files are built and search scans exactly.
-    pub index_builder: Option<Arc<dyn crate::IndexBuilder>>,
-}
-
-impl Default for StorageOptions {
-    fn default() -> Self {
-        StorageOptions {
-            sync: SyncMode::Full,
-            backend: Arc::new(StdBackend),
-            memtable_bytes: DEFAULT_MEMTABLE_BYTES,
-            background: true,
-            index_builder: None,
-        }
-    }
-}
-
-/// What the background worker is asked to do.
-#[derive(Default)]
-pub(crate) struct WorkerState {
-    pub shutdown: bool,
-    pub wake: bool,
-}
-
-/// The state shared by the database handle, committers and the background worker.
-pub(crate) struct Inner {
-    pub dir: Option<PathBuf>,
-    pub wal: Option<Wal>,
-    pub options: StorageOptions,
-    /// The directory lock, released by `close`.
-    lock: Mutex<Option<DirLock>>,
-    pub catalog: RwLock<Arc<Catalog>>,
-    pub tables: RwLock<HashMap<TableId, Arc<TableStore>>>,
-    /// Commits hold it shared from prepare to publish; a checkpoint's cut holds it
-    /// exclusively, so the cut sees exactly the records up to one LSN.
-    pub gate: RwLock<()>,
-    /// Held exclusively while a commit publishes its tables and catalog; readers that
-    /// pin several tables hold it shared, so they see all of a commit or none of it.
-    pub publish: RwLock<()>,
-    /// Serializes commits that change the catalog, from prepare to publish.
-    pub catalog_commit: Mutex<()>,
-    /// Serializes checkpoints and compactions.
-    pub maintenance: Mutex<()>,
-    /// Keeps index builds apart (held for a whole build, unlike `maintenance`).
-    pub index_build: Mutex<()>,
-    /// (table, segment, index) files whose build failed since open: not retried.
-    pub failed_builds: Mutex<HashSet<(TableId, crate::SegmentId, tarn_catalog::IndexId)>>,
-    pub next_segment_id: AtomicU64,
-    /// Estimated memtable bytes since the last checkpoint.
-    pub mem_estimate: AtomicU64,
-    /// Upper bound of the catalog's encoded size (exact at open and each checkpoint).
-    pub catalog_bytes: AtomicU64,
-    /// The catalog's size limit ([`crate::MAX_CATALOG_BYTES`]; lowered by tests).
-    pub max_catalog_bytes: AtomicU64,
-    pub worker: Mutex<WorkerState>,
-    pub worker_cv: Condvar,
-    /// Set by `close`: commits fail.
-    pub closed: AtomicBool,
-    /// Set while the worker is being stopped: long maintenance stops between blocks.
-    pub stopping: AtomicBool,
-    /// Set once `close` released the directory lock: maintenance must not touch the
-    /// directory any more (another process may own it).
-    pub released: AtomicBool,
-    /// A segment file was written since `segments/` was last fsynced: its name must be
-    /// made durable before a manifest names it.
-    pub seg_dir_dirty: AtomicBool,
-    /// Why writes stopped, after a logged commit failed to publish.
-    pub poisoned: Mutex<Option<String>>,
-    /// A commit (or, at open, a replayed record) dropped a table that has segment
-    /// files — DROP TABLE, or deleting its workspace or organization. The last
-    /// manifest still names those files, so they and their index files stay on disk
-    /// until a checkpoint writes a manifest without them: one is due (see
-    /// `Inner::commit` and `Inner::maintain`), so that a delete gives its disk space
-    /// back when it returns (no worker) or just after (the worker), not only at the
-    /// next checkpoint some later write happens to cause, or at close.
-    pub files_dropped: AtomicBool,
-    /// The bytes of workspace files.
-    pub blobs: Blobs,
-    /// Blobs whose records a commit deleted while the log was not fsynced at each
-    /// commit (`SyncMode::Process`): removed by the next checkpoint, once a manifest
-    /// without their records is durable (`files_dropped` makes one due).
-    pub blobs_dropped: Mutex<Vec<String>>,
-    /// Segments written for tables their commits have not created yet (uploads).
-    pub staging: crate::staged::Staging,
-    /// Table ids handed out by `reserve_table_id` are below this.
-    pub reserved_table_id: AtomicU64,
-    /// Segments attached (`Op::Attach`) by records after the last checkpoint's cut:
-    /// kept until a manifest covers those records.
-    pub attached_since_cut: Mutex<Vec<(TableId, crate::SegmentId)>>,
-}
-
 /// One database: its catalog and tables, durable through one write-ahead log and
 /// checkpoints into segment files.
 pub struct Database {
@@ -165,95 +51,6 @@ impl std::fmt::Debug for Database {
         f.debug_struct("Database")
             .field("dir", &self.inner.dir)
             .finish()
-    }
-}
-
-/// The directory's `LOCK` file, locked. The lock is released explicitly when this is
-/// dropped: a child process the host forks keeps a copy of the descriptor until it
-/// executes, and closing ours alone would leave the directory locked until then (a
-/// reopen right after `close` could fail with "locked by another process").
-#[derive(Debug)]
-struct DirLock(File);
-
-impl Drop for DirLock {
-    fn drop(&mut self) {
-        let _ = self.0.unlock();
-    }
-}
-
-fn lock_dir(dir: &Path) -> Result<DirLock> {
-    let lock_path = dir.join("LOCK");
-    let lock = OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(&lock_path)
-        .map_err(|e| Error::io(&lock_path, e))?;
-    match lock.try_lock() {
-        Ok(()) => Ok(DirLock(lock)),
-        Err(std::fs::TryLockError::WouldBlock) => Err(Error::Locked {
-            path: dir.to_path_buf(),
-        }),
-        Err(std::fs::TryLockError::Error(e)) => Err(Error::io(&lock_path, e)),
-    }
-}
-
-/// The key indexes segments of table `table` carry: PRIMARY KEY and UNIQUE constraints
-/// (unique) and `exact_text` indexes (not unique).
-pub fn key_specs(catalog: &Catalog, table: TableId) -> Vec<KeySpec> {
-    catalog
-        .key_column_sets(table)
-        .into_iter()
-        .map(|(columns, unique)| KeySpec { columns, unique })
-        .collect()
-}
-
-impl Inner {
-    fn new(dir: Option<PathBuf>, options: StorageOptions, lock: Option<DirLock>) -> Self {
-        Inner {
-            wal: None,
-            lock: Mutex::new(lock),
-            catalog: RwLock::new(Arc::new(Catalog::new())),
-            tables: RwLock::new(HashMap::new()),
-            gate: RwLock::new(()),
-            publish: RwLock::new(()),
-            catalog_commit: Mutex::new(()),
-            maintenance: Mutex::new(()),
-            index_build: Mutex::new(()),
-            failed_builds: Mutex::new(HashSet::new()),
-            next_segment_id: AtomicU64::new(1),
-            mem_estimate: AtomicU64::new(0),
-            catalog_bytes: AtomicU64::new(0),
-            max_catalog_bytes: AtomicU64::new(crate::commit::MAX_CATALOG_BYTES),
-            worker: Mutex::new(WorkerState::default()),
-            worker_cv: Condvar::new(),
-            closed: AtomicBool::new(false),
-            stopping: AtomicBool::new(false),
-            released: AtomicBool::new(false),
-            seg_dir_dirty: AtomicBool::new(false),
-            poisoned: Mutex::new(None),
-            files_dropped: AtomicBool::new(false),
-            blobs: Blobs::new(dir.as_deref(), options.backend.clone()),
-            blobs_dropped: Mutex::new(Vec::new()),
-            staging: Default::default(),
-            reserved_table_id: AtomicU64::new(0),
-            attached_since_cut: Mutex::new(Vec::new()),
-            dir,
-            options,
-        }
-    }
-
-    pub(crate) fn table(&self, id: TableId) -> Option<Arc<TableStore>> {
-        self.tables.read().get(&id).cloned()
-    }
-
-    /// Takes the maintenance lock, unless `close` has given the directory up.
-    pub(crate) fn maintenance_lock(&self) -> Result<parking_lot::MutexGuard<'_, ()>> {
-        let m = self.maintenance.lock();
-        if self.released.load(Ordering::Acquire) {
-            return Err(Error::Closed);
-        }
-        Ok(m)
     }
 }
 
@@ -350,7 +147,7 @@ impl Database {
             for t in &manifest.tables {
                 let mut segments = Vec::with_capacity(t.segments.len());
                 for e in &t.segments {
-                    let path = seg_dir.join(segment::file_name(t.id, e.id));
+                    let path = seg_dir.join(segment_file_name(t.id, e.id));
                     let seg = Segment::open(&path, t.id, e.id)?;
                     let deletes = e.deletes().map_err(|m| Error::Corrupt {
                         path: manifest_path.clone(),
@@ -601,7 +398,7 @@ impl Database {
         } else {
             Ok(())
         };
-        self.inner.lock.lock().take();
+        self.inner.release_dir_lock();
         self.inner.released.store(true, Ordering::Release);
         res
     }
@@ -641,13 +438,6 @@ impl Drop for Database {
             tracing::warn!("closing checkpoint failed (the log still holds every commit): {e}");
         }
     }
-}
-
-/// The encoded size of `catalog`, as a manifest holds it.
-pub(crate) fn catalog_size(catalog: &Catalog) -> Result<u64> {
-    serde_json::to_vec(&catalog.snapshot())
-        .map(|v| v.len() as u64)
-        .map_err(|e| Error::Internal(format!("encoding the catalog: {e}")))
 }
 
 /// Reads `TARN_FORMAT`: `Ok(false)` when it is missing, an error when it names another
@@ -699,6 +489,7 @@ pub(crate) mod tests {
     use crate::wal::SyncMode;
     use datafusion::arrow::array::Array;
     use roaring::RoaringBitmap;
+    use std::path::PathBuf;
 
     fn batch(values: &[i64]) -> RecordBatch {
         let schema = stored_schema(&[(1, DataType::Int64, true)]);
@@ -1274,7 +1065,7 @@ pub(crate) mod tests {
         // the catalog is measured before a commit is refused.
         db.inner
             .catalog_bytes
-            .store(crate::commit::MAX_CATALOG_BYTES - 10, Ordering::Relaxed);
+            .store(crate::state::MAX_CATALOG_BYTES - 10, Ordering::Relaxed);
         db.commit(vec![workspace("w1")])?;
         let exact = catalog_size(&db.catalog())?;
         assert_eq!(db.inner.catalog_bytes.load(Ordering::Relaxed), exact);

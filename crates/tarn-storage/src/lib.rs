@@ -17,14 +17,19 @@ mod error;
 #[doc(hidden)]
 pub mod fuzzing;
 mod index;
+mod index_build;
+mod index_file;
 mod keymap;
 mod keys;
+mod layout;
 mod maintenance;
 mod manifest;
 mod mmap;
 mod record;
 mod segment;
 mod staged;
+mod staging;
+mod state;
 mod table;
 mod untrusted;
 pub use untrusted::panic_message;
@@ -35,19 +40,20 @@ pub use backend::{
 };
 pub use blobs::{BLOB_BLOCK, BlobReader, BlobSource, BlobWriter, Blobs, FILES_DIR};
 pub use chunk::{Chunk, column_field_name};
-pub use commit::{BuiltVersion, MAX_CATALOG_BYTES};
-pub use database::{
-    DB_FORMAT_VERSION, DEFAULT_MEMTABLE_BYTES, Database, StorageOptions, key_specs,
-};
+pub use commit::BuiltVersion;
+pub use database::{DB_FORMAT_VERSION, Database};
 pub use error::{Error, Result};
-pub use index::{BuildProgress, IndexBuilder, IndexFile, index_file_name};
+pub use index::{BuildProgress, IndexBuilder};
+pub use index_file::IndexFile;
 pub use keymap::KeyMap;
 pub use keys::{EncodedKeys, encode_keys};
+pub use layout::index_file_name;
 pub use manifest::MANIFEST_FORMAT_VERSION;
 pub use record::Op;
 pub use segment::{
     BLOCK_BYTES, BLOCK_ROWS, KeySpec, SEGMENT_FORMAT_VERSION, Segment, SegmentId, used_bytes,
 };
 pub use staged::Stager;
+pub use state::{DEFAULT_MEMTABLE_BYTES, MAX_CATALOG_BYTES, StorageOptions, key_specs};
 pub use table::{SegmentRef, TableStore, TableVersion, stored_schema};
 pub use wal::{MAX_RECORD_BYTES, SyncMode, WAL_FORMAT_VERSION};

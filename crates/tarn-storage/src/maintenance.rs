@@ -8,7 +8,7 @@
 //! checkpoint, or the next open, deletes on the word of a manifest it has read.
 
 use std::collections::HashSet;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -18,11 +18,11 @@ use datafusion::arrow::compute::concat_batches;
 use roaring::RoaringBitmap;
 use tarn_catalog::{IndexId, TableId};
 
-use crate::backend::FileBackend;
-use crate::database::{Inner, catalog_size, key_specs};
-use crate::index::{live_index_ids, parse_index_file_name};
+use crate::index::live_index_ids;
+use crate::layout::remove_unreferenced;
 use crate::manifest::{Manifest, SegmentEntry, TableEntry};
 use crate::segment::{self, BLOCK_BYTES, BLOCK_ROWS, KeySpec, Segment, SegmentId};
+use crate::state::{Inner, catalog_size, key_specs};
 use crate::table::{SegmentRef, TableStore, TableVersion};
 use crate::{Error, Result};
 
@@ -556,65 +556,4 @@ impl Iterator for LiveBlocks<'_> {
             }
         }
     }
-}
-
-/// Deletes segment files in `dir` that `keep` does not list, index files that
-/// `keep_indexes` does not list, and (when `temporaries`, at open) unfinished index
-/// builds.
-/// Deletes the segment and index files in `dir` that `keep` / `keep_indexes` do not
-/// name, except those of segments numbered `keep_from` or higher (written after the
-/// caller took its lists), and `.idx.tmp` files when `temporaries`.
-pub(crate) fn remove_unreferenced(
-    backend: &dyn FileBackend,
-    dir: &Path,
-    keep: &HashSet<(TableId, SegmentId)>,
-    keep_indexes: &HashSet<(TableId, SegmentId, IndexId)>,
-    keep_from: SegmentId,
-    temporaries: bool,
-) -> Result<()> {
-    let entries = match std::fs::read_dir(dir) {
-        Ok(e) => e,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
-        Err(e) => return Err(Error::io(dir, e)),
-    };
-    for entry in entries {
-        let entry = entry.map_err(|e| Error::io(dir, e))?;
-        let name = entry.file_name();
-        let Some(name) = name.to_str() else {
-            continue;
-        };
-        let remove = if let Some(ids) = segment::parse_file_name(name) {
-            ids.1 < keep_from && !keep.contains(&ids)
-        } else if let Some(ids) = parse_index_file_name(name) {
-            ids.1 < keep_from && !keep_indexes.contains(&ids)
-        } else {
-            temporaries && name.ends_with(".idx.tmp")
-        };
-        if remove {
-            let path = dir.join(name);
-            backend.remove(&path).map_err(|e| Error::io(&path, e))?;
-        }
-    }
-    Ok(())
-}
-
-/// The segment files in `dir` as (table, segment) ids (none when `dir` does not exist).
-pub(crate) fn list_segment_files(dir: &Path) -> Result<Vec<(TableId, SegmentId)>> {
-    let entries = match std::fs::read_dir(dir) {
-        Ok(e) => e,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(Error::io(dir, e)),
-    };
-    let mut out = Vec::new();
-    for entry in entries {
-        let entry = entry.map_err(|e| Error::io(dir, e))?;
-        if let Some(ids) = entry
-            .file_name()
-            .to_str()
-            .and_then(segment::parse_file_name)
-        {
-            out.push(ids);
-        }
-    }
-    Ok(out)
 }

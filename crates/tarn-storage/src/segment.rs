@@ -43,7 +43,7 @@ use tarn_catalog::{ColumnId, IndexId, TableId};
 
 use crate::backend::{FileBackend, WriteFile};
 use crate::chunk::{Chunk, column_field_name};
-use crate::index::IndexFile;
+use crate::index_file::IndexFile;
 use crate::keys::{self, EncodedKeys, KeyFilter, KeySection};
 use crate::{Error, Result};
 
@@ -62,8 +62,7 @@ pub const BLOCK_ROWS: usize = 8192;
 pub const BLOCK_BYTES: usize = 8 << 20;
 const ROW_ID_FIELD: &str = "row_id";
 
-/// Segment ids are unique within a database and never reused.
-pub type SegmentId = u64;
+pub use crate::layout::SegmentId;
 
 /// A key index a segment carries: its columns and whether the key is unique.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -181,17 +180,6 @@ impl std::fmt::Debug for Segment {
             .field("rows", &self.rows)
             .finish()
     }
-}
-
-/// File name of segment `id` of table `table`.
-pub fn file_name(table: TableId, id: SegmentId) -> String {
-    format!("{table}-{id}.seg")
-}
-
-/// The (table, segment) ids of a segment file name.
-pub(crate) fn parse_file_name(name: &str) -> Option<(TableId, SegmentId)> {
-    let (t, s) = name.strip_suffix(".seg")?.split_once('-')?;
-    Some((t.parse().ok()?, s.parse().ok()?))
 }
 
 impl Segment {
@@ -845,7 +833,7 @@ impl SegmentWriter {
         schema: &SchemaRef,
         keys: &[KeySpec],
     ) -> Result<Self> {
-        let path = dir.join(file_name(table, id));
+        let path = dir.join(crate::layout::segment_file_name(table, id));
         let file = backend.create(&path).map_err(|e| Error::io(&path, e))?;
         let mut this = Self {
             backend: backend.clone(),

@@ -7,76 +7,19 @@
 //! Staged files are kept by checkpoints (which delete unreferenced files) until their
 //! commit publishes them, or their [`Stager`] is dropped without one.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use datafusion::arrow::array::UInt64Array;
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::arrow::record_batch::RecordBatch;
-use parking_lot::Mutex;
-use roaring::RoaringBitmap;
 use tarn_catalog::TableId;
 
-use crate::database::{Database, Inner};
-use crate::segment::{self, BLOCK_ROWS, Segment, SegmentId, SegmentWriter};
-use crate::table::SegmentRef;
+use crate::database::Database;
+use crate::segment::{BLOCK_ROWS, Segment, SegmentId, SegmentWriter};
+use crate::staging::{STAGED_SEGMENT_ROWS, StagedTable};
+use crate::state::Inner;
 use crate::{Error, Result};
-
-/// Rows per staged segment file (compaction's target: it leaves them as they are).
-const STAGED_SEGMENT_ROWS: u64 = 1 << 20;
-
-/// The segments staged for tables not created yet.
-#[derive(Default)]
-pub(crate) struct Staging {
-    tables: Mutex<HashMap<TableId, StagedTable>>,
-}
-
-#[derive(Default)]
-struct StagedTable {
-    /// Segment ids in row order; `None` while the file is being written.
-    segments: Vec<(SegmentId, Option<Arc<Segment>>)>,
-    /// A commit attaching them is under way: it owns the files now.
-    claimed: bool,
-}
-
-impl Staging {
-    /// Every staged segment id (files a checkpoint must keep).
-    pub(crate) fn ids(&self) -> Vec<(TableId, SegmentId)> {
-        self.tables
-            .lock()
-            .iter()
-            .flat_map(|(t, s)| s.segments.iter().map(move |(id, _)| (*t, *id)))
-            .collect()
-    }
-
-    /// Hands table `table`'s segments `ids` to the commit that attaches them.
-    pub(crate) fn claim(&self, table: TableId, ids: &[SegmentId]) -> Result<Vec<Arc<Segment>>> {
-        let mut tables = self.tables.lock();
-        let staged = tables
-            .get_mut(&table)
-            .filter(|s| !s.claimed)
-            .ok_or_else(|| Error::Internal(format!("no staged rows for table {table}")))?;
-        let segs = staged
-            .segments
-            .iter()
-            .map(|(id, seg)| seg.clone().map(|s| (*id, s)))
-            .collect::<Option<Vec<_>>>()
-            .ok_or_else(|| Error::Internal("a staged segment is still being written".into()))?;
-        if segs.iter().map(|(id, _)| *id).ne(ids.iter().copied()) {
-            return Err(Error::Internal(format!(
-                "the staged segments of table {table} are not the ones attached"
-            )));
-        }
-        staged.claimed = true;
-        Ok(segs.into_iter().map(|(_, s)| s).collect())
-    }
-
-    /// Forgets table `table`'s staged segments once a commit published them.
-    pub(crate) fn published(&self, table: TableId) {
-        self.tables.lock().remove(&table);
-    }
-}
 
 /// Rows being written for a table that its creating commit will attach them to
 /// ([`Database::stage`]). Dropped before that commit, it deletes what it wrote.
@@ -283,17 +226,9 @@ impl Drop for Stager {
             for (id, _) in staged.segments {
                 let path = dir
                     .join("segments")
-                    .join(segment::file_name(self.table, id));
+                    .join(crate::layout::segment_file_name(self.table, id));
                 let _ = self.inner.options.backend.remove(&path);
             }
         }
     }
-}
-
-/// Table `table`'s version once `segments` (rows `0..rows`) are attached to it.
-pub(crate) fn attached_segments(segments: Vec<Arc<Segment>>) -> Vec<SegmentRef> {
-    segments
-        .into_iter()
-        .map(|s| SegmentRef::new(s, Arc::new(RoaringBitmap::new())))
-        .collect()
 }
