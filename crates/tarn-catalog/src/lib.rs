@@ -6,13 +6,17 @@
 //! applying it, so replaying the log rebuilds exactly the same catalog.
 
 mod catalog;
+mod files;
+mod ops;
+mod schema;
+mod tenancy;
 mod types;
 
-pub use catalog::{
-    ApiKeyRecord, Catalog, CatalogOp, CatalogSnapshot, ColumnDef, ColumnDefault, FileRecord,
-    IndexDef, IndexType, MemberRecord, OrgRecord, Removed, Role, TableDef, UserRecord,
-    WorkspaceRecord,
-};
+pub use catalog::{Catalog, CatalogSnapshot};
+pub use files::FileRecord;
+pub use ops::{CatalogOp, Removed};
+pub use schema::{ColumnDef, ColumnDefault, IndexDef, IndexType, TableDef};
+pub use tenancy::{ApiKeyRecord, MemberRecord, OrgRecord, Role, UserRecord, WorkspaceRecord};
 pub use types::SqlType;
 
 /// Internal, immutable id of a table. Names are attributes; ids never change or get reused.

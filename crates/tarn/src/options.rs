@@ -111,7 +111,7 @@ impl Options {
     }
 
     /// Where files are written: the real disk (default) or a wrapper such as
-    /// [`storage::FaultyBackend`] that injects failures.
+    /// [`storage::FaultyBackend`](crate::storage::FaultyBackend) that injects failures.
     #[must_use]
     pub fn file_backend(mut self, backend: Arc<dyn FileBackend>) -> Self {
         self.backend = backend;
