@@ -12,6 +12,7 @@ mod backend;
 mod blobs;
 mod chunk;
 mod commit;
+mod compaction;
 mod database;
 mod error;
 #[doc(hidden)]

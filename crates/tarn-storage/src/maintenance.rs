@@ -18,6 +18,7 @@ use datafusion::arrow::compute::concat_batches;
 use roaring::RoaringBitmap;
 use tarn_catalog::{IndexId, TableId};
 
+use crate::compaction::{SegmentStats, runs_to_rewrite};
 use crate::index::live_index_ids;
 use crate::layout::remove_unreferenced;
 use crate::manifest::{Manifest, SegmentEntry, TableEntry};
@@ -29,13 +30,6 @@ use crate::{Error, Result};
 /// WAL bytes since the last checkpoint beyond which the worker checkpoints anyway (so
 /// open time stays bounded even when the memtable stays small, say with many deletes).
 const CHECKPOINT_WAL_BYTES: u64 = 256 << 20;
-/// Compaction merges runs of segments up to this many live rows.
-const COMPACT_TARGET_ROWS: usize = 1 << 20;
-/// A segment with fewer live rows than this is "small" and worth merging.
-const COMPACT_SMALL_ROWS: usize = COMPACT_TARGET_ROWS / 4;
-/// A segment whose deleted share exceeds this is rewritten.
-const COMPACT_DELETED_SHARE: f64 = 0.3;
-
 /// A sealed run waiting to replace its memtable segments: (table, old run, new file).
 type Swap = (Arc<TableStore>, Vec<Arc<Segment>>, Arc<Segment>);
 
@@ -420,40 +414,26 @@ impl Inner {
         };
         let version = store.snapshot();
         let sealed = version.segments();
+        // Neighbours with one schema share a number (runs never cross a change).
+        let mut schema = 0;
+        let stats: Vec<SegmentStats> = sealed
+            .iter()
+            .enumerate()
+            .map(|(k, s)| {
+                if k > 0 && s.segment().schema() != sealed[k - 1].segment().schema() {
+                    schema += 1;
+                }
+                SegmentStats {
+                    in_memory: s.segment().in_memory(),
+                    schema,
+                    rows: s.segment().num_rows(),
+                    deleted: s.deletes().len() as usize,
+                }
+            })
+            .collect();
         let mut changed = false;
-        let mut i = 0;
-        while i < sealed.len() {
-            if sealed[i].segment().in_memory() {
-                i += 1;
-                continue;
-            }
-            // A run of sealed segments with one schema, up to the target size.
-            let mut j = i;
-            let mut live = 0;
-            while j < sealed.len()
-                && !sealed[j].segment().in_memory()
-                && sealed[j].segment().schema() == sealed[i].segment().schema()
-                && (j == i || live + sealed[j].live_count() <= COMPACT_TARGET_ROWS)
-                && (force || j == i || sealed[j].live_count() < COMPACT_SMALL_ROWS)
-            {
-                live += sealed[j].live_count();
-                j += 1;
-            }
-            let run = &sealed[i..j];
-            let has_deletes = run.iter().any(|s| !s.deletes().is_empty());
-            let worth = if force {
-                run.len() > 1 || has_deletes
-            } else {
-                run.len() >= 4
-                    || run.iter().any(|s| {
-                        s.deletes().len() as f64
-                            > COMPACT_DELETED_SHARE * s.segment().num_rows() as f64
-                    })
-            };
-            if !worth {
-                i = j.max(i + 1);
-                continue;
-            }
+        for range in runs_to_rewrite(&stats, force) {
+            let run = &sealed[range];
             for s in run {
                 s.segment().verify_all()?;
             }
@@ -465,7 +445,6 @@ impl Inner {
             if store.replace(&old, new, Some(&built_from))? {
                 changed = true;
             }
-            i = j;
         }
         Ok(changed)
     }
