@@ -91,7 +91,7 @@ fn table_of(op: &Op) -> Option<TableId> {
 impl Inner {
     /// Fails when the database is closed or stopped accepting writes.
     pub(crate) fn check_open(&self) -> Result<()> {
-        if self.closed.load(Ordering::Acquire) {
+        if self.flags.closed.load(Ordering::Acquire) {
             return Err(Error::Closed);
         }
         if let Some(m) = self.poisoned.lock().clone() {
@@ -119,7 +119,7 @@ impl Inner {
         let changes_catalog = ops.iter().any(|op| matches!(op, Op::Catalog(_)));
         let blobs = {
             // 1. Lock.
-            let _catalog_commit = changes_catalog.then(|| self.catalog_commit.lock());
+            let _catalog_commit = changes_catalog.then(|| self.locks.catalog_commit.lock());
             let next = if changes_catalog {
                 Some(self.next_catalog(&ops, true)?)
             } else {
@@ -154,7 +154,7 @@ impl Inner {
                     ));
                 }
             }
-            let _gate = self.gate.read();
+            let _gate = self.locks.gate.read();
             // `close` sets `closed` and then takes the gate: checked under it, no commit
             // can slip in after the closing checkpoint.
             self.check_open()?;
@@ -176,10 +176,16 @@ impl Inner {
             tracing::warn!("blobs of deleted files not removed (the next open will): {e}");
         }
         if self.wal.is_some() {
-            let total = self.mem_estimate.fetch_add(added, Ordering::Relaxed) + added;
+            let total = self
+                .counters
+                .mem_estimate
+                .fetch_add(added, Ordering::Relaxed)
+                + added;
             // Over budget, or the commit dropped tables whose files only a checkpoint
             // deletes (their disk space comes back now, not at some later checkpoint).
-            if total > self.options.memtable_bytes || self.files_dropped.load(Ordering::Acquire) {
+            if total > self.options.memtable_bytes
+                || self.flags.files_dropped.load(Ordering::Acquire)
+            {
                 if self.options.background {
                     self.wake_worker();
                 } else {
@@ -232,12 +238,12 @@ impl Inner {
     ) -> Result<NextCatalog> {
         // What the organizations these ops grow hold now, when the catalog is past a
         // quarter of its limit (below that no organization can be past its share).
-        let max = self.max_catalog_bytes.load(Ordering::Relaxed);
+        let max = self.counters.max_catalog_bytes.load(Ordering::Relaxed);
         let share = max / ORG_SHARE;
         // Serialized once: the running size below adds the same figure.
         let added_bytes = ops_bytes(ops);
         let mut growing: Vec<(String, u64)> = Vec::new();
-        if limit && self.catalog_bytes.load(Ordering::Relaxed) + added_bytes > share {
+        if limit && self.counters.catalog_bytes.load(Ordering::Relaxed) + added_bytes > share {
             for op in ops {
                 if let Op::Catalog(c) = op
                     && let Some(org) = c.growing_org(&catalog)
@@ -278,7 +284,7 @@ impl Inner {
                 });
             }
         }
-        let bound = self.catalog_bytes.load(Ordering::Relaxed) + added_bytes;
+        let bound = self.counters.catalog_bytes.load(Ordering::Relaxed) + added_bytes;
         if limit && bound > max {
             // The running figure only grows between checkpoints (deletes add to it
             // too): measure before refusing. Catalog commits are serialized, so the
@@ -291,7 +297,8 @@ impl Inner {
                     limit: max,
                 });
             }
-            self.catalog_bytes
+            self.counters
+                .catalog_bytes
                 .store(size.saturating_sub(added_bytes), Ordering::Relaxed);
         }
         Ok(NextCatalog {
@@ -444,7 +451,9 @@ impl Inner {
         ids.iter()
             .map(|&id| {
                 // Ids handed out after the manifest: later segments must not reuse them.
-                self.next_segment_id.fetch_max(id + 1, Ordering::Relaxed);
+                self.counters
+                    .next_segment_id
+                    .fetch_max(id + 1, Ordering::Relaxed);
                 let path = dir.join(crate::layout::segment_file_name(table, id));
                 crate::Segment::open(&path, table, id).map(Arc::new)
             })
@@ -468,7 +477,7 @@ impl Inner {
                     (store, version, sets)
                 })
                 .collect();
-            let _publish = self.publish.write();
+            let _publish = self.locks.publish.write();
             #[cfg(test)]
             if tests::PANIC_IN_PUBLISH.swap(false, Ordering::SeqCst) {
                 panic!("injected: publishing failed");
@@ -496,7 +505,8 @@ impl Inner {
             }
             if let Some(c) = p.catalog {
                 *self.catalog.write() = c.catalog;
-                self.catalog_bytes
+                self.counters
+                    .catalog_bytes
                     .fetch_add(c.added_bytes, Ordering::Relaxed);
                 if !c.dropped.is_empty() {
                     let mut tables = self.tables.write();
@@ -509,7 +519,7 @@ impl Inner {
                                 .iter()
                                 .any(|s| !s.segment().in_memory())
                         }) {
-                            self.files_dropped.store(true, Ordering::Release);
+                            self.flags.files_dropped.store(true, Ordering::Release);
                         }
                     }
                 }
@@ -518,7 +528,7 @@ impl Inner {
                         blobs_now = c.removed_blobs;
                     } else {
                         self.blobs_dropped.lock().extend(c.removed_blobs);
-                        self.files_dropped.store(true, Ordering::Release);
+                        self.flags.files_dropped.store(true, Ordering::Release);
                     }
                 }
             }

@@ -71,7 +71,7 @@ impl Database {
         let inner = Arc::new(inner);
         // Open replayed the drop of a table whose files the manifest still names: the
         // worker checkpoints them away first thing.
-        if inner.files_dropped.load(Ordering::Acquire) {
+        if inner.flags.files_dropped.load(Ordering::Acquire) {
             inner.worker.lock().wake = true;
         }
         let worker = (inner.options.background && inner.dir.is_some()).then(|| {
@@ -186,10 +186,12 @@ impl Database {
         }
         let catalog = Catalog::from_snapshot(manifest.catalog.clone());
         inner
+            .counters
             .catalog_bytes
             .store(catalog_size(&catalog)?, Ordering::Relaxed);
         *inner.catalog.write() = Arc::new(catalog);
         inner
+            .counters
             .next_segment_id
             .store(manifest.next_segment_id.max(1), Ordering::Relaxed);
         for entry in std::mem::take(&mut recovered.entries) {
@@ -276,7 +278,7 @@ impl Database {
     /// commit that wrote several of them is seen wholly or not at all). Tables that do
     /// not exist are left out.
     pub fn pin(&self, ids: &[TableId]) -> HashMap<TableId, Arc<TableVersion>> {
-        let _p = self.inner.publish.read();
+        let _p = self.inner.locks.publish.read();
         let tables = self.inner.tables.read();
         ids.iter()
             .filter_map(|id| tables.get(id).map(|s| (*id, s.snapshot())))
@@ -369,7 +371,7 @@ impl Database {
 
     /// Whether [`Database::close`] was called.
     pub fn is_closed(&self) -> bool {
-        self.inner.closed.load(Ordering::Acquire)
+        self.inner.flags.closed.load(Ordering::Acquire)
     }
 
     /// Closes the database: later commits fail with [`Error::Closed`], the background
@@ -379,32 +381,32 @@ impl Database {
     /// run it on a blocking thread. Idempotent.
     pub fn close(&self) -> Result<()> {
         let _closing = self.closing.lock();
-        if self.inner.closed.swap(true, Ordering::AcqRel) {
+        if self.inner.flags.closed.swap(true, Ordering::AcqRel) {
             return Ok(());
         }
         self.stop_worker();
         // An index build (a statement's, running on after its caller) sees `closed` at
         // its next step and removes its temporary file: wait for that, so that no build
         // touches the directory once its lock is released.
-        drop(self.inner.index_build.lock());
+        drop(self.inner.locks.index_build.lock());
         // Commits check `closed` under the gate: once we hold it, none is in flight and
         // none will start.
-        drop(self.inner.gate.write());
+        drop(self.inner.locks.gate.write());
         // Held until the lock is released, and every maintenance entry point checks
         // `released` under it: nothing touches the directory after it is given up.
-        let _m = self.inner.maintenance.lock();
+        let _m = self.inner.locks.maintenance.lock();
         let res = if self.inner.dir.is_some() && self.inner.has_unsealed_work() {
             self.inner.checkpoint_locked()
         } else {
             Ok(())
         };
         self.inner.release_dir_lock();
-        self.inner.released.store(true, Ordering::Release);
+        self.inner.flags.released.store(true, Ordering::Release);
         res
     }
 
     fn stop_worker(&self) {
-        self.inner.stopping.store(true, Ordering::Release);
+        self.inner.flags.stopping.store(true, Ordering::Release);
         {
             let mut w = self.inner.worker.lock();
             w.shutdown = true;
@@ -414,7 +416,7 @@ impl Database {
             // Maintenance checks `stopping` between blocks, so this is short.
             let _ = h.join();
         }
-        self.inner.stopping.store(false, Ordering::Release);
+        self.inner.flags.stopping.store(false, Ordering::Release);
     }
 }
 
@@ -787,7 +789,7 @@ pub(crate) mod tests {
         let new = db.inner.write_segment(
             1,
             run[0].segment().schema(),
-            LiveBlocks::new(run.clone(), &db.inner.stopping),
+            LiveBlocks::new(run.clone(), &db.inner.flags.stopping),
         )?;
         // …while a writer deletes more rows.
         db.commit(vec![Op::Delete {
@@ -1064,13 +1066,18 @@ pub(crate) mod tests {
         // The running size is an upper bound (deletes add to it too): near the limit
         // the catalog is measured before a commit is refused.
         db.inner
+            .counters
             .catalog_bytes
             .store(crate::state::MAX_CATALOG_BYTES - 10, Ordering::Relaxed);
         db.commit(vec![workspace("w1")])?;
         let exact = catalog_size(&db.catalog())?;
-        assert_eq!(db.inner.catalog_bytes.load(Ordering::Relaxed), exact);
+        assert_eq!(
+            db.inner.counters.catalog_bytes.load(Ordering::Relaxed),
+            exact
+        );
         // A catalog really over the limit is refused and unchanged.
         db.inner
+            .counters
             .max_catalog_bytes
             .store(exact + 10, Ordering::Relaxed);
         let err = db.commit(vec![workspace("w2")]).unwrap_err();
@@ -1109,6 +1116,7 @@ pub(crate) mod tests {
         // The hog's second and third organizations.
         db.commit(vec![org("hog2", "h"), org("hog3", "h")])?;
         db.inner
+            .counters
             .max_catalog_bytes
             .store(64 << 10, Ordering::Relaxed);
         let mut made = 0;

@@ -65,7 +65,7 @@ impl Inner {
         if self.dir.is_none() {
             return Ok(0);
         }
-        let _one_build = self.index_build.lock();
+        let _one_build = self.locks.index_build.lock();
         let catalog = self.catalog.read().clone();
         let tables: Vec<TableId> = match table {
             Some(t) => vec![t],
@@ -104,7 +104,9 @@ impl Inner {
         let mut attached = 0;
         let mut first_error = None;
         for (n, (t, segment, index, col)) in work.into_iter().enumerate() {
-            if self.stopping.load(Ordering::Acquire) || self.closed.load(Ordering::Acquire) {
+            if self.flags.stopping.load(Ordering::Acquire)
+                || self.flags.closed.load(Ordering::Acquire)
+            {
                 return Err(Error::Closed);
             }
             let sid = segment.id().unwrap_or_default();
@@ -127,8 +129,10 @@ impl Inner {
             // table is dropped (a dropped index's build would otherwise run on for
             // minutes, holding the one build slot and a file that is thrown away).
             let dropped = || live_index_ids(&self.catalog.read(), t, vec![index.id]).is_empty();
-            let closing =
-                || self.stopping.load(Ordering::Acquire) || self.closed.load(Ordering::Acquire);
+            let closing = || {
+                self.flags.stopping.load(Ordering::Acquire)
+                    || self.flags.closed.load(Ordering::Acquire)
+            };
             let stop = || closing() || dropped();
             // Written under the temporary name, which checkpoints leave alone: a file
             // gets its final name only when it is attached (below), so no cleanup can

@@ -61,7 +61,7 @@ impl Inner {
             || self.wal.as_ref().is_some_and(|w| w.current_len() > 64)
             // Files of dropped tables that the manifest still names (say the drop was
             // replayed at open from a log file that is not the current one).
-            || self.files_dropped.load(Ordering::Acquire)
+            || self.flags.files_dropped.load(Ordering::Acquire)
     }
 
     pub(crate) fn run_worker(&self) {
@@ -109,8 +109,8 @@ impl Inner {
         }
         let wal_len = self.wal.as_ref().map_or(0, |w| w.current_len());
         if force_checkpoint
-            || self.files_dropped.load(Ordering::Acquire)
-            || self.mem_estimate.load(Ordering::Relaxed) > self.options.memtable_bytes
+            || self.flags.files_dropped.load(Ordering::Acquire)
+            || self.counters.mem_estimate.load(Ordering::Relaxed) > self.options.memtable_bytes
             || wal_len > CHECKPOINT_WAL_BYTES
         {
             self.checkpoint_locked()?;
@@ -151,9 +151,12 @@ impl Inner {
                 })
             })
             .collect();
-        let id = self.next_segment_id.fetch_add(1, Ordering::Relaxed);
+        let id = self
+            .counters
+            .next_segment_id
+            .fetch_add(1, Ordering::Relaxed);
         // Stops between blocks when the database closes (the file is then an orphan).
-        let stop = &self.stopping;
+        let stop = &self.flags.stopping;
         let blocks = blocks.into_iter().map(|b| {
             if stop.load(Ordering::Acquire) {
                 Err(Error::Closed)
@@ -170,7 +173,7 @@ impl Inner {
             blocks,
             &specs,
         )?;
-        self.seg_dir_dirty.store(true, Ordering::Release);
+        self.flags.seg_dir_dirty.store(true, Ordering::Release);
         seg.verify_key_sections()?;
         Ok(Arc::new(seg))
     }
@@ -188,7 +191,7 @@ impl Inner {
         }
         // 1. The cut: no commit is between prepare and publish while the gate is held.
         let (cut, files_dropped, blobs) = {
-            let _gate = self.gate.write();
+            let _gate = self.locks.gate.write();
             let (lsn, seq) = wal.rotate()?;
             // Blobs of files deleted before the cut: their records are not in this
             // checkpoint's catalog, so once its manifest is durable they can go.
@@ -196,7 +199,7 @@ impl Inner {
             // Drops publish under the gate: every table dropped before the cut is left
             // out of this checkpoint's manifest (and its files deleted); one dropped
             // after it sets the flag again.
-            let files_dropped = self.files_dropped.swap(false, Ordering::AcqRel);
+            let files_dropped = self.flags.files_dropped.swap(false, Ordering::AcqRel);
             // Attached before the cut: this manifest covers them (or their table was
             // dropped before it, and replay starts after their records).
             self.attached_since_cut.lock().clear();
@@ -212,8 +215,8 @@ impl Inner {
                 wal_seq: seq,
                 catalog,
                 versions,
-                estimated_catalog: self.catalog_bytes.load(Ordering::Relaxed),
-                memtable: self.mem_estimate.swap(0, Ordering::Relaxed),
+                estimated_catalog: self.counters.catalog_bytes.load(Ordering::Relaxed),
+                memtable: self.counters.mem_estimate.swap(0, Ordering::Relaxed),
             };
             (cut, files_dropped, blobs)
         };
@@ -228,9 +231,11 @@ impl Inner {
             self.blobs_dropped.lock().extend(blobs);
             // Nothing was sealed: the memtable is still over budget, so the worker (or
             // the next commit) tries again.
-            self.mem_estimate.fetch_add(memtable, Ordering::Relaxed);
+            self.counters
+                .mem_estimate
+                .fetch_add(memtable, Ordering::Relaxed);
             if files_dropped {
-                self.files_dropped.store(true, Ordering::Release);
+                self.flags.files_dropped.store(true, Ordering::Release);
             }
         }
         res
@@ -254,7 +259,7 @@ impl Inner {
         let mut entries = Vec::with_capacity(versions.len());
         let mut swaps: Vec<Swap> = Vec::new();
         for (id, store, version) in &versions {
-            if self.stopping.load(Ordering::Acquire) {
+            if self.flags.stopping.load(Ordering::Acquire) {
                 return Err(Error::Closed);
             }
             let mut segs = Vec::new();
@@ -324,10 +329,10 @@ impl Inner {
         }
         // Segment files written since the last manifest (sealed here, or compacted)
         // must keep their names after a power cut before a manifest names them.
-        if self.seg_dir_dirty.swap(false, Ordering::AcqRel) {
+        if self.flags.seg_dir_dirty.swap(false, Ordering::AcqRel) {
             let seg_dir = self.seg_dir()?;
             if let Err(e) = self.options.backend.sync_dir(&seg_dir) {
-                self.seg_dir_dirty.store(true, Ordering::Release);
+                self.flags.seg_dir_dirty.store(true, Ordering::Release);
                 return Err(Error::io(&seg_dir, e));
             }
         }
@@ -338,18 +343,19 @@ impl Inner {
         let manifest = Manifest {
             lsn,
             wal_seq,
-            next_segment_id: self.next_segment_id.load(Ordering::Relaxed),
+            next_segment_id: self.counters.next_segment_id.load(Ordering::Relaxed),
             catalog: catalog.snapshot(),
             tables: entries,
         };
         manifest.write(self.options.backend.as_ref(), &dir)?;
         // Commits since the cut only added to the estimate: take off what it overstated.
         let over = estimated_catalog.saturating_sub(exact);
-        let _ = self
-            .catalog_bytes
-            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |v| {
-                Some(v.saturating_sub(over))
-            });
+        let _ =
+            self.counters
+                .catalog_bytes
+                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |v| {
+                    Some(v.saturating_sub(over))
+                });
         let referenced: HashSet<(TableId, SegmentId)> = manifest
             .tables
             .iter()
@@ -373,7 +379,7 @@ impl Inner {
         let mut keep = referenced;
         // Segments numbered from here on are written after these lists are taken (an
         // upload stages one at any time): they stay.
-        let keep_from = self.next_segment_id.load(Ordering::Acquire);
+        let keep_from = self.counters.next_segment_id.load(Ordering::Acquire);
         // Staged files (uploads not committed yet) before the tables: a commit
         // publishes its table before it forgets the staged ids, so read in this order
         // every file is in one or the other.
@@ -437,7 +443,7 @@ impl Inner {
             for s in run {
                 s.segment().verify_all()?;
             }
-            let blocks = LiveBlocks::new(run.to_vec(), &self.stopping);
+            let blocks = LiveBlocks::new(run.to_vec(), &self.flags.stopping);
             let new = self.write_segment(id, run[0].segment().schema(), blocks)?;
             let old: Vec<Arc<Segment>> = run.iter().map(|s| s.segment().clone()).collect();
             let built_from: Vec<Arc<RoaringBitmap>> =

@@ -45,7 +45,7 @@ impl Database {
     /// upload can write its table's files before the table exists.
     pub fn reserve_table_id(&self) -> TableId {
         let committed = self.inner.catalog.read().next_table_id();
-        let reserved = &self.inner.reserved_table_id;
+        let reserved = &self.inner.counters.reserved_table_id;
         let mut cur = reserved.load(Ordering::Relaxed);
         loop {
             let id = cur.max(committed).max(1);
@@ -107,7 +107,7 @@ impl Stager {
             return Ok(());
         }
         self.inner.check_open()?;
-        if self.inner.stopping.load(Ordering::Acquire) {
+        if self.inner.flags.stopping.load(Ordering::Acquire) {
             return Err(Error::Closed);
         }
         if batch.schema().fields() != self.schema.fields() {
@@ -115,7 +115,11 @@ impl Stager {
         }
         let Some(seg_dir) = self.inner.dir.as_ref().map(|d| d.join("segments")) else {
             // In memory: the rows are the segment.
-            let id = self.inner.next_segment_id.fetch_add(1, Ordering::Relaxed);
+            let id = self
+                .inner
+                .counters
+                .next_segment_id
+                .fetch_add(1, Ordering::Relaxed);
             let ids = UInt64Array::from_iter_values(
                 self.next_row_id..self.next_row_id + batch.num_rows() as u64,
             );
@@ -129,7 +133,11 @@ impl Stager {
                 // Checked before each new file: after `close` the directory may be
                 // another process's.
                 self.inner.check_open()?;
-                let id = self.inner.next_segment_id.fetch_add(1, Ordering::Relaxed);
+                let id = self
+                    .inner
+                    .counters
+                    .next_segment_id
+                    .fetch_add(1, Ordering::Relaxed);
                 // Registered before the file exists, so no checkpoint deletes it.
                 self.register(id, None)?;
                 let w = SegmentWriter::create(
@@ -140,7 +148,10 @@ impl Stager {
                     &self.schema,
                     &[],
                 )?;
-                self.inner.seg_dir_dirty.store(true, Ordering::Release);
+                self.inner
+                    .flags
+                    .seg_dir_dirty
+                    .store(true, Ordering::Release);
                 self.writer = Some((id, w));
             }
             let Some((_, w)) = &mut self.writer else {
@@ -199,7 +210,7 @@ impl Stager {
 
 impl Drop for Stager {
     fn drop(&mut self) {
-        let released = self.inner.released.load(Ordering::Acquire);
+        let released = self.inner.flags.released.load(Ordering::Acquire);
         if let Some((_, w)) = &mut self.writer
             && released
         {
@@ -219,7 +230,7 @@ impl Drop for Stager {
         drop(tables);
         // Once the directory is another process's, its files are not ours to delete
         // (the next open deletes what is left).
-        if self.inner.released.load(Ordering::Acquire) {
+        if self.inner.flags.released.load(Ordering::Acquire) {
             return;
         }
         if let Some(dir) = &self.inner.dir {

@@ -62,50 +62,69 @@ pub(crate) struct WorkerState {
     pub wake: bool,
 }
 
-/// The state shared by the database handle, committers and the background worker.
+/// The state shared by the database handle, committers and the background worker,
+/// grouped by what it is for: what the database holds, the locks that order its work,
+/// the flags of its life cycle, its counters, and work left for the next checkpoint.
 pub(crate) struct Inner {
-    pub dir: Option<PathBuf>,
-    pub wal: Option<Wal>,
-    pub options: StorageOptions,
+    pub(crate) dir: Option<PathBuf>,
+    pub(crate) wal: Option<Wal>,
+    pub(crate) options: StorageOptions,
     /// The directory lock, released by `close`.
     lock: Mutex<Option<DirLock>>,
-    pub catalog: RwLock<Arc<Catalog>>,
-    pub tables: RwLock<HashMap<TableId, Arc<TableStore>>>,
+    pub(crate) catalog: RwLock<Arc<Catalog>>,
+    pub(crate) tables: RwLock<HashMap<TableId, Arc<TableStore>>>,
+    /// The bytes of workspace files.
+    pub(crate) blobs: Blobs,
+    /// Segments written for tables their commits have not created yet (uploads).
+    pub(crate) staging: Staging,
+    pub(crate) locks: Locks,
+    pub(crate) flags: Flags,
+    pub(crate) counters: Counters,
+    pub(crate) worker: Mutex<WorkerState>,
+    pub(crate) worker_cv: Condvar,
+    /// Why writes stopped, after a logged commit failed to publish.
+    pub(crate) poisoned: Mutex<Option<String>>,
+    /// (table, segment, index) files whose build failed since open: not retried.
+    pub(crate) failed_builds: Mutex<HashSet<(TableId, crate::SegmentId, tarn_catalog::IndexId)>>,
+    /// Blobs whose records a commit deleted while the log was not fsynced at each
+    /// commit (`SyncMode::Process`): removed by the next checkpoint, once a manifest
+    /// without their records is durable (`flags.files_dropped` makes one due).
+    pub(crate) blobs_dropped: Mutex<Vec<String>>,
+    /// Segments attached (`Op::Attach`) by records after the last checkpoint's cut:
+    /// kept until a manifest covers those records.
+    pub(crate) attached_since_cut: Mutex<Vec<(TableId, crate::SegmentId)>>,
+}
+
+/// The locks that order a database's work, in the order they are taken.
+#[derive(Default)]
+pub(crate) struct Locks {
+    /// Serializes commits that change the catalog, from prepare to publish.
+    pub(crate) catalog_commit: Mutex<()>,
     /// Commits hold it shared from prepare to publish; a checkpoint's cut holds it
     /// exclusively, so the cut sees exactly the records up to one LSN.
-    pub gate: RwLock<()>,
+    pub(crate) gate: RwLock<()>,
     /// Held exclusively while a commit publishes its tables and catalog; readers that
     /// pin several tables hold it shared, so they see all of a commit or none of it.
-    pub publish: RwLock<()>,
-    /// Serializes commits that change the catalog, from prepare to publish.
-    pub catalog_commit: Mutex<()>,
+    pub(crate) publish: RwLock<()>,
     /// Serializes checkpoints and compactions.
-    pub maintenance: Mutex<()>,
+    pub(crate) maintenance: Mutex<()>,
     /// Keeps index builds apart (held for a whole build, unlike `maintenance`).
-    pub index_build: Mutex<()>,
-    /// (table, segment, index) files whose build failed since open: not retried.
-    pub failed_builds: Mutex<HashSet<(TableId, crate::SegmentId, tarn_catalog::IndexId)>>,
-    pub next_segment_id: AtomicU64,
-    /// Estimated memtable bytes since the last checkpoint.
-    pub mem_estimate: AtomicU64,
-    /// Upper bound of the catalog's encoded size (exact at open and each checkpoint).
-    pub catalog_bytes: AtomicU64,
-    /// The catalog's size limit ([`crate::MAX_CATALOG_BYTES`]; lowered by tests).
-    pub max_catalog_bytes: AtomicU64,
-    pub worker: Mutex<WorkerState>,
-    pub worker_cv: Condvar,
+    pub(crate) index_build: Mutex<()>,
+}
+
+/// Where a database is in its life, and what a checkpoint owes.
+#[derive(Default)]
+pub(crate) struct Flags {
     /// Set by `close`: commits fail.
-    pub closed: AtomicBool,
+    pub(crate) closed: AtomicBool,
     /// Set while the worker is being stopped: long maintenance stops between blocks.
-    pub stopping: AtomicBool,
+    pub(crate) stopping: AtomicBool,
     /// Set once `close` released the directory lock: maintenance must not touch the
     /// directory any more (another process may own it).
-    pub released: AtomicBool,
+    pub(crate) released: AtomicBool,
     /// A segment file was written since `segments/` was last fsynced: its name must be
     /// made durable before a manifest names it.
-    pub seg_dir_dirty: AtomicBool,
-    /// Why writes stopped, after a logged commit failed to publish.
-    pub poisoned: Mutex<Option<String>>,
+    pub(crate) seg_dir_dirty: AtomicBool,
     /// A commit (or, at open, a replayed record) dropped a table that has segment
     /// files — DROP TABLE, or deleting its workspace or organization. The last
     /// manifest still names those files, so they and their index files stay on disk
@@ -113,20 +132,20 @@ pub(crate) struct Inner {
     /// `Inner::commit` and `Inner::maintain`), so that a delete gives its disk space
     /// back when it returns (no worker) or just after (the worker), not only at the
     /// next checkpoint some later write happens to cause, or at close.
-    pub files_dropped: AtomicBool,
-    /// The bytes of workspace files.
-    pub blobs: Blobs,
-    /// Blobs whose records a commit deleted while the log was not fsynced at each
-    /// commit (`SyncMode::Process`): removed by the next checkpoint, once a manifest
-    /// without their records is durable (`files_dropped` makes one due).
-    pub blobs_dropped: Mutex<Vec<String>>,
-    /// Segments written for tables their commits have not created yet (uploads).
-    pub staging: Staging,
+    pub(crate) files_dropped: AtomicBool,
+}
+
+/// A database's counters.
+pub(crate) struct Counters {
+    pub(crate) next_segment_id: AtomicU64,
+    /// Estimated memtable bytes since the last checkpoint.
+    pub(crate) mem_estimate: AtomicU64,
+    /// Upper bound of the catalog's encoded size (exact at open and each checkpoint).
+    pub(crate) catalog_bytes: AtomicU64,
+    /// The catalog's size limit ([`crate::MAX_CATALOG_BYTES`]; lowered by tests).
+    pub(crate) max_catalog_bytes: AtomicU64,
     /// Table ids handed out by `reserve_table_id` are below this.
-    pub reserved_table_id: AtomicU64,
-    /// Segments attached (`Op::Attach`) by records after the last checkpoint's cut:
-    /// kept until a manifest covers those records.
-    pub attached_since_cut: Mutex<Vec<(TableId, crate::SegmentId)>>,
+    pub(crate) reserved_table_id: AtomicU64,
 }
 
 /// The directory's `LOCK` file, locked. The lock is released explicitly when this is
@@ -180,28 +199,22 @@ impl Inner {
             lock: Mutex::new(lock),
             catalog: RwLock::new(Arc::new(Catalog::new())),
             tables: RwLock::new(HashMap::new()),
-            gate: RwLock::new(()),
-            publish: RwLock::new(()),
-            catalog_commit: Mutex::new(()),
-            maintenance: Mutex::new(()),
-            index_build: Mutex::new(()),
-            failed_builds: Mutex::new(HashSet::new()),
-            next_segment_id: AtomicU64::new(1),
-            mem_estimate: AtomicU64::new(0),
-            catalog_bytes: AtomicU64::new(0),
-            max_catalog_bytes: AtomicU64::new(MAX_CATALOG_BYTES),
+            blobs: Blobs::new(dir.as_deref(), options.backend.clone()),
+            staging: Default::default(),
+            locks: Locks::default(),
+            flags: Flags::default(),
+            counters: Counters {
+                next_segment_id: AtomicU64::new(1),
+                mem_estimate: AtomicU64::new(0),
+                catalog_bytes: AtomicU64::new(0),
+                max_catalog_bytes: AtomicU64::new(MAX_CATALOG_BYTES),
+                reserved_table_id: AtomicU64::new(0),
+            },
             worker: Mutex::new(WorkerState::default()),
             worker_cv: Condvar::new(),
-            closed: AtomicBool::new(false),
-            stopping: AtomicBool::new(false),
-            released: AtomicBool::new(false),
-            seg_dir_dirty: AtomicBool::new(false),
             poisoned: Mutex::new(None),
-            files_dropped: AtomicBool::new(false),
-            blobs: Blobs::new(dir.as_deref(), options.backend.clone()),
+            failed_builds: Mutex::new(HashSet::new()),
             blobs_dropped: Mutex::new(Vec::new()),
-            staging: Default::default(),
-            reserved_table_id: AtomicU64::new(0),
             attached_since_cut: Mutex::new(Vec::new()),
             dir,
             options,
@@ -219,8 +232,8 @@ impl Inner {
 
     /// Takes the maintenance lock, unless `close` has given the directory up.
     pub(crate) fn maintenance_lock(&self) -> Result<parking_lot::MutexGuard<'_, ()>> {
-        let m = self.maintenance.lock();
-        if self.released.load(Ordering::Acquire) {
+        let m = self.locks.maintenance.lock();
+        if self.flags.released.load(Ordering::Acquire) {
             return Err(Error::Closed);
         }
         Ok(m)
