@@ -472,7 +472,15 @@ async fn id_and_a(s: &Session, t: &str) -> tarn::Result<Vec<Vec<Value>>> {
 async fn integers_beyond_int8_stay_text_with_their_digits_in_json_as_in_csv() -> TestResult {
     let tarn = Tarn::in_memory().await?;
     let s = fixture(&tarn).await?;
-    let cases: [(&str, &[&str], &str); 7] = [
+    let cases: [(&str, &[&str], &str); 9] = [
+        // A decimal with more digits than a float8 keeps is text too; one it keeps
+        // (however long its text) is a float.
+        (
+            "long_decimal",
+            &["1.5", "3.14159265358979323846", "2"],
+            "text",
+        ),
+        ("kept_decimal", &["0.30000000000000004", "1.5"], "float8"),
         ("big", &["99999999999999999999", "1"], "text"),
         // An integer a float8 would round (past 2^53) beside floats keeps its digits as
         // text; beside integers it is int8.
@@ -554,6 +562,10 @@ async fn integers_beyond_int8_stay_text_with_their_digits_in_json_as_in_csv() ->
         (
             r#"{"id": 1, "n": -9223372036854775809, "f": 0.5, "t": "x"}"#,
             "line 10001, column \"n\": \"-9223372036854775809\" is out of range for int8",
+        ),
+        (
+            r#"{"id": 1, "n": 1, "f": 1.00000000000000000001, "t": "x"}"#,
+            "line 10001, column \"f\": \"1.00000000000000000001\" has more digits than a float8",
         ),
         (
             r#"{"id": 1, "n": 1, "f": 99999999999999999999, "t": "x"}"#,
@@ -645,6 +657,10 @@ async fn integers_beyond_int8_stay_text_with_their_digits_in_json_as_in_csv() ->
         (
             "1,1,007",
             "line 10002, column \"f\": \"007\" is not a number",
+        ),
+        (
+            "1,1,2.71828182845904523536",
+            "line 10002, column \"f\": \"2.71828182845904523536\" has more digits than a float8",
         ),
     ] {
         let err = s

@@ -12,8 +12,8 @@ use serde_json::Value;
 
 use crate::ColumnType;
 use crate::infer::{
-    has_leading_zero, is_big_integer, looks_integer, parse_bool, parse_date, parse_float,
-    parse_int, parse_timestamp, parse_vector,
+    has_leading_zero, is_big_integer, is_inexact_number, looks_integer, parse_bool, parse_date,
+    parse_float, parse_int, parse_timestamp, parse_vector,
 };
 use crate::jsonb::JsonbText;
 
@@ -30,6 +30,14 @@ fn timestamp_or_date(s: &str) -> Option<i64> {
 fn rounded_into_float8(shown: &str) -> String {
     format!(
         "{} is an integer a float8 column would round (past 2^53); only an int8 or text \
+         column keeps it exactly",
+        quote(shown)
+    )
+}
+
+fn rounded_decimal(shown: &str) -> String {
+    format!(
+        "{} has more digits than a float8 column keeps (it would be rounded); only a text \
          column keeps it exactly",
         quote(shown)
     )
@@ -224,6 +232,9 @@ impl ColumnBuilder {
         match &mut self.values {
             Values::Int(b) => b.append_value(parse_int(s).ok_or_else(bad)?),
             // Digits alone are a decimal to `parse_float` too (`-0` stays negative).
+            Values::Float(_) if crate::infer::float8_rounds(s) && !looks_integer(t) => {
+                return Err(rounded_decimal(s));
+            }
             Values::Float(b) => b.append_value(parse_float(s).ok_or_else(bad)?),
             Values::Bool(b) => b.append_value(parse_bool(s).ok_or_else(bad)?),
             Values::Date(b) => b.append_value(parse_date(s).ok_or_else(bad)?),
@@ -316,6 +327,17 @@ impl CellSeed<'_> {
     /// A value from its JSON text: an integer beyond int8 as its digits (text) or
     /// refused, anything else as the fast path reads it.
     fn read_text<E: serde::de::Error>(mut self, text: &str) -> Result<(), E> {
+        if is_inexact_number(text) && !is_big_integer(text) {
+            // A decimal longer than a float8 keeps: its digits in a text column, refused
+            // by a float8 one (which would round it), read as it is elsewhere.
+            if let (ColumnType::Text, Values::Text(b)) = (self.column.ty, &mut self.column.values) {
+                b.append_value(text);
+                return Ok(());
+            }
+            if self.column.ty == ColumnType::Float8 {
+                return Err(self.fail(rounded_decimal(text)));
+            }
+        }
         if is_big_integer(text) {
             if let (ColumnType::Text, Values::Text(b)) = (self.column.ty, &mut self.column.values) {
                 b.append_value(text);

@@ -97,6 +97,7 @@ pub(crate) fn classify_text(s: &str) -> Kind {
     }
     if looks_decimal(t) {
         return match parse_float(t) {
+            Some(_) if float8_rounds(t) => Kind::Text,
             Some(_) => Kind::Float,
             None => Kind::Text,
         };
@@ -196,6 +197,64 @@ pub(crate) fn parse_float(s: &str) -> Option<f64> {
     }
     let v = t.parse::<f64>().ok().filter(|v| v.is_finite())?;
     (!underflows(t, v)).then_some(v)
+}
+
+/// Whether the decimal `text` (digits with a point or an exponent) has more digits
+/// than a float8 keeps: its nearest float8 reads back as another number
+/// (`3.14159265358979323846`), so a float8 column would change it. Such a value is
+/// text, as an integer beyond int8 is.
+pub(crate) fn float8_rounds(text: &str) -> bool {
+    let t = text.trim();
+    let Ok(v) = t.parse::<f64>() else {
+        return false;
+    };
+    if !v.is_finite() {
+        return false;
+    }
+    // Fifteen significant digits or fewer always come back as written.
+    let significant = t
+        .split(['e', 'E'])
+        .next()
+        .unwrap_or(t)
+        .bytes()
+        .filter(u8::is_ascii_digit)
+        .skip_while(|&b| b == b'0')
+        .count();
+    if significant <= 15 {
+        return false;
+    }
+    decimal_digits(t) != decimal_digits(&format!("{:e}", v.abs()))
+}
+
+/// The significant digits of a decimal number's text and the power of ten of its first
+/// one (sign ignored): equal for texts of one value (`1.50` and `15e-1`).
+fn decimal_digits(t: &str) -> (String, i64) {
+    let t = t.trim_start_matches(['+', '-']);
+    let (mantissa, exp) = match t.split_once(['e', 'E']) {
+        Some((m, e)) => (m, e.parse::<i64>().unwrap_or(0)),
+        None => (t, 0),
+    };
+    let (int, frac) = mantissa.split_once('.').unwrap_or((mantissa, ""));
+    let digits: String = int.chars().chain(frac.chars()).collect();
+    let lead = digits.len() - digits.trim_start_matches('0').len();
+    let digits = digits
+        .trim_start_matches('0')
+        .trim_end_matches('0')
+        .to_string();
+    let first = exp + int.len() as i64 - lead as i64;
+    if digits.is_empty() {
+        (digits, 0)
+    } else {
+        (digits, first)
+    }
+}
+
+/// A JSON number literal that `serde_json` would read as another number: an integer
+/// beyond int8 (read as the nearest float) or a decimal with more digits than a float8
+/// keeps. Such a value is text, with its digits.
+pub(crate) fn is_inexact_number(literal: &str) -> bool {
+    is_big_integer(literal)
+        || (!looks_integer(literal) && looks_decimal(literal) && float8_rounds(literal))
 }
 
 /// Whether `parsed`, read from the number `text`, is a zero the text is not: a value
@@ -385,6 +444,14 @@ mod tests {
         // A number too small for a float8 is text, not 0.
         assert_eq!(classify_text("1e-400"), Kind::Text);
         assert_eq!(classify_text("0.0e-400"), Kind::Float);
+        // More digits than a float8 keeps: text; as many as it keeps: a float.
+        assert_eq!(classify_text("3.14159265358979323846"), Kind::Text);
+        assert_eq!(classify_text("0.30000000000000004"), Kind::Float);
+        assert_eq!(classify_text("1.2345678901234500000"), Kind::Float);
+        assert_eq!(classify_text("123456789.123456789"), Kind::Text);
+        assert!(is_inexact_number("1.00000000000000001"));
+        assert!(!is_inexact_number("1.5e300"));
+        assert!(is_inexact_number("99999999999999999999"));
         assert_eq!(Kind::Date.merge(Kind::Timestamp, false), Kind::Timestamp);
         assert_eq!(Kind::Int.merge(Kind::Bool, false), Kind::Text);
         let v = |dim, json| Kind::Vector { dim, json };

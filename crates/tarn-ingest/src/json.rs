@@ -50,9 +50,11 @@ pub(crate) struct Framer {
     long_number: bool,
 }
 
-/// Digits of the shortest integer beyond int8 (`-9223372036854775809` has 19): a row
-/// with a number this long may hold one, which only its text can tell from a float.
-const LONG_DIGITS: u32 = 19;
+/// Digits (a point between them included) of the shortest number `serde_json` may read
+/// as another: a decimal of sixteen significant digits may be one a float8 rounds
+/// (integers beyond int8 have 19). A row with a number this long may hold one, which
+/// only its text can tell.
+const LONG_DIGITS: u32 = 16;
 
 impl Framer {
     pub(crate) fn new(max_row_bytes: usize) -> Self {
@@ -149,6 +151,10 @@ impl Framer {
                     if b.is_ascii_digit() {
                         self.digits += 1;
                         self.long_number |= self.digits >= LONG_DIGITS;
+                        continue;
+                    }
+                    // A decimal's digits run on over its point.
+                    if b == b'.' && self.digits > 0 {
                         continue;
                     }
                     self.digits = 0;
@@ -277,7 +283,7 @@ impl<'de> Deserialize<'de> for Row {
 /// Per value of a framed row, in document order: whether it is an integer beyond int8
 /// (read from the values' text; `serde_json` gives such a number as a float). Empty if
 /// the row does not parse (its error comes from [`parse_row`]).
-pub(crate) fn big_integers(bytes: &[u8]) -> Vec<bool> {
+pub(crate) fn inexact_numbers(bytes: &[u8]) -> Vec<bool> {
     struct Big(Vec<bool>);
     impl<'de> Deserialize<'de> for Big {
         fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -292,7 +298,7 @@ pub(crate) fn big_integers(bytes: &[u8]) -> Vec<bool> {
                     while let Some((_, v)) =
                         map.next_entry::<serde::de::IgnoredAny, &serde_json::value::RawValue>()?
                     {
-                        out.push(crate::infer::is_big_integer(v.get()));
+                        out.push(crate::infer::is_inexact_number(v.get()));
                     }
                     Ok(Big(out))
                 }

@@ -575,10 +575,11 @@ impl Ingest {
             match step {
                 json::Step::Row => {
                     let row = json::parse_row(f.row(), f.row_line()).map_err(IngestError)?;
-                    // serde_json gives an integer beyond int8 as a float: the values'
-                    // text tells (looked at only when the row has a number that long).
+                    // serde_json gives an integer beyond int8 as a float, and rounds a
+                    // decimal longer than a float8 keeps: the values' text tells (looked
+                    // at only when the row has a number that long).
                     let big = if f.long_number() {
-                        json::big_integers(f.row())
+                        json::inexact_numbers(f.row())
                     } else {
                         Vec::new()
                     };
@@ -600,7 +601,7 @@ impl Ingest {
                                 order.len() - 1
                             }
                         };
-                        // Such an integer is text, as in CSV: no type but text keeps it.
+                        // Such a number is text, as in CSV: no type but text keeps it.
                         let kind = if big.get(j).copied().unwrap_or(false) {
                             Kind::Text
                         } else {
