@@ -796,6 +796,14 @@ fn part_media_type(field: &axum::extract::multipart::Field<'_>) -> ApiResult<Str
     let v = v
         .to_str()
         .map_err(|_| ApiError::bad("the file part's Content-Type is not ASCII text"))?;
+    // Sent, but blank: a label that names no media type is refused as a malformed one
+    // is, not taken for "none" (which would store the bytes as octet-stream).
+    if v.trim().is_empty() {
+        return Err(ApiError::bad(
+            "the file part's Content-Type is empty: send a media type (type/subtype) or \
+             no Content-Type header",
+        ));
+    }
     Ok(v.to_string())
 }
 

@@ -1376,6 +1376,9 @@ async fn malformed_and_repeated_request_parts_are_refused_not_guessed() {
         "a/b/c",
         "text/plain; charset",
         "text/plain; =x",
+        // Sent blank: not "no Content-Type" (octet-stream).
+        "",
+        "   ",
     ] {
         let extra = format!("Content-Type: {bad}");
         let r = post_form(&acme, files, &[file_part("a.txt", &extra, b"hello")]).await;
