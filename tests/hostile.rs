@@ -1374,3 +1374,57 @@ async fn large_text_parameters_mean_what_their_literals_mean() -> TestResult {
     assert_eq!(one(r), vec![vec![json!(30_000), json!("7")]]);
     Ok(())
 }
+
+/// Constructs DataFusion would plan into a wrong answer are refused when parsed:
+/// TABLESAMPLE returned every row, `FILTER (WHERE 1)` was taken as true and
+/// `nth_value(x, 0)` answered NULL, where PostgreSQL refuses each.
+#[tokio::test]
+async fn constructs_that_would_answer_wrongly_are_refused() -> TestResult {
+    let (_tarn, s) = session().await?;
+    query(
+        &s,
+        r#"CREATE TABLE "ws"."t" (id INT8 PRIMARY KEY, x INT8) USING engine"#,
+        &[],
+    )
+    .await?;
+    query(&s, r#"INSERT INTO "ws"."t" VALUES (1, 10), (2, 20)"#, &[]).await?;
+    for (sql, needle) in [
+        (
+            r#"SELECT count(*) FROM "ws"."t" TABLESAMPLE SYSTEM (10)"#,
+            "TABLESAMPLE",
+        ),
+        (
+            r#"SELECT count(*) FROM "ws"."t" TABLESAMPLE BERNOULLI (50) REPEATABLE (1)"#,
+            "TABLESAMPLE",
+        ),
+        (
+            r#"SELECT count(*) FILTER (WHERE 1) FROM "ws"."t""#,
+            "FILTER must be type boolean",
+        ),
+        (
+            r#"SELECT nth_value(x, 0) OVER (ORDER BY id) FROM "ws"."t""#,
+            "greater than zero",
+        ),
+        (
+            r#"SELECT nth_value(x, -1) OVER (ORDER BY id) FROM "ws"."t""#,
+            "greater than zero",
+        ),
+    ] {
+        let e = query(&s, sql, &[]).await.expect_err(sql);
+        assert_eq!(e.status(), 400, "{sql}: {e}");
+        assert!(e.message().contains(needle), "{sql}: {e}");
+    }
+    // What PostgreSQL takes still runs.
+    let r = query(
+        &s,
+        r#"SELECT count(*) FILTER (WHERE true), count(*) FILTER (WHERE x > 10),
+                  max(nth) FROM (SELECT x, nth_value(x, 2) OVER (ORDER BY id) AS nth FROM "ws"."t") q"#,
+        &[],
+    )
+    .await?;
+    assert_eq!(
+        r.rows.unwrap_or_default(),
+        vec![vec![json!(2), json!(1), json!(20)]]
+    );
+    Ok(())
+}

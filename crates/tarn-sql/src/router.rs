@@ -563,6 +563,7 @@ impl SqlEngine {
             1 => {
                 let stmt = stmts.remove(0);
                 crate::ast::depth::check_widths(&stmt)?;
+                crate::ast::unsupported::check(&stmt)?;
                 Ok(stmt)
             }
             n => bad(format!(

@@ -9,3 +9,4 @@ pub(crate) mod dialect;
 pub(crate) mod ident;
 pub(crate) mod key_predicate;
 pub(crate) mod types;
+pub(crate) mod unsupported;
