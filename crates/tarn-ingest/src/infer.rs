@@ -304,13 +304,17 @@ pub(crate) fn parse_date(s: &str) -> Option<i32> {
         return None;
     }
     let year = two(&b[0..2])? * 100 + two(&b[2..4])?;
+    // There is no year 0 (1 BC comes before AD 1): PostgreSQL refuses `0000-01-01`.
+    if year == 0 {
+        return None;
+    }
     let date = chrono::NaiveDate::from_ymd_opt(year as i32, two(&b[5..7])?, two(&b[8..10])?)?;
     Some(chrono::Datelike::num_days_from_ce(&date) - 719_163)
 }
 
 /// Microseconds since the epoch (UTC) of an ISO timestamp: `YYYY-MM-DD`, `T`, `t` or a
 /// space, `HH:MM[:SS[.fraction]]`, then `Z` or an offset `±HH[[:]MM]`, or nothing (UTC).
-/// Digits past microseconds are cut.
+/// Digits past microseconds round to the nearest microsecond.
 pub(crate) fn parse_timestamp(s: &str) -> Option<i64> {
     let b = s.trim().as_bytes();
     if b.len() < 16 || !matches!(b[10], b'T' | b't' | b' ') || b[13] != b':' {
@@ -331,6 +335,11 @@ pub(crate) fn parse_timestamp(s: &str) -> Option<i64> {
             }
             for (i, c) in tail[..n].iter().enumerate().take(6) {
                 micros += i64::from(c - b'0') * 10i64.pow(5 - i as u32);
+            }
+            // Rounded to the microsecond, as PostgreSQL does (`23:59:59.9999996` is the
+            // next day).
+            if n > 6 && tail[6] >= b'5' {
+                micros += 1;
             }
             rest = &tail[n..];
         }
@@ -446,6 +455,17 @@ mod tests {
         assert_eq!(classify_text("0.0e-400"), Kind::Float);
         // More digits than a float8 keeps: text; as many as it keeps: a float.
         assert_eq!(classify_text("3.14159265358979323846"), Kind::Text);
+        // Timestamps round to the microsecond; there is no year 0.
+        assert_eq!(
+            parse_timestamp("1999-12-31T23:59:59.9999996Z"),
+            parse_timestamp("2000-01-01T00:00:00Z")
+        );
+        assert_eq!(
+            parse_timestamp("2000-01-01T00:00:00.0000004Z"),
+            parse_timestamp("2000-01-01T00:00:00Z")
+        );
+        assert_eq!(parse_date("0000-01-01"), None);
+        assert_eq!(classify_text("0000-01-01"), Kind::Text);
         assert_eq!(classify_text("0.30000000000000004"), Kind::Float);
         assert_eq!(classify_text("1.2345678901234500000"), Kind::Float);
         assert_eq!(classify_text("123456789.123456789"), Kind::Text);
