@@ -1278,6 +1278,15 @@ async fn large_text_parameters_mean_what_their_literals_mean() -> TestResult {
     )
     .await?;
     assert_eq!(one(r), vec![vec![json!(2), json!(240_001)]]);
+    // A literal in the VALUES row too (the planner-free insert copies it once).
+    let r = query(
+        &s,
+        r#"INSERT INTO "ws"."docs" VALUES (1, $1, NULL)
+           ON CONFLICT (id) DO UPDATE SET body = $1 || '?' RETURNING id, right(body, 2)"#,
+        &[json!(big)],
+    )
+    .await?;
+    assert_eq!(one(r), vec![vec![json!(1), json!(" ?")]]);
     // Bound by number where the row's values are literals.
     let r = query(
         &s,
@@ -1409,12 +1418,44 @@ async fn constructs_that_would_answer_wrongly_are_refused() -> TestResult {
             r#"SELECT nth_value(x, -1) OVER (ORDER BY id) FROM "ws"."t""#,
             "greater than zero",
         ),
+        (
+            r#"SELECT count(*) FILTER (WHERE (-1)) FROM "ws"."t""#,
+            "FILTER must be type boolean",
+        ),
+        (
+            r#"SELECT count(*) FILTER (WHERE x::int) FROM "ws"."t""#,
+            "FILTER must be type boolean",
+        ),
     ] {
         let e = query(&s, sql, &[]).await.expect_err(sql);
         assert_eq!(e.status(), 400, "{sql}: {e}");
         assert!(e.message().contains(needle), "{sql}: {e}");
     }
-    // What PostgreSQL takes still runs.
+    // The same through parameters, checked once they are bound.
+    for (sql, param, needle) in [
+        (
+            r#"SELECT count(*) FILTER (WHERE $1) FROM "ws"."t""#,
+            json!(1),
+            "FILTER must be type boolean",
+        ),
+        (
+            r#"SELECT nth_value(x, $1) OVER (ORDER BY id) FROM "ws"."t""#,
+            json!(0),
+            "greater than zero",
+        ),
+    ] {
+        let e = query(&s, sql, &[param]).await.expect_err(sql);
+        assert_eq!(e.status(), 400, "{sql}: {e}");
+        assert!(e.message().contains(needle), "{sql}: {e}");
+    }
+    // What PostgreSQL takes still runs ('true' is its unknown type, coerced).
+    let r = query(
+        &s,
+        r#"SELECT count(*) FILTER (WHERE 'true'), count(*) FILTER (WHERE $1) FROM "ws"."t""#,
+        &[json!(true)],
+    )
+    .await?;
+    assert_eq!(r.rows.unwrap_or_default(), vec![vec![json!(2), json!(2)]]);
     let r = query(
         &s,
         r#"SELECT count(*) FILTER (WHERE true), count(*) FILTER (WHERE x > 10),

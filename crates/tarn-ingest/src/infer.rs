@@ -205,13 +205,9 @@ pub(crate) fn parse_float(s: &str) -> Option<f64> {
 /// text, as an integer beyond int8 is.
 pub(crate) fn float8_rounds(text: &str) -> bool {
     let t = text.trim();
-    let Ok(v) = t.parse::<f64>() else {
-        return false;
-    };
-    if !v.is_finite() {
-        return false;
-    }
-    // Fifteen significant digits or fewer always come back as written.
+    // Seventeen significant digits or fewer: the float8 comes back as written when
+    // printed with as many (fifteen or fewer always do; `0.10000000000000001` is 0.1 to
+    // seventeen digits). Counted before anything is parsed (most values are short).
     let significant = t
         .split(['e', 'E'])
         .next()
@@ -223,7 +219,19 @@ pub(crate) fn float8_rounds(text: &str) -> bool {
     if significant <= 15 {
         return false;
     }
-    decimal_digits(t) != decimal_digits(&format!("{:e}", v.abs()))
+    let Ok(v) = t.parse::<f64>() else {
+        return false;
+    };
+    if !v.is_finite() || v == 0.0 {
+        // Zero, or too small for a float8 (`underflows` tells those apart).
+        return false;
+    }
+    let written = decimal_digits(t);
+    if written == decimal_digits(&format!("{:e}", v.abs())) {
+        return false;
+    }
+    let n = written.0.len();
+    !(n <= 17 && written == decimal_digits(&format!("{:.*e}", n.saturating_sub(1), v.abs())))
 }
 
 /// The significant digits of a decimal number's text and the power of ten of its first
@@ -231,7 +239,8 @@ pub(crate) fn float8_rounds(text: &str) -> bool {
 fn decimal_digits(t: &str) -> (String, i64) {
     let t = t.trim_start_matches(['+', '-']);
     let (mantissa, exp) = match t.split_once(['e', 'E']) {
-        Some((m, e)) => (m, e.parse::<i64>().unwrap_or(0)),
+        // An exponent past i64 (or near its ends) is no float8's anyway: clamped.
+        Some((m, e)) => (m, e.parse::<i64>().unwrap_or(0).clamp(-1 << 40, 1 << 40)),
         None => (t, 0),
     };
     let (int, frac) = mantissa.split_once('.').unwrap_or((mantissa, ""));
@@ -241,7 +250,9 @@ fn decimal_digits(t: &str) -> (String, i64) {
         .trim_start_matches('0')
         .trim_end_matches('0')
         .to_string();
-    let first = exp + int.len() as i64 - lead as i64;
+    let first = exp
+        .saturating_add(int.len() as i64)
+        .saturating_sub(lead as i64);
     if digits.is_empty() {
         (digits, 0)
     } else {
@@ -336,10 +347,18 @@ pub(crate) fn parse_timestamp(s: &str) -> Option<i64> {
             for (i, c) in tail[..n].iter().enumerate().take(6) {
                 micros += i64::from(c - b'0') * 10i64.pow(5 - i as u32);
             }
-            // Rounded to the microsecond, as PostgreSQL does (`23:59:59.9999996` is the
-            // next day).
-            if n > 6 && tail[6] >= b'5' {
-                micros += 1;
+            // Rounded to the microsecond as PostgreSQL rounds it (`rint`: half to even),
+            // so `23:59:59.9999996` is the next day.
+            if n > 6 {
+                let rest = &tail[7..n];
+                let up = match tail[6] {
+                    b'6'..=b'9' => true,
+                    b'5' => rest.iter().any(|&c| c != b'0') || micros % 2 == 1,
+                    _ => false,
+                };
+                if up {
+                    micros += 1;
+                }
             }
             rest = &tail[n..];
         }
@@ -465,10 +484,25 @@ mod tests {
             parse_timestamp("2000-01-01T00:00:00Z")
         );
         assert_eq!(parse_date("0000-01-01"), None);
+        // Halves to even, as PostgreSQL's rint.
+        let at = |f: &str| parse_timestamp(&format!("2000-01-01T00:00:00.{f}Z"));
+        assert_eq!(at("0000005"), at("000000"));
+        assert_eq!(at("0000015"), at("000002"));
+        assert_eq!(at("00000050001"), at("000001"));
+        assert_eq!(at("1234565"), at("123456"));
         assert_eq!(classify_text("0000-01-01"), Kind::Text);
         assert_eq!(classify_text("0.30000000000000004"), Kind::Float);
         assert_eq!(classify_text("1.2345678901234500000"), Kind::Float);
         assert_eq!(classify_text("123456789.123456789"), Kind::Text);
+        // Seventeen digits that print the same float8 (`%.17g`'s output) are a float.
+        assert_eq!(classify_text("0.10000000000000001"), Kind::Float);
+        assert_eq!(classify_text("0.33333333333333331"), Kind::Float);
+        assert_eq!(classify_text("0.12345678901234567"), Kind::Text);
+        // Exponents past any float8: no panic.
+        assert!(!float8_rounds(
+            "0.00001234567890123456789e-9223372036854775808"
+        ));
+        assert!(!float8_rounds("1234567890123456789e9223372036854775807"));
         assert!(is_inexact_number("1.00000000000000001"));
         assert!(!is_inexact_number("1.5e300"));
         assert!(is_inexact_number("99999999999999999999"));

@@ -1,8 +1,10 @@
-//! What Tarn refuses when a statement is parsed, because planning it would answer
-//! something other than what it asks: `TABLESAMPLE` (DataFusion ignores it and returns
-//! every row), an aggregate `FILTER (WHERE …)` whose condition is a literal that is not
-//! a boolean (`FILTER (WHERE 1)`, which PostgreSQL refuses), and `nth_value(x, n)` with
-//! a literal `n` below 1 (which PostgreSQL refuses; DataFusion answered NULL).
+//! What Tarn refuses in a statement, because planning it would answer something other
+//! than what it asks: `TABLESAMPLE` (DataFusion ignores it and returns every row), an
+//! aggregate `FILTER (WHERE …)` whose condition is plainly no boolean (`FILTER (WHERE
+//! 1)`, which PostgreSQL refuses), and `nth_value(x, n)` with a literal `n` below 1
+//! (which PostgreSQL refuses; DataFusion answered NULL). Checked once parsed and again
+//! once parameters are bound (`$1` is a literal then). A call of `engine_param_text`,
+//! which only the binding writes, is refused where a statement wrote it itself.
 
 use std::ops::ControlFlow;
 
@@ -10,17 +12,31 @@ use datafusion::sql::sqlparser::ast::{
     self, Expr, FunctionArg, FunctionArgExpr, FunctionArguments, TableFactor, Value, Visit, Visitor,
 };
 
+use crate::datafusion_ext::functions::param_text;
 use crate::error::{Error, Result};
 
-/// A 400 for the first such construct in `stmt`.
+/// A 400 for the first such construct in `stmt`, as parsed.
 pub(crate) fn check(stmt: &ast::Statement) -> Result<()> {
-    match stmt.visit(&mut Refused) {
+    run(stmt, true)
+}
+
+/// [`check`] once `stmt`'s parameters are bound (their values are literals now; the
+/// binding's own `engine_param_text` calls are allowed).
+pub(crate) fn check_bound<V: Visit>(stmt: &V) -> Result<()> {
+    run(stmt, false)
+}
+
+fn run<V: Visit>(stmt: &V, as_written: bool) -> Result<()> {
+    match stmt.visit(&mut Refused { as_written }) {
         ControlFlow::Break(message) => Err(Error::BadRequest(message)),
         ControlFlow::Continue(()) => Ok(()),
     }
 }
 
-struct Refused;
+struct Refused {
+    /// The statement as its caller wrote it (before parameters are bound).
+    as_written: bool,
+}
 
 impl Visitor for Refused {
     type Break = String;
@@ -46,19 +62,22 @@ impl Visitor for Refused {
         let Expr::Function(f) = e else {
             return ControlFlow::Continue(());
         };
-        if let Some(filter) = &f.filter
-            && let Expr::Value(v) = filter.as_ref()
-            && !matches!(
-                v.value,
-                Value::Boolean(_) | Value::Null | Value::Placeholder(_)
-            )
+        let name = f.name.0.last().and_then(|p| p.as_ident());
+        if self.as_written
+            && name.is_some_and(|n| n.value.eq_ignore_ascii_case(param_text::FUNCTION))
         {
             return ControlFlow::Break(format!(
-                "argument of FILTER must be type boolean, not {}",
-                v.value
+                "{} is Tarn's own stand-in for a large text parameter; write $n",
+                param_text::FUNCTION
             ));
         }
-        let name = f.name.0.last().and_then(|p| p.as_ident());
+        if let Some(filter) = &f.filter
+            && let Some(what) = not_boolean(filter)
+        {
+            return ControlFlow::Break(format!(
+                "argument of FILTER must be type boolean, not {what}"
+            ));
+        }
         if name.is_some_and(|n| n.value.eq_ignore_ascii_case("nth_value"))
             && let FunctionArguments::List(list) = &f.args
             && let Some(FunctionArg::Unnamed(FunctionArgExpr::Expr(n))) = list.args.get(1)
@@ -70,6 +89,29 @@ impl Visitor for Refused {
             ));
         }
         ControlFlow::Continue(())
+    }
+}
+
+/// What a FILTER condition is when it is plainly no boolean: a number (signed or in
+/// parentheses), or a cast to a type other than boolean. (A quoted literal is
+/// PostgreSQL's unknown type, which `'true'` and `'t'` coerce from.)
+fn not_boolean(e: &Expr) -> Option<String> {
+    match e {
+        Expr::Nested(e) => not_boolean(e),
+        Expr::UnaryOp {
+            op: ast::UnaryOperator::Minus | ast::UnaryOperator::Plus,
+            expr,
+        } => not_boolean(expr),
+        Expr::Value(v) => match &v.value {
+            Value::Number(n, _) => Some(format!("the number {n}")),
+            _ => None,
+        },
+        Expr::Cast { data_type, .. }
+            if !matches!(data_type, ast::DataType::Boolean | ast::DataType::Bool) =>
+        {
+            Some(format!("type {data_type}"))
+        }
+        _ => None,
     }
 }
 

@@ -203,7 +203,6 @@ pub fn expr_name(e: &Expr) -> String {
     }
 }
 
-/// A call's first argument, as written.
 /// Whether `f` is a large text parameter bound by number (`engine_param_text(n)`).
 fn is_param_text(f: &datafusion::sql::sqlparser::ast::Function) -> bool {
     f.name.0.last().and_then(|p| p.as_ident()).is_some_and(|i| {
@@ -212,6 +211,7 @@ fn is_param_text(f: &datafusion::sql::sqlparser::ast::Function) -> bool {
     })
 }
 
+/// A call's first argument, as written.
 fn first_arg(f: &datafusion::sql::sqlparser::ast::Function) -> Option<&Expr> {
     use datafusion::sql::sqlparser::ast::{FunctionArg, FunctionArgExpr, FunctionArguments};
     match &f.args {

@@ -110,6 +110,8 @@ pub fn bind_texts<V: VisitMut + Visit>(
         }
     }
     bind_rest(stmt, params)?;
+    // What a parameter's value makes wrong (`FILTER (WHERE $1)` with 1).
+    crate::ast::unsupported::check_bound(stmt)?;
     Ok(texts)
 }
 

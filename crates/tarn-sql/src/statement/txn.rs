@@ -730,7 +730,7 @@ fn widest_constants(plan: &Arc<dyn datafusion::physical_plan::ExecutionPlan>) ->
                         .expr
                         .downcast_ref::<CastExpr>()
                         .map_or(&e.expr, |c| c.expr());
-                    constant_width(e)
+                    constant_width(e, &p.input().schema())
                 })
                 .fold(0, usize::saturating_add);
             widest = widest.max(width);
@@ -742,19 +742,28 @@ fn widest_constants(plan: &Arc<dyn datafusion::physical_plan::ExecutionPlan>) ->
 
 /// The bytes of `e` when it is a constant: a literal, a wide one sized over its rows
 /// (`held::WIDE_CONSTANT`) or an expression of large text parameters alone (`functions::param_text`).
-fn constant_width(e: &Arc<dyn datafusion::physical_expr::PhysicalExpr>) -> Option<usize> {
+fn constant_width(
+    e: &Arc<dyn datafusion::physical_expr::PhysicalExpr>,
+    schema: &datafusion::arrow::datatypes::Schema,
+) -> Option<usize> {
     use datafusion::physical_expr::ScalarFunctionExpr;
     use datafusion::physical_expr::expressions::Literal;
     if let Some(l) = e.downcast_ref::<Literal>() {
         return Some(l.value().size());
     }
-    if let Some(n) = crate::datafusion_ext::functions::param_text::constant_text_bytes_physical(e) {
+    // Text made of large text parameters alone is about as long as they are; a narrow
+    // value made of them (`length($1)`) is no wider than any other.
+    if e.data_type(schema)
+        .is_ok_and(|t| crate::datafusion_ext::context::held::is_text(&t))
+        && let Some(n) =
+            crate::datafusion_ext::functions::param_text::constant_text_bytes_physical(e)
+    {
         return Some(n);
     }
     let f = e.downcast_ref::<ScalarFunctionExpr>()?;
     match f.args() {
         [arg] if f.name() == crate::datafusion_ext::context::held::WIDE_CONSTANT => {
-            constant_width(arg)
+            constant_width(arg, schema)
         }
         _ => None,
     }

@@ -87,9 +87,9 @@ type Holders = std::collections::HashMap<usize, Holder>;
 struct Holder {
     owners: usize,
     reservation: std::sync::Weak<parking_lot::Mutex<MemoryReservation>>,
-    /// The statement whose reservation it is (`tarn_alloc`'s tag): a buffer can be
-    /// another statement's too (a segment's cached block, read by two scans), and a
-    /// sort gives back only its own statement's holds.
+    /// The plan whose reservation it is (see [`HOLDER`]): a buffer can be another
+    /// statement's too (a segment's cached block, read by two scans), and a sort gives
+    /// back only its own plan's holds.
     statement: u64,
 }
 
@@ -117,12 +117,24 @@ impl AsRef<[u8]> for Owned {
     }
 }
 
+thread_local! {
+    /// The plan (one number per [`hold_wide_rows`]) whose node is being polled on this
+    /// thread: the owner of what [`hold`] holds there. Set by each [`HoldExec`] as it
+    /// polls, as `tarn_alloc`'s statement tag is, but without the allocator (a host may
+    /// not install it, and its tag is then 0 for every statement).
+    static HOLDER: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+/// The number of the next plan [`hold_wide_rows`] holds.
+static NEXT_HOLDER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+
 /// `array`, its memory held in `reservation` until the last of its buffers is dropped
 /// (however far downstream that is). No copy: each buffer is the same memory with the
 /// reservation as its owner.
 pub(crate) fn hold(array: ArrayRef, reservation: MemoryReservation) -> Result<ArrayRef> {
     let held = Arc::new(parking_lot::Mutex::new(reservation));
-    let data = with_owner(array.to_data(), &held, tarn_alloc::current_statement())?;
+    let owner = HOLDER.try_with(std::cell::Cell::get).unwrap_or(0);
+    let data = with_owner(array.to_data(), &held, owner)?;
     Ok(make_array(data))
 }
 
@@ -166,7 +178,7 @@ fn with_owner(
 /// out: held as well, its rows counted twice and stayed in the part of the pool no
 /// one can spill, and a sort of 700 MB of wide rows under 2 GiB was refused instead
 /// of spilled). The buffers stay known as held, so no node below the sort holds them
-/// again. Only `statement`'s own holds are given back.
+/// again. Only the holds of plan `statement` (its [`HOLDER`] number) are given back.
 ///
 /// A node below the sort that keeps the batch too (a recursive query's work table)
 /// then keeps it uncounted once the sort has spilled its copy: the rows are counted
@@ -191,8 +203,9 @@ fn release_batch(batch: &datafusion::arrow::array::RecordBatch, statement: u64) 
             release(c, map, statement, held);
         }
     }
-    // Every hold is of at least `SMALLEST_HELD` bytes, and a batch's size counts the
-    // whole of the buffers its columns slice: a smaller batch holds nothing held.
+    // A batch's size counts the whole of the buffers its columns slice, and holds are
+    // made of `SMALLEST_HELD` bytes or more: a smaller batch holds none of those. (A
+    // sized call's output resized below it stays held with its batch: under 1 MiB.)
     if (batch.get_array_memory_size() as u64) < SMALLEST_HELD {
         return;
     }
@@ -236,6 +249,7 @@ pub(crate) fn hold_wide_rows(
     {
         return Ok(plan);
     }
+    let holder = NEXT_HOLDER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     plan.transform_up(|node| {
         // A window over whole partitions: its input's partitions are counted as they
         // pass (see `PartitionCount`).
@@ -250,6 +264,7 @@ pub(crate) fn hold_wide_rows(
                 let input = Arc::new(HoldExec {
                     input: unheld(window.input()),
                     statement,
+                    holder,
                     partitions: (!count.keys.is_empty()).then_some(count),
                     release: false,
                 });
@@ -270,6 +285,7 @@ pub(crate) fn hold_wide_rows(
                     vec![Arc::new(HoldExec {
                         input: unheld(node.children()[0]),
                         statement,
+                        holder,
                         partitions: None,
                         release: true,
                     })],
@@ -280,6 +296,7 @@ pub(crate) fn hold_wide_rows(
         Ok(Transformed::yes(Arc::new(HoldExec {
             input: node,
             statement,
+            holder,
             partitions: None,
             release: false,
         })
@@ -352,6 +369,8 @@ impl PartitionCount {
 pub(crate) struct HoldExec {
     input: Arc<dyn datafusion::physical_plan::ExecutionPlan>,
     statement: u64,
+    /// The plan's number, which owns what it holds (see [`HOLDER`]).
+    holder: u64,
     /// Under a window over whole partitions: its input's partitions, counted.
     partitions: Option<PartitionCount>,
     /// Under a sort: its input's batches are given back instead (see
@@ -411,6 +430,7 @@ impl datafusion::physical_plan::ExecutionPlan for HoldExec {
             (Some(input), true) => Ok(Arc::new(HoldExec {
                 input,
                 statement: self.statement,
+                holder: self.holder,
                 partitions: self.partitions.clone(),
                 release: self.release,
             })),
@@ -437,6 +457,7 @@ impl datafusion::physical_plan::ExecutionPlan for HoldExec {
                     input,
                     pool,
                     statement,
+                    holder: self.holder,
                     partitions: self.partitions.clone(),
                     release: self.release,
                     partitions_held: None,
@@ -452,6 +473,7 @@ struct HeldStream {
     input: datafusion::execution::SendableRecordBatchStream,
     pool: SharedPool,
     statement: u64,
+    holder: u64,
     partitions: Option<PartitionCount>,
     release: bool,
     /// The pool's share for the partitions counted so far (held until the window's
@@ -472,6 +494,7 @@ impl futures::Stream for HeldStream {
         // Left set after the poll (see `tarn_alloc::set_current`): the task polling
         // this stream may be one DataFusion spawned, whose work on the batch goes on.
         tarn_alloc::set_current(this.statement);
+        let _ = HOLDER.try_with(|h| h.set(this.holder));
         let polled = this.input.as_mut().poll_next(cx);
         if let Some((held, limit)) = tarn_alloc::over(this.statement) {
             return Poll::Ready(Some(Err(
@@ -496,7 +519,7 @@ impl futures::Stream for HeldStream {
                     }
                 }
                 if this.release {
-                    release_batch(&b, this.statement);
+                    release_batch(&b, this.holder);
                     return Poll::Ready(Some(Ok(b)));
                 }
                 Poll::Ready(Some(hold_batch(b, &this.pool)))
@@ -652,17 +675,27 @@ impl datafusion::optimizer::OptimizerRule for WideConstants {
                 e => e,
             }
         }
-        // A folded constant, or an expression of large text parameters alone
-        // (`functions::param_text`: `$1`, `btrim($1)`).
-        let wide = |e: &Expr| match peeled(e) {
+        // A folded constant, or a text made of large text parameters alone
+        // (`functions::param_text`: `$1`, `btrim($1)`; not `length($1)`, which is
+        // narrow). One wrapped already is not wrapped again.
+        let wide = |e: &Expr, ty: &datafusion::arrow::datatypes::DataType| match peeled(e) {
             Expr::Literal(v, _) => v.size() as u64 >= SMALLEST_HELD,
-            e => crate::datafusion_ext::functions::param_text::constant_text_bytes(e)
-                .is_some_and(|n| n as u64 >= SMALLEST_HELD),
+            Expr::ScalarFunction(f) if f.func.name() == WIDE_CONSTANT => false,
+            e => {
+                is_text(ty)
+                    && crate::datafusion_ext::functions::param_text::constant_text_bytes(e)
+                        .is_some_and(|n| n as u64 >= SMALLEST_HELD)
+            }
         };
         let udf = config
             .function_registry()
             .and_then(|r| r.udf(WIDE_CONSTANT).ok());
-        let Some(udf) = udf.filter(|_| p.expr.iter().any(wide)) else {
+        let Some(udf) = udf.filter(|_| {
+            p.expr
+                .iter()
+                .zip(p.schema.fields())
+                .any(|(e, f)| wide(e, f.data_type()))
+        }) else {
             return Ok(Transformed::no(LogicalPlan::Projection(p)));
         };
         let exprs = p
@@ -670,7 +703,7 @@ impl datafusion::optimizer::OptimizerRule for WideConstants {
             .iter()
             .zip(p.schema.iter())
             .map(|(e, (qualifier, field))| {
-                if wide(e) {
+                if wide(e, field.data_type()) {
                     Expr::ScalarFunction(datafusion::logical_expr::expr::ScalarFunction::new_udf(
                         udf.clone(),
                         vec![peeled(e).clone()],
@@ -685,6 +718,20 @@ impl datafusion::optimizer::OptimizerRule for WideConstants {
             Projection::try_new(exprs, p.input)?,
         )))
     }
+}
+
+/// Whether values of `ty` are as long as the texts they are made of (text, binary).
+pub(crate) fn is_text(ty: &datafusion::arrow::datatypes::DataType) -> bool {
+    use datafusion::arrow::datatypes::DataType;
+    matches!(
+        ty,
+        DataType::Utf8
+            | DataType::LargeUtf8
+            | DataType::Utf8View
+            | DataType::Binary
+            | DataType::LargeBinary
+            | DataType::BinaryView
+    )
 }
 
 #[cfg(test)]
