@@ -1469,3 +1469,41 @@ async fn constructs_that_would_answer_wrongly_are_refused() -> TestResult {
     );
     Ok(())
 }
+
+/// `||` between text and another scalar means what it meant (the other side as text),
+/// now through Tarn's sized concatenation.
+#[tokio::test]
+async fn text_joined_to_other_types_means_what_it_meant() -> TestResult {
+    let (_tarn, s) = session().await?;
+    let r = query(
+        &s,
+        "SELECT 'a' || 1, 2 || 'b', 'c' || true, 'd' || 1.5, 'e' || NULL, 'f' || '2'",
+        &[],
+    )
+    .await?;
+    assert_eq!(
+        r.rows.unwrap_or_default(),
+        vec![vec![
+            json!("a1"),
+            json!("2b"),
+            json!("ctrue"),
+            json!("d1.5"),
+            Value::Null,
+            json!("f2")
+        ]]
+    );
+    let plan = serde_json::to_string(
+        &query(
+            &s,
+            "EXPLAIN SELECT 'a' || g FROM generate_series(1, 3) g",
+            &[],
+        )
+        .await?
+        .rows,
+    )?;
+    assert!(plan.contains("engine_text_concat"), "{plan}");
+    // Named arguments keep identifier names.
+    let r = query(&s, "SELECT make_date(2024, 1, 31)", &[]).await?;
+    assert_eq!(r.rows.unwrap_or_default(), vec![vec![json!("2024-01-31")]]);
+    Ok(())
+}

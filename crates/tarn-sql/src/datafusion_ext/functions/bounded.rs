@@ -946,9 +946,9 @@ impl ScalarUDFImpl for TextConcat {
     }
 }
 
-/// Plans `text || text` as [`TextConcat`], sized as the functions [`WRAPPED`] lists
-/// are (and entered in its plan node's ledger by [`SizeCalls`]); other `||` (arrays,
-/// jsonb, mixed types) as DataFusion does.
+/// Plans `text || text` (or text beside a scalar of another type, cast to text) as
+/// [`TextConcat`], sized as the functions [`WRAPPED`] lists are (and entered in its plan
+/// node's ledger by [`SizeCalls`]); other `||` (arrays, jsonb) as DataFusion does.
 #[derive(Debug)]
 pub(crate) struct ConcatPlanner {
     udf: Arc<ScalarUDF>,
@@ -984,11 +984,42 @@ impl datafusion::logical_expr::planner::ExprPlanner for ConcatPlanner {
                 .to_field(schema)
                 .is_ok_and(|(_, f)| crate::ast::types::is_json_field(&f))
         };
-        if expr.op == BinaryOperator::StringConcat && text(&expr.left) && text(&expr.right) {
+        // A scalar of another type beside text is cast to text first, as DataFusion's
+        // own `||` casts it (and PostgreSQL's `text || anynonarray`): planned so, the
+        // sizing sees it too (`repeat('x', 200000) || g` over 20,000 rows took a host
+        // past 6 GB unsized).
+        let scalar = |e: &Expr| {
+            e.get_type(schema).is_ok_and(|t| {
+                t.is_primitive()
+                    || matches!(
+                        t,
+                        DataType::Boolean
+                            | DataType::Date32
+                            | DataType::Date64
+                            | DataType::Timestamp(..)
+                            | DataType::Decimal128(..)
+                            | DataType::Decimal256(..)
+                    )
+            })
+        };
+        let as_text = |e: Expr| {
+            if text(&e) {
+                e
+            } else {
+                Expr::Cast(datafusion::logical_expr::Cast::new(
+                    Box::new(e),
+                    DataType::Utf8,
+                ))
+            }
+        };
+        if expr.op == BinaryOperator::StringConcat
+            && ((text(&expr.left) && (text(&expr.right) || scalar(&expr.right)))
+                || (scalar(&expr.left) && text(&expr.right)))
+        {
             return Ok(PlannerResult::Planned(Expr::ScalarFunction(
                 datafusion::logical_expr::expr::ScalarFunction::new_udf(
                     self.udf.clone(),
-                    vec![expr.left, expr.right],
+                    vec![as_text(expr.left), as_text(expr.right)],
                 ),
             )));
         }
