@@ -143,9 +143,9 @@ impl Dialect for EngineDialect {
     }
 
     /// Off: with it, sqlparser parses each function argument twice (first as the name
-    /// of a named argument, then as the argument), and nested two-argument calls took
-    /// time and memory doubling with each level (`coalesce(…)` 22 deep: 6 GB, before
-    /// any limit could look). Named arguments keep identifier names (`f(a => 1)`).
+    /// of a named argument, then as the argument), so parsing nested two-argument calls
+    /// (`coalesce(coalesce(…, 1), 1)`) doubled with each level, before any limit could
+    /// look. Named arguments keep identifier names (`f(a => 1)`).
     fn supports_named_fn_args_with_expr_name(&self) -> bool {
         false
     }
