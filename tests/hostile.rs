@@ -1507,3 +1507,37 @@ async fn text_joined_to_other_types_means_what_it_meant() -> TestResult {
     assert_eq!(r.rows.unwrap_or_default(), vec![vec![json!("2024-01-31")]]);
     Ok(())
 }
+
+/// A UNION ALL whose other branch is a constant still ranks NULL scores last: the
+/// column is a score in one branch (the rule asked it of every branch).
+#[tokio::test]
+async fn null_scores_stay_last_through_a_union_with_constants() -> TestResult {
+    let (_tarn, s) = session().await?;
+    query(
+        &s,
+        r#"CREATE TABLE "ws"."n5" (id INT8 PRIMARY KEY, e FLOAT4[]) USING engine"#,
+        &[],
+    )
+    .await?;
+    query(
+        &s,
+        r#"INSERT INTO "ws"."n5" VALUES (1, '{1,0}'), (2, NULL), (3, '{0,1}')"#,
+        &[],
+    )
+    .await?;
+    let r = query(
+        &s,
+        r#"SELECT id, e <#> '{1,0}'::float4[] AS s FROM "ws"."n5"
+           UNION ALL SELECT 99, 0.5 ORDER BY s DESC LIMIT 10"#,
+        &[],
+    )
+    .await?;
+    let ids: Vec<Value> = r
+        .rows
+        .unwrap_or_default()
+        .into_iter()
+        .map(|r| r[0].clone())
+        .collect();
+    assert_eq!(ids, vec![json!(1), json!(99), json!(3), json!(2)]);
+    Ok(())
+}

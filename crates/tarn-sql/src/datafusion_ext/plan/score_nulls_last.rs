@@ -222,10 +222,12 @@ fn column_is_score(c: &Column, plan: &LogicalPlan) -> bool {
                     .is_some_and(|e| is_score(e, &w.input))
             }
         }
+        // A column that is a score in any branch (the others constants, say) orders as
+        // scores do: its NULLs last.
         LogicalPlan::Union(u) => u
             .inputs
             .iter()
-            .all(|input| nth(input, i).is_some_and(|e| is_score(&e, input))),
+            .any(|input| nth(input, i).is_some_and(|e| is_score(&e, input))),
         LogicalPlan::Distinct(Distinct::On(_)) => false,
         // By position: the output is the left side's columns then the right's, or one
         // side's alone (semi, anti and mark joins keep one side; mark adds a flag).
