@@ -447,7 +447,7 @@ impl Inner {
             .dir
             .as_ref()
             .ok_or_else(|| Error::Internal("replay without a directory".into()))?
-            .join("segments");
+            .join(crate::layout::SEGMENTS_DIR);
         ids.iter()
             .map(|&id| {
                 // Ids handed out after the manifest: later segments must not reuse them.

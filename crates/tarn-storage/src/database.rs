@@ -103,8 +103,8 @@ impl Database {
         // 1. Read and verify; change nothing.
         let format_present = check_format(dir)?;
         let manifest = Manifest::read(dir)?;
-        let seg_dir = dir.join("segments");
-        let wal_dir = dir.join("wal");
+        let seg_dir = dir.join(crate::layout::SEGMENTS_DIR);
+        let wal_dir = dir.join(crate::layout::WAL_DIR);
         let (first_seq, after_lsn) = manifest.as_ref().map_or((1, 0), |m| (m.wal_seq, m.lsn));
         let mut recovered = Wal::recover(&wal_dir, first_seq, after_lsn, manifest.is_some())?;
         let seg_files = list_segment_files(&seg_dir)?;

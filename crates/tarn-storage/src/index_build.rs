@@ -95,11 +95,7 @@ impl Inner {
         if work.is_empty() {
             return Ok(0);
         }
-        let seg_dir = self
-            .dir
-            .as_ref()
-            .map(|d| d.join("segments"))
-            .ok_or_else(|| Error::Internal("in-memory database has no segments".into()))?;
+        let seg_dir = self.seg_dir()?;
         let total = work.len();
         let mut attached = 0;
         let mut first_error = None;

@@ -20,6 +20,11 @@ use tarn_catalog::{IndexId, TableId};
 use crate::backend::FileBackend;
 use crate::{Error, Result};
 
+/// The directory of segment files and their index files.
+pub(crate) const SEGMENTS_DIR: &str = "segments";
+/// The directory of write-ahead log files.
+pub(crate) const WAL_DIR: &str = "wal";
+
 /// Segment ids are unique within a database and never reused.
 pub type SegmentId = u64;
 
@@ -46,9 +51,6 @@ pub(crate) fn parse_index_file_name(name: &str) -> Option<(TableId, SegmentId, I
     Some((t.parse().ok()?, s.parse().ok()?, i.parse().ok()?))
 }
 
-/// Deletes segment files in `dir` that `keep` does not list, index files that
-/// `keep_indexes` does not list, and (when `temporaries`, at open) unfinished index
-/// builds.
 /// Deletes the segment and index files in `dir` that `keep` / `keep_indexes` do not
 /// name, except those of segments numbered `keep_from` or higher (written after the
 /// caller took its lists), and `.idx.tmp` files when `temporaries`.

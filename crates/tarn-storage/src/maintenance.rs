@@ -8,7 +8,6 @@
 //! checkpoint, or the next open, deletes on the word of a manifest it has read.
 
 use std::collections::HashSet;
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -124,13 +123,6 @@ impl Inner {
             self.checkpoint_locked()?;
         }
         Ok(())
-    }
-
-    fn seg_dir(&self) -> Result<PathBuf> {
-        self.dir
-            .as_ref()
-            .map(|d| d.join("segments"))
-            .ok_or_else(|| Error::Internal("in-memory database has no segments".into()))
     }
 
     /// Writes one segment file from `blocks`, with the table's key sections.

@@ -113,7 +113,12 @@ impl Stager {
         if batch.schema().fields() != self.schema.fields() {
             return Err(Error::Internal("staged rows of another schema".into()));
         }
-        let Some(seg_dir) = self.inner.dir.as_ref().map(|d| d.join("segments")) else {
+        let Some(seg_dir) = self
+            .inner
+            .dir
+            .as_ref()
+            .map(|d| d.join(crate::layout::SEGMENTS_DIR))
+        else {
             // In memory: the rows are the segment.
             let id = self
                 .inner
@@ -185,7 +190,7 @@ impl Stager {
     pub fn finish(&mut self) -> Result<crate::Op> {
         self.seal()?;
         if let Some(dir) = &self.inner.dir {
-            let seg_dir = dir.join("segments");
+            let seg_dir = dir.join(crate::layout::SEGMENTS_DIR);
             self.inner
                 .options
                 .backend
@@ -236,7 +241,7 @@ impl Drop for Stager {
         if let Some(dir) = &self.inner.dir {
             for (id, _) in staged.segments {
                 let path = dir
-                    .join("segments")
+                    .join(crate::layout::SEGMENTS_DIR)
                     .join(crate::layout::segment_file_name(self.table, id));
                 let _ = self.inner.options.backend.remove(&path);
             }

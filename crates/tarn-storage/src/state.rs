@@ -230,6 +230,14 @@ impl Inner {
         self.lock.lock().take();
     }
 
+    /// The directory of segment files (none for an in-memory database).
+    pub(crate) fn seg_dir(&self) -> Result<PathBuf> {
+        self.dir
+            .as_ref()
+            .map(|d| d.join(crate::layout::SEGMENTS_DIR))
+            .ok_or_else(|| Error::Internal("in-memory database has no segments".into()))
+    }
+
     /// Takes the maintenance lock, unless `close` has given the directory up.
     pub(crate) fn maintenance_lock(&self) -> Result<parking_lot::MutexGuard<'_, ()>> {
         let m = self.locks.maintenance.lock();
