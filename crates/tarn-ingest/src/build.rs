@@ -12,7 +12,7 @@ use serde_json::Value;
 
 use crate::ColumnType;
 use crate::infer::{
-    has_leading_zero, is_big_integer, is_inexact_number, looks_integer, parse_bool, parse_date,
+    has_leading_zero, is_big_integer, is_long_decimal, looks_integer, parse_bool, parse_date,
     parse_float, parse_int, parse_timestamp, parse_vector,
 };
 use crate::jsonb::JsonbText;
@@ -232,7 +232,7 @@ impl ColumnBuilder {
         match &mut self.values {
             Values::Int(b) => b.append_value(parse_int(s).ok_or_else(bad)?),
             // Digits alone are a decimal to `parse_float` too (`-0` stays negative).
-            Values::Float(_) if crate::infer::float8_rounds(s) && !looks_integer(t) => {
+            Values::Float(_) if is_long_decimal(t) => {
                 return Err(rounded_decimal(s));
             }
             Values::Float(b) => b.append_value(parse_float(s).ok_or_else(bad)?),
@@ -327,7 +327,7 @@ impl CellSeed<'_> {
     /// A value from its JSON text: an integer beyond int8 as its digits (text) or
     /// refused, anything else as the fast path reads it.
     fn read_text<E: serde::de::Error>(mut self, text: &str) -> Result<(), E> {
-        if is_inexact_number(text) && !is_big_integer(text) {
+        if is_long_decimal(text) {
             // A decimal longer than a float8 keeps: its digits in a text column, refused
             // by a float8 one (which would round it), read as it is elsewhere.
             if let (ColumnType::Text, Values::Text(b)) = (self.column.ty, &mut self.column.values) {

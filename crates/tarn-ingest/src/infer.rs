@@ -260,12 +260,17 @@ fn decimal_digits(t: &str) -> (String, i64) {
     }
 }
 
+/// A decimal (a point or an exponent, not digits alone) with more digits than a float8
+/// keeps (see [`float8_rounds`]).
+pub(crate) fn is_long_decimal(t: &str) -> bool {
+    !looks_integer(t) && looks_decimal(t) && float8_rounds(t)
+}
+
 /// A JSON number literal that `serde_json` would read as another number: an integer
 /// beyond int8 (read as the nearest float) or a decimal with more digits than a float8
 /// keeps. Such a value is text, with its digits.
 pub(crate) fn is_inexact_number(literal: &str) -> bool {
-    is_big_integer(literal)
-        || (!looks_integer(literal) && looks_decimal(literal) && float8_rounds(literal))
+    is_big_integer(literal) || is_long_decimal(literal)
 }
 
 /// Whether `parsed`, read from the number `text`, is a zero the text is not: a value

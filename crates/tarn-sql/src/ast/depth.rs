@@ -258,13 +258,9 @@ pub(crate) fn check_widths(stmt: &datafusion::sql::sqlparser::ast::Statement) ->
             if let ast::Expr::Function(f) = e
                 && let ast::FunctionArguments::List(list) = &f.args
                 && list.args.len() > MAX_FUNCTION_ARGS
-                && !NOT_FUNCTIONS.iter().any(|n| {
-                    f.name
-                        .0
-                        .last()
-                        .and_then(|p| p.as_ident())
-                        .is_some_and(|i| i.value.eq_ignore_ascii_case(n))
-                })
+                && !NOT_FUNCTIONS
+                    .iter()
+                    .any(|n| crate::ast::ident::is_call_to(f, n))
             {
                 return ControlFlow::Break(format!(
                     "cannot pass more than {MAX_FUNCTION_ARGS} arguments to a function \

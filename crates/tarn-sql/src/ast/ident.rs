@@ -57,3 +57,12 @@ pub(crate) fn call(name: &str, args: Vec<ast::Expr>) -> ast::Expr {
         within_group: vec![],
     })
 }
+
+/// Whether `f` calls the function `name` (its last name part, in any case).
+pub(crate) fn is_call_to(f: &ast::Function, name: &str) -> bool {
+    f.name
+        .0
+        .last()
+        .and_then(|p| p.as_ident())
+        .is_some_and(|i| i.value.eq_ignore_ascii_case(name))
+}

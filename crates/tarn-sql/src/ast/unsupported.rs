@@ -12,6 +12,7 @@ use datafusion::sql::sqlparser::ast::{
     self, Expr, FunctionArg, FunctionArgExpr, FunctionArguments, TableFactor, Value, Visit, Visitor,
 };
 
+use crate::ast::ident::is_call_to;
 use crate::datafusion_ext::functions::param_text;
 use crate::error::{Error, Result};
 
@@ -62,10 +63,7 @@ impl Visitor for Refused {
         let Expr::Function(f) = e else {
             return ControlFlow::Continue(());
         };
-        let name = f.name.0.last().and_then(|p| p.as_ident());
-        if self.as_written
-            && name.is_some_and(|n| n.value.eq_ignore_ascii_case(param_text::FUNCTION))
-        {
+        if self.as_written && is_call_to(f, param_text::FUNCTION) {
             return ControlFlow::Break(format!(
                 "{} is Tarn's own stand-in for a large text parameter; write $n",
                 param_text::FUNCTION
@@ -78,7 +76,7 @@ impl Visitor for Refused {
                 "argument of FILTER must be type boolean, not {what}"
             ));
         }
-        if name.is_some_and(|n| n.value.eq_ignore_ascii_case("nth_value"))
+        if is_call_to(f, "nth_value")
             && let FunctionArguments::List(list) = &f.args
             && let Some(FunctionArg::Unnamed(FunctionArgExpr::Expr(n))) = list.args.get(1)
             && let Some(n) = literal_integer(n)

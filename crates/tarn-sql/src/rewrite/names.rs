@@ -184,7 +184,15 @@ pub fn expr_name(e: &Expr) -> String {
         Expr::Cast {
             expr, data_type, ..
         } => match expr.as_ref() {
-            Expr::Function(f) if is_param_text(f) => pg_type_label(&data_type.to_string()),
+            // A large text parameter bound by number (`engine_param_text(n)`).
+            Expr::Function(f)
+                if crate::ast::ident::is_call_to(
+                    f,
+                    crate::datafusion_ext::functions::param_text::FUNCTION,
+                ) =>
+            {
+                pg_type_label(&data_type.to_string())
+            }
             Expr::Identifier(_) | Expr::CompoundIdentifier(_) | Expr::Function(_) => {
                 expr_name(expr)
             }
@@ -201,14 +209,6 @@ pub fn expr_name(e: &Expr) -> String {
         },
         _ => "?column?".into(),
     }
-}
-
-/// Whether `f` is a large text parameter bound by number (`engine_param_text(n)`).
-fn is_param_text(f: &datafusion::sql::sqlparser::ast::Function) -> bool {
-    f.name.0.last().and_then(|p| p.as_ident()).is_some_and(|i| {
-        i.value
-            .eq_ignore_ascii_case(crate::datafusion_ext::functions::param_text::FUNCTION)
-    })
 }
 
 /// A call's first argument, as written.

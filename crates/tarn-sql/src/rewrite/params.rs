@@ -127,6 +127,15 @@ struct CountRefs {
 }
 
 impl CountRefs {
+    /// Marks the parameter `e` is, if it is one, as one that stays a literal.
+    fn keep_literal(&mut self, e: &Expr) {
+        if let Some(i) = placeholder_index(e)
+            && let Some(o) = self.literal_only.get_mut(i)
+        {
+            *o = true;
+        }
+    }
+
     fn reads_constants(e: &Expr) -> bool {
         match e {
             Expr::BinaryOp {
@@ -152,25 +161,16 @@ impl Visitor for CountRefs {
         // planner (copied once), and a row of calls plans apart from one of literals.
         if let ast::SetExpr::Values(values) = q.body.as_ref() {
             for e in values.rows.iter().flat_map(|r| r.iter()) {
-                let e = match e {
+                self.keep_literal(match e {
                     Expr::Cast { expr, .. } => expr.as_ref(),
                     e => e,
-                };
-                if let Some(i) = placeholder_index(e)
-                    && let Some(o) = self.literal_only.get_mut(i)
-                {
-                    *o = true;
-                }
+                });
             }
         }
         // LIMIT and OFFSET are read as constants while the statement is planned
         // (`LIMIT length($1)`).
         let mut mark = |e: &Expr| {
-            if let Some(i) = placeholder_index(e)
-                && let Some(o) = self.literal_only.get_mut(i)
-            {
-                *o = true;
-            }
+            self.keep_literal(e);
             ControlFlow::<()>::Continue(())
         };
         let _ = ast::visit_expressions(&q.limit_clause, &mut mark);
@@ -191,20 +191,14 @@ impl Visitor for CountRefs {
                 data_type,
                 ast::DataType::Text | ast::DataType::Varchar(_) | ast::DataType::String(_)
             )
-            && let Some(i) = placeholder_index(expr)
-            && let Some(o) = self.literal_only.get_mut(i)
         {
-            *o = true;
+            self.keep_literal(expr);
         }
-        if let Some(i) = placeholder_index(e) {
-            if let Some(r) = self.refs.get_mut(i) {
-                *r += 1;
-            }
-            if self.constant_depth > 0
-                && let Some(o) = self.literal_only.get_mut(i)
-            {
-                *o = true;
-            }
+        if let Some(r) = placeholder_index(e).and_then(|i| self.refs.get_mut(i)) {
+            *r += 1;
+        }
+        if self.constant_depth > 0 {
+            self.keep_literal(e);
         }
         ControlFlow::Continue(())
     }

@@ -984,42 +984,38 @@ impl datafusion::logical_expr::planner::ExprPlanner for ConcatPlanner {
                 .to_field(schema)
                 .is_ok_and(|(_, f)| crate::ast::types::is_json_field(&f))
         };
+        if expr.op != BinaryOperator::StringConcat {
+            return Ok(PlannerResult::Original(expr));
+        }
         // A scalar of another type beside text is cast to text first, as DataFusion's
         // own `||` casts it (and PostgreSQL's `text || anynonarray`): planned so, the
         // sizing sees it too (`repeat('x', 200000) || g` over 20,000 rows took a host
         // past 6 GB unsized).
         let scalar = |e: &Expr| {
-            e.get_type(schema).is_ok_and(|t| {
-                t.is_primitive()
-                    || matches!(
-                        t,
-                        DataType::Boolean
-                            | DataType::Date32
-                            | DataType::Date64
-                            | DataType::Timestamp(..)
-                            | DataType::Decimal128(..)
-                            | DataType::Decimal256(..)
-                    )
-            })
+            e.get_type(schema)
+                .is_ok_and(|t| t.is_primitive() || t == DataType::Boolean)
         };
-        let as_text = |e: Expr| {
-            if text(&e) {
-                e
-            } else {
-                Expr::Cast(datafusion::logical_expr::Cast::new(
-                    Box::new(e),
-                    DataType::Utf8,
-                ))
-            }
-        };
-        if expr.op == BinaryOperator::StringConcat
-            && ((text(&expr.left) && (text(&expr.right) || scalar(&expr.right)))
-                || (scalar(&expr.left) && text(&expr.right)))
-        {
+        let (left_text, right_text) = (text(&expr.left), text(&expr.right));
+        let planned = (left_text && (right_text || scalar(&expr.right)))
+            || (right_text && scalar(&expr.left));
+        if planned {
+            let as_text = |e: Expr, is_text: bool| {
+                if is_text {
+                    e
+                } else {
+                    Expr::Cast(datafusion::logical_expr::Cast::new(
+                        Box::new(e),
+                        DataType::Utf8,
+                    ))
+                }
+            };
             return Ok(PlannerResult::Planned(Expr::ScalarFunction(
                 datafusion::logical_expr::expr::ScalarFunction::new_udf(
                     self.udf.clone(),
-                    vec![as_text(expr.left), as_text(expr.right)],
+                    vec![
+                        as_text(expr.left, left_text),
+                        as_text(expr.right, right_text),
+                    ],
                 ),
             )));
         }

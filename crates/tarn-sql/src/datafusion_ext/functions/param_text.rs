@@ -98,8 +98,9 @@ impl ScalarUDFImpl for ParamText {
             Some(v) => Ok(ColumnarValue::Scalar(ScalarValue::Utf8(Some(
                 v.to_string(),
             )))),
-            // Every plan is simplified before it runs, so only a call the statement
-            // wrote itself, naming no parameter it binds, gets here.
+            // Every plan is simplified before it runs, and a call a statement writes
+            // itself is refused when it is parsed (`ast/unsupported.rs`): a call that
+            // still comes here names no parameter the statement binds.
             None => Err(crate::error::bad_request(format!(
                 "{FUNCTION}(n) stands for the statement's large text parameter $n; \
                  this statement binds no such parameter"
