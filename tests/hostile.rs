@@ -1541,3 +1541,59 @@ async fn null_scores_stay_last_through_a_union_with_constants() -> TestResult {
     assert_eq!(ids, vec![json!(1), json!(99), json!(3), json!(2)]);
     Ok(())
 }
+
+/// `coalesce(coalesce(…), 1)` nested, and BETWEEN and CASE alike: DataFusion's simplifier
+/// writes the first argument twice per level, so 22 levels planned for minutes and
+/// gigabytes in one step the timeout cannot reach. Refused before planning; shallow
+/// nesting and ordinary uses still answer.
+#[tokio::test]
+async fn nesting_the_simplifier_would_copy_exponentially_is_400() -> TestResult {
+    let (_tarn, s) = session().await?;
+    let nest =
+        |depth: usize, f: &dyn Fn(String) -> String| (0..depth).fold("1".to_string(), |e, _| f(e));
+    let coalesce = |e: String| format!("coalesce({e}, 1)");
+    let nvl = |e: String| format!("nvl({e}, 1)");
+    let between = |e: String| format!("(({e}) BETWEEN 0 AND 2)::int");
+    let case = |e: String| format!("CASE WHEN {e} THEN random() > 0.5 END");
+    for (what, f) in [
+        ("coalesce", &coalesce as &dyn Fn(String) -> String),
+        ("nvl", &nvl),
+        ("between", &between),
+    ] {
+        let deep = format!("SELECT {}", nest(64, f));
+        let r = query(&s, &deep, &[]).await;
+        match r {
+            Err(e) => {
+                assert_eq!(e.status(), 400, "{what}: {e}");
+                assert!(e.to_string().contains("too complex"), "{what}: {e}");
+            }
+            Ok(_) => panic!("{what} 64 deep: accepted"),
+        }
+        let shallow = format!("SELECT {}", nest(8, f));
+        assert_eq!(
+            query(&s, &shallow, &[]).await?.rows,
+            Some(vec![vec![json!(1)]])
+        );
+    }
+    // A boolean CASE becomes AND/OR terms that name its condition up to three times.
+    let deep = nest(14, &case).replacen('1', "random() > 0.5", 1);
+    assert_400(
+        query(&s, &format!("SELECT {deep}"), &[]).await,
+        "boolean CASE",
+    );
+    // A CASE of other results is left whole, so nesting it is no cost.
+    let other = |e: String| format!("CASE WHEN ({e}) IS NULL THEN NULL ELSE 1 END");
+    let r = query(&s, &format!("SELECT {}", nest(8, &other)), &[]).await?;
+    assert_eq!(r.rows, Some(vec![vec![json!(1)]]));
+    // A CASE in the WHEN of a CASE in the WHEN of …: DataFusion's test of whether each
+    // level can be NULL multiplies per level (16 levels planned for minutes).
+    let when = |e: String| format!("CASE WHEN ({e}) > 0 THEN a END");
+    let from = "FROM (VALUES (1)) v(a)";
+    let r = query(&s, &format!("SELECT {} {from}", nest(16, &when)), &[]).await;
+    assert_400(r, "CASE in WHEN, 16 deep");
+    let r = query(&s, &format!("SELECT {} {from}", nest(8, &when)), &[]).await?;
+    assert_eq!(r.rows, Some(vec![vec![json!(1)]]));
+    let r = query(&s, "SELECT coalesce(NULL, 2, 3), 5 BETWEEN 1 AND 9", &[]).await?;
+    assert_eq!(r.rows, Some(vec![vec![json!(2), json!(true)]]));
+    Ok(())
+}

@@ -5,6 +5,13 @@
 //! (which PostgreSQL refuses; DataFusion answered NULL). Checked once parsed and again
 //! once parameters are bound (`$1` is a literal then). A call of `engine_param_text`,
 //! which only the binding writes, is refused where a statement wrote it itself.
+//!
+//! And what DataFusion cannot plan in bounded time: a CASE inside the WHEN condition
+//! of a CASE inside the WHEN condition of … more than [`MAX_CASE_IN_WHEN`] deep.
+//! DataFusion works out whether a CASE can be NULL by asking the same of every part of
+//! each condition, again for each level, so the cost multiplies per level (16 levels of
+//! `CASE WHEN (…) > 0 THEN a END` planned for minutes in one step the timeout cannot
+//! reach).
 
 use std::ops::ControlFlow;
 
@@ -27,8 +34,17 @@ pub(crate) fn check_bound<V: Visit>(stmt: &V) -> Result<()> {
     run(stmt, false)
 }
 
+/// The most CASE expressions one expression may sit inside the WHEN conditions of
+/// (see the module's documentation).
+pub(crate) const MAX_CASE_IN_WHEN: usize = 8;
+
 fn run<V: Visit>(stmt: &V, as_written: bool) -> Result<()> {
-    match stmt.visit(&mut Refused { as_written }) {
+    let mut refused = Refused {
+        as_written,
+        conditions: std::collections::HashSet::new(),
+        in_conditions: 0,
+    };
+    match stmt.visit(&mut refused) {
         ControlFlow::Break(message) => Err(Error::BadRequest(message)),
         ControlFlow::Continue(()) => Ok(()),
     }
@@ -37,6 +53,11 @@ fn run<V: Visit>(stmt: &V, as_written: bool) -> Result<()> {
 struct Refused {
     /// The statement as its caller wrote it (before parameters are bound).
     as_written: bool,
+    /// The WHEN conditions of the CASE expressions visited so far, by address (the
+    /// tree is not changed while it is visited), so that a visit knows it enters one.
+    conditions: std::collections::HashSet<*const Expr>,
+    /// How many WHEN conditions the expression being visited is inside.
+    in_conditions: usize,
 }
 
 impl Visitor for Refused {
@@ -60,6 +81,20 @@ impl Visitor for Refused {
     }
 
     fn pre_visit_expr(&mut self, e: &Expr) -> ControlFlow<String> {
+        if self.conditions.contains(&(e as *const Expr)) {
+            self.in_conditions += 1;
+        }
+        if let Expr::Case { conditions, .. } = e {
+            if self.in_conditions >= MAX_CASE_IN_WHEN {
+                return ControlFlow::Break(format!(
+                    "CASE nested in the WHEN conditions of more than {MAX_CASE_IN_WHEN} \
+                     others is too complex to plan; compute the inner conditions in a \
+                     subquery or WITH"
+                ));
+            }
+            self.conditions
+                .extend(conditions.iter().map(|w| &w.condition as *const Expr));
+        }
         let Expr::Function(f) = e else {
             return ControlFlow::Continue(());
         };
@@ -85,6 +120,13 @@ impl Visitor for Refused {
             return ControlFlow::Break(format!(
                 "argument of nth_value must be greater than zero, not {n}"
             ));
+        }
+        ControlFlow::Continue(())
+    }
+
+    fn post_visit_expr(&mut self, e: &Expr) -> ControlFlow<String> {
+        if self.conditions.remove(&(e as *const Expr)) {
+            self.in_conditions -= 1;
         }
         ControlFlow::Continue(())
     }

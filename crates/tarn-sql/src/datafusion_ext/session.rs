@@ -156,6 +156,9 @@ pub(crate) fn new_session(query_memory: usize) -> Result<SessionState> {
     let mut analyzer: Vec<Arc<dyn datafusion::optimizer::AnalyzerRule + Send + Sync>> =
         vec![Arc::new(functions::checked_arithmetic::MarkExplicitCasts)];
     analyzer.extend(state.analyzer().rules.iter().cloned());
+    // Before the optimizer's simplifier copies nested coalesce/BETWEEN/CASE arguments
+    // (`plan::expansion`).
+    analyzer.push(Arc::new(plan::expansion::ExpansionLimit));
     // Large constant arrays are made once where they are planned, before DataFusion's
     // own array planner would make a `make_array` call of each element
     // (`functions::const_array`).

@@ -2,6 +2,7 @@
 //! search node with its execution plan.
 
 pub(crate) mod decorrelate;
+pub(crate) mod expansion;
 pub(crate) mod lazy_fallible;
 pub(crate) mod merge_to_sort;
 pub(crate) mod recursive;
