@@ -135,12 +135,14 @@ fn coerce_plain(array: &ArrayRef, col: &ColumnDef) -> Result<ArrayRef> {
                 match v {
                     None => b.append_null(),
                     Some(v) => {
-                        let u = uuid::Uuid::parse_str(v.trim()).map_err(|_| {
-                            Error::BadRequest(format!(
-                                "invalid input syntax for type uuid: {}",
-                                tarn_catalog::shown(v)
-                            ))
-                        })?;
+                        let u = crate::datafusion_ext::functions::uuid_cast::parse(v).ok_or_else(
+                            || {
+                                Error::BadRequest(format!(
+                                    "invalid input syntax for type uuid: {}",
+                                    tarn_catalog::shown(v)
+                                ))
+                            },
+                        )?;
                         b.append_value(u.hyphenated().to_string());
                     }
                 }

@@ -34,6 +34,7 @@ pub fn register(state: &mut SessionState) -> Result<()> {
         state.register_udf(Arc::new(ScalarUDF::new_from_impl(JsonbUdf::new(f))))?;
     }
     state.register_udf(Arc::new(to_jsonb_udf()))?;
+    state.register_udf(Arc::new(super::uuid_cast::to_uuid_udf()))?;
     state.register_expr_planner(Arc::new(JsonbPlanner))?;
     Ok(())
 }
@@ -454,15 +455,19 @@ pub const TO_JSONB: &str = "tarn_to_jsonb";
 
 /// `x::jsonb`, `CAST(x AS JSON)` and `JSONB '…'` as calls of [`TO_JSONB`]: DataFusion has
 /// no JSON type ("Unsupported SQL type JSONB"), and the value must come out as a JSON
-/// value, stored text validated and canonical as a jsonb column's.
+/// value, stored text validated and canonical as a jsonb column's. Casts to `uuid`
+/// likewise become calls of `uuid_cast::TO_UUID`.
 pub fn rewrite_casts(stmt: &mut datafusion::sql::sqlparser::ast::Statement) {
     use datafusion::sql::sqlparser::ast::{
         self as ast, DataType as T, FunctionArg, FunctionArgExpr, FunctionArgumentList,
         FunctionArguments, Ident, ObjectName,
     };
     fn call(arg: ast::Expr) -> ast::Expr {
+        call_of(TO_JSONB, arg)
+    }
+    fn call_of(name: &str, arg: ast::Expr) -> ast::Expr {
         ast::Expr::Function(ast::Function {
-            name: ObjectName::from(vec![Ident::new(TO_JSONB)]),
+            name: ObjectName::from(vec![Ident::new(name)]),
             uses_odbc_syntax: false,
             parameters: FunctionArguments::None,
             args: FunctionArguments::List(FunctionArgumentList {
@@ -489,6 +494,18 @@ pub fn rewrite_casts(stmt: &mut datafusion::sql::sqlparser::ast::Statement) {
             ast::Expr::TypedString(ts) if matches!(ts.data_type, T::JSON | T::JSONB) => {
                 let v = ast::Expr::Value(ts.value.clone());
                 *e = call(v);
+            }
+            ast::Expr::Cast {
+                expr,
+                data_type: T::Uuid,
+                ..
+            } => {
+                let inner = std::mem::replace(expr.as_mut(), ast::Expr::value(ast::Value::Null));
+                *e = call_of(super::uuid_cast::TO_UUID, inner);
+            }
+            ast::Expr::TypedString(ts) if matches!(ts.data_type, T::Uuid) => {
+                let v = ast::Expr::Value(ts.value.clone());
+                *e = call_of(super::uuid_cast::TO_UUID, v);
             }
             _ => {}
         }

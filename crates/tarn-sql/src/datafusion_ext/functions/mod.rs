@@ -17,3 +17,4 @@ pub(crate) mod param_text;
 pub(crate) mod similarity;
 pub(crate) mod similarity_planner;
 pub(crate) mod text_search;
+pub(crate) mod uuid_cast;

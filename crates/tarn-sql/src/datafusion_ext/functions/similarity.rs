@@ -287,7 +287,7 @@ fn check_float32_stored(t: &DataType) -> DfResult<()> {
 
 /// PostgreSQL's name for an Arrow type, as messages show it (`bigint[]`, not
 /// `List(Int64)`).
-fn pg_type(t: &DataType) -> String {
+pub(crate) fn pg_type(t: &DataType) -> String {
     match t {
         DataType::List(f) | DataType::LargeList(f) | DataType::FixedSizeList(f, _) => {
             format!("{}[]", pg_type(f.data_type()))

@@ -208,6 +208,7 @@ fn lazy(e: &Arc<dyn PhysicalExpr>, schema: &Schema) -> Result<Arc<dyn PhysicalEx
 const FAILING_FUNCTIONS: &[&str] = &[
     crate::datafusion_ext::plan::decorrelate::SUBQUERY_VALUE,
     crate::datafusion_ext::functions::jsonb::TO_JSONB,
+    crate::datafusion_ext::functions::uuid_cast::TO_UUID,
     "sqrt",
     "power",
     "pow",
