@@ -481,6 +481,7 @@ pub fn rewrite_casts(stmt: &mut datafusion::sql::sqlparser::ast::Statement) {
             within_group: vec![],
         })
     }
+    jsonb_values_columns(stmt);
     let _ = ast::visit_expressions_mut(stmt, |e| {
         match e {
             ast::Expr::Cast {
@@ -511,6 +512,89 @@ pub fn rewrite_casts(stmt: &mut datafusion::sql::sqlparser::ast::Statement) {
         }
         std::ops::ControlFlow::<()>::Continue(())
     });
+}
+
+/// In a VALUES list whose column has a jsonb value in some row, a quoted literal or NULL
+/// in another row is cast to jsonb too, as PostgreSQL types an untyped literal by the
+/// other rows (`VALUES ('{}'::jsonb), (NULL)`): DataFusion refused rows whose fields
+/// differ in the JSON mark.
+fn jsonb_values_columns(stmt: &mut datafusion::sql::sqlparser::ast::Statement) {
+    use datafusion::sql::sqlparser::ast::{self as ast, DataType as T, VisitMut, VisitorMut};
+    fn is_jsonb(e: &ast::Expr) -> bool {
+        match e {
+            ast::Expr::Cast { data_type, .. } => matches!(data_type, T::JSON | T::JSONB),
+            ast::Expr::TypedString(ts) => matches!(ts.data_type, T::JSON | T::JSONB),
+            ast::Expr::Nested(e) => is_jsonb(e),
+            // PostgreSQL's jsonb merge, which `JsonbPlanner` plans.
+            ast::Expr::BinaryOp {
+                left,
+                op: ast::BinaryOperator::StringConcat,
+                right,
+            } => is_jsonb(left) || is_jsonb(right),
+            ast::Expr::Function(f) => crate::ast::ident::is_call_to(f, TO_JSONB),
+            _ => false,
+        }
+    }
+    fn untyped(e: &ast::Expr) -> bool {
+        match e {
+            ast::Expr::Value(v) => matches!(
+                v.value,
+                ast::Value::Null
+                    | ast::Value::SingleQuotedString(_)
+                    | ast::Value::DollarQuotedString(_)
+                    | ast::Value::EscapedStringLiteral(_)
+            ),
+            ast::Expr::Nested(e) => untyped(e),
+            _ => false,
+        }
+    }
+    fn set_expr(body: &mut ast::SetExpr) {
+        match body {
+            ast::SetExpr::Values(values) => {
+                let width = values
+                    .rows
+                    .iter()
+                    .map(|r| r.content.len())
+                    .max()
+                    .unwrap_or(0);
+                for c in 0..width {
+                    if !values
+                        .rows
+                        .iter()
+                        .any(|r| r.content.get(c).is_some_and(is_jsonb))
+                    {
+                        continue;
+                    }
+                    for row in &mut values.rows {
+                        if let Some(e) = row.content.get_mut(c).filter(|e| untyped(e)) {
+                            let inner = std::mem::replace(e, ast::Expr::value(ast::Value::Null));
+                            *e = ast::Expr::Cast {
+                                kind: ast::CastKind::DoubleColon,
+                                expr: Box::new(inner),
+                                data_type: T::JSONB,
+                                array: false,
+                                format: None,
+                            };
+                        }
+                    }
+                }
+            }
+            ast::SetExpr::SetOperation { left, right, .. } => {
+                set_expr(left);
+                set_expr(right);
+            }
+            _ => {}
+        }
+    }
+    struct Rows;
+    impl VisitorMut for Rows {
+        type Break = ();
+        fn pre_visit_query(&mut self, q: &mut ast::Query) -> std::ops::ControlFlow<()> {
+            set_expr(&mut q.body);
+            std::ops::ControlFlow::Continue(())
+        }
+    }
+    let _ = stmt.visit(&mut Rows);
 }
 
 /// [`TO_JSONB`]: text to a jsonb value.
