@@ -153,8 +153,11 @@ pub(crate) fn new_session(query_memory: usize) -> Result<SessionState> {
     physical.push(Arc::new(plan::lazy_fallible::LazyFallible));
     // The statement's own int8 casts are marked before DataFusion's type coercion adds
     // its own (see `functions::checked_arithmetic`).
-    let mut analyzer: Vec<Arc<dyn datafusion::optimizer::AnalyzerRule + Send + Sync>> =
-        vec![Arc::new(functions::checked_arithmetic::MarkExplicitCasts)];
+    let mut analyzer: Vec<Arc<dyn datafusion::optimizer::AnalyzerRule + Send + Sync>> = vec![
+        Arc::new(functions::checked_arithmetic::MarkExplicitCasts),
+        // Unsigned results signed before type coercion sees them (`plan::signed_results`).
+        Arc::new(plan::signed_results::SignedResults),
+    ];
     analyzer.extend(state.analyzer().rules.iter().cloned());
     // Before the optimizer's simplifier copies nested coalesce/BETWEEN/CASE arguments
     // (`plan::expansion`).
