@@ -8,7 +8,7 @@ use datafusion::arrow::datatypes::{DataType, Field, TimeUnit};
 use datafusion::sql::sqlparser::ast::{self, ArrayElemTypeDef, ExactNumberInfo, TimezoneInfo};
 use tarn_catalog::SqlType;
 
-use crate::error::{Result, bad};
+use crate::error::{Error, Result, bad};
 
 /// Extension name marking a Utf8 field as JSON (also what `datafusion-functions-json` emits).
 pub const JSON_EXTENSION: &str = "arrow.json";
@@ -232,40 +232,115 @@ fn is_float(t: &DataType) -> bool {
 /// microseconds, Tarn's stored unit. DataFusion reads them as nanoseconds, whose range
 /// (1677–2262) is narrower than the stored one: `t < '1000-01-01'::timestamptz` failed
 /// on a column that holds `0001-01-01` and `9999-12-31`.
-pub fn timestamp_casts(stmt: &mut ast::Statement) {
+///
+/// A quoted literal cast to a date or timestamp is also read as PostgreSQL reads it:
+/// digits past the microsecond round to it (half to even, as PostgreSQL's `rint`;
+/// Arrow's parser cut them off), and a year 0 or before is a 400 (there is no year 0;
+/// Arrow's parser took `0000-01-01`).
+pub fn timestamp_casts(stmt: &mut ast::Statement) -> Result<()> {
     fn micro(t: &mut ast::DataType) {
         if let ast::DataType::Timestamp(precision @ None, _) = t {
             *precision = Some(6);
         }
     }
     // A literal's time without seconds (`'2024-01-01 10:30'`), which PostgreSQL reads
-    // and Arrow's parser does not, gets them.
-    fn seconds(t: &ast::DataType, value: &mut ast::Value) {
-        if let ast::DataType::Timestamp(..) = t
-            && let ast::Value::SingleQuotedString(text) = value
-            && let Some(fixed) = with_seconds(text)
+    // and Arrow's parser does not, gets them; past microseconds, it is rounded.
+    fn literal(t: &ast::DataType, value: &mut ast::Value) -> Result<()> {
+        let timestamp = match t {
+            ast::DataType::Timestamp(..) => true,
+            ast::DataType::Date => false,
+            _ => return Ok(()),
+        };
+        if let ast::Value::SingleQuotedString(text) = value
+            && let Some(fixed) = date_time_text(text, timestamp)?
         {
             *text = fixed;
         }
+        Ok(())
     }
+    let mut refused = None;
     let _ = ast::visit_expressions_mut(stmt, |e| {
-        match e {
+        let r = match e {
             ast::Expr::Cast {
                 data_type, expr, ..
             } => {
-                if let ast::Expr::Value(v) = expr.as_mut() {
-                    seconds(data_type, &mut v.value);
-                }
-                micro(data_type)
+                let r = match expr.as_mut() {
+                    ast::Expr::Value(v) => literal(data_type, &mut v.value),
+                    _ => Ok(()),
+                };
+                micro(data_type);
+                r
             }
             ast::Expr::TypedString(ts) => {
-                seconds(&ts.data_type, &mut ts.value.value);
-                micro(&mut ts.data_type)
+                let r = literal(&ts.data_type, &mut ts.value.value);
+                micro(&mut ts.data_type);
+                r
             }
-            _ => {}
+            _ => Ok(()),
+        };
+        match r {
+            Ok(()) => std::ops::ControlFlow::Continue(()),
+            Err(e) => {
+                refused = Some(e);
+                std::ops::ControlFlow::Break(())
+            }
         }
-        std::ops::ControlFlow::<()>::Continue(())
     });
+    refused.map_or(Ok(()), Err)
+}
+
+/// A date's or timestamp's text as PostgreSQL reads it, where Arrow's parser (which
+/// reads it next) differs: a 400 for a year 0 or before; a time without seconds gets
+/// them; digits past the microsecond round to it. `None` when the text is fine as it is.
+pub(crate) fn date_time_text(text: &str, timestamp: bool) -> Result<Option<String>> {
+    let trimmed = text.trim_start();
+    if trimmed.starts_with('-') || trimmed.starts_with("0000-") {
+        return Err(Error::BadRequest(format!(
+            "date/time field value out of range: {}",
+            tarn_catalog::shown(text)
+        )));
+    }
+    if !timestamp {
+        return Ok(None);
+    }
+    let with = with_seconds(text);
+    let rounded = round_to_micros(with.as_deref().unwrap_or(text));
+    Ok(rounded.or(with))
+}
+
+/// `YYYY-MM-DD HH:MM:SS.f…` (or with `T`, then any zone) with more than six digits of
+/// fraction, rounded to six (half to even) with the carry into the seconds and beyond:
+/// `…23:59:59.9999996` is the next day. `None` for any other text.
+fn round_to_micros(text: &str) -> Option<String> {
+    let t = text.trim();
+    let b = t.as_bytes();
+    if b.len() < 21 || !matches!(b[10], b' ' | b'T' | b't') || b[19] != b'.' {
+        return None;
+    }
+    let digits = b[20..].iter().take_while(|c| c.is_ascii_digit()).count();
+    if digits <= 6 {
+        return None;
+    }
+    let fraction = &t[20..20 + digits];
+    let zone = &t[20 + digits..];
+    let base = chrono::NaiveDateTime::parse_from_str(
+        &t[..19].replace(['T', 't'], " "),
+        "%Y-%m-%d %H:%M:%S",
+    )
+    .ok()?;
+    let mut micros: i64 = fraction[..6].parse().ok()?;
+    let (next, rest) = (fraction.as_bytes()[6], &fraction[7..]);
+    let up = match next {
+        b'6'..=b'9' => true,
+        b'5' if rest.bytes().any(|c| c != b'0') => true,
+        b'5' => micros % 2 == 1,
+        _ => false,
+    };
+    if up {
+        micros += 1;
+    }
+    let at = base.checked_add_signed(chrono::TimeDelta::microseconds(micros))?;
+    Some(format!("{}{zone}", at.format("%Y-%m-%d %H:%M:%S%.6f")))
 }
 
 /// `YYYY-MM-DD HH:MM` (or with `T`), optionally followed by a zone (`Z`, `+02`,
@@ -295,6 +370,29 @@ fn with_seconds(text: &str) -> Option<String> {
 
 #[cfg(test)]
 mod seconds_tests {
+    #[test]
+    fn fractions_past_microseconds_round_half_to_even() {
+        use super::round_to_micros as r;
+        assert_eq!(
+            r("2024-01-01 00:00:00.1234565").as_deref(),
+            Some("2024-01-01 00:00:00.123456")
+        );
+        assert_eq!(
+            r("2024-01-01 00:00:00.1234575").as_deref(),
+            Some("2024-01-01 00:00:00.123458")
+        );
+        assert_eq!(
+            r("2024-01-01 00:00:00.12345650001Z").as_deref(),
+            Some("2024-01-01 00:00:00.123457Z")
+        );
+        assert_eq!(
+            r("1999-12-31T23:59:59.9999996+02:00").as_deref(),
+            Some("2000-01-01 00:00:00.000000+02:00")
+        );
+        assert_eq!(r("2024-01-01 00:00:00.123456"), None);
+        assert_eq!(r("2024-01-01"), None);
+    }
+
     #[test]
     fn times_without_seconds_get_them() {
         use super::with_seconds as w;

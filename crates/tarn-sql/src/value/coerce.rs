@@ -234,6 +234,42 @@ fn coerce_plain(array: &ArrayRef, col: &ColumnDef) -> Result<ArrayRef> {
             cast_with_options(&(Arc::new(rounded) as ArrayRef), &target, &STRICT)
                 .map_err(|e| cast_error(col, e))
         }
+        SqlType::Timestamp | SqlType::Timestamptz | SqlType::Date
+            if matches!(
+                array.data_type(),
+                DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View
+            ) =>
+        {
+            // Read as a cast of a quoted literal is (no year 0; past microseconds,
+            // rounded), then by Arrow's parser.
+            let s = strings(array)?;
+            let timestamp = col.ty != SqlType::Date;
+            let mut fixed: Option<StringBuilder> = None;
+            for (i, v) in s.iter().enumerate() {
+                let changed = match v {
+                    Some(v) => crate::ast::types::date_time_text(v, timestamp)?,
+                    None => None,
+                };
+                if changed.is_some() && fixed.is_none() {
+                    let mut b = StringBuilder::with_capacity(s.len(), s.value_data().len() + 16);
+                    for j in 0..i {
+                        b.append_option(s.is_valid(j).then(|| s.value(j)));
+                    }
+                    fixed = Some(b);
+                }
+                if let Some(b) = fixed.as_mut() {
+                    match (changed, v) {
+                        (Some(c), _) => b.append_value(c),
+                        (None, v) => b.append_option(v),
+                    }
+                }
+            }
+            let source: ArrayRef = match fixed {
+                Some(mut b) => Arc::new(b.finish()),
+                None => Arc::new(s),
+            };
+            cast_with_options(&source, &target, &STRICT).map_err(|e| cast_error(col, e))
+        }
         SqlType::Float4 | SqlType::Float8 => {
             let out = if array.data_type() == &target {
                 array.clone()
