@@ -360,6 +360,15 @@ async fn bad_requests_are_400_and_hostile_text_is_words() -> TestResult {
     assert!(r[0][0].as_f64().is_some_and(|x| x > 0.0), "{r:?}");
     let r = rows(&s, r#"SELECT body <#> NULL FROM "ws"."t""#, &[]).await?;
     assert_eq!(r[0][0], Value::Null);
+    // A constant expression is a constant query, as in PostgreSQL.
+    let folded = rows(
+        &s,
+        r#"SELECT body <#> ('retr' || 'ieval') FROM "ws"."t""#,
+        &[],
+    )
+    .await?;
+    let plain = rows(&s, r#"SELECT body <#> 'retrieval' FROM "ws"."t""#, &[]).await?;
+    assert_eq!(folded, plain);
     let mut counts: HashMap<&str, usize> = HashMap::new();
     for q in ["information", "\"retrieval systems\"", "-information"] {
         let r = rows(
@@ -677,7 +686,11 @@ async fn hybrid_fuses_both_arms_and_shows_why() -> TestResult {
         ),
         (
             r#"SELECT (e, body) <#> engine_hybrid_scores(e, 'library') FROM "ws"."h""#,
-            "must be a constant",
+            "must be a constant (a literal, array text or a parameter), not column \"e\"",
+        ),
+        (
+            r#"SELECT (e, body) <#> engine_hybrid_record('{1,0}', body) FROM "ws"."h""#,
+            "the text of a hybrid search must be a constant string, not column \"body\"",
         ),
     ] {
         let err = s.query("ws", sql, &[]).await.unwrap_err();

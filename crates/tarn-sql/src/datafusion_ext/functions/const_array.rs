@@ -119,6 +119,39 @@ fn fold(items: &[Expr]) -> Option<ScalarValue> {
     }
 }
 
+/// The value `e` folds to when it is a constant expression (no column, no subquery, no
+/// volatile function), typed and simplified as the analyzer and the optimizer would;
+/// `None` otherwise.
+pub(crate) fn fold_constant(e: &Expr) -> Option<ScalarValue> {
+    if !e.column_refs().is_empty() || e.is_volatile() {
+        return None;
+    }
+    let mut subquery = false;
+    let _ = e.apply(|x| {
+        subquery |= matches!(
+            x,
+            Expr::ScalarSubquery(_)
+                | Expr::Exists(_)
+                | Expr::InSubquery(_)
+                | Expr::OuterReferenceColumn(..)
+        );
+        Ok(datafusion::common::tree_node::TreeNodeRecursion::Continue)
+    });
+    if subquery {
+        return None;
+    }
+    let schema = DFSchema::empty();
+    let coerced = e
+        .clone()
+        .rewrite(&mut TypeCoercionRewriter::new(&schema))
+        .ok()?
+        .data;
+    match ExprSimplifier::new(SimplifyContext::default()).simplify(coerced) {
+        Ok(Expr::Literal(v, _)) => Some(v),
+        _ => None,
+    }
+}
+
 /// Plans an `ARRAY[…]` of more than [`SMALLEST`] constants as one value (see the module
 /// docs); placed before DataFusion's own array planner.
 #[derive(Debug)]

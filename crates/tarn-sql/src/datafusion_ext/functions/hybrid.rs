@@ -264,7 +264,7 @@ pub(crate) fn plan(left: &Expr, right: &ScalarFunction, schema: &DFSchema) -> Df
     let Some(query_text) = constant_text(&args[1]) else {
         return Err(bad(format!(
             "the text of a hybrid search must be a constant string, not {}",
-            args[1].human_display()
+            super::text_search::not_constant(&args[1])
         )));
     };
     let text = text_binding(&view, vt, tc, query_text)?;
@@ -297,7 +297,7 @@ pub(crate) fn plan(left: &Expr, right: &ScalarFunction, schema: &DFSchema) -> Df
     if !args[0].column_refs().is_empty() {
         return Err(bad(format!(
             "the vector of a hybrid search must be a constant (a literal, array text or a parameter), not {}",
-            args[0]
+            super::text_search::not_constant(&args[0])
         )));
     }
     // The vector may be PostgreSQL array text, as on the right of a vector `<#>`.

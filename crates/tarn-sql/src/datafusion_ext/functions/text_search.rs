@@ -113,7 +113,39 @@ pub(crate) fn constant_text(e: &Expr) -> Option<Option<String>> {
         ) => Some(s.clone()),
         Expr::Literal(ScalarValue::Null, _) => Some(None),
         Expr::Cast(c) => constant_text(&c.expr),
-        _ => None,
+        // A constant expression (`'hel' || 'lo'`), folded as the optimizer would fold it.
+        other => match crate::datafusion_ext::functions::const_array::fold_constant(other)? {
+            ScalarValue::Utf8(s) | ScalarValue::LargeUtf8(s) | ScalarValue::Utf8View(s) => Some(s),
+            ScalarValue::Null => Some(None),
+            _ => None,
+        },
+    }
+}
+
+/// What a search argument that is not a constant is, in the words of a message
+/// (DataFusion's rendering of it, `ws.h.body` or `engine_text_concat(Utf8("a"), …)`,
+/// means nothing to the statement's author).
+pub(crate) fn not_constant(e: &Expr) -> String {
+    match e {
+        Expr::Column(c) => format!("column \"{}\"", c.name),
+        Expr::Cast(c) => not_constant(&c.expr),
+        Expr::Alias(a) => not_constant(&a.expr),
+        e if !e.column_refs().is_empty() => "an expression over the rows' columns".into(),
+        e => match crate::datafusion_ext::functions::const_array::fold_constant(e) {
+            // A constant of another type: shown when short (`5`), else by its type.
+            Some(v) => {
+                let shown = v.to_string();
+                if shown.chars().count() <= 40 {
+                    shown
+                } else {
+                    format!(
+                        "a constant of type {}",
+                        super::similarity::pg_type(&v.data_type())
+                    )
+                }
+            }
+            None => "an expression that is not constant (a volatile function or a subquery)".into(),
+        },
     }
 }
 
@@ -144,7 +176,7 @@ pub(crate) fn plan(left: &Expr, right: &Expr, schema: &DFSchema) -> DfResult<Opt
             .unwrap_or_default();
         return Err(bad(format!(
             "the query of <#> on text column \"{name}\" must be a constant string (a literal or a parameter), not {}",
-            right.human_display()
+            not_constant(right)
         )));
     };
     let binding = text_binding(&view, table, column, query)?;
