@@ -177,8 +177,23 @@ pub(crate) async fn export(
                 if format == ExportFormat::Csv {
                     write_csv_header(&mut out, &columns);
                 }
+                // jsonb columns go to CSV as their JSON text, as stored: the JSON string
+                // `"s"` keeps its quotes and JSON `null` is `null`, not NULL's empty field.
+                let jsonb: Vec<usize> = schema
+                    .fields()
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, f)| {
+                        f.metadata().get("ARROW:extension:name").map(String::as_str)
+                            == Some("arrow.json")
+                    })
+                    .map(|(i, _)| i)
+                    .collect();
                 for b in batches {
-                    let json = tarn::json_rows(&schema, &b).map_err(|e| e.to_string())?;
+                    let mut json = tarn::json_rows(&schema, &b).map_err(|e| e.to_string())?;
+                    if format == ExportFormat::Csv {
+                        jsonb_as_stored(&mut json, &b, &jsonb);
+                    }
                     drop(b);
                     if format == ExportFormat::Csv {
                         write_csv(&mut out, &json);
@@ -222,6 +237,26 @@ pub(crate) async fn export(
         );
     }
     ExitCode::SUCCESS
+}
+
+/// The cells of the `jsonb` columns of `rows` replaced by their stored JSON text
+/// (a JSON value would lose a string's quotes, and JSON `null` would read as NULL).
+fn jsonb_as_stored(
+    rows: &mut [Vec<Value>],
+    batch: &tarn::arrow::record_batch::RecordBatch,
+    jsonb: &[usize],
+) {
+    use tarn::arrow::array::{Array, AsArray};
+    for &c in jsonb {
+        let Some(text) = batch.column(c).as_string_opt::<i32>() else {
+            continue;
+        };
+        for (r, row) in rows.iter_mut().enumerate() {
+            if text.is_valid(r) {
+                row[c] = Value::String(text.value(r).to_string());
+            }
+        }
+    }
 }
 
 /// A cell as CSV text: NULL is the empty field, text is itself, anything else (numbers,

@@ -610,6 +610,52 @@ lines' || chr(13) || chr(10) || 'and a CR' || chr(13), '2024-01-01', NULL, NULL,
     }
 }
 
+/// A jsonb column's JSON strings and JSON `null` go to CSV as their JSON text (`"s"`,
+/// `null`), not as bare text and NULL's empty field, and read back as jsonb beside
+/// objects and arrays: `null` stays apart from NULL, and `"s"` a string.
+#[test]
+fn jsonb_scalars_survive_a_csv_round_trip() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("data");
+    for sql in [
+        r#"CREATE TABLE "ws"."j" (id INT8, doc JSONB) USING engine"#,
+        r#"INSERT INTO "ws"."j" VALUES (1, '"str"'), (2, 'null'), (3, NULL),
+           (4, '{"a": [1, null]}'), (5, '""'), (6, '"with, comma"'), (7, '[]')"#,
+    ] {
+        assert_code(&tarn(&data, &["sql", "-w", "ws", sql], None), 0, sql);
+    }
+    let file = dir.path().join("j.csv");
+    let path = file.to_str().expect("path");
+    let out = tarn(
+        &data,
+        &["export", "-w", "ws", r#"SELECT * FROM "ws"."j""#, path],
+        None,
+    );
+    assert_code(&out, 0, "export");
+    let text = std::fs::read_to_string(&file).expect("read");
+    assert!(text.contains("1,\"\"\"str\"\"\"\n"), "{text}");
+    assert!(text.contains("2,null\n") && text.contains("3,\n"), "{text}");
+    assert_code(
+        &tarn(&data, &["import", "-w", "ws", "back", path], None),
+        0,
+        "import",
+    );
+    let seen = |t: &str| {
+        let sql = format!(
+            r#"SELECT id, doc, doc IS NULL, jsonb_typeof(doc) FROM "ws"."{t}" ORDER BY id"#
+        );
+        json_lines(&tarn(&data, &["sql", "-w", "ws", "--json", &sql], None))[0]["rows"].clone()
+    };
+    assert_eq!(seen("back"), seen("j"));
+    assert_eq!(seen("back")[1], json!([2, null, false, "null"]));
+    let d = &json_lines(&tarn(
+        &data,
+        &["tables", "-w", "ws", "back", "--json"],
+        None,
+    ))[0];
+    assert_eq!(d["columns"][1]["type"], "jsonb");
+}
+
 /// `files put|ls|get|rm`: the bytes come back as stored, `get` never overwrites a file
 /// it was not told to, and a deleted file is a 404.
 #[test]

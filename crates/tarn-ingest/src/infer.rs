@@ -26,6 +26,10 @@ pub(crate) enum Kind {
         json: bool,
     },
     Json,
+    /// A CSV field that is a JSON string (`"s"`, quotes included) or `null`: jsonb
+    /// beside JSON arrays and objects (as a jsonb column's export writes them), text
+    /// otherwise.
+    JsonText,
     Text,
 }
 
@@ -53,6 +57,8 @@ impl Kind {
             // fields (a CSV `42` is not a JSON number), or written `{1,2}` (not JSON),
             // they keep their text.
             (Json | Vector { json: true, .. }, Json | Vector { json: true, .. }) => Json,
+            (Json | Vector { json: true, .. }, JsonText)
+            | (JsonText, Json | Vector { json: true, .. }) => Json,
             _ => Text,
         }
     }
@@ -60,7 +66,7 @@ impl Kind {
     /// The column type a column of this kind gets.
     pub(crate) fn column_type(self) -> ColumnType {
         match self {
-            Kind::Null | Kind::Text => ColumnType::Text,
+            Kind::Null | Kind::Text | Kind::JsonText => ColumnType::Text,
             Kind::Bool => ColumnType::Bool,
             Kind::Int | Kind::WideInt => ColumnType::Int8,
             Kind::Float => ColumnType::Float8,
@@ -101,6 +107,14 @@ pub(crate) fn classify_text(s: &str) -> Kind {
             Some(_) => Kind::Float,
             None => Kind::Text,
         };
+    }
+    if t == "null"
+        || (t.len() >= 2
+            && t.starts_with('"')
+            && t.ends_with('"')
+            && serde_json::from_str::<serde_json::Value>(t).is_ok_and(|v| v.is_string()))
+    {
+        return Kind::JsonText;
     }
     if t.starts_with('{') || t.starts_with('[') {
         let mut scratch = Vec::new();
@@ -467,6 +481,14 @@ mod tests {
 
     #[test]
     fn merges_kinds() {
+        // A CSV JSON string or `null` is jsonb beside JSON objects and arrays, else text.
+        assert_eq!(classify_text("\"s\""), Kind::JsonText);
+        assert_eq!(classify_text("null"), Kind::JsonText);
+        assert_eq!(classify_text("\"s"), Kind::Text);
+        assert_eq!(Kind::Json.merge(Kind::JsonText, false), Kind::Json);
+        assert_eq!(Kind::JsonText.merge(Kind::Null, false), Kind::JsonText);
+        assert_eq!(Kind::JsonText.column_type(), ColumnType::Text);
+        assert_eq!(Kind::JsonText.merge(Kind::Text, false), Kind::Text);
         assert_eq!(Kind::Int.merge(Kind::Float, false), Kind::Float);
         // An integer a float8 would round keeps the column int8 or makes it text.
         assert_eq!(classify_text("9007199254740993"), Kind::WideInt);
