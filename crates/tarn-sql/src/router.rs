@@ -16,7 +16,7 @@ use tokio::sync::OwnedMutexGuard;
 use crate::ast::dialect::EngineDialect;
 use crate::error::{Error, Result, bad};
 use crate::fast_path::insert;
-use crate::rewrite::params::{bind, needs_binding};
+use crate::rewrite::params::needs_binding;
 use crate::statement::settings::{self, Settings};
 use parking_lot::Mutex;
 
@@ -388,12 +388,22 @@ impl SqlEngine {
         let mut totals = BatchTotals::default();
         let mut txn = Txn::new(&self.shared, org, ws);
         txn.settings = settings.lock().clone();
+        // Large texts bind by number, as in `execute_statement` (a 60 MB text bound as a
+        // literal was copied through every planning step: 4.8 s and 870 MB).
+        let by_number = matches!(
+            stmt,
+            Statement::Query(_)
+                | Statement::Insert(_)
+                | Statement::Update(_)
+                | Statement::Delete(_)
+        );
         let fut = async {
             for (i, params) in params_batch.iter().enumerate() {
                 let step = async {
                     self.shared.check_params(params)?;
                     let mut s = stmt.clone();
-                    bind(&mut s, params)?;
+                    let texts = crate::rewrite::params::bind_texts(&mut s, params, by_number)?;
+                    txn.texts = Arc::new(texts);
                     txn.run(s).await
                 };
                 let out = step.await.map_err(|e| prefix_error(e, i))?;
