@@ -965,6 +965,35 @@ async fn large_array_parameters_bind_as_one_array() -> TestResult {
     )
     .await?;
     assert_eq!(r.rows, Some(vec![vec![json!(300_000), json!(299_999)]]));
+    // `= ANY` / `<> ALL` over a large array keep the array whole (an IN list of a
+    // million expressions took 15 s to plan) and answer as PostgreSQL does, NULLs too.
+    let mut evens: Vec<Value> = (0..10_000).map(|i| json!(i * 2)).collect();
+    evens.push(json!(null));
+    let evens = Value::Array(evens);
+    let r = query(
+        &s,
+        "SELECT g, g = ANY($1), g <> ALL($1), g::int4 = ANY($1) FROM generate_series(1, 4) g ORDER BY g",
+        std::slice::from_ref(&evens),
+    )
+    .await?;
+    let (t, f, n) = (json!(true), json!(false), Value::Null);
+    assert_eq!(
+        r.rows,
+        Some(vec![
+            vec![json!(1), n.clone(), n.clone(), n.clone()],
+            vec![json!(2), t.clone(), f.clone(), t.clone()],
+            vec![json!(3), n.clone(), n.clone(), n.clone()],
+            vec![json!(4), t.clone(), f, t],
+        ])
+    );
+    let r = query(
+        &s,
+        "SELECT NULL::int8 = ANY($1), count(*) FILTER (WHERE g = ANY($1::int8[])) FROM generate_series(1, 100000) g",
+        std::slice::from_ref(&numbers),
+    )
+    .await?;
+    // `numbers` holds 0..6 (i % 7).
+    assert_eq!(r.rows, Some(vec![vec![n, json!(6)]]));
     // Mixed shapes keep the literal path: a text and a number is still an error.
     let mixed = Value::Array(
         (0..5000)

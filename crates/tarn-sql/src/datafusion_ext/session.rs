@@ -162,6 +162,8 @@ pub(crate) fn new_session(query_memory: usize) -> Result<SessionState> {
     // Before the optimizer's simplifier copies nested coalesce/BETWEEN/CASE arguments
     // (`plan::expansion`).
     analyzer.push(Arc::new(plan::expansion::ExpansionLimit));
+    // `= ANY` over a large constant array keeps the array whole (`functions::any_large`).
+    analyzer.push(Arc::new(functions::any_large::LargeAny));
     // Large constant arrays are made once where they are planned, before DataFusion's
     // own array planner would make a `make_array` call of each element
     // (`functions::const_array`).

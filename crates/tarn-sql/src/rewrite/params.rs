@@ -299,6 +299,7 @@ fn rewrite(expr: &Expr, params: &[Json], literals: &mut usize) -> Result<Option<
                             items,
                             literals,
                             LITERAL_ELEMENTS,
+                            n,
                         )
                         .unwrap_or_else(|| {
                             if crate::datafusion_ext::functions::param_array::has_sql_type(items) {

@@ -1,6 +1,7 @@
 //! Scalar and aggregate functions Tarn adds to DataFusion or wraps, and the expression
 //! planners that turn operators into them.
 
+pub(crate) mod any_large;
 pub(crate) mod array_in;
 pub(crate) mod array_out;
 pub(crate) mod bounded;

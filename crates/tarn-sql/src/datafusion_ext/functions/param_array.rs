@@ -5,7 +5,7 @@
 //! expression per element: typed, coerced and folded one by one. For a vector of a few
 //! hundred numbers that is nothing; for a million it took 14 s and held 1.4 GB. An
 //! array of more than [`LARGE`] elements whose leaves have one type therefore binds as
-//! `engine_param_array('float8[]', '[…JSON…]')`, which the simplifier folds into one
+//! `engine_param_array('float8[]', '[…JSON…]', '$1')`, which the simplifier folds into one
 //! list literal in a single pass over the text (what `ARRAY[…]` of the same values
 //! would give: int8, float8, text or bool leaves, nested lists for nested arrays).
 //! Casts above it (`$1::float4[]`) then cast one Arrow array.
@@ -156,7 +156,12 @@ pub(crate) fn has_sql_type(items: &[Json]) -> bool {
 /// The call a large array parameter binds as, or `None` when it is small or of mixed
 /// shape (then it binds as `ARRAY[…]`). `literals` counts the elements the statement
 /// has bound as literals so far: once past `budget`, small arrays bind as lists too.
-pub(crate) fn bind_large(items: &[Json], literals: &mut usize, budget: usize) -> Option<ast::Expr> {
+pub(crate) fn bind_large(
+    items: &[Json],
+    literals: &mut usize,
+    budget: usize,
+    number: usize,
+) -> Option<ast::Expr> {
     let Some((leaf, depth, count)) = shape(items) else {
         *literals = literals.saturating_add(items.len());
         return None;
@@ -167,9 +172,10 @@ pub(crate) fn bind_large(items: &[Json], literals: &mut usize, budget: usize) ->
     }
     let tag = format!("{}{}", leaf.name(), "[]".repeat(depth));
     let text = serde_json::to_string(items).ok()?;
+    // The parameter's number names the call (see `schema_name`).
     Some(crate::ast::ident::call(
         FUNCTION,
-        vec![string(tag), string(text)],
+        vec![string(tag), string(text), string(format!("${number}"))],
     ))
 }
 
@@ -188,6 +194,7 @@ pub(crate) fn json_text(e: &ast::Expr) -> Option<&str> {
         [
             _,
             ast::FunctionArg::Unnamed(ast::FunctionArgExpr::Expr(ast::Expr::Value(v))),
+            _,
         ] => match &v.value {
             ast::Value::SingleQuotedString(s) => Some(s),
             _ => None,
@@ -288,7 +295,7 @@ fn value(tag: &str, text: &str) -> DfResult<ScalarValue> {
     Ok(ScalarValue::List(Arc::new(list)))
 }
 
-/// `engine_param_array(tag, json)`: see the module docs.
+/// `engine_param_array(tag, json, '$n')`: see the module docs.
 #[derive(Debug, PartialEq, Eq, Hash)]
 pub(crate) struct ParamArray {
     signature: Signature,
@@ -298,7 +305,7 @@ impl ParamArray {
     pub(crate) fn new() -> Self {
         ParamArray {
             signature: Signature::exact(
-                vec![DataType::Utf8, DataType::Utf8],
+                vec![DataType::Utf8, DataType::Utf8, DataType::Utf8],
                 Volatility::Immutable,
             ),
         }
@@ -340,11 +347,29 @@ impl ScalarUDFImpl for ParamArray {
         Ok(Arc::new(Field::new(FUNCTION, list_type(leaf, depth), true)))
     }
 
+    /// `$n::tag`, not the call with its JSON text: DataFusion names an expression again
+    /// and again while it plans, and a million numbers' text took seconds to write
+    /// each time. The parameter's number tells two parameters apart.
+    fn schema_name(&self, args: &[Expr]) -> DfResult<String> {
+        match (
+            args.first().and_then(literal_text),
+            args.get(2).and_then(literal_text),
+        ) {
+            (Some(tag), Some(number)) => Ok(format!("{number}::{tag}")),
+            _ => Err(internal("arguments must be literals")),
+        }
+    }
+
+    fn display_name(&self, args: &[Expr]) -> DfResult<String> {
+        self.schema_name(args)
+    }
+
     fn invoke_with_args(&self, args: ScalarFunctionArgs) -> DfResult<ColumnarValue> {
         match args.args.as_slice() {
             [
                 ColumnarValue::Scalar(ScalarValue::Utf8(Some(tag))),
                 ColumnarValue::Scalar(ScalarValue::Utf8(Some(text))),
+                _,
             ] => Ok(ColumnarValue::Scalar(value(tag, text)?)),
             _ => Err(internal("arguments must be literals")),
         }
@@ -413,13 +438,13 @@ mod tests {
         let big: Vec<Json> = (0..5000).map(|i| json!(i)).collect();
         assert_eq!(shape(&big), Some((Leaf::Int, 1, 5000)));
         let mut literals = 0;
-        assert!(bind_large(&big, &mut literals, 16_384).is_some());
-        assert!(bind_large(&big[..10], &mut literals, 16_384).is_none());
+        assert!(bind_large(&big, &mut literals, 16_384, 1).is_some());
+        assert!(bind_large(&big[..10], &mut literals, 16_384, 1).is_none());
         assert_eq!(literals, 10);
         // Past the statement's budget of literal elements, small arrays are lists too.
-        assert!(bind_large(&big[..4000], &mut literals, 4005).is_some());
-        assert!(bind_large(&big[..3995], &mut literals, 4005).is_none());
-        assert!(bind_large(&big[..1], &mut literals, 4005).is_some());
+        assert!(bind_large(&big[..4000], &mut literals, 4005, 1).is_some());
+        assert!(bind_large(&big[..3995], &mut literals, 4005, 1).is_none());
+        assert!(bind_large(&big[..1], &mut literals, 4005, 1).is_some());
         assert_eq!(
             shape(&[json!([1, 2.5]), json!(null), json!([3])]),
             Some((Leaf::Float, 2, 6))
