@@ -26,7 +26,7 @@ pub(crate) fn parse(text: &str) -> Option<uuid::Uuid> {
         None => t,
     };
     let mut value: u128 = 0;
-    let mut digits = 0;
+    let mut digits: u32 = 0;
     let mut hyphen_ok = false;
     for c in t.chars() {
         if c == '-' {
@@ -42,7 +42,7 @@ pub(crate) fn parse(text: &str) -> Option<uuid::Uuid> {
         }
         value = value << 4 | u128::from(d);
         digits += 1;
-        hyphen_ok = digits % 4 == 0;
+        hyphen_ok = digits.is_multiple_of(4);
     }
     (digits == 32).then(|| uuid::Uuid::from_u128(value))
 }

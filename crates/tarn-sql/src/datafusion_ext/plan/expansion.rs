@@ -84,7 +84,7 @@ fn weigh(e: &Expr, inputs: &[&DFSchema]) -> Weight {
             Expr::Case(c)
                 if c.expr.is_none()
                     && c.when_then_expr.len() < 3
-                    && i % 2 == 0
+                    && i.is_multiple_of(2)
                     && i < 2 * c.when_then_expr.len()
                     && !c
                         .when_then_expr
