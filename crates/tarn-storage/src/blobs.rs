@@ -43,7 +43,15 @@ pub const BLOB_BLOCK: u64 = 1 << 20;
 const MAGIC: &[u8; 8] = b"TARNBLB1";
 
 /// Length (u64), CRC of the block table and length (u32), magic.
+///
+/// ```text
+/// bytes | crc32 of each 1 MiB block u32 … | footer: length u64 (F_LEN)
+///       | crc32(block crcs, length) u32 (F_CRC) | b"TARNBLB1" (F_MAGIC)
+/// ```
 const FOOTER: u64 = 8 + 4 + 8;
+const F_LEN: usize = 0;
+const F_CRC: usize = 8;
+const F_MAGIC: usize = 12;
 
 /// Where blobs live. Cheap to clone; clones share the blobs.
 #[derive(Clone)]
@@ -158,11 +166,13 @@ impl BlobReader {
         let mut footer = [0u8; FOOTER as usize];
         file.read_exact_at(&mut footer, size - FOOTER)
             .map_err(|e| Error::io(&path, e))?;
-        if &footer[12..] != MAGIC {
+        let (Some(len), Some(stored_crc), true) = (
+            tarn_format::u64_at(&footer, F_LEN),
+            tarn_format::u32_at(&footer, F_CRC),
+            &footer[F_MAGIC..] == MAGIC,
+        ) else {
             return Err(corrupt("blob trailer has no magic number".into()));
-        }
-        let len = u64::from_le_bytes(footer[..8].try_into().unwrap_or_default());
-        let stored_crc = u32::from_le_bytes(footer[8..12].try_into().unwrap_or_default());
+        };
         let blocks = len.div_ceil(BLOB_BLOCK);
         if len.checked_add(blocks * 4 + FOOTER) != Some(size) {
             return Err(corrupt(format!(
@@ -174,7 +184,7 @@ impl BlobReader {
             .map_err(|e| Error::io(&path, e))?;
         let mut h = crc32fast::Hasher::new();
         h.update(&table);
-        h.update(&footer[..8]);
+        h.update(&footer[F_LEN..F_CRC]);
         if h.finalize() != stored_crc {
             return Err(corrupt(
                 "blob checksum table does not match its checksum".into(),
@@ -182,7 +192,7 @@ impl BlobReader {
         }
         let crcs = table
             .chunks_exact(4)
-            .map(|c| u32::from_le_bytes(c.try_into().unwrap_or_default()))
+            .filter_map(|c| tarn_format::u32_at(c, 0))
             .collect();
         Ok(BlobReader {
             file,

@@ -241,10 +241,10 @@ pub struct KeySection<'a> {
     count: usize,
 }
 
+/// The word at `pos` of a section [`KeySection::parse`] checked (every offset it reads
+/// lies within; one past the bytes would read as 0, never panic).
 fn u64_at(b: &[u8], pos: usize) -> u64 {
-    let mut raw = [0u8; 8];
-    raw.copy_from_slice(&b[pos..pos + 8]);
-    u64::from_le_bytes(raw)
+    tarn_format::u64_at(b, pos).unwrap_or(0)
 }
 
 impl<'a> KeySection<'a> {

@@ -2,7 +2,11 @@
 //! over `MANIFEST` and the directory fsynced, so a crash leaves the old or the new one.
 //!
 //! ```text
-//! b"TARNMAN\0" | format version u32 | body length u32 | crc32(body) u32 | body (JSON)
+//! offset 0   b"TARNMAN\0"
+//!        8   format version u32        (VERSION_AT)
+//!        12  body length u32           (LEN_AT)
+//!        16  crc32(body) u32           (CRC_AT)
+//!        20  body: JSON                (HEADER_LEN)
 //! ```
 
 use std::path::Path;
@@ -17,6 +21,10 @@ use crate::segment::SegmentId;
 use crate::{Error, Result};
 
 const MAGIC: &[u8; 8] = b"TARNMAN\0";
+const VERSION_AT: usize = 8;
+const LEN_AT: usize = 12;
+const CRC_AT: usize = 16;
+const HEADER_LEN: usize = 20;
 /// On-disk format version of the manifest.
 pub const MANIFEST_FORMAT_VERSION: u32 = 1;
 /// File name of the manifest in the database directory.
@@ -107,12 +115,11 @@ impl Manifest {
             path: path.clone(),
             message: message.to_string(),
         };
-        if bytes.len() < 12 || &bytes[0..8] != MAGIC {
-            return Err(corrupt("not a Tarn manifest (bad magic)"));
-        }
-        let u32_at =
-            |p: usize| u32::from_le_bytes([bytes[p], bytes[p + 1], bytes[p + 2], bytes[p + 3]]);
-        let version = u32_at(8);
+        let field = |at: usize| tarn_format::u32_at(&bytes, at);
+        let version = match field(VERSION_AT) {
+            Some(v) if bytes.starts_with(MAGIC) => v,
+            _ => return Err(corrupt("not a Tarn manifest (bad magic)")),
+        };
         if version != MANIFEST_FORMAT_VERSION {
             return Err(Error::FormatVersion {
                 path,
@@ -120,13 +127,13 @@ impl Manifest {
                 supported: MANIFEST_FORMAT_VERSION,
             });
         }
-        if bytes.len() < 20 {
+        let (Some(len), Some(crc)) = (field(LEN_AT), field(CRC_AT)) else {
             return Err(corrupt("shorter than its header"));
-        }
-        let (len, crc) = (u32_at(12) as usize, u32_at(16));
+        };
+        let len = len as usize;
         let body = bytes
-            .get(20..20 + len)
-            .filter(|_| bytes.len() == 20 + len)
+            .get(HEADER_LEN..HEADER_LEN + len)
+            .filter(|_| bytes.len() == HEADER_LEN + len)
             .ok_or_else(|| corrupt("length does not match the file"))?;
         if crc32fast::hash(body) != crc {
             return Err(corrupt("checksum mismatch"));
@@ -148,7 +155,7 @@ impl Manifest {
             size: body.len() as u64,
             limit: u32::MAX as u64,
         })?;
-        let mut bytes = Vec::with_capacity(body.len() + 20);
+        let mut bytes = Vec::with_capacity(body.len() + HEADER_LEN);
         bytes.extend_from_slice(MAGIC);
         bytes.extend_from_slice(&MANIFEST_FORMAT_VERSION.to_le_bytes());
         bytes.extend_from_slice(&len.to_le_bytes());

@@ -180,38 +180,9 @@ pub fn encode(ops: &[Op]) -> Result<Vec<u8>> {
     Ok(out)
 }
 
-struct Reader<'a> {
-    bytes: &'a [u8],
-    pos: usize,
-}
-
-impl<'a> Reader<'a> {
-    fn take(&mut self, n: usize) -> Option<&'a [u8]> {
-        let s = self.bytes.get(self.pos..self.pos.checked_add(n)?)?;
-        self.pos += n;
-        Some(s)
-    }
-    fn u8(&mut self) -> Option<u8> {
-        self.take(1).map(|b| b[0])
-    }
-    fn u32(&mut self) -> Option<u32> {
-        self.take(4)
-            .and_then(|b| b.try_into().ok())
-            .map(u32::from_le_bytes)
-    }
-    fn u64(&mut self) -> Option<u64> {
-        self.take(8)
-            .and_then(|b| b.try_into().ok())
-            .map(u64::from_le_bytes)
-    }
-}
-
 /// Decodes a record body. `bad` builds the corruption error (it names the file).
 pub fn decode(body: &[u8], bad: impl Fn(String) -> Error) -> Result<Vec<Op>> {
-    let mut r = Reader {
-        bytes: body,
-        pos: 0,
-    };
+    let mut r = tarn_format::Cursor::new(body);
     let short = || bad("record body is truncated".into());
     let n = r.u32().ok_or_else(short)?;
     let mut ops = Vec::with_capacity(n.min(1024) as usize);
@@ -219,7 +190,7 @@ pub fn decode(body: &[u8], bad: impl Fn(String) -> Error) -> Result<Vec<Op>> {
         let tag = r.u8().ok_or_else(short)?;
         let len = r.u32().ok_or_else(short)? as usize;
         let bytes = r.take(len).ok_or_else(short)?;
-        let mut o = Reader { bytes, pos: 0 };
+        let mut o = tarn_format::Cursor::new(bytes);
         let op = match tag {
             1 => Op::Catalog(
                 serde_json::from_slice(bytes).map_err(|e| bad(format!("catalog op: {e}")))?,
@@ -227,8 +198,9 @@ pub fn decode(body: &[u8], bad: impl Fn(String) -> Error) -> Result<Vec<Op>> {
             2 => {
                 let table = o.u64().ok_or_else(short)?;
                 let first_row_id = o.u64().ok_or_else(short)?;
+                let stream = o.rest();
                 let batch = crate::untrusted::decode(|| {
-                    let mut reader = StreamReader::try_new(Cursor::new(&bytes[16..]), None)
+                    let mut reader = StreamReader::try_new(Cursor::new(stream), None)
                         .map_err(|e| format!("insert batch: {e}"))?;
                     reader
                         .next()

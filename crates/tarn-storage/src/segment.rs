@@ -51,6 +51,11 @@ use crate::{Error, Result};
 pub const SEGMENT_FORMAT_VERSION: u32 = 2;
 const MAGIC: &[u8; 8] = b"TARNSEG\0";
 pub(crate) const TAIL_LEN: usize = 20;
+// Offsets in the tail.
+const T_TRAILER_LEN: usize = 0;
+const T_TRAILER_CRC: usize = 4;
+const T_FORMAT: usize = 8;
+const T_MAGIC: usize = 12;
 /// Rows per block of a segment file: DataFusion's batch size, so a scan hands out whole
 /// blocks (slices would be accounted at their block's full size).
 pub const BLOCK_ROWS: usize = 8192;
@@ -537,13 +542,19 @@ impl Segment {
         };
         let buf = crate::mmap::map(path).map_err(|e| Error::io(path, e))?;
         let b: &[u8] = &buf;
-        if b.len() < TAIL_LEN || &b[b.len() - 8..] != MAGIC {
+        let tail = b
+            .get(b.len().saturating_sub(TAIL_LEN)..)
+            .unwrap_or_default();
+        let field = |at: usize| tarn_format::u32_at(tail, at);
+        let (Some(trailer_len), Some(trailer_crc), Some(format), true) = (
+            field(T_TRAILER_LEN),
+            field(T_TRAILER_CRC),
+            field(T_FORMAT),
+            tail.len() == TAIL_LEN && &tail[T_MAGIC..] == MAGIC,
+        ) else {
             return Err(corrupt("not a Tarn segment (bad tail)".into()));
-        }
-        let tail = &b[b.len() - TAIL_LEN..];
-        let u32_at =
-            |p: usize| u32::from_le_bytes([tail[p], tail[p + 1], tail[p + 2], tail[p + 3]]);
-        let (trailer_len, trailer_crc, format) = (u32_at(0) as usize, u32_at(4), u32_at(8));
+        };
+        let trailer_len = trailer_len as usize;
         if format != SEGMENT_FORMAT_VERSION {
             return Err(Error::FormatVersion {
                 path: path.to_path_buf(),

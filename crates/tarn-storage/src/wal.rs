@@ -48,6 +48,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use parking_lot::{Condvar, Mutex};
+use tarn_format::{u32_at, u64_at};
 
 use crate::backend::{FileBackend, WriteFile};
 use crate::{Error, Result};
@@ -58,6 +59,23 @@ pub const WAL_FORMAT_VERSION: u32 = 3;
 pub(crate) const HEADER_LEN: usize = 40;
 pub(crate) const GROUP_MAGIC: &[u8; 4] = b"GRP1";
 pub(crate) const GROUP_HEADER: usize = 40;
+
+// Offsets in the file header (see the module docs).
+const H_VERSION: usize = 8;
+const H_FLAGS: usize = 12;
+const H_PREV_GOOD: usize = 16;
+const H_FIRST_LSN: usize = 24;
+const H_CRC: usize = 36;
+// Offsets in a group header.
+const G_FLAGS: usize = 4;
+const G_FIRST: usize = 8;
+const G_LAST: usize = 16;
+const G_BODY_LEN: usize = 24;
+const G_BODY_CRC: usize = 32;
+const G_CRC: usize = 36;
+// Offsets in a record header.
+const R_LSN: usize = 0;
+const R_LEN: usize = 8;
 const FLAG_SYNCED: u32 = 1;
 /// File header flag: `prev_good_lsn` names records that were fsynced.
 const FLAG_PREV_DURABLE: u32 = 1;
@@ -148,18 +166,6 @@ fn list(dir: &Path) -> Result<Vec<(u64, PathBuf)>> {
     Ok(files)
 }
 
-fn u32_at(b: &[u8], p: usize) -> u32 {
-    let mut raw = [0u8; 4];
-    raw.copy_from_slice(&b[p..p + 4]);
-    u32::from_le_bytes(raw)
-}
-
-fn u64_at(b: &[u8], p: usize) -> u64 {
-    let mut raw = [0u8; 8];
-    raw.copy_from_slice(&b[p..p + 8]);
-    u64::from_le_bytes(raw)
-}
-
 /// A failed group, until each of its writers has read the error.
 struct Failed {
     first: u64,
@@ -184,14 +190,14 @@ fn file_header(prev_good_lsn: u64, durable: bool, first_lsn: u64) -> Vec<u8> {
 
 fn group_header(synced: bool, first: u64, last: u64, body: &[u8]) -> [u8; GROUP_HEADER] {
     let mut h = [0u8; GROUP_HEADER];
-    h[0..4].copy_from_slice(GROUP_MAGIC);
-    h[4..8].copy_from_slice(&(if synced { FLAG_SYNCED } else { 0 }).to_le_bytes());
-    h[8..16].copy_from_slice(&first.to_le_bytes());
-    h[16..24].copy_from_slice(&last.to_le_bytes());
-    h[24..32].copy_from_slice(&(body.len() as u64).to_le_bytes());
-    h[32..36].copy_from_slice(&crc32fast::hash(body).to_le_bytes());
-    let crc = crc32fast::hash(&h[0..36]);
-    h[36..40].copy_from_slice(&crc.to_le_bytes());
+    h[0..G_FLAGS].copy_from_slice(GROUP_MAGIC);
+    h[G_FLAGS..G_FIRST].copy_from_slice(&(if synced { FLAG_SYNCED } else { 0 }).to_le_bytes());
+    h[G_FIRST..G_LAST].copy_from_slice(&first.to_le_bytes());
+    h[G_LAST..G_BODY_LEN].copy_from_slice(&last.to_le_bytes());
+    h[G_BODY_LEN..G_BODY_CRC].copy_from_slice(&(body.len() as u64).to_le_bytes());
+    h[G_BODY_CRC..G_CRC].copy_from_slice(&crc32fast::hash(body).to_le_bytes());
+    let crc = crc32fast::hash(&h[0..G_CRC]);
+    h[G_CRC..GROUP_HEADER].copy_from_slice(&crc.to_le_bytes());
     h
 }
 
@@ -207,11 +213,11 @@ struct Group {
 /// LSN, end offset).
 fn header_at(bytes: &[u8], pos: usize) -> Option<(u32, u64, u64, usize)> {
     let h = bytes.get(pos..pos.checked_add(GROUP_HEADER)?)?;
-    if &h[0..4] != GROUP_MAGIC || crc32fast::hash(&h[0..36]) != u32_at(h, 36) {
+    if !h.starts_with(GROUP_MAGIC) || crc32fast::hash(&h[0..G_CRC]) != u32_at(h, G_CRC)? {
         return None;
     }
-    let (flags, first, last) = (u32_at(h, 4), u64_at(h, 8), u64_at(h, 16));
-    let end = usize::try_from(u64_at(h, 24))
+    let (flags, first, last) = (u32_at(h, G_FLAGS)?, u64_at(h, G_FIRST)?, u64_at(h, G_LAST)?);
+    let end = usize::try_from(u64_at(h, G_BODY_LEN)?)
         .ok()
         .and_then(|len| (pos + GROUP_HEADER).checked_add(len))?;
     (last >= first).then_some((flags, first, last, end))
@@ -226,7 +232,7 @@ fn group_at(bytes: &[u8], pos: usize, first: u64) -> Option<Group> {
     }
     let start = pos + GROUP_HEADER;
     let body = bytes.get(start..end)?;
-    if crc32fast::hash(body) != u32_at(&bytes[pos..], 32) {
+    if crc32fast::hash(body) != u32_at(bytes, pos + G_BODY_CRC)? {
         return None;
     }
     let mut records = Vec::new();
@@ -234,7 +240,7 @@ fn group_at(bytes: &[u8], pos: usize, first: u64) -> Option<Group> {
     let mut expect = first;
     while p < body.len() {
         let rh = body.get(p..p + RECORD_HEADER)?;
-        let (lsn, len) = (u64_at(rh, 0), u32_at(rh, 8) as usize);
+        let (lsn, len) = (u64_at(rh, R_LSN)?, u32_at(rh, R_LEN)? as usize);
         let rec_end = (p + RECORD_HEADER).checked_add(len)?;
         if lsn != expect || rec_end > body.len() {
             return None;
@@ -295,20 +301,28 @@ fn scan_file(seq: u64, path: &Path) -> Result<FileScan> {
         path: path.to_path_buf(),
         message,
     };
-    if bytes.len() >= 12 && &bytes[0..8] == MAGIC {
-        let version = u32_at(&bytes, 8);
-        if version != WAL_FORMAT_VERSION {
-            return Err(Error::FormatVersion {
-                path: path.to_path_buf(),
-                found: version,
-                supported: WAL_FORMAT_VERSION,
-            });
-        }
+    if bytes.starts_with(MAGIC)
+        && let Some(version) = u32_at(&bytes, H_VERSION)
+        && version != WAL_FORMAT_VERSION
+    {
+        return Err(Error::FormatVersion {
+            path: path.to_path_buf(),
+            found: version,
+            supported: WAL_FORMAT_VERSION,
+        });
     }
-    let header_ok = bytes.len() >= HEADER_LEN
-        && &bytes[0..8] == MAGIC
-        && crc32fast::hash(&bytes[0..36]) == u32_at(&bytes, 36);
-    if !header_ok {
+    // (prev_good_lsn, flags, first lsn) of a header whose magic and checksum hold.
+    let header = bytes
+        .get(..H_CRC)
+        .filter(|h| h.starts_with(MAGIC) && Some(crc32fast::hash(h)) == u32_at(&bytes, H_CRC))
+        .and_then(|h| {
+            Some((
+                u64_at(h, H_PREV_GOOD)?,
+                u32_at(h, H_FLAGS)?,
+                u64_at(h, H_FIRST_LSN)?,
+            ))
+        });
+    let Some((prev_good, flags, first_lsn)) = header else {
         // A group is fsynced with its file's header: a durable group behind a damaged
         // header means the header was damaged after it was written.
         if let Some(at) = durable_group_from(&bytes, 0, None) {
@@ -326,10 +340,9 @@ fn scan_file(seq: u64, path: &Path) -> Result<FileScan> {
             bytes,
             good_len: 0,
         });
-    }
-    let prev_good = u64_at(&bytes, 16);
-    let prev_durable = u32_at(&bytes, 12) & FLAG_PREV_DURABLE != 0;
-    let mut expect = u64_at(&bytes, 24);
+    };
+    let prev_durable = flags & FLAG_PREV_DURABLE != 0;
+    let mut expect = first_lsn;
     let mut groups: Vec<Group> = Vec::new();
     let mut pos = HEADER_LEN;
     while pos < bytes.len() {

@@ -154,48 +154,10 @@ pub fn build<'a>(
         buf.extend_from_slice(&(bytes.len() as u64).to_le_bytes());
         buf.extend_from_slice(bytes);
     }
-    let crc = crc32fast::hash(&buf);
-    buf.extend_from_slice(&crc.to_le_bytes());
+    tarn_format::push_crc_trailer(&mut buf);
     out.write_all(&buf)
         .map_err(|e| Error::Io(format!("writing a text index: {e}")))?;
     Ok(())
-}
-
-/// A reader of the file's fields, failing on truncation.
-struct Cursor<'a> {
-    bytes: &'a [u8],
-    at: usize,
-}
-
-impl<'a> Cursor<'a> {
-    fn take(&mut self, n: usize) -> Result<&'a [u8]> {
-        let end = self
-            .at
-            .checked_add(n)
-            .filter(|&e| e <= self.bytes.len())
-            .ok_or_else(|| Error::Corrupt("text index file is truncated".into()))?;
-        let s = &self.bytes[self.at..end];
-        self.at = end;
-        Ok(s)
-    }
-    fn u8(&mut self) -> Result<u8> {
-        Ok(self.take(1)?[0])
-    }
-    fn u16(&mut self) -> Result<u16> {
-        Ok(u16::from_le_bytes(
-            self.take(2)?.try_into().unwrap_or_default(),
-        ))
-    }
-    fn u32(&mut self) -> Result<u32> {
-        Ok(u32::from_le_bytes(
-            self.take(4)?.try_into().unwrap_or_default(),
-        ))
-    }
-    fn u64(&mut self) -> Result<u64> {
-        Ok(u64::from_le_bytes(
-            self.take(8)?.try_into().unwrap_or_default(),
-        ))
-    }
 }
 
 /// An open text index.
@@ -231,31 +193,31 @@ fn corrupt(msg: impl std::fmt::Display) -> Error {
 impl TextIndex {
     /// Opens an index file (its bytes; they are checked and copied).
     pub fn open(bytes: &[u8]) -> Result<TextIndex> {
-        if bytes.len() < MAGIC.len() + 4 {
+        if bytes.len() < MAGIC.len() + tarn_format::CRC_LEN {
             return Err(corrupt("too short"));
         }
-        let (body, crc) = bytes.split_at(bytes.len() - 4);
-        let crc = u32::from_le_bytes(crc.try_into().unwrap_or_default());
-        if crc32fast::hash(body) != crc {
-            return Err(corrupt("checksum mismatch"));
-        }
-        let mut c = Cursor { bytes: body, at: 0 };
-        if c.take(8)? != MAGIC {
+        let body =
+            tarn_format::split_crc_trailer(bytes).ok_or_else(|| corrupt("checksum mismatch"))?;
+        let mut c = tarn_format::Cursor::new(body);
+        let short = || Error::Corrupt("text index file is truncated".into());
+        if !c.magic(MAGIC) {
             return Err(corrupt("not a text index"));
         }
-        let version = c.u32()?;
+        let version = c.u32().ok_or_else(short)?;
         if version != VERSION {
             return Err(corrupt(format!("unknown version {version}")));
         }
-        let tokenizer =
-            Tokenizer::from_code(c.u8()?).ok_or_else(|| corrupt("unknown tokenizer"))?;
-        let texts = c.u32()? as usize;
-        let docs = u64::from(c.u32()?);
-        let tokens = c.u64()?;
-        let raw = c.take(texts.checked_mul(4).ok_or_else(|| corrupt("size"))?)?;
+        let tokenizer = Tokenizer::from_code(c.u8().ok_or_else(short)?)
+            .ok_or_else(|| corrupt("unknown tokenizer"))?;
+        let texts = c.u32().ok_or_else(short)? as usize;
+        let docs = u64::from(c.u32().ok_or_else(short)?);
+        let tokens = c.u64().ok_or_else(short)?;
+        let raw = c
+            .take(texts.checked_mul(4).ok_or_else(|| corrupt("size"))?)
+            .ok_or_else(short)?;
         let lengths: Vec<u32> = raw
             .chunks_exact(4)
-            .map(|b| u32::from_le_bytes(b.try_into().unwrap_or_default()))
+            .filter_map(|b| tarn_format::u32_at(b, 0))
             .collect();
         let (mut d, mut t) = (0u64, 0u64);
         for &l in &lengths {
@@ -268,20 +230,20 @@ impl TextIndex {
             return Err(corrupt("lengths do not add up"));
         }
         let dir = RamDirectory::create();
-        let files = c.u32()?;
+        let files = c.u32().ok_or_else(short)?;
         let mut names: Vec<&str> = Vec::new();
         for _ in 0..files {
-            let n = c.u16()? as usize;
-            let name = std::str::from_utf8(c.take(n)?).map_err(corrupt)?;
-            let len = usize::try_from(c.u64()?).map_err(corrupt)?;
-            let data = c.take(len)?;
+            let n = c.u16().ok_or_else(short)? as usize;
+            let name = std::str::from_utf8(c.take(n).ok_or_else(short)?).map_err(corrupt)?;
+            let len = usize::try_from(c.u64().ok_or_else(short)?).map_err(corrupt)?;
+            let data = c.take(len).ok_or_else(short)?;
             if name.is_empty() || name.contains('/') || name.contains("..") {
                 return Err(corrupt("bad file name"));
             }
             dir.atomic_write(Path::new(name), data).map_err(corrupt)?;
             names.push(name);
         }
-        if c.at != body.len() {
+        if !c.rest().is_empty() {
             return Err(corrupt("trailing bytes"));
         }
         let index = Index::open(dir).map_err(corrupt)?;

@@ -37,6 +37,10 @@ pub const GRAPH_FORMAT_VERSION: u32 = 1;
 
 const MAGIC: &[u8; 8] = b"TARNHNSW";
 const FOOTER_BYTES: usize = 64;
+// Offsets in the footer (see `Footer`).
+const F_WORDS: usize = 8;
+const F_BODY_LEN: usize = 44;
+const F_CRC: usize = 60;
 /// Seed of the level draw: a build's levels are the same every time.
 const LEVEL_SEED: u64 = 0x7461_726E_6873_776E;
 /// Cache lines of a layer-0 list prefetched ahead of its expansion: the count and 47
@@ -143,7 +147,16 @@ fn write_words<T: Copy>(w: &mut CrcWriter<'_>, v: &[T], le: fn(T) -> [u8; 4]) ->
     Ok(())
 }
 
-/// The last 64 bytes of a graph file.
+/// The last 64 bytes of a graph file:
+///
+/// ```text
+/// 0  b"TARNHNSW"
+/// 8  format version, dim, n, m, max_level, entry, upper_len, ef_construction,
+///    body_crc: nine u32 (F_WORDS)
+/// 44 body_len u64 (F_BODY_LEN)
+/// 52 reserved (zeros)
+/// 60 crc32 of the 60 bytes before it (F_CRC)
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Footer {
     dim: u32,
@@ -173,40 +186,41 @@ impl Footer {
             self.body_crc,
         ];
         for (i, w) in words.iter().enumerate() {
-            b[8 + 4 * i..12 + 4 * i].copy_from_slice(&w.to_le_bytes());
+            b[F_WORDS + 4 * i..F_WORDS + 4 * (i + 1)].copy_from_slice(&w.to_le_bytes());
         }
-        b[44..52].copy_from_slice(&self.body_len.to_le_bytes());
-        let crc = crc32fast::hash(&b[..60]);
-        b[60..64].copy_from_slice(&crc.to_le_bytes());
+        b[F_BODY_LEN..F_BODY_LEN + 8].copy_from_slice(&self.body_len.to_le_bytes());
+        let crc = crc32fast::hash(&b[..F_CRC]);
+        b[F_CRC..FOOTER_BYTES].copy_from_slice(&crc.to_le_bytes());
         b
     }
 
     fn decode(b: &[u8]) -> std::result::Result<Footer, String> {
-        if b.len() != FOOTER_BYTES || &b[0..8] != MAGIC {
+        if b.len() != FOOTER_BYTES || !b.starts_with(MAGIC) {
             return Err("not a Tarn graph file (bad magic)".into());
         }
-        let word = |i: usize| u32::from_le_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]);
-        if crc32fast::hash(&b[..60]) != word(60) {
+        // The footer's length was checked above: every field is there.
+        let at = |at: usize| tarn_format::u32_at(b, at).unwrap_or_default();
+        if crc32fast::hash(&b[..F_CRC]) != at(F_CRC) {
             return Err("footer checksum mismatch".into());
         }
-        let version = word(8);
+        // The nine words, in `encode`'s order.
+        let word = |i: usize| at(F_WORDS + 4 * i);
+        let version = word(0);
         if version != GRAPH_FORMAT_VERSION {
             return Err(format!(
                 "graph format {version}, this build reads {GRAPH_FORMAT_VERSION}"
             ));
         }
-        let mut body_len = [0u8; 8];
-        body_len.copy_from_slice(&b[44..52]);
         Ok(Footer {
-            dim: word(12),
-            n: word(16),
-            m: word(20),
-            max_level: word(24),
-            entry: word(28),
-            upper_len: word(32),
-            ef_construction: word(36),
-            body_crc: word(40),
-            body_len: u64::from_le_bytes(body_len),
+            dim: word(1),
+            n: word(2),
+            m: word(3),
+            max_level: word(4),
+            entry: word(5),
+            upper_len: word(6),
+            ef_construction: word(7),
+            body_crc: word(8),
+            body_len: tarn_format::u64_at(b, F_BODY_LEN).unwrap_or_default(),
         })
     }
 }
