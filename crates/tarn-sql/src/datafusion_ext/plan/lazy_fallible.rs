@@ -204,7 +204,7 @@ fn lazy(e: &Arc<dyn PhysicalExpr>, schema: &Schema) -> Result<Arc<dyn PhysicalEx
 }
 
 /// Functions that fail on some values (besides Tarn's checked arithmetic, which
-/// `checked_arithmetic.rs` names `tarn_checked_*` and `tarn_float*`).
+/// `checked_arithmetic/` names `tarn_checked_*` and `tarn_float*`).
 const FAILING_FUNCTIONS: &[&str] = &[
     crate::datafusion_ext::plan::decorrelate::SUBQUERY_VALUE,
     crate::datafusion_ext::functions::jsonb::TO_JSONB,
