@@ -1,6 +1,6 @@
 //! Tarn's own statement executor: the transaction every statement writes through
 //! (`txn`), what statements share (`shared`), the dispatch of a bound statement to its
-//! kind (`dispatch`), DDL (`ddl`, `index_ddl`), DML (`dml`, `on_conflict`), session
+//! kind (`dispatch`), DDL (`ddl`, `index_ddl`), DML (`dml` for INSERT, `update_delete`, `on_conflict`), session
 //! settings and results. Plans only the read side of a write, through DataFusion.
 
 pub(crate) mod ddl;
@@ -12,3 +12,4 @@ pub(crate) mod result;
 pub(crate) mod settings;
 pub(crate) mod shared;
 pub(crate) mod txn;
+pub(crate) mod update_delete;
