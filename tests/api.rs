@@ -1810,6 +1810,14 @@ async fn errors_are_in_tarns_own_words() -> TestResult {
             "SELECT repeat('1', 2000)::float4[]",
             "malformed array literal",
         ),
+        // A long malformed value is quoted as other values are: its start and length.
+        (
+            "SELECT ('{1,{' || repeat('x', 3000))::int8[]",
+            "malformed array literal: \"{1,{xxx",
+        ),
+        // Types DataFusion lacks are named as PostgreSQL names an unknown type.
+        ("SELECT 'x'::money", "type \"money\" does not exist"),
+        ("SELECT CAST(1 AS xml)", "type \"xml\" does not exist"),
         (
             "SELECT x::float8[] FROM (VALUES ('{{1},{2}}')) v(x)",
             "malformed array literal",

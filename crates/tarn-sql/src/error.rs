@@ -693,6 +693,11 @@ fn pg_wording(m: &str) -> Option<String> {
             pg_type_names(operation)
         ));
     }
+    // A type DataFusion does not know, as PostgreSQL says it (CREATE TABLE already did).
+    if let Some(ty) = m.strip_prefix("Unsupported SQL type ") {
+        let ty = ty.split(['(', ' ']).next().unwrap_or(ty).to_lowercase();
+        return Some(format!("type \"{ty}\" does not exist"));
+    }
     // Syntax DataFusion does not plan, said without its syntax tree.
     if let Some(node) = m.strip_prefix("Unsupported ast node in sqltorel: ") {
         let what = node.split(['{', '(', ' ']).next().unwrap_or(node);

@@ -15,7 +15,13 @@ pub enum ArrayText {
 
 /// Parses PostgreSQL array text such as `{0.1,0.2}`, `{{1,2},{3,4}}` or `{"a b",NULL}`.
 pub fn parse_array_text(text: &str) -> Result<ArrayText> {
-    let malformed = || Error::BadRequest(format!("malformed array literal: \"{text}\""));
+    // Quoted as other values are (the first 64 characters and the length), not whole.
+    let malformed = || {
+        Error::BadRequest(format!(
+            "malformed array literal: {}",
+            tarn_catalog::shown(text)
+        ))
+    };
     let chars: Vec<char> = text.trim().chars().collect();
     let mut pos = 0;
     let out = parse_list(&chars, &mut pos, 0).ok_or_else(malformed)?;

@@ -506,10 +506,17 @@ fn array_text_to_expr(a: &ArrayText, numeric: bool, text: &str) -> Result<Expr> 
                 Ok(f) if f.is_finite() => {}
                 Ok(_) => {
                     return bad(format!(
-                        "malformed array literal: \"{text}\": {n} is not a finite number"
+                        "malformed array literal: {}: {} is not a finite number",
+                        tarn_catalog::shown(text),
+                        tarn_catalog::shown(n)
                     ));
                 }
-                Err(_) => return bad(format!("malformed array literal: \"{text}\"")),
+                Err(_) => {
+                    return bad(format!(
+                        "malformed array literal: {}",
+                        tarn_catalog::shown(text)
+                    ));
+                }
             }
             if let Some(pos) = n.strip_prefix('-') {
                 Ok(Expr::UnaryOp {

@@ -104,7 +104,12 @@ pub(crate) fn query_literal(right: Expr, stored: Option<Kind>) -> DfResult<Expr>
 /// Elements that are not numbers are 400; NULL elements stay (the checks name them).
 fn array_text_literal(text: &str, bag: bool) -> DfResult<ScalarValue> {
     use crate::ast::array_text::{ArrayText, parse_array_text};
-    let malformed = || bad(format!("malformed array literal: \"{text}\""));
+    let malformed = || {
+        bad(format!(
+            "malformed array literal: {}",
+            tarn_catalog::shown(text)
+        ))
+    };
     let parsed = parse_array_text(text).map_err(|_| malformed())?;
     let vector = |items: &[ArrayText]| -> DfResult<ScalarValue> {
         let mut values: Vec<Option<f32>> = Vec::with_capacity(items.len());
