@@ -155,16 +155,7 @@ impl SqlEngine {
         let mut stmt = Arc::unwrap_or_clone(stmt);
         let mut texts = Vec::new();
         if needs_binding(sql) {
-            // Large texts bind by number where DataFusion plans the whole statement
-            // and nothing of it is stored (see `functions::param_text`).
-            let by_number = matches!(
-                stmt,
-                Statement::Query(_)
-                    | Statement::Insert(_)
-                    | Statement::Update(_)
-                    | Statement::Delete(_)
-                    | Statement::Explain { .. }
-            );
+            let by_number = binds_texts_by_number(&stmt);
             texts = crate::rewrite::params::bind_texts(&mut stmt, params, by_number)?;
         }
         if self.shared.limits.fast_paths
@@ -390,13 +381,7 @@ impl SqlEngine {
         txn.settings = settings.lock().clone();
         // Large texts bind by number, as in `execute_statement` (a 60 MB text bound as a
         // literal was copied through every planning step: 4.8 s and 870 MB).
-        let by_number = matches!(
-            stmt,
-            Statement::Query(_)
-                | Statement::Insert(_)
-                | Statement::Update(_)
-                | Statement::Delete(_)
-        );
+        let by_number = binds_texts_by_number(&stmt);
         let fut = async {
             for (i, params) in params_batch.iter().enumerate() {
                 let step = async {
@@ -581,6 +566,19 @@ impl SqlEngine {
             )),
         }
     }
+}
+
+/// Whether large text parameters of `stmt` bind by number: where DataFusion plans the
+/// whole statement and nothing of it is stored (see `functions::param_text`).
+fn binds_texts_by_number(stmt: &Statement) -> bool {
+    matches!(
+        stmt,
+        Statement::Query(_)
+            | Statement::Insert(_)
+            | Statement::Update(_)
+            | Statement::Delete(_)
+            | Statement::Explain { .. }
+    )
 }
 
 fn prefix_error(e: Error, i: usize) -> Error {

@@ -107,16 +107,9 @@ fn constant(e: &Expr) -> bool {
 /// The array `make_array(items)` folds to, as the analyzer and the simplifier would make
 /// it; `None` when it does not fold (left to DataFusion as it was).
 fn fold(items: &[Expr]) -> Option<ScalarValue> {
-    let call = datafusion::functions_nested::expr_fn::make_array(items.to_vec());
-    let schema = DFSchema::empty();
-    let coerced = call
-        .rewrite(&mut TypeCoercionRewriter::new(&schema))
-        .ok()?
-        .data;
-    match ExprSimplifier::new(SimplifyContext::default()).simplify(coerced) {
-        Ok(Expr::Literal(v, _)) => Some(v),
-        _ => None,
-    }
+    fold_constant(&datafusion::functions_nested::expr_fn::make_array(
+        items.to_vec(),
+    ))
 }
 
 /// The value `e` folds to when it is a constant expression (no column, no subquery, no

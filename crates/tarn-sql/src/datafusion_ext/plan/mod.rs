@@ -11,3 +11,17 @@ pub(crate) mod search_exec;
 pub(crate) mod search_rule;
 pub(crate) mod signed_results;
 pub(crate) mod values_subquery;
+
+use std::sync::Arc;
+
+use datafusion::common::DFSchema;
+use datafusion::logical_expr::LogicalPlan;
+
+/// The schema a plan node's expressions are written against: its one input's, or (for a
+/// join, a leaf or a node of several inputs) its own.
+pub(crate) fn input_schema(plan: &LogicalPlan) -> Arc<DFSchema> {
+    match plan.inputs().as_slice() {
+        [input] => input.schema().clone(),
+        _ => plan.schema().clone(),
+    }
+}

@@ -16,7 +16,6 @@ use datafusion::common::{DFSchema, Result as DfResult};
 use datafusion::logical_expr::expr_rewriter::NamePreserver;
 use datafusion::logical_expr::{Expr, ExprSchemable, LogicalPlan};
 use datafusion::optimizer::AnalyzerRule;
-use std::sync::Arc;
 
 /// Functions whose unsigned results are lengths, counts or positions: `integer` in
 /// PostgreSQL.
@@ -43,12 +42,7 @@ impl AnalyzerRule for SignedResults {
 
     fn analyze(&self, plan: LogicalPlan, _config: &ConfigOptions) -> DfResult<LogicalPlan> {
         let rewritten = plan.transform_up_with_subqueries(|plan| {
-            let inputs = plan.inputs();
-            let schema: Arc<DFSchema> = if inputs.len() == 1 {
-                inputs[0].schema().clone()
-            } else {
-                plan.schema().clone()
-            };
+            let schema = super::input_schema(&plan);
             let preserver = NamePreserver::new(&plan);
             plan.map_expressions(|e| {
                 let saved = preserver.save(&e);

@@ -68,12 +68,7 @@ impl AnalyzerRule for CheckedArithmetic {
     fn analyze(&self, plan: LogicalPlan, _config: &ConfigOptions) -> DfResult<LogicalPlan> {
         let rewritten = plan.transform_up_with_subqueries(|plan| {
             crate::datafusion_ext::context::deadline::check()?;
-            let inputs = plan.inputs();
-            let schema: Arc<DFSchema> = if inputs.len() == 1 {
-                inputs[0].schema().clone()
-            } else {
-                plan.schema().clone()
-            };
+            let schema = crate::datafusion_ext::plan::input_schema(&plan);
             let preserver = NamePreserver::new(&plan);
             plan.map_expressions(|e| {
                 let saved = preserver.save(&e);
