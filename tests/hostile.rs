@@ -1627,3 +1627,41 @@ async fn nesting_the_simplifier_would_copy_exponentially_is_400() -> TestResult 
     assert_eq!(r.rows, Some(vec![vec![json!(2), json!(true)]]));
     Ok(())
 }
+
+/// A window aggregate over whole partitions hands its one value to every row of the
+/// partition: DataFusion repeats it with one allocation (`array_agg(g) OVER ()` over
+/// 60,000 rows asked for 28.8 GB and aborted the process). The value times the rows is
+/// held to the per-batch limit; small partitions and plain aggregates answer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn whole_partition_windows_of_large_values_are_400_not_an_abort() -> TestResult {
+    let (_tarn, s) = session().await?;
+    for sql in [
+        "SELECT sum(cardinality(a)) FROM (SELECT array_agg(g) OVER () a FROM generate_series(1, 60000) g) z",
+        "SELECT sum(cardinality(a)) FROM (SELECT array_agg(g) OVER (ORDER BY g ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING) a FROM generate_series(1, 60000) g) z",
+        "SELECT sum(cardinality(a)) FROM (SELECT array_agg(DISTINCT g) OVER (PARTITION BY g % 2) a FROM generate_series(1, 60000) g) z",
+        "SELECT sum(length(a)) FROM (SELECT string_agg(g::text, ',') OVER () a FROM generate_series(1, 100000) g) z",
+    ] {
+        let e = query(&s, sql, &[]).await.expect_err(sql);
+        assert_eq!(e.status(), 400, "{sql}: {e}");
+        assert!(
+            e.message().contains("requested length too large"),
+            "{sql}: {e}"
+        );
+    }
+    let r = query(
+        &s,
+        "SELECT sum(cardinality(a)) FROM (SELECT array_agg(g) OVER (PARTITION BY g % 100) a \
+         FROM generate_series(1, 2000) g) z",
+        &[],
+    )
+    .await?;
+    assert_eq!(r.rows, Some(vec![vec![json!(40000)]]));
+    let r = query(
+        &s,
+        "SELECT cardinality(array_agg(g)) FROM generate_series(1, 60000) g",
+        &[],
+    )
+    .await?;
+    assert_eq!(r.rows, Some(vec![vec![json!(60000)]]));
+    Ok(())
+}

@@ -10,6 +10,7 @@ use crate::datafusion_ext::functions::bounded::array_row_bytes;
 use datafusion::arrow::array::ArrayRef;
 use datafusion::arrow::datatypes::{DataType, FieldRef};
 use datafusion::common::Result;
+use datafusion::logical_expr::function::AccumulatorArgs;
 use datafusion::logical_expr::{Documentation, Signature};
 
 /// `string_agg` and `array_agg`, each value they make held to the per-value limit and
@@ -64,6 +65,7 @@ impl BoundedAggregate {
     fn sized(
         &self,
         inner: Result<Box<dyn datafusion::logical_expr::Accumulator>>,
+        args: &AccumulatorArgs,
     ) -> Result<Box<dyn datafusion::logical_expr::Accumulator>> {
         Ok(Box::new(SizedAccumulator {
             inner: inner?,
@@ -72,6 +74,8 @@ impl BoundedAggregate {
             handed_out: 0,
             pool: self.pool.clone(),
             held: None,
+            whole_partition: whole_partition(args.name),
+            rows: 0,
         }))
     }
 }
@@ -80,7 +84,7 @@ mod aggregate_impl {
     use super::*;
     use datafusion::common::ScalarValue;
     use datafusion::logical_expr::expr::{AggregateFunctionParams, WindowFunctionParams};
-    use datafusion::logical_expr::function::{AccumulatorArgs, StateFieldsArgs};
+    use datafusion::logical_expr::function::StateFieldsArgs;
     use datafusion::logical_expr::utils::AggregateOrderSensitivity;
     use datafusion::logical_expr::{
         Accumulator, AggregateUDFImpl, GroupsAccumulator, ReversedUDAF, SetMonotonicity,
@@ -108,14 +112,14 @@ mod aggregate_impl {
         }
 
         fn accumulator(&self, acc_args: AccumulatorArgs) -> Result<Box<dyn Accumulator>> {
-            self.sized(self.inner.accumulator(acc_args))
+            self.sized(self.inner.accumulator(acc_args.clone()), &acc_args)
         }
 
         fn create_sliding_accumulator(
             &self,
             args: AccumulatorArgs,
         ) -> Result<Box<dyn Accumulator>> {
-            self.sized(self.inner.create_sliding_accumulator(args))
+            self.sized(self.inner.create_sliding_accumulator(args.clone()), &args)
         }
 
         fn groups_accumulator_supported(&self, args: AccumulatorArgs) -> bool {
@@ -233,6 +237,18 @@ struct SizedAccumulator {
     pool: crate::datafusion_ext::context::held::SharedPool,
     /// The value's size, held in the pool once it is large.
     held: Option<datafusion::execution::memory_pool::MemoryReservation>,
+    /// A window aggregate whose frame is the whole partition: DataFusion feeds it the
+    /// partition's rows once and repeats its one value on every one of them
+    /// (`to_array_of_size`), so the value times those rows is what it hands out.
+    whole_partition: bool,
+    /// Rows fed since the last value was handed out.
+    rows: u64,
+}
+
+/// Whether an aggregate named `name` (DataFusion names a window aggregate after its
+/// window, frame included) is a window over whole partitions.
+fn whole_partition(name: &str) -> bool {
+    name.contains("UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING")
 }
 
 impl SizedAccumulator {
@@ -245,15 +261,32 @@ impl SizedAccumulator {
 
 impl datafusion::logical_expr::Accumulator for SizedAccumulator {
     fn update_batch(&mut self, values: &[ArrayRef]) -> Result<()> {
+        self.rows = self
+            .rows
+            .saturating_add(values.first().map_or(0, |v| v.len()) as u64);
         self.inner.update_batch(values)?;
         self.check_value()
     }
 
     fn evaluate(&mut self) -> Result<datafusion::common::ScalarValue> {
         let value = self.inner.evaluate()?;
-        self.handed_out = self.handed_out.saturating_add(value.size() as u64);
+        // Over a whole partition the one value is repeated on each of its rows (a
+        // 480 KB array over 60,000 rows was one allocation of 28.8 GB, which aborted
+        // the process).
+        let copies = if self.whole_partition {
+            std::mem::take(&mut self.rows).max(1)
+        } else {
+            1
+        };
+        self.handed_out = self
+            .handed_out
+            .saturating_add((value.size() as u64).saturating_mul(copies));
         let what = format!("{}'s values", self.name);
-        self.limits.check_batch(&what, self.handed_out, None)?;
+        self.limits.check_batch(
+            &what,
+            self.handed_out,
+            (copies > 1).then_some(copies as usize),
+        )?;
         Ok(value)
     }
 
