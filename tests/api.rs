@@ -1816,8 +1816,12 @@ async fn errors_are_in_tarns_own_words() -> TestResult {
             "malformed array literal: \"{1,{xxx",
         ),
         // Types DataFusion lacks are named as PostgreSQL names an unknown type.
-        ("SELECT 'x'::money", "type \"money\" does not exist"),
-        ("SELECT CAST(1 AS xml)", "type \"xml\" does not exist"),
+        ("SELECT 'x'::money", "type \"money\" is not supported"),
+        ("SELECT CAST(1 AS xml)", "type \"xml\" is not supported"),
+        (
+            "SELECT CAST(1 AS DOUBLE(10))",
+            "type \"double(10)\" is not supported",
+        ),
         (
             "SELECT x::float8[] FROM (VALUES ('{{1},{2}}')) v(x)",
             "malformed array literal",

@@ -986,6 +986,22 @@ async fn large_array_parameters_bind_as_one_array() -> TestResult {
             vec![json!(4), t.clone(), f, t],
         ])
     );
+    // A constant needle too (folded while planning): NULL among the elements is NULL.
+    let r = query(
+        &s,
+        "SELECT 3 = ANY($1), 4 = ANY($1), 3 <> ALL($1), (NOT (3 = ANY($1))) IS NULL",
+        std::slice::from_ref(&evens),
+    )
+    .await?;
+    assert_eq!(
+        r.rows,
+        Some(vec![vec![
+            Value::Null,
+            json!(true),
+            Value::Null,
+            json!(true)
+        ]])
+    );
     let r = query(
         &s,
         "SELECT NULL::int8 = ANY($1), count(*) FILTER (WHERE g = ANY($1::int8[])) FROM generate_series(1, 100000) g",
@@ -1623,6 +1639,35 @@ async fn nesting_the_simplifier_would_copy_exponentially_is_400() -> TestResult 
     assert_400(r, "CASE in WHEN, 16 deep");
     let r = query(&s, &format!("SELECT {} {from}", nest(8, &when)), &[]).await?;
     assert_eq!(r.rows, Some(vec![vec![json!(1)]]));
+    // Through scalar subqueries, each planned once per copy.
+    let sub = |e: String| format!("coalesce((SELECT {e}), 1)");
+    let r = query(&s, &format!("SELECT {}", nest(30, &sub)), &[]).await;
+    assert_400(r, "coalesce of subqueries");
+    // A boolean CASE of many WHENs with literal THENs: every WHEN is negated in each
+    // later term (quadratic).
+    let whens: String = (0..3000)
+        .map(|k| format!(" WHEN g = {k} THEN false"))
+        .collect();
+    let r = query(
+        &s,
+        &format!("SELECT CASE{whens} ELSE true END FROM generate_series(1, 2) g"),
+        &[],
+    )
+    .await;
+    assert_400(r, "3,000 WHENs of literal THENs");
+    // Copies that only add to a statement (a long IN list under one coalesce, many
+    // BETWEENs) are linear and plan.
+    let list: Vec<String> = (0..30_000).map(|k| k.to_string()).collect();
+    let r = query(
+        &s,
+        &format!(
+            "SELECT count(*) FROM generate_series(1, 3) g WHERE coalesce(g IN ({}), false)",
+            list.join(", ")
+        ),
+        &[],
+    )
+    .await?;
+    assert_eq!(r.rows, Some(vec![vec![json!(3)]]));
     let r = query(&s, "SELECT coalesce(NULL, 2, 3), 5 BETWEEN 1 AND 9", &[]).await?;
     assert_eq!(r.rows, Some(vec![vec![json!(2), json!(true)]]));
     Ok(())

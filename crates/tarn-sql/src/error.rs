@@ -693,10 +693,16 @@ fn pg_wording(m: &str) -> Option<String> {
             pg_type_names(operation)
         ));
     }
-    // A type DataFusion does not know, as PostgreSQL says it (CREATE TABLE already did).
+    // A type DataFusion does not plan (`money`, `xml`, `interval day`, `double(10)`).
     if let Some(ty) = m.strip_prefix("Unsupported SQL type ") {
-        let ty = ty.split(['(', ' ']).next().unwrap_or(ty).to_lowercase();
-        return Some(format!("type \"{ty}\" does not exist"));
+        let ty = ty
+            .strip_prefix("(precision/scale not supported) ")
+            .unwrap_or(ty)
+            .to_lowercase();
+        return Some(format!(
+            "type {} is not supported",
+            tarn_catalog::shown(&ty)
+        ));
     }
     // Syntax DataFusion does not plan, said without its syntax tree.
     if let Some(node) = m.strip_prefix("Unsupported ast node in sqltorel: ") {

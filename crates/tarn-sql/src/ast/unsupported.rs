@@ -85,7 +85,7 @@ impl Visitor for Refused {
             self.in_conditions += 1;
         }
         if let Expr::Case { conditions, .. } = e {
-            if self.in_conditions >= MAX_CASE_IN_WHEN {
+            if self.in_conditions > MAX_CASE_IN_WHEN {
                 return ControlFlow::Break(format!(
                     "CASE nested in the WHEN conditions of more than {MAX_CASE_IN_WHEN} \
                      others is too complex to plan; compute the inner conditions in a \

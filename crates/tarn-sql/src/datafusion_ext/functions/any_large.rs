@@ -88,6 +88,16 @@ impl std::hash::Hash for AnyOfLarge {
     }
 }
 
+/// Whether two list values are the same array: the literal of one call site is handed
+/// out again for each batch, so its address says so without comparing its elements.
+fn same_array(a: &ScalarValue, b: &ScalarValue) -> bool {
+    match (a, b) {
+        (ScalarValue::List(x), ScalarValue::List(y)) => Arc::ptr_eq(x, y) || x == y,
+        (ScalarValue::LargeList(x), ScalarValue::LargeList(y)) => Arc::ptr_eq(x, y) || x == y,
+        _ => a == b,
+    }
+}
+
 /// The elements of a one-row list literal.
 fn elements(v: &ScalarValue) -> Option<ArrayRef> {
     match v {
@@ -119,14 +129,18 @@ impl AnyOfLarge {
         let set = {
             let mut cached = self.set.lock();
             match cached.as_ref() {
-                Some((v, set)) if v == haystack => set.clone(),
+                Some((v, set)) if same_array(v, haystack) => set.clone(),
                 _ => {
-                    let set = Arc::new(InListExpr::try_new_from_array(
+                    // A type the IN set does not take: the shared function answers.
+                    let Ok(set) = InListExpr::try_new_from_array(
                         Arc::new(Column::new("needle", 0)),
                         values,
                         false,
                         &schema,
-                    )?);
+                    ) else {
+                        return Ok(None);
+                    };
+                    let set = Arc::new(set);
                     *cached = Some((haystack.clone(), set.clone()));
                     set
                 }
@@ -168,13 +182,28 @@ impl ScalarUDFImpl for AnyOfLarge {
     }
 
     fn invoke_with_args(&self, args: ScalarFunctionArgs) -> DfResult<ColumnarValue> {
-        if let [
-            ColumnarValue::Scalar(haystack),
-            ColumnarValue::Array(needle),
-        ] = args.args.as_slice()
-            && let Some(out) = self.evaluate(haystack, needle)?
-        {
-            return Ok(ColumnarValue::Array(out));
+        match args.args.as_slice() {
+            [
+                ColumnarValue::Scalar(haystack),
+                ColumnarValue::Array(needle),
+            ] => {
+                if let Some(out) = self.evaluate(haystack, needle)? {
+                    return Ok(ColumnarValue::Array(out));
+                }
+            }
+            // A constant needle (folded while planning): the same IN set, so that a
+            // NULL among the elements answers NULL as in PostgreSQL (DataFusion's
+            // `array_has` answered false).
+            [
+                ColumnarValue::Scalar(haystack),
+                ColumnarValue::Scalar(needle),
+            ] => {
+                let one = needle.to_array_of_size(1)?;
+                if let Some(out) = self.evaluate(haystack, &one)? {
+                    return Ok(ColumnarValue::Scalar(ScalarValue::try_from_array(&out, 0)?));
+                }
+            }
+            _ => {}
         }
         self.inner.invoke_with_args(args)
     }

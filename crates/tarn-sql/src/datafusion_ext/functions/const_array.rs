@@ -130,7 +130,13 @@ pub(crate) fn fold_constant(e: &Expr) -> Option<ScalarValue> {
         );
         Ok(datafusion::common::tree_node::TreeNodeRecursion::Continue)
     });
-    if subquery {
+    // Not folded where the simplifier's copies would multiply (see `plan::expansion`):
+    // this runs while the statement is translated, before that rule can refuse it.
+    if subquery
+        || crate::datafusion_ext::plan::expansion::multiplies(
+            crate::datafusion_ext::plan::expansion::weigh(e, &[]),
+        )
+    {
         return None;
     }
     let schema = DFSchema::empty();

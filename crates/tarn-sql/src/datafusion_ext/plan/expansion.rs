@@ -33,18 +33,8 @@ impl AnalyzerRule for ExpansionLimit {
     }
 
     fn analyze(&self, plan: LogicalPlan, _config: &ConfigOptions) -> DfResult<LogicalPlan> {
-        let mut copied = 0u64;
-        plan.apply_with_subqueries(|node| {
-            let inputs: Vec<&DFSchema> =
-                node.inputs().iter().map(|i| i.schema().as_ref()).collect();
-            node.apply_expressions(|e| {
-                let w = weigh(e, &inputs);
-                copied = copied.saturating_add(w.expanded.saturating_sub(w.plain));
-                Ok(TreeNodeRecursion::Continue)
-            })?;
-            Ok(TreeNodeRecursion::Continue)
-        })?;
-        if copied > MAX_COPIED_TERMS {
+        let w = weigh_plan(&plan);
+        if multiplies(w) {
             return Err(crate::error::bad_request(format!(
                 "the statement is too complex to plan: nested coalesce, nvl, BETWEEN or \
                  CASE would repeat its terms more than {MAX_COPIED_TERMS} times; name the \
@@ -55,22 +45,91 @@ impl AnalyzerRule for ExpansionLimit {
     }
 }
 
+/// Whether the copies of `w` multiply the statement: past [`MAX_COPIED_TERMS`] and more
+/// than four times its terms as written (a long IN list under one coalesce is copied
+/// once, a cost linear in the statement, and plans).
+pub(crate) fn multiplies(w: Weight) -> bool {
+    w.expanded.saturating_sub(w.plain) > MAX_COPIED_TERMS && w.expanded > w.plain.saturating_mul(4)
+}
+
+/// The terms of a plan's expressions, its subqueries' included (a subquery copied by
+/// a coalesce around it is planned once per copy).
+fn weigh_plan(plan: &LogicalPlan) -> Weight {
+    let mut total = Weight::ONE;
+    let _ = plan.apply(|node| {
+        let inputs: Vec<&DFSchema> = node.inputs().iter().map(|i| i.schema().as_ref()).collect();
+        let _ = node.apply_expressions(|e| {
+            total = total.plus(weigh(e, &inputs), 1);
+            Ok(TreeNodeRecursion::Continue)
+        });
+        Ok(TreeNodeRecursion::Continue)
+    });
+    total
+}
+
 /// The terms of an expression as written, and once the simplifier has made its copies.
-#[derive(Clone, Copy)]
-struct Weight {
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Weight {
     plain: u64,
     expanded: u64,
 }
 
+impl Weight {
+    const ONE: Weight = Weight {
+        plain: 1,
+        expanded: 1,
+    };
+
+    /// `self` with `w` added, its expansion written `copies` times.
+    fn plus(self, w: Weight, copies: u64) -> Weight {
+        Weight {
+            plain: self.plain.saturating_add(w.plain),
+            expanded: self
+                .expanded
+                .saturating_add(w.expanded.saturating_mul(copies)),
+        }
+    }
+}
+
 /// How many times the simplifier writes each argument of `e` (see the module's
 /// documentation); 1 for every argument of every other expression.
-fn weigh(e: &Expr, inputs: &[&DFSchema]) -> Weight {
+pub(crate) fn weigh(e: &Expr, inputs: &[&DFSchema]) -> Weight {
     let mut children = Vec::new();
-    // A subquery's plan is counted as a plan of its own (`apply_with_subqueries`).
     let _ = e.apply_children(|c| {
         children.push(weigh(c, inputs));
         Ok(TreeNodeRecursion::Continue)
     });
+    // A subquery is planned once per copy of the expression that holds it.
+    let subquery = match e {
+        Expr::ScalarSubquery(sq) => Some(weigh_plan(&sq.subquery)),
+        Expr::Exists(x) => Some(weigh_plan(&x.subquery.subquery)),
+        Expr::InSubquery(x) => Some(weigh_plan(&x.subquery.subquery)),
+        _ => None,
+    };
+    let rewritten_case = match e {
+        Expr::Case(c) if c.expr.is_none() => {
+            let n = c.when_then_expr.len();
+            let literal = |v: &Expr| match v {
+                Expr::Literal(datafusion::common::ScalarValue::Boolean(b), _) => Some(*b),
+                _ => None,
+            };
+            let thens: Vec<Option<Option<bool>>> =
+                c.when_then_expr.iter().map(|(_, t)| literal(t)).collect();
+            let all_literal = thens.iter().all(Option::is_some);
+            let trues = thens.iter().filter(|t| **t == Some(Some(true))).count();
+            let falses = thens.iter().filter(|t| **t == Some(Some(false))).count();
+            // The simplifier's boolean-CASE rewrites (see its rules for Case): into AND/OR
+            // terms when there are few WHENs or few true (or, negated, few false) THENs.
+            let rewritten = (n < 3
+                && !c
+                    .when_then_expr
+                    .iter()
+                    .any(|(_, then)| not_boolean(then, inputs)))
+                || (all_literal && (trues < 3 || falses < 3));
+            rewritten.then_some(n)
+        }
+        _ => None,
+    };
     let copies = |i: usize| -> u64 {
         match e {
             Expr::ScalarFunction(f)
@@ -80,31 +139,21 @@ fn weigh(e: &Expr, inputs: &[&DFSchema]) -> Weight {
                 2
             }
             Expr::Between(_) if i == 0 => 2,
-            // The conditions: WHEN, THEN pairs first, then the ELSE.
-            Expr::Case(c)
-                if c.expr.is_none()
-                    && c.when_then_expr.len() < 3
-                    && i.is_multiple_of(2)
-                    && i < 2 * c.when_then_expr.len()
-                    && !c
-                        .when_then_expr
-                        .iter()
-                        .any(|(_, then)| not_boolean(then, inputs)) =>
-            {
-                3
-            }
+            // The conditions (WHEN, THEN pairs first, then the ELSE): the k-th WHEN is
+            // written in its own term and in the negation of every later one's.
+            Expr::Case(_) if i.is_multiple_of(2) => match rewritten_case {
+                Some(n) if i < 2 * n => (n - i / 2 + 1) as u64,
+                _ => 1,
+            },
             _ => 1,
         }
     };
-    let mut w = Weight {
-        plain: 1,
-        expanded: 1,
-    };
+    let mut w = Weight::ONE;
     for (i, c) in children.iter().enumerate() {
-        w.plain = w.plain.saturating_add(c.plain);
-        w.expanded = w
-            .expanded
-            .saturating_add(c.expanded.saturating_mul(copies(i)));
+        w = w.plus(*c, copies(i));
+    }
+    if let Some(sub) = subquery {
+        w = w.plus(sub, 1);
     }
     w
 }
@@ -151,6 +200,8 @@ mod tests {
     #[test]
     fn copies_double_per_level_of_coalesce() {
         let w = weigh(&nested(10), &[]);
+        assert!(!multiplies(w));
+        assert!(multiplies(weigh(&nested(20), &[])));
         assert_eq!(w.plain, 21);
         assert!(w.expanded > 1024 && w.expanded < 4096, "{}", w.expanded);
         // The last argument is written once.
