@@ -459,3 +459,35 @@ pub fn mod_function(stmt: &mut datafusion::sql::sqlparser::ast::Statement) {
         std::ops::ControlFlow::<()>::Continue(())
     });
 }
+
+/// `ifnull` calls inside an `ifnull` call's arguments become `nvl`, the function
+/// `ifnull` names: DataFusion plans each `ifnull` as `nvl(…) AS ifnull(…)`, and works
+/// out the type of an alias over an alias twice per level, so 20 nested `ifnull`s took
+/// seconds and 40 took gigabytes before anything could refuse them. The outermost keeps
+/// its name (the result column's).
+pub fn nested_ifnull(stmt: &mut datafusion::sql::sqlparser::ast::Statement) {
+    use datafusion::sql::sqlparser::ast::{self as ast, VisitMut, VisitorMut};
+    fn is_ifnull(f: &ast::Function) -> bool {
+        crate::ast::ident::is_call_to(f, "ifnull")
+    }
+    struct Outer;
+    impl VisitorMut for Outer {
+        type Break = ();
+        fn pre_visit_expr(&mut self, e: &mut Expr) -> std::ops::ControlFlow<()> {
+            if let Expr::Function(f) = e
+                && is_ifnull(f)
+            {
+                let _ = ast::visit_expressions_mut(&mut f.args, |inner| {
+                    if let Expr::Function(g) = inner
+                        && is_ifnull(g)
+                    {
+                        g.name = ast::ObjectName::from(vec![ast::Ident::new("nvl")]);
+                    }
+                    std::ops::ControlFlow::<()>::Continue(())
+                });
+            }
+            std::ops::ControlFlow::Continue(())
+        }
+    }
+    let _ = stmt.visit(&mut Outer);
+}

@@ -278,6 +278,7 @@ impl<'e> Txn<'e> {
         crate::rewrite::names::alias_duplicates(&mut stmt, false);
         crate::rewrite::names::function_column_aliases(&mut stmt);
         crate::rewrite::names::mod_function(&mut stmt);
+        crate::rewrite::names::nested_ifnull(&mut stmt);
         crate::datafusion_ext::functions::jsonb::rewrite_casts(&mut stmt);
         crate::ast::types::timestamp_casts(&mut stmt)?;
         crate::datafusion_ext::functions::numeric_input::guard_numeric_casts(&mut stmt);
