@@ -1775,9 +1775,10 @@ async fn errors_are_in_tarns_own_words() -> TestResult {
             "table name \"n\" specified more than once",
         ),
         ("SELECT 100000::smallint", "smallint out of range"),
+        // The column named by its table, as PostgreSQL names it (not `ws.n.body`).
         (
             r#"SELECT id, body FROM "ws"."n" GROUP BY id"#,
-            "must appear in the GROUP BY clause or be used in an aggregate function",
+            "column \"n.body\" must appear in the GROUP BY clause or be used in an aggregate function",
         ),
         (
             r#"SELECT * FROM "ws"."n" GROUP BY id"#,

@@ -383,9 +383,15 @@ pub(crate) fn clean_message(msg: &str) -> String {
     if let Some((_, rest)) = m.split_once("While expanding wildcard, column \"")
         && let Some((column, _)) = rest.split_once("\" must appear in the GROUP BY clause")
     {
+        // PostgreSQL names the column by its table (`t.body`), not its workspace too.
+        let parts: Vec<&str> = column.split('.').collect();
+        let column = match parts.as_slice() {
+            [.., table, name] if parts.len() > 2 => format!("{table}.{name}"),
+            _ => column.to_string(),
+        };
         return format!(
             "column {} must appear in the GROUP BY clause or be used in an aggregate function",
-            shown(column)
+            shown(&column)
         );
     }
     for (arrow, pg) in [
