@@ -1818,6 +1818,14 @@ async fn errors_are_in_tarns_own_words() -> TestResult {
         ),
         // Types DataFusion lacks are named as PostgreSQL names an unknown type.
         ("SELECT 'x'::money", "type \"money\" is not supported"),
+        (
+            "SELECT * FROM generate_series(1, 10, 0)",
+            "step size cannot equal zero",
+        ),
+        (
+            "SELECT generate_series(1, 10, 0)",
+            "step size cannot equal zero",
+        ),
         ("SELECT CAST(1 AS xml)", "type \"xml\" is not supported"),
         (
             "SELECT CAST(1 AS DOUBLE(10))",

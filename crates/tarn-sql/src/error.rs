@@ -699,6 +699,11 @@ fn pg_wording(m: &str) -> Option<String> {
             pg_type_names(operation)
         ));
     }
+    // generate_series/range with a zero step, as PostgreSQL says it (DataFusion's table
+    // and scalar forms word it two ways of their own).
+    if m.starts_with("Step cannot be zero") || m.starts_with("step can't be 0 for function") {
+        return Some("step size cannot equal zero".into());
+    }
     // A type DataFusion does not plan (`money`, `xml`, `interval day`, `double(10)`).
     if let Some(ty) = m.strip_prefix("Unsupported SQL type ") {
         let ty = ty
