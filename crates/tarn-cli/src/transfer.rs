@@ -183,10 +183,7 @@ pub(crate) async fn export(
                     .fields()
                     .iter()
                     .enumerate()
-                    .filter(|(_, f)| {
-                        f.metadata().get("ARROW:extension:name").map(String::as_str)
-                            == Some("arrow.json")
-                    })
+                    .filter(|(_, f)| tarn::is_json_field(f))
                     .map(|(i, _)| i)
                     .collect();
                 for b in batches {
