@@ -342,6 +342,27 @@ pub(crate) fn parse_date(s: &str) -> Option<i32> {
     Some(chrono::Datelike::num_days_from_ce(&date) - 719_163)
 }
 
+/// The microseconds a fraction of a second written with `digits` (ASCII digits after the
+/// point) stands for, rounded to the microsecond as PostgreSQL rounds it (`rint`: half
+/// to even); 1,000,000 when it rounds up to the next second (`.9999996`).
+pub fn fraction_micros(digits: &[u8]) -> i64 {
+    let mut micros = 0i64;
+    for (i, c) in digits.iter().enumerate().take(6) {
+        micros += i64::from(c.wrapping_sub(b'0')) * 10i64.pow(5 - i as u32);
+    }
+    if digits.len() > 6 {
+        let up = match digits[6] {
+            b'6'..=b'9' => true,
+            b'5' => digits[7..].iter().any(|&c| c != b'0') || micros % 2 == 1,
+            _ => false,
+        };
+        if up {
+            micros += 1;
+        }
+    }
+    micros
+}
+
 /// Microseconds since the epoch (UTC) of an ISO timestamp: `YYYY-MM-DD`, `T`, `t` or a
 /// space, `HH:MM[:SS[.fraction]]`, then `Z` or an offset `±HH[[:]MM]`, or nothing (UTC).
 /// Digits past microseconds round to the nearest microsecond.
@@ -363,22 +384,7 @@ pub(crate) fn parse_timestamp(s: &str) -> Option<i64> {
             if n == 0 {
                 return None;
             }
-            for (i, c) in tail[..n].iter().enumerate().take(6) {
-                micros += i64::from(c - b'0') * 10i64.pow(5 - i as u32);
-            }
-            // Rounded to the microsecond as PostgreSQL rounds it (`rint`: half to even),
-            // so `23:59:59.9999996` is the next day.
-            if n > 6 {
-                let rest = &tail[7..n];
-                let up = match tail[6] {
-                    b'6'..=b'9' => true,
-                    b'5' => rest.iter().any(|&c| c != b'0') || micros % 2 == 1,
-                    _ => false,
-                };
-                if up {
-                    micros += 1;
-                }
-            }
+            micros = fraction_micros(&tail[..n]);
             rest = &tail[n..];
         }
     }

@@ -328,17 +328,8 @@ fn round_to_micros(text: &str) -> Option<String> {
         "%Y-%m-%d %H:%M:%S",
     )
     .ok()?;
-    let mut micros: i64 = fraction[..6].parse().ok()?;
-    let (next, rest) = (fraction.as_bytes()[6], &fraction[7..]);
-    let up = match next {
-        b'6'..=b'9' => true,
-        b'5' if rest.bytes().any(|c| c != b'0') => true,
-        b'5' => micros % 2 == 1,
-        _ => false,
-    };
-    if up {
-        micros += 1;
-    }
+    // Rounded as uploads round it (tarn-ingest reads their timestamps).
+    let micros = tarn_ingest::fraction_micros(fraction.as_bytes());
     let at = base.checked_add_signed(chrono::TimeDelta::microseconds(micros))?;
     Some(format!("{}{zone}", at.format("%Y-%m-%d %H:%M:%S%.6f")))
 }
