@@ -458,57 +458,31 @@ pub const TO_JSONB: &str = "tarn_to_jsonb";
 /// value, stored text validated and canonical as a jsonb column's. Casts to `uuid`
 /// likewise become calls of `uuid_cast::TO_UUID`.
 pub fn rewrite_casts(stmt: &mut datafusion::sql::sqlparser::ast::Statement) {
-    use datafusion::sql::sqlparser::ast::{
-        self as ast, DataType as T, FunctionArg, FunctionArgExpr, FunctionArgumentList,
-        FunctionArguments, Ident, ObjectName,
-    };
-    fn call(arg: ast::Expr) -> ast::Expr {
-        call_of(TO_JSONB, arg)
-    }
-    fn call_of(name: &str, arg: ast::Expr) -> ast::Expr {
-        ast::Expr::Function(ast::Function {
-            name: ObjectName::from(vec![Ident::new(name)]),
-            uses_odbc_syntax: false,
-            parameters: FunctionArguments::None,
-            args: FunctionArguments::List(FunctionArgumentList {
-                duplicate_treatment: None,
-                args: vec![FunctionArg::Unnamed(FunctionArgExpr::Expr(arg))],
-                clauses: vec![],
-            }),
-            filter: None,
-            null_treatment: None,
-            over: None,
-            within_group: vec![],
-        })
+    use datafusion::sql::sqlparser::ast::{self as ast, DataType as T};
+    // The function a cast to `t` becomes, for the types DataFusion lacks.
+    fn function_for(t: &T) -> Option<&'static str> {
+        match t {
+            T::JSON | T::JSONB => Some(TO_JSONB),
+            T::Uuid => Some(super::uuid_cast::TO_UUID),
+            _ => None,
+        }
     }
     jsonb_values_columns(stmt);
     let _ = ast::visit_expressions_mut(stmt, |e| {
-        match e {
+        let replaced = match e {
             ast::Expr::Cast {
-                expr,
-                data_type: T::JSON | T::JSONB,
-                ..
-            } => {
+                expr, data_type, ..
+            } => function_for(data_type).map(|f| {
                 let inner = std::mem::replace(expr.as_mut(), ast::Expr::value(ast::Value::Null));
-                *e = call(inner);
+                (f, inner)
+            }),
+            ast::Expr::TypedString(ts) => {
+                function_for(&ts.data_type).map(|f| (f, ast::Expr::Value(ts.value.clone())))
             }
-            ast::Expr::TypedString(ts) if matches!(ts.data_type, T::JSON | T::JSONB) => {
-                let v = ast::Expr::Value(ts.value.clone());
-                *e = call(v);
-            }
-            ast::Expr::Cast {
-                expr,
-                data_type: T::Uuid,
-                ..
-            } => {
-                let inner = std::mem::replace(expr.as_mut(), ast::Expr::value(ast::Value::Null));
-                *e = call_of(super::uuid_cast::TO_UUID, inner);
-            }
-            ast::Expr::TypedString(ts) if matches!(ts.data_type, T::Uuid) => {
-                let v = ast::Expr::Value(ts.value.clone());
-                *e = call_of(super::uuid_cast::TO_UUID, v);
-            }
-            _ => {}
+            _ => None,
+        };
+        if let Some((f, arg)) = replaced {
+            *e = crate::ast::ident::call(f, vec![arg]);
         }
         std::ops::ControlFlow::<()>::Continue(())
     });
@@ -633,29 +607,15 @@ impl ScalarUDFImpl for ToJsonb {
     }
 
     fn invoke_with_args(&self, args: ScalarFunctionArgs) -> DfResult<ColumnarValue> {
-        let scalar = matches!(args.args[0], ColumnarValue::Scalar(_));
-        let arrays = ColumnarValue::values_to_arrays(&args.args)?;
-        let text = datafusion::arrow::compute::cast(&arrays[0], &DataType::Utf8)?;
-        let text = text.as_string::<i32>();
-        let mut out = StringBuilder::with_capacity(text.len(), text.len() * 16);
         let mut json = tarn_ingest::JsonbText::new();
-        for v in text.iter() {
-            match v {
-                None => out.append_null(),
-                Some(v) => match json.canonical(v) {
-                    Ok(stored) => out.append_value(stored),
-                    Err(e) => {
-                        return Err(datafusion::error::DataFusionError::Execution(format!(
-                            "invalid input syntax for type json: {e}"
-                        )));
-                    }
-                },
+        super::map_text(&args, 16, |v, out| match json.canonical(v) {
+            Ok(stored) => {
+                out.append_value(stored);
+                Ok(())
             }
-        }
-        let out: ArrayRef = Arc::new(out.finish());
-        if scalar {
-            return Ok(ColumnarValue::Scalar(ScalarValue::try_from_array(&out, 0)?));
-        }
-        Ok(ColumnarValue::Array(out))
+            Err(e) => Err(datafusion::error::DataFusionError::Execution(format!(
+                "invalid input syntax for type json: {e}"
+            ))),
+        })
     }
 }

@@ -5,11 +5,8 @@
 //! accepted, as PostgreSQL accepts them; anything else is PostgreSQL's `invalid input
 //! syntax for type uuid`.
 
-use std::sync::Arc;
-
-use datafusion::arrow::array::{Array, ArrayRef, AsArray, StringBuilder};
 use datafusion::arrow::datatypes::DataType;
-use datafusion::common::{Result as DfResult, ScalarValue};
+use datafusion::common::Result as DfResult;
 use datafusion::logical_expr::{
     ColumnarValue, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature, Volatility,
 };
@@ -82,30 +79,16 @@ impl ScalarUDFImpl for ToUuid {
     }
 
     fn invoke_with_args(&self, args: ScalarFunctionArgs) -> DfResult<ColumnarValue> {
-        let scalar = matches!(args.args[0], ColumnarValue::Scalar(_));
-        let arrays = ColumnarValue::values_to_arrays(&args.args)?;
-        let text = datafusion::arrow::compute::cast(&arrays[0], &DataType::Utf8)?;
-        let text = text.as_string::<i32>();
-        let mut out = StringBuilder::with_capacity(text.len(), text.len() * 36);
-        for v in text.iter() {
-            match v {
-                None => out.append_null(),
-                Some(v) => match parse(v) {
-                    Some(u) => out.append_value(u.hyphenated().to_string()),
-                    None => {
-                        return Err(crate::error::bad_request(format!(
-                            "invalid input syntax for type uuid: {}",
-                            tarn_catalog::shown(v)
-                        )));
-                    }
-                },
+        super::map_text(&args, 36, |v, out| match parse(v) {
+            Some(u) => {
+                out.append_value(u.hyphenated().to_string());
+                Ok(())
             }
-        }
-        let out: ArrayRef = Arc::new(out.finish());
-        if scalar {
-            return Ok(ColumnarValue::Scalar(ScalarValue::try_from_array(&out, 0)?));
-        }
-        Ok(ColumnarValue::Array(out))
+            None => Err(crate::error::bad_request(format!(
+                "invalid input syntax for type uuid: {}",
+                tarn_catalog::shown(v)
+            ))),
+        })
     }
 }
 
