@@ -21,9 +21,6 @@
 //! end in the CRC-32 of everything before it. The decoders read hostile bytes: nothing
 //! here panics or allocates by what the bytes claim.
 
-/// Length of the magic numbers Tarn's files carry.
-pub const MAGIC_LEN: usize = 8;
-
 /// Length of a CRC-32 field.
 pub const CRC_LEN: usize = 4;
 
