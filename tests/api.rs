@@ -1733,6 +1733,23 @@ async fn errors_are_in_tarns_own_words() -> TestResult {
             "invalid input syntax for type double precision: \"xxx",
         ),
         ("SELECT 1e400::numeric", "numeric field overflow"),
+        // An array of reals is checked as a real is, element by element.
+        (
+            "SELECT ARRAY[1e39]::float4[]",
+            "value out of range: overflow",
+        ),
+        (
+            "SELECT '{1, 1e39}'::float4[]",
+            "value out of range: overflow",
+        ),
+        (
+            "SELECT x::float4[] FROM (VALUES ('{1, 1e39}')) v(x)",
+            "\"1e39\" is out of range for type real",
+        ),
+        (
+            "SELECT ARRAY[ARRAY[1e-50]]::real[][]",
+            "value out of range: underflow",
+        ),
         (
             "SELECT '1'::numeric(0, 0)",
             "NUMERIC precision must be between 1 and 76",

@@ -493,3 +493,75 @@ async fn wide_rows_stream_through_filters_and_recursion() -> TestResult {
     tarn.close().await?;
     Ok(())
 }
+
+/// A wide row repeated by a join is joined in steps of a few rows: a cross join made
+/// one array as long as the probe batch from a 24 MB row (one allocation of 196 GB,
+/// and the process aborted), and a hash join gathered 8,192 copies. The cross join now
+/// answers; the hash join that still gathers too much is the limit's 400, and its
+/// spawned work stops with the statement instead of growing on (it reached 6 GB after
+/// the 400 was sent).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wide_row_repeated_by_a_join_is_joined_in_steps() -> TestResult {
+    let _serial = tarn_tests::RSS_SERIAL.lock().await;
+    let Some(base) = rss_anon() else {
+        return Ok(()); // not Linux: nothing to measure
+    };
+    let dir = tempfile::tempdir()?;
+    let open = |query_memory: usize| {
+        Tarn::open_with(
+            dir.path(),
+            Options::new()
+                .sync(SyncMode::Process)
+                .query_memory(query_memory),
+        )
+    };
+    // The default pool, whose per-value limit lets a 3M-element array be made.
+    let tarn = open(2 << 30).await?;
+    let (s, secret) = tarn_tests::fixture_with_key(&tarn).await?;
+    let r = s
+        .query(
+            "ws",
+            "WITH a AS (SELECT array_agg(g) x FROM generate_series(1, 3000000) g) \
+             SELECT sum(cardinality(x)) FROM a, generate_series(1, 10000)",
+            &[],
+        )
+        .await?;
+    assert_eq!(
+        r.rows.unwrap_or_default(),
+        vec![vec![json!(30_000_000_000i64)]]
+    );
+    let r = s
+        .query(
+            "ws",
+            "WITH a AS (SELECT repeat('x', 5000000) t) \
+             SELECT sum(length(t)) FROM a, generate_series(1, 2000)",
+            &[],
+        )
+        .await?;
+    assert_eq!(
+        r.rows.unwrap_or_default(),
+        vec![vec![json!(10_000_000_000i64)]]
+    );
+    tarn.close().await?;
+    let tarn = open(QUERY_MEMORY).await?;
+    let s = tarn_tests::reconnect(&tarn, &secret).await?;
+    let e = s
+        .query(
+            "ws",
+            "WITH a AS (SELECT 1 k, array_agg(g) x FROM generate_series(1, 900000) g) \
+             SELECT sum(cardinality(a.x)) FROM a \
+             JOIN (SELECT 1 k, g FROM generate_series(1, 20000) g) b ON a.k = b.k",
+            &[],
+        )
+        .await
+        .expect_err("8,192 copies of a 7 MB row are past the limit");
+    assert_eq!(e.status(), 400, "{e}");
+    assert!(e.to_string().contains("query_memory"), "{e}");
+    let grown = idle_rss_over(base, 200 << 20).await;
+    assert!(
+        grown < 200 << 20,
+        "after the 400, RssAnon grew by {grown} bytes"
+    );
+    tarn.close().await?;
+    Ok(())
+}

@@ -226,11 +226,17 @@ impl Access {
 }
 
 pub(crate) fn org_not_found(id: &str) -> Error {
-    Error::not_found(format!("organization \"{id}\" does not exist"))
+    Error::not_found(format!(
+        "organization {} does not exist",
+        tarn_catalog::shown(id)
+    ))
 }
 
 pub(crate) fn ws_not_found(id: &str) -> Error {
-    Error::not_found(format!("workspace \"{id}\" does not exist"))
+    Error::not_found(format!(
+        "workspace {} does not exist",
+        tarn_catalog::shown(id)
+    ))
 }
 
 /// The identity (`WorkspaceRecord::uid`) of workspace `ws` of `org` in `catalog`: what a

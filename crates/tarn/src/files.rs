@@ -229,7 +229,7 @@ fn file_info(f: &FileRecord) -> FileInfo {
 }
 
 fn file_not_found(id: &str) -> Error {
-    Error::not_found(format!("file \"{id}\" does not exist"))
+    Error::not_found(format!("file {} does not exist", tarn_catalog::shown(id)))
 }
 
 /// A file name as uploads take it: the last component a browser or `curl` sends,

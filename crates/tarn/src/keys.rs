@@ -86,9 +86,12 @@ impl Tarn {
         check_text_field("label", label)?;
         let ddl = self.inner.engine.locks().ddl().await;
         let catalog = self.catalog();
-        let user = catalog
-            .user(user_id)
-            .ok_or_else(|| Error::not_found(format!("user \"{user_id}\" does not exist")))?;
+        let user = catalog.user(user_id).ok_or_else(|| {
+            Error::not_found(format!(
+                "user {} does not exist",
+                tarn_catalog::shown(user_id)
+            ))
+        })?;
         let secret = new_secret();
         let record = ApiKeyRecord {
             id: uuid::Uuid::new_v4().to_string(),
@@ -119,7 +122,8 @@ impl Tarn {
         let catalog = self.catalog();
         if catalog.user(user_id).is_none() {
             return Err(Error::not_found(format!(
-                "user \"{user_id}\" does not exist"
+                "user {} does not exist",
+                tarn_catalog::shown(user_id)
             )));
         }
         let uses = self.inner.key_uses.lock();
@@ -147,7 +151,8 @@ impl Tarn {
         let ddl = self.inner.engine.locks().ddl().await;
         match self.catalog().api_key(key_id) {
             None => Err(Error::not_found(format!(
-                "API key \"{key_id}\" does not exist"
+                "API key {} does not exist",
+                tarn_catalog::shown(key_id)
             ))),
             Some(k) if k.revoked => Ok(()),
             Some(_) => {

@@ -227,7 +227,9 @@ fn parse_role(role: &str) -> Result<Role> {
 
 fn member_not_found(org: &str, user_id: &str) -> Error {
     Error::not_found(format!(
-        "user \"{user_id}\" is not a member of organization \"{org}\""
+        "user {} is not a member of organization {}",
+        tarn_catalog::shown(user_id),
+        tarn_catalog::shown(org)
     ))
 }
 

@@ -27,7 +27,11 @@ impl Session {
         let access = self.authorize(Operation::Table, ws)?;
         let catalog = &access.catalog;
         let def = catalog.table(access.org(), ws, table).ok_or_else(|| {
-            Error::not_found(format!("relation \"{ws}\".\"{table}\" does not exist"))
+            Error::not_found(format!(
+                "relation {}.{} does not exist",
+                tarn_catalog::shown(ws),
+                tarn_catalog::shown(table)
+            ))
         })?;
         let snapshot = self.tarn.db().table(def.id).map(|s| s.snapshot());
         Ok(TableDetails {

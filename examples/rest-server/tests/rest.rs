@@ -396,6 +396,16 @@ async fn every_endpoint_over_http() {
         "BadRequest",
     );
     error_of(&acme.get("/workspaces/nope").await, 404, "NotFound");
+    // An id that long is quoted in part (it came back whole, 950 characters).
+    let long = "w".repeat(950);
+    for path in [
+        format!("/workspaces/{long}"),
+        format!("/workspaces/{long}/tables"),
+        format!("/organizations/{long}"),
+    ] {
+        let m = error_of(&acme.get(&path).await, 404, "NotFound");
+        assert!(m.len() < 150 && m.contains("(950 bytes)"), "{path}: {m}");
+    }
     // Another organization's header: 404, never 403.
     error_of(
         &Api::new(&server, &member_key, Some("other"))

@@ -4,3 +4,4 @@
 
 pub(crate) mod names;
 pub(crate) mod params;
+pub(crate) mod to_char;

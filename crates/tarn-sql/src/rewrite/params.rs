@@ -183,13 +183,21 @@ impl Visitor for CountRefs {
             self.constant_depth += 1;
         }
         // A parameter cast in place to another type than text: Tarn reads some such
-        // casts of literals its own way (array text, jsonb, numeric text).
+        // casts of literals its own way (array text, numeric text). Not jsonb and
+        // bytea, which read any text as they read a literal: a literal of 30 MB cast to
+        // jsonb took 6 s in the planner's copies and names of it, and grew faster than
+        // its length.
         if let Expr::Cast {
             expr, data_type, ..
         } = e
             && !matches!(
                 data_type,
-                ast::DataType::Text | ast::DataType::Varchar(_) | ast::DataType::String(_)
+                ast::DataType::Text
+                    | ast::DataType::Varchar(_)
+                    | ast::DataType::String(_)
+                    | ast::DataType::JSON
+                    | ast::DataType::JSONB
+                    | ast::DataType::Bytea
             )
         {
             self.keep_literal(expr);
@@ -345,6 +353,15 @@ fn rewrite(expr: &Expr, params: &[Json], literals: &mut usize) -> Result<Option<
             let Value::SingleQuotedString(text) = &v.value else {
                 return Ok(None);
             };
+            // A long array (more separators than an embedding has dimensions) is read
+            // at run time, in one pass over its text (array_in.rs): as `ARRAY[…]` each
+            // element became expressions the planner types, coerces and folds one by one
+            // — 3M elements took 19 s and 4.2 GB.
+            if text.bytes().filter(|b| *b == b',').count()
+                >= crate::datafusion_ext::functions::param_array::LARGE
+            {
+                return Ok(crate::datafusion_ext::functions::array_in::bind_text(expr));
+            }
             // Booleans are read as text too (`t`, `true`, `yes`…), and then cast.
             let numeric = !matches!(
                 innermost(elem),

@@ -279,6 +279,7 @@ impl<'e> Txn<'e> {
         crate::rewrite::names::function_column_aliases(&mut stmt);
         crate::rewrite::names::mod_function(&mut stmt);
         crate::rewrite::names::nested_ifnull(&mut stmt);
+        crate::rewrite::to_char::pg_templates(&mut stmt)?;
         crate::datafusion_ext::functions::jsonb::rewrite_casts(&mut stmt);
         crate::ast::types::timestamp_casts(&mut stmt)?;
         crate::datafusion_ext::functions::numeric_input::guard_numeric_casts(&mut stmt);
@@ -801,9 +802,13 @@ async fn collect_bounded(
     use datafusion::execution::memory_pool::MemoryConsumer;
     use futures::StreamExt;
     let reservation = MemoryConsumer::new("query result").register(ctx.memory_pool());
+    // Dropped when this returns, however it returns: what the plan's spawned tasks are
+    // still doing then stops at their next batch.
+    let life = Arc::new(());
     let plan = crate::datafusion_ext::context::held::hold_wide_rows(
         plan,
         tarn_alloc::current_statement(),
+        &life,
     )?;
     let mut stream = datafusion::physical_plan::execute_stream(plan, ctx)?;
     let mut out = Vec::new();

@@ -12,6 +12,8 @@ use datafusion::common::Result;
 use datafusion::execution::memory_pool::{MemoryConsumer, MemoryPool, MemoryReservation};
 use datafusion::physical_plan::windows::WindowAggExec;
 
+use super::join_rows::JoinSide;
+
 /// Below this, a value is not worth a reservation (registering one takes a lock).
 pub(crate) const SMALLEST_HELD: u64 = 1 << 20;
 
@@ -237,11 +239,13 @@ const WIDEST_UNHELD_ROW: usize = 16 << 10;
 /// `plan` with the output of each of its nodes held in the pool while it lives, where
 /// its rows are wide (see [`HoldExec`]), and the partitions of each window over whole
 /// partitions counted (see [`PARTITION_BYTES`]). Not under EXPLAIN ANALYZE, which shows the
-/// plan it runs.
+/// plan it runs. Its nodes stop when `life` is dropped (see [`HoldExec`]'s `life`).
 pub(crate) fn hold_wide_rows(
     plan: Arc<dyn datafusion::physical_plan::ExecutionPlan>,
     statement: u64,
+    life: &Arc<()>,
 ) -> Result<Arc<dyn datafusion::physical_plan::ExecutionPlan>> {
+    let life = Arc::downgrade(life);
     use datafusion::common::tree_node::{Transformed, TreeNode};
     if plan
         .downcast_ref::<datafusion::physical_plan::analyze::AnalyzeExec>()
@@ -267,6 +271,8 @@ pub(crate) fn hold_wide_rows(
                     holder,
                     partitions: (!count.keys.is_empty()).then_some(count),
                     release: false,
+                    join: None,
+                    life: life.clone(),
                 });
                 datafusion::physical_plan::execution_plan::replace_children_if_necessary(
                     node.clone(),
@@ -288,7 +294,32 @@ pub(crate) fn hold_wide_rows(
                         holder,
                         partitions: None,
                         release: true,
+                        join: None,
+                        life: life.clone(),
                     })],
+                )?
+            }
+            // A join: the widest row of its build side sets how many probe rows go
+            // into each step (see `join_rows`).
+            None if is_join(&node) && node.children().len() == 2 => {
+                let (build, probe) = super::join_rows::sides();
+                let children = node.children();
+                let side = |child: &Arc<dyn datafusion::physical_plan::ExecutionPlan>,
+                            join: JoinSide| {
+                    Arc::new(HoldExec {
+                        input: unheld(child),
+                        statement,
+                        holder,
+                        partitions: None,
+                        release: false,
+                        join: Some(join),
+                        life: life.clone(),
+                    }) as Arc<dyn datafusion::physical_plan::ExecutionPlan>
+                };
+                let children = vec![side(children[0], build), side(children[1], probe)];
+                datafusion::physical_plan::execution_plan::replace_children_if_necessary(
+                    node.clone(),
+                    children,
                 )?
             }
             None => node,
@@ -299,10 +330,21 @@ pub(crate) fn hold_wide_rows(
             holder,
             partitions: None,
             release: false,
+            join: None,
+            life: life.clone(),
         })
             as Arc<dyn datafusion::physical_plan::ExecutionPlan>))
     })
     .map(|t| t.data)
+}
+
+/// Whether `node` is a join that builds on its first child and repeats its rows per
+/// row of its second (see [`join_rows`](super::join_rows)).
+fn is_join(node: &Arc<dyn datafusion::physical_plan::ExecutionPlan>) -> bool {
+    use datafusion::physical_plan::joins::{CrossJoinExec, HashJoinExec, NestedLoopJoinExec};
+    node.downcast_ref::<CrossJoinExec>().is_some()
+        || node.downcast_ref::<NestedLoopJoinExec>().is_some()
+        || node.downcast_ref::<HashJoinExec>().is_some()
 }
 
 /// `plan` without the [`HoldExec`] above it, if it has one (children are visited first,
@@ -376,6 +418,13 @@ pub(crate) struct HoldExec {
     /// Under a sort: its input's batches are given back instead (see
     /// [`release_batch`]).
     release: bool,
+    /// Under a join: the widest row of its build side measured, or its probe side cut
+    /// to fit (see [`join_rows`](super::join_rows)).
+    join: Option<JoinSide>,
+    /// Gone when the statement has ended: work still under way in a task DataFusion
+    /// spawned (which its abort reaches only when it yields, and a join over inputs
+    /// that are always ready never yields) then stops at the next batch.
+    life: std::sync::Weak<()>,
 }
 
 impl datafusion::physical_plan::DisplayAs for HoldExec {
@@ -433,6 +482,8 @@ impl datafusion::physical_plan::ExecutionPlan for HoldExec {
                 holder: self.holder,
                 partitions: self.partitions.clone(),
                 release: self.release,
+                join: self.join.clone(),
+                life: self.life.clone(),
             })),
             _ => datafusion::common::internal_err!("HoldExec has one child"),
         }
@@ -462,6 +513,9 @@ impl datafusion::physical_plan::ExecutionPlan for HoldExec {
                     release: self.release,
                     partitions_held: None,
                     partitions_seen: 0,
+                    join: self.join.clone(),
+                    pending: None,
+                    life: self.life.clone(),
                 },
             ),
         ))
@@ -480,6 +534,10 @@ struct HeldStream {
     /// input is dropped, with the window's work).
     partitions_held: Option<MemoryReservation>,
     partitions_seen: u64,
+    join: Option<JoinSide>,
+    /// On a join's probe side: the rest of a batch cut into pieces.
+    pending: Option<datafusion::arrow::array::RecordBatch>,
+    life: std::sync::Weak<()>,
 }
 
 impl futures::Stream for HeldStream {
@@ -495,7 +553,15 @@ impl futures::Stream for HeldStream {
         // this stream may be one DataFusion spawned, whose work on the batch goes on.
         tarn_alloc::set_current(this.statement);
         let _ = HOLDER.try_with(|h| h.set(this.holder));
-        let polled = this.input.as_mut().poll_next(cx);
+        if this.life.strong_count() == 0 {
+            return Poll::Ready(Some(datafusion::common::exec_err!(
+                "the statement has ended"
+            )));
+        }
+        let polled = match this.pending.take() {
+            Some(rest) => Poll::Ready(Some(Ok(rest))),
+            None => this.input.as_mut().poll_next(cx),
+        };
         if let Some((held, limit)) = tarn_alloc::over(this.statement) {
             return Poll::Ready(Some(Err(
                 datafusion::error::DataFusionError::ResourcesExhausted(tarn_alloc::over_message(
@@ -504,7 +570,14 @@ impl futures::Stream for HeldStream {
             )));
         }
         match polled {
-            Poll::Ready(Some(Ok(b))) => {
+            Poll::Ready(Some(Ok(mut b))) => {
+                if let Some(side) = &this.join {
+                    side.measure(&b);
+                    if let Some(rows) = side.step_rows().filter(|r| *r < b.num_rows()) {
+                        this.pending = Some(b.slice(rows, b.num_rows() - rows));
+                        b = b.slice(0, rows);
+                    }
+                }
                 if let Some(count) = &this.partitions {
                     let counted = count.count(&b).and_then(|n| {
                         this.partitions_seen += n;

@@ -4,5 +4,6 @@
 
 pub(crate) mod deadline;
 pub(crate) mod held;
+pub(crate) mod join_rows;
 pub(crate) mod output_limits;
 pub(crate) mod read_view;

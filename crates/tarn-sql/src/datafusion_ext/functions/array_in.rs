@@ -32,6 +32,20 @@ const MAX_DIMS: usize = 6;
 /// `data_type` is an array type and `expr` is not a literal, `ARRAY[…]` or already so
 /// bound. `None`: leave the cast as it is.
 pub(crate) fn bind(expr: &ast::Expr) -> Option<ast::Expr> {
+    let ast::Expr::Cast { expr: inner, .. } = expr else {
+        return None;
+    };
+    match inner.as_ref() {
+        ast::Expr::Value(_) | ast::Expr::Array(_) => None,
+        ast::Expr::Function(f) if f.name.to_string().eq_ignore_ascii_case(FUNCTION) => None,
+        _ => bind_text(expr),
+    }
+}
+
+/// `CAST(expr AS data_type)` bound as `CAST(engine_array_in(expr, dims) AS …)` when
+/// `data_type` is an array type, whatever `expr` is: also a long array text literal,
+/// read in one pass instead of one expression per element (see `rewrite::params`).
+pub(crate) fn bind_text(expr: &ast::Expr) -> Option<ast::Expr> {
     let ast::Expr::Cast {
         kind,
         expr: inner,
@@ -45,13 +59,6 @@ pub(crate) fn bind(expr: &ast::Expr) -> Option<ast::Expr> {
     let dims = dims(data_type);
     if dims == 0 {
         return None;
-    }
-    match inner.as_ref() {
-        ast::Expr::Value(_) | ast::Expr::Array(_) => return None,
-        ast::Expr::Function(f) if f.name.to_string().eq_ignore_ascii_case(FUNCTION) => {
-            return None;
-        }
-        _ => {}
     }
     let dims = ast::Expr::value(ast::Value::Number(dims.to_string(), false));
     Some(ast::Expr::Cast {

@@ -41,8 +41,98 @@ impl AnalyzerRule for ExpansionLimit {
                  repeated part once (a subquery or WITH) or nest less"
             )));
         }
+        let n = nesting_of_plan(&plan);
+        if n.casts > MAX_NESTED_CASTS {
+            return Err(crate::error::bad_request(format!(
+                "the statement is too complex to plan: {} casts nested in one another \
+                 (at most {MAX_NESTED_CASTS}, counting those the types add); nest less",
+                n.casts
+            )));
+        }
+        if n.naming > MAX_NAMING {
+            return Err(crate::error::bad_request(
+                "the statement is too complex to plan: its function calls nest too deep \
+                 for its number of columns; name the nested part once (a subquery or \
+                 WITH) or nest less"
+                    .to_string(),
+            ));
+        }
         Ok(plan)
     }
+}
+
+/// The most casts one path of an expression may nest. DataFusion's physical cast asks
+/// its input both whether it is nullable and for its field, and each of those asks the
+/// cast below it again: the work doubles per nested cast. 27 levels of
+/// `(x IS DISTINCT FROM 1)::int` planned for 359 s; 18 take under a second.
+pub(crate) const MAX_NESTED_CASTS: u32 = 18;
+
+/// The most naming work (see [`Nesting::naming`]) a statement's function calls may
+/// cost. DataFusion names a call by the names of its arguments, each built as a text of
+/// its own, and names it again at each step of planning: a call nested `d` deep costs
+/// about d³, and 40 columns of `btrim` nested 240 deep planned for 93 s. Three million
+/// is one to six seconds here, by the function (`abs` nested 250 deep, `||` of 200
+/// terms, 40 columns of `btrim` nested 60 deep stay under it).
+pub(crate) const MAX_NAMING: u64 = 3_000_000;
+
+/// What nesting costs DataFusion's planning (see [`MAX_NESTED_CASTS`], [`MAX_NAMING`]).
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Nesting {
+    /// The most casts on one path from an expression's root to a leaf.
+    casts: u32,
+    /// The sum over function calls of the square of the number of calls they are
+    /// nested in (themselves included).
+    naming: u64,
+}
+
+fn nesting_of_plan(plan: &LogicalPlan) -> Nesting {
+    let mut total = Nesting::default();
+    let _ = plan.apply(|node| {
+        let _ = node.apply_expressions(|e| {
+            nesting(e, 0, 0, &mut total);
+            Ok(TreeNodeRecursion::Continue)
+        });
+        let _ = node.apply_subqueries(|sub| {
+            let n = nesting_of_plan(sub);
+            total.casts = total.casts.max(n.casts);
+            total.naming = total.naming.saturating_add(n.naming);
+            Ok(TreeNodeRecursion::Continue)
+        });
+        Ok(TreeNodeRecursion::Continue)
+    });
+    total
+}
+
+/// Adds `e`'s nesting to `total`, `e` being under `calls` calls and `casts` casts.
+fn nesting(e: &Expr, calls: u64, casts: u32, total: &mut Nesting) {
+    let (calls, casts) = match e {
+        // Tarn's checked arithmetic operators name themselves as operators do, in one
+        // pass (a chain of 250 `+` plans in a quarter of a second).
+        Expr::ScalarFunction(f)
+            if f.func.name().starts_with("tarn_float_")
+                || matches!(
+                    f.func.name(),
+                    "tarn_checked_add"
+                        | "tarn_checked_sub"
+                        | "tarn_checked_mul"
+                        | "tarn_checked_div"
+                ) =>
+        {
+            (calls, casts)
+        }
+        Expr::ScalarFunction(_) | Expr::AggregateFunction(_) | Expr::WindowFunction(_) => {
+            let calls = calls + 1;
+            total.naming = total.naming.saturating_add(calls.saturating_mul(calls));
+            (calls, casts)
+        }
+        Expr::Cast(_) | Expr::TryCast(_) => (calls, casts + 1),
+        _ => (calls, casts),
+    };
+    total.casts = total.casts.max(casts);
+    let _ = e.apply_children(|c| {
+        nesting(c, calls, casts, total);
+        Ok(TreeNodeRecursion::Continue)
+    });
 }
 
 /// Whether the copies of `w` multiply the statement: past [`MAX_COPIED_TERMS`] and more
@@ -191,7 +281,7 @@ fn not_boolean(e: &Expr, inputs: &[&DFSchema]) -> bool {
 mod tests {
     use super::*;
     use datafusion::functions::core::expr_fn::coalesce;
-    use datafusion::logical_expr::{col, lit};
+    use datafusion::logical_expr::{cast, col, lit};
 
     fn nested(depth: usize) -> Expr {
         (0..depth).fold(lit(1), |e, _| coalesce(vec![e, lit(1)]))
@@ -207,6 +297,20 @@ mod tests {
         // The last argument is written once.
         let flat = weigh(&coalesce(vec![col("a"), col("b"), col("c")]), &[]);
         assert_eq!((flat.plain, flat.expanded), (4, 6));
+    }
+
+    #[test]
+    fn nesting_counts_casts_on_a_path_and_calls_by_depth() {
+        use datafusion::arrow::datatypes::DataType;
+        use datafusion::functions::string::expr_fn::btrim;
+        let casts = (0..5).fold(col("x"), |e, _| cast(e.not_eq(lit(1)), DataType::Int32));
+        let mut n = Nesting::default();
+        nesting(&casts, 0, 0, &mut n);
+        assert_eq!((n.casts, n.naming), (5, 0));
+        let calls = (0..3).fold(col("x"), |e, _| btrim(vec![e]));
+        let mut n = Nesting::default();
+        nesting(&calls, 0, 0, &mut n);
+        assert_eq!((n.casts, n.naming), (0, 1 + 4 + 9));
     }
 
     #[test]

@@ -129,7 +129,28 @@ impl ScalarUDFImpl for FloatChecked {
     }
 }
 
-/// A cast to `float4`/`float8` from text or from `float8` that fails where PostgreSQL's
+/// The elements of `a` at its innermost level, when it is an array (a list, however
+/// nested); `a` itself otherwise.
+fn leaves(a: &ArrayRef) -> ArrayRef {
+    match a.data_type() {
+        DataType::List(_) => leaves(a.as_list::<i32>().values()),
+        DataType::LargeList(_) => leaves(a.as_list::<i64>().values()),
+        DataType::FixedSizeList(..) => leaves(a.as_fixed_size_list().values()),
+        _ => a.clone(),
+    }
+}
+
+/// The innermost element type of `t` (itself when it is not a list).
+pub(super) fn leaf_type(t: &DataType) -> &DataType {
+    match t {
+        DataType::List(f) | DataType::LargeList(f) | DataType::FixedSizeList(f, _) => {
+            leaf_type(f.data_type())
+        }
+        t => t,
+    }
+}
+
+/// A cast to `float4`/`float8` (or an array of them) from text or from `float8` that fails where PostgreSQL's
 /// does: text for a number out of the type's range (`'1e1000'::float8`; the words
 /// `Infinity`, `inf` and their signed forms stay infinite), and a float8 too large for
 /// `float4`.
@@ -148,7 +169,7 @@ impl FloatIn {
     }
 
     pub(super) fn type_name(&self) -> &'static str {
-        if self.to == DataType::Float32 {
+        if leaf_type(&self.to) == &DataType::Float32 {
             "real"
         } else {
             "double precision"
@@ -158,7 +179,7 @@ impl FloatIn {
 
 impl ScalarUDFImpl for FloatIn {
     fn name(&self) -> &str {
-        if self.to == DataType::Float32 {
+        if leaf_type(&self.to) == &DataType::Float32 {
             "tarn_float4_in"
         } else {
             "tarn_float8_in"
@@ -192,7 +213,10 @@ impl ScalarUDFImpl for FloatIn {
             ..Default::default()
         };
         let out = datafusion::arrow::compute::cast_with_options(input, &self.to, &options)?;
-        let result = as_f64(&out);
+        // An array is checked by its elements: the cast casts its values in place.
+        let (input, checked) = (leaves(input), leaves(&out));
+        let input = &input;
+        let result = as_f64(&checked);
         if !result.iter().any(|v| v.is_infinite() || *v == 0.0) {
             return columnar(out, scalar);
         }

@@ -24,6 +24,15 @@ pub(super) enum Guard {
     /// `a[lo:hi]` (`array_slice`): bounds below 1 clamp to 1 as in PostgreSQL (an
     /// upper bound below 1 is the empty array), not counted from the end.
     Slice,
+    /// `round(x, digits)` of a float: DataFusion scales by `10^digits`, which past
+    /// about 300 digits is infinite (or zero) and made `round(1.5, 400)` NaN. Rounding
+    /// at a digit past a float's precision keeps the value; before its first digit it
+    /// is zero, as PostgreSQL's `round` gives.
+    Round,
+    /// `make_date(year, month, day)`: there is no year 0 (PostgreSQL's `date field
+    /// value out of range`; DataFusion made `0000-01-01`, which then exported as a date
+    /// that no import reads).
+    MakeDate,
 }
 
 impl Guard {
@@ -34,6 +43,8 @@ impl Guard {
             "to_timestamp" => Some(Guard::Seconds),
             "array_element" => Some(Guard::Subscript),
             "array_slice" => Some(Guard::Slice),
+            "round" => Some(Guard::Round),
+            "make_date" => Some(Guard::MakeDate),
             _ => None,
         }
     }
@@ -116,6 +127,17 @@ impl ScalarUDFImpl for Guarded {
             }
             return self.inner.invoke_with_args(args);
         }
+        if self.guard == Guard::Round {
+            return round_far(&self.inner, args);
+        }
+        if self.guard == Guard::MakeDate {
+            if let Some(year) = args.args.first()
+                && float_values(year).contains(&Some(0.0))
+            {
+                return exec_err!("date field value out of range: year 0 (there is no year 0)");
+            }
+            return self.inner.invoke_with_args(args);
+        }
         // Power: the arguments, row by row (a scalar stands for every row), against
         // the result.
         let inputs: Vec<Vec<Option<f64>>> = args.args.iter().map(float_values).collect();
@@ -142,6 +164,59 @@ impl ScalarUDFImpl for Guarded {
             }
         }
         Ok(out)
+    }
+}
+
+/// `round(x, digits)` with the results that scaling by `10^digits` lost (NaN or
+/// infinite from a finite `x`) put right: `x` itself for digits past its precision, zero
+/// for digits before its first (see [`Guard::Round`]).
+fn round_far(inner: &ScalarUDF, args: ScalarFunctionArgs) -> DfResult<ColumnarValue> {
+    use datafusion::arrow::array::Float64Array;
+    let rows = args.number_rows;
+    let x = args.args.first().map(float_values).unwrap_or_default();
+    let digits = args.args.get(1).map(float_values).unwrap_or_default();
+    let scalar = args
+        .args
+        .iter()
+        .all(|a| matches!(a, ColumnarValue::Scalar(_)));
+    let out = inner.invoke_with_args(args)?;
+    let out_type = out.data_type();
+    if !is_float(&out_type) || digits.is_empty() {
+        return Ok(out);
+    }
+    let at = |v: &Vec<Option<f64>>, i: usize| {
+        if v.len() == 1 {
+            v[0]
+        } else {
+            v.get(i).copied().flatten()
+        }
+    };
+    let result = out.to_array(rows)?;
+    let values = float_values(&ColumnarValue::Array(result.clone()));
+    if !values
+        .iter()
+        .enumerate()
+        .any(|(i, r)| r.is_some_and(|r| !r.is_finite()) && at(&x, i).is_some_and(f64::is_finite))
+    {
+        return Ok(out);
+    }
+    let fixed: Float64Array = values
+        .iter()
+        .enumerate()
+        .map(|(i, r)| match (*r, at(&x, i), at(&digits, i)) {
+            (Some(r), Some(x), Some(d)) if !r.is_finite() && x.is_finite() => {
+                Some(if d > 0.0 { x } else { 0.0 })
+            }
+            (r, ..) => r,
+        })
+        .collect();
+    let fixed = datafusion::arrow::compute::cast(&fixed, &out_type)?;
+    if scalar {
+        Ok(ColumnarValue::Scalar(ScalarValue::try_from_array(
+            &fixed, 0,
+        )?))
+    } else {
+        Ok(ColumnarValue::Array(fixed))
     }
 }
 

@@ -301,6 +301,32 @@ fn rewrite(e: Expr, schema: &DFSchema) -> DfResult<(Expr, Option<DataType>, bool
                 true,
             ))
         }
+        // An array of floats cast from an array of float8 or text: checked by element.
+        Expr::Cast(Cast { expr, field })
+            if super::array_out::is_array(field.data_type())
+                && float::leaf_type(field.data_type()) == &DataType::Float32 =>
+        {
+            let data_type = field.data_type().clone();
+            let (x, t, changed) = rewrite(*expr, schema)?;
+            let from = match t {
+                Some(t) => Some(t),
+                None => x.get_type(schema).ok(),
+            };
+            match from.as_ref().map(float::leaf_type) {
+                Some(
+                    DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View | DataType::Float64,
+                ) if super::array_out::is_array(from.as_ref().unwrap_or(&DataType::Null)) => Ok((
+                    call(FloatIn::new(data_type.clone()), vec![x]),
+                    Some(data_type),
+                    true,
+                )),
+                _ => Ok((
+                    Expr::Cast(Cast::new_from_field(Box::new(x), field)),
+                    Some(data_type),
+                    changed,
+                )),
+            }
+        }
         Expr::Cast(Cast { expr, field }) if is_float(field.data_type()) => {
             let data_type = field.data_type().clone();
             let (x, t, changed) = rewrite(*expr, schema)?;
