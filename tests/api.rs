@@ -1733,6 +1733,14 @@ async fn errors_are_in_tarns_own_words() -> TestResult {
             "invalid input syntax for type double precision: \"xxx",
         ),
         ("SELECT 1e400::numeric", "numeric field overflow"),
+        (
+            "SELECT x FROM (VALUES (1)) t(x) GROUP BY CUBE(x, x)",
+            "GROUP BY CUBE names \"x\" more than once",
+        ),
+        (
+            "SELECT x FROM (VALUES (1)) t(x) GROUP BY GROUPING SETS ((x, x), ())",
+            "GROUP BY GROUPING SETS names \"x\" more than once",
+        ),
         // An array of reals is checked as a real is, element by element.
         (
             "SELECT ARRAY[1e39]::float4[]",

@@ -95,6 +95,27 @@ impl Visitor for Refused {
             self.conditions
                 .extend(conditions.iter().map(|w| &w.condition as *const Expr));
         }
+        // An expression twice in one CUBE or ROLLUP (or in one grouping set):
+        // PostgreSQL groups by it twice, DataFusion refused it as a table "specified
+        // more than once".
+        let sets = match e {
+            Expr::Cube(sets) => Some(("CUBE", vec![sets.concat()])),
+            Expr::Rollup(sets) => Some(("ROLLUP", vec![sets.concat()])),
+            Expr::GroupingSets(sets) => Some(("GROUPING SETS", sets.clone())),
+            _ => None,
+        };
+        if let Some((what, sets)) = sets {
+            for set in sets {
+                let mut seen = std::collections::HashSet::new();
+                if let Some(twice) = set.iter().find(|x| !seen.insert(x.to_string())) {
+                    return ControlFlow::Break(format!(
+                        "GROUP BY {what} names {} more than once; name each expression \
+                         once",
+                        tarn_catalog::shown(&twice.to_string())
+                    ));
+                }
+            }
+        }
         let Expr::Function(f) = e else {
             return ControlFlow::Continue(());
         };

@@ -362,15 +362,34 @@ fn rewrite(expr: &Expr, params: &[Json], literals: &mut usize) -> Result<Option<
             {
                 return Ok(crate::datafusion_ext::functions::array_in::bind_text(expr));
             }
-            // Booleans are read as text too (`t`, `true`, `yes`…), and then cast.
-            let numeric = !matches!(
-                innermost(elem),
-                ast::DataType::Text
-                    | ast::DataType::Varchar(_)
-                    | ast::DataType::String(_)
-                    | ast::DataType::Bool
-                    | ast::DataType::Boolean
-            );
+            // Numbers are read as numbers; everything else (booleans `t`/`yes`, dates,
+            // uuids…) as text, and then cast.
+            use ast::DataType as T;
+            let numeric = match innermost(elem) {
+                T::Int(_)
+                | T::Integer(_)
+                | T::BigInt(_)
+                | T::SmallInt(_)
+                | T::TinyInt(_)
+                | T::Int2(_)
+                | T::Int4(_)
+                | T::Int8(_)
+                | T::Int16
+                | T::Int32
+                | T::Int64 => Some(true),
+                T::Float4
+                | T::Float8
+                | T::Float(_)
+                | T::Float32
+                | T::Float64
+                | T::Real
+                | T::Double(_)
+                | T::DoublePrecision
+                | T::Numeric(_)
+                | T::Decimal(_)
+                | T::Dec(_) => Some(false),
+                _ => None,
+            };
             let parsed = parse_array_text(text)?;
             let array = array_text_to_expr(&parsed, numeric, text)?;
             let mut cast = expr.clone();
@@ -514,11 +533,20 @@ pub fn json_to_expr(value: &Json) -> Expr {
     }
 }
 
-fn array_text_to_expr(a: &ArrayText, numeric: bool, text: &str) -> Result<Expr> {
+/// Array text as `ARRAY[…]`: elements as numbers when `numeric` is `Some` (`true`:
+/// integers, which a fraction or exponent is not), as text otherwise.
+fn array_text_to_expr(a: &ArrayText, numeric: Option<bool>, text: &str) -> Result<Expr> {
     match a {
         ArrayText::Item(None) => Ok(lit(Value::Null)),
-        ArrayText::Item(Some(s)) if numeric => {
+        ArrayText::Item(Some(s)) if numeric.is_some() => {
             let n = s.trim();
+            // `'{1.5}'::int[]` was 1: PostgreSQL's integer input takes no fraction.
+            if numeric == Some(true) && n.parse::<i128>().is_err() && n.parse::<f64>().is_ok() {
+                return bad(format!(
+                    "invalid input syntax for type integer: {}",
+                    tarn_catalog::shown(n)
+                ));
+            }
             match n.parse::<f64>() {
                 Ok(f) if f.is_finite() => {}
                 Ok(_) => {

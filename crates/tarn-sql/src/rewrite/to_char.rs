@@ -10,30 +10,21 @@ use datafusion::sql::sqlparser::ast::{
     self as ast, Expr, FunctionArg, FunctionArgExpr, FunctionArguments, Value,
 };
 
-use crate::error::{Result, bad};
+use crate::error::Result;
 
-/// PostgreSQL's template patterns this reads, longest first, each with its `strftime`
-/// form and its form under `FM` (fill mode: no padding). Those whose output has no case
-/// match in any case (`yyyy` is `YYYY`, as in PostgreSQL); the others (`Month`,
-/// `MONTH`) only as written here.
+/// PostgreSQL's template patterns this reads, each with its `strftime` form and its
+/// form under `FM` (fill mode: no padding). Those whose output has no case match in
+/// any case (`yyyy` is `YYYY`, as in PostgreSQL); those with letters (`Mon`, `Dy`,
+/// `AM`, `am`) only as written. `Month` and `Day` are read only under `FM`: without it
+/// PostgreSQL pads them to nine characters, which `strftime` cannot.
 const PATTERNS: &[(&str, &str, &str)] = &[
     ("HH24", "%H", "%-H"),
     ("HH12", "%I", "%-I"),
     ("YYYY", "%Y", "%Y"),
-    ("MONTH", "%B", "%B"),
-    ("Month", "%B", "%B"),
-    ("month", "%B", "%B"),
-    ("A.M.", "%p", "%p"),
-    ("P.M.", "%p", "%p"),
-    ("a.m.", "%P", "%P"),
-    ("p.m.", "%P", "%P"),
+    ("Month", "", "%B"),
     ("DDD", "%j", "%-j"),
-    ("MON", "%b", "%b"),
     ("Mon", "%b", "%b"),
-    ("mon", "%b", "%b"),
-    ("DAY", "%A", "%A"),
-    ("Day", "%A", "%A"),
-    ("day", "%A", "%A"),
+    ("Day", "", "%A"),
     ("HH", "%I", "%-I"),
     ("YY", "%y", "%-y"),
     ("MM", "%m", "%-m"),
@@ -46,34 +37,50 @@ const PATTERNS: &[(&str, &str, &str)] = &[
     ("PM", "%p", "%p"),
     ("am", "%P", "%P"),
     ("pm", "%P", "%P"),
-    ("DY", "%a", "%a"),
     ("Dy", "%a", "%a"),
-    ("dy", "%a", "%a"),
     ("TZ", "%Z", "%Z"),
     ("tz", "%Z", "%Z"),
 ];
 
-/// PostgreSQL's patterns not translated (refused, so that none passes as literal text).
-/// Those of more than one letter match in any case; single letters only in capitals
-/// (a lowercase letter is taken for text).
+/// PostgreSQL's patterns (and prefixes) not translated: refused, so that none passes as
+/// literal text or as a shorter pattern (`SSSS` is not `SS` twice). Upper- and
+/// lower-case month and day names are among them: `strftime` writes them capitalized
+/// only. Those of letters only and more than one letter match in any case unless
+/// their case is what they mean; single letters only in capitals (a lowercase letter
+/// is taken for text).
 const UNSUPPORTED: &[&str] = &[
-    "Y,YYY", "IYYY", "SSSSS", "SSSS", "IYY", "YYY", "TZH", "TZM", "B.C.", "A.D.", "IW", "ID", "IY",
-    "WW", "CC", "RM", "OF", "BC", "AD", "TH", "Q", "J", "W", "D", "I", "Y",
+    "Y,YYY", "SSSSS", "MONTH", "month", "IYYY", "SSSS", "A.M.", "P.M.", "a.m.", "p.m.", "B.C.",
+    "A.D.", "b.c.", "a.d.", "IYY", "YYY", "TZH", "TZM", "MON", "mon", "DAY", "day", "IW", "ID",
+    "IY", "WW", "CC", "RM", "rm", "OF", "BC", "AD", "bc", "ad", "DY", "dy", "TM", "FX", "Q", "J",
+    "W", "D", "I", "Y",
 ];
 
-/// Whether `rest` starts with `pattern`, in any case.
-fn starts_with_any_case(rest: &str, pattern: &str) -> bool {
-    rest.get(..pattern.len())
-        .is_some_and(|head| head.eq_ignore_ascii_case(pattern))
+/// Patterns whose case is what they mean, matched only as written.
+fn cased(pattern: &str) -> bool {
+    pattern.chars().any(|c| c.is_ascii_lowercase())
+        || matches!(
+            pattern,
+            "MONTH" | "MON" | "DAY" | "DY" | "AM" | "PM" | "TM" | "FX" | "A.M." | "P.M."
+        )
+        || pattern.len() == 1
 }
 
-/// Whether a pattern's output has no case, so that it matches in any case.
-fn caseless(pattern: &str) -> bool {
-    !pattern.chars().any(|c| c.is_ascii_lowercase())
-        && !matches!(
-            pattern,
-            "MONTH" | "MON" | "DAY" | "DY" | "AM" | "PM" | "A.M." | "P.M."
-        )
+/// Whether `rest` starts with `pattern`, in any case unless its case matters.
+fn starts_with(rest: &str, pattern: &str) -> bool {
+    if cased(pattern) {
+        rest.starts_with(pattern)
+    } else {
+        rest.get(..pattern.len())
+            .is_some_and(|head| head.eq_ignore_ascii_case(pattern))
+    }
+}
+
+fn refused(pattern: &str) -> crate::error::Error {
+    crate::error::Error::BadRequest(format!(
+        "to_char: the template pattern \"{pattern}\" is not supported (supported: YYYY YY MM \
+         Mon FMMonth DD DDD Dy FMDay HH HH12 HH24 MI SS MS US AM PM am pm TZ, the FM prefix, \
+         and \"quoted text\")"
+    ))
 }
 
 /// PostgreSQL's `template` as a `strftime` format; an error naming a pattern it has that
@@ -83,10 +90,29 @@ pub(crate) fn strftime(template: &str) -> Result<String> {
     let mut rest = template;
     let mut fill = false;
     'scan: while let Some(c) = rest.chars().next() {
-        // Text in double quotes is written as it is.
+        // Text in double quotes is written as it is (`\"` is a quote in it); an
+        // unclosed quote runs to the end.
         if c == '"' {
-            let end = rest[1..].find('"').map_or(rest.len(), |i| i + 2);
-            out.push_str(&rest[1..end.saturating_sub(1).max(1)].replace('%', "%%"));
+            let mut chars = rest[1..].char_indices();
+            let mut end = rest.len();
+            while let Some((i, q)) = chars.next() {
+                match q {
+                    '\\' => {
+                        if let Some((_, e)) = chars.next() {
+                            if e == '%' {
+                                out.push('%');
+                            }
+                            out.push(e);
+                        }
+                    }
+                    '"' => {
+                        end = 1 + i + 1;
+                        break;
+                    }
+                    '%' => out.push_str("%%"),
+                    q => out.push(q),
+                }
+            }
             rest = &rest[end..];
             continue;
         }
@@ -95,32 +121,37 @@ pub(crate) fn strftime(template: &str) -> Result<String> {
             rest = after;
             continue;
         }
-        for (pattern, plain, filled) in PATTERNS {
-            let found = if caseless(pattern) {
-                starts_with_any_case(rest, pattern)
-            } else {
-                rest.starts_with(pattern)
-            };
-            if found {
-                out.push_str(if fill { filled } else { plain });
+        // The longest pattern that matches, supported or not.
+        let supported = PATTERNS
+            .iter()
+            .filter(|(p, ..)| starts_with(rest, p))
+            .max_by_key(|(p, ..)| p.len());
+        let unsupported = UNSUPPORTED
+            .iter()
+            .filter(|p| starts_with(rest, p))
+            .max_by_key(|p| p.len());
+        match (supported, unsupported) {
+            (Some((pattern, plain, filled)), u) if u.is_none_or(|u| u.len() <= pattern.len()) => {
+                let form = if fill { filled } else { plain };
+                if form.is_empty() {
+                    return Err(crate::error::Error::BadRequest(format!(
+                        "to_char: \"{pattern}\" without FM pads to nine characters, which is \
+                         not supported; write FM{pattern}"
+                    )));
+                }
+                out.push_str(form);
                 fill = false;
                 rest = &rest[pattern.len()..];
+                // PostgreSQL's suffixes after a pattern (ordinals, spelled out).
+                for suffix in ["TH", "th", "SP"] {
+                    if rest.starts_with(suffix) {
+                        return Err(refused(suffix));
+                    }
+                }
                 continue 'scan;
             }
-        }
-        for pattern in UNSUPPORTED {
-            let found = if pattern.len() > 1 {
-                starts_with_any_case(rest, pattern)
-            } else {
-                rest.starts_with(pattern)
-            };
-            if found {
-                return bad(format!(
-                    "to_char: the template pattern \"{pattern}\" is not supported (supported: \
-                     YYYY YY MM MON Mon Month DD DDD DY Dy Day HH HH12 HH24 MI SS MS US AM PM \
-                     TZ, FM, and \"quoted text\")"
-                ));
-            }
+            (_, Some(pattern)) => return Err(refused(pattern)),
+            _ => {}
         }
         if c == '%' {
             out.push_str("%%");
@@ -170,17 +201,37 @@ mod tests {
     fn templates_become_strftime_formats() {
         for (template, format) in [
             ("YYYY-MM-DD HH24:MI:SS", "%Y-%m-%d %H:%M:%S"),
-            ("FMDD Month YYYY", "%-d %B %Y"),
+            ("FMDD FMMonth YYYY", "%-d %B %Y"),
             ("HH12:MI AM", "%I:%M %p"),
             ("\"Year\" YYYY, 100%", "Year %Y, 100%%"),
             ("Dy, DD Mon YY.MS.US", "%a, %d %b %y.%3f.%6f"),
             ("DDD", "%j"),
             ("yyyy-mm-dd hh24:mi", "%Y-%m-%d %H:%M"),
             ("Updated: YYYY", "Updated: %Y"),
+            ("\"a\\\"b\" YYYY", "a\"b %Y"),
+            ("\"é", "é"),
+            ("\"100%\"", "100%%"),
         ] {
             assert_eq!(strftime(template).expect(template), format, "{template}");
         }
-        for template in ["Q", "YYYY-WW", "J", "IYYY"] {
+        for template in [
+            "Q",
+            "YYYY-WW",
+            "J",
+            "IYYY",
+            "SSSS",
+            "SSSSS",
+            "TZH",
+            "MON",
+            "DD-MON-YYYY",
+            "month",
+            "A.M.",
+            "Month",
+            "Day",
+            "DDTH",
+            "TMMonth",
+            "FX",
+        ] {
             assert!(strftime(template).is_err(), "{template}");
         }
     }

@@ -6,3 +6,4 @@ pub(crate) mod coerce;
 pub(crate) mod encode;
 pub(crate) mod from_json;
 pub(crate) mod numeric_text;
+pub(crate) mod sizes;

@@ -339,12 +339,24 @@ pub(crate) fn hold_wide_rows(
 }
 
 /// Whether `node` is a join that builds on its first child and repeats its rows per
-/// row of its second (see [`join_rows`](super::join_rows)).
+/// row of its second (see [`join_rows`](super::join_rows)): not a semi, anti or mark
+/// join, which passes each row on once.
 fn is_join(node: &Arc<dyn datafusion::physical_plan::ExecutionPlan>) -> bool {
+    use datafusion::common::JoinType;
     use datafusion::physical_plan::joins::{CrossJoinExec, HashJoinExec, NestedLoopJoinExec};
+    let repeats = |t: &JoinType| {
+        matches!(
+            t,
+            JoinType::Inner | JoinType::Left | JoinType::Right | JoinType::Full
+        )
+    };
     node.downcast_ref::<CrossJoinExec>().is_some()
-        || node.downcast_ref::<NestedLoopJoinExec>().is_some()
-        || node.downcast_ref::<HashJoinExec>().is_some()
+        || node
+            .downcast_ref::<NestedLoopJoinExec>()
+            .is_some_and(|j| repeats(j.join_type()))
+        || node
+            .downcast_ref::<HashJoinExec>()
+            .is_some_and(|j| repeats(j.join_type()))
 }
 
 /// `plan` without the [`HoldExec`] above it, if it has one (children are visited first,

@@ -13,8 +13,9 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use datafusion::arrow::array::{Array, AsArray, RecordBatch};
-use datafusion::arrow::datatypes::DataType;
+use datafusion::arrow::array::RecordBatch;
+
+use crate::value::sizes::array_row_bytes;
 
 /// About the most bytes of repeated build rows one step of a join makes.
 const STEP_BYTES: usize = 16 << 20;
@@ -56,71 +57,15 @@ impl JoinSide {
 }
 
 /// The bytes of the widest row of `batch`: the sum over its columns of each row's
-/// values, from the offsets of variable-width columns (a list's elements at the
-/// average width of its values) and the average width of any other column.
+/// values (see [`array_row_bytes`]).
 pub(crate) fn widest_row(batch: &RecordBatch) -> usize {
-    let rows = batch.num_rows();
-    if rows == 0 {
-        return 0;
-    }
-    let mut fixed = 0usize;
-    let mut per_row: Option<Vec<usize>> = None;
+    let mut widths = vec![0u64; batch.num_rows()];
     for column in batch.columns() {
-        let mut add = |f: &dyn Fn(usize) -> usize| {
-            let widths = per_row.get_or_insert_with(|| vec![0; rows]);
-            for (i, w) in widths.iter_mut().enumerate() {
-                *w = w.saturating_add(f(i));
-            }
-        };
-        match column.data_type() {
-            DataType::Utf8 => {
-                let o = column.as_string::<i32>().value_offsets();
-                add(&|i| (o[i + 1] - o[i]).max(0) as usize);
-            }
-            DataType::Binary => {
-                let o = column.as_binary::<i32>().value_offsets();
-                add(&|i| (o[i + 1] - o[i]).max(0) as usize);
-            }
-            DataType::LargeUtf8 => {
-                let o = column.as_string::<i64>().value_offsets();
-                add(&|i| (o[i + 1] - o[i]).max(0) as usize);
-            }
-            DataType::LargeBinary => {
-                let o = column.as_binary::<i64>().value_offsets();
-                add(&|i| (o[i + 1] - o[i]).max(0) as usize);
-            }
-            DataType::Utf8View => {
-                let v = column.as_string_view();
-                add(&|i| v.views()[i] as u32 as usize);
-            }
-            DataType::BinaryView => {
-                let v = column.as_binary_view();
-                add(&|i| v.views()[i] as u32 as usize);
-            }
-            DataType::List(_) => {
-                let l = column.as_list::<i32>();
-                let each = element_bytes(l.values());
-                let o = l.value_offsets();
-                add(&|i| (o[i + 1] - o[i]).max(0) as usize * each);
-            }
-            DataType::LargeList(_) => {
-                let l = column.as_list::<i64>();
-                let each = element_bytes(l.values());
-                let o = l.value_offsets();
-                add(&|i| (o[i + 1] - o[i]).max(0) as usize * each);
-            }
-            _ => fixed = fixed.saturating_add(column.get_array_memory_size() / rows),
+        for (w, b) in widths.iter_mut().zip(array_row_bytes(column)) {
+            *w = w.saturating_add(b);
         }
     }
-    per_row
-        .and_then(|w| w.into_iter().max())
-        .unwrap_or(0)
-        .saturating_add(fixed)
-}
-
-/// The average bytes of one element of a list's values (at least one).
-fn element_bytes(values: &dyn Array) -> usize {
-    (values.get_array_memory_size() / values.len().max(1)).max(1)
+    widths.into_iter().max().unwrap_or(0) as usize
 }
 
 #[cfg(test)]
@@ -146,6 +91,27 @@ mod tests {
         // 10,000 elements of about 8 bytes (more with the values' spare capacity), 99
         // bytes of text and an id.
         assert!((80_000..200_000).contains(&w), "{w}");
+        // One long text among many short ones in a list column: the row is as wide as
+        // its text, not its count times the average element.
+        let mut texts = datafusion::arrow::array::ListBuilder::new(
+            datafusion::arrow::array::StringBuilder::new(),
+        );
+        for i in 0..1000 {
+            for _ in 0..100 {
+                texts.values().append_value("a");
+            }
+            if i == 7 {
+                texts.values().append_value("x".repeat(1_000_000));
+            }
+            texts.append(true);
+        }
+        let wide = RecordBatch::try_from_iter(vec![("t", Arc::new(texts.finish()) as _)]).unwrap();
+        assert!(widest_row(&wide) >= 1_000_000, "{}", widest_row(&wide));
+        assert!(
+            widest_row(&wide.slice(8, 10)) < 1_000,
+            "{}",
+            widest_row(&wide.slice(8, 10))
+        );
         let (build, probe) = sides();
         assert_eq!(probe.step_rows(), None);
         build.measure(&batch);

@@ -13,6 +13,7 @@ use std::sync::Arc;
 
 use crate::datafusion_ext::context::output_limits::OutputLimits;
 use crate::value::numeric_text::text_lengths;
+use crate::value::sizes::array_row_bytes;
 use datafusion::arrow::array::{Array, ArrayRef, AsArray};
 use datafusion::arrow::datatypes::{DataType, FieldRef, Int64Type};
 use datafusion::common::tree_node::{Transformed, TreeNode};
@@ -371,51 +372,6 @@ fn row_bytes(arg: &ColumnarValue, rows: usize) -> Vec<u64> {
             vec![bytes; rows]
         }
         ColumnarValue::Array(a) => array_row_bytes(a),
-    }
-}
-
-pub(crate) fn array_row_bytes(a: &ArrayRef) -> Vec<u64> {
-    use datafusion::arrow::array::OffsetSizeTrait;
-    fn average(a: &dyn Array) -> u64 {
-        (a.get_array_memory_size() as u64)
-            .checked_div(a.len() as u64)
-            .unwrap_or(0)
-            .max(1)
-    }
-    fn list<O: OffsetSizeTrait>(a: &ArrayRef) -> Vec<u64> {
-        let l = a.as_list::<O>();
-        let each = average(l.values().as_ref());
-        l.value_offsets()
-            .windows(2)
-            .enumerate()
-            .map(|(i, w)| {
-                if l.is_null(i) {
-                    0
-                } else {
-                    (w[1] - w[0]).as_usize() as u64 * each + 8
-                }
-            })
-            .collect()
-    }
-    match a.data_type() {
-        DataType::Utf8
-        | DataType::LargeUtf8
-        | DataType::Utf8View
-        | DataType::Binary
-        | DataType::LargeBinary
-        | DataType::BinaryView => text_lengths(&ColumnarValue::Array(a.clone()), a.len())
-            .unwrap_or_default()
-            .into_iter()
-            .map(Option::unwrap_or_default)
-            .collect(),
-        DataType::List(_) => list::<i32>(a),
-        DataType::LargeList(_) => list::<i64>(a),
-        _ => {
-            let each = average(a.as_ref());
-            (0..a.len())
-                .map(|i| if a.is_null(i) { 0 } else { each })
-                .collect()
-        }
     }
 }
 

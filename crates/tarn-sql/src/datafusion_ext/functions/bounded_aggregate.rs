@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use crate::datafusion_ext::context::output_limits::OutputLimits;
-use crate::datafusion_ext::functions::bounded::array_row_bytes;
+use crate::value::sizes::array_row_bytes;
 use datafusion::arrow::array::ArrayRef;
 use datafusion::arrow::datatypes::{DataType, FieldRef};
 use datafusion::common::Result;

@@ -53,7 +53,8 @@ impl AnalyzerRule for ExpansionLimit {
             return Err(crate::error::bad_request(
                 "the statement is too complex to plan: its function calls nest too deep \
                  for its number of columns; name the nested part once (a subquery or \
-                 WITH) or nest less"
+                 WITH) or nest less (a long chain of `||` is one call as concat(a, b, …) \
+                 or concat_ws(',', a, b, …))"
                     .to_string(),
             ));
         }

@@ -168,6 +168,71 @@ impl FloatIn {
         }
     }
 
+    /// Fails where `out` (the cast of `input`) is out of range: compared element by
+    /// element, an array row by row (a row's values as the row shows them: neither
+    /// the elements of rows a slice leaves out nor those under a NULL row, and a
+    /// fixed-size target's NULL rows filled with NULLs, are compared).
+    fn check(&self, input: &ArrayRef, out: &ArrayRef) -> DfResult<()> {
+        fn row(a: &ArrayRef, i: usize) -> Option<ArrayRef> {
+            match a.data_type() {
+                DataType::List(_) => Some(a.as_list::<i32>().value(i)),
+                DataType::LargeList(_) => Some(a.as_list::<i64>().value(i)),
+                DataType::FixedSizeList(..) => Some(a.as_fixed_size_list().value(i)),
+                _ => None,
+            }
+        }
+        if super::super::array_out::is_array(input.data_type()) {
+            for i in 0..input.len().min(out.len()) {
+                if input.is_valid(i)
+                    && out.is_valid(i)
+                    && let (Some(a), Some(b)) = (row(input, i), row(out, i))
+                {
+                    self.check(&a, &b)?;
+                }
+            }
+            return Ok(());
+        }
+        let result = as_f64(out);
+        // A float8 made real: infinite or zero from a finite, non-zero value is out of
+        // range, read off the values themselves.
+        if input.data_type() == &DataType::Float64 {
+            let source = as_f64(input);
+            for (v, s) in result.iter().zip(&source) {
+                if v.is_infinite() && s.is_finite() {
+                    return exec_err!("value out of range: overflow");
+                }
+                if *v == 0.0 && *s != 0.0 && !s.is_nan() {
+                    return exec_err!("value out of range: underflow");
+                }
+            }
+            return Ok(());
+        }
+        // Text: its words tell `'Infinity'` from an overflow, its digits `'0'` from an
+        // underflow.
+        let source = datafusion::arrow::compute::cast(input, &DataType::Utf8)?;
+        let source = source.as_string::<i32>();
+        for (i, v) in result.iter().enumerate().take(source.len()) {
+            if !(v.is_infinite() || *v == 0.0) || source.is_null(i) {
+                continue;
+            }
+            let text = source.value(i).trim();
+            let kept = if *v == 0.0 {
+                !tarn_ingest::underflows(text, *v)
+            } else {
+                let word = text.trim_start_matches(['+', '-']).to_ascii_lowercase();
+                word == "inf" || word == "infinity"
+            };
+            if !kept {
+                return exec_err!(
+                    "{} is out of range for type {}",
+                    tarn_catalog::shown(text),
+                    self.type_name()
+                );
+            }
+        }
+        Ok(())
+    }
+
     pub(super) fn type_name(&self) -> &'static str {
         if leaf_type(&self.to) == &DataType::Float32 {
             "real"
@@ -213,50 +278,15 @@ impl ScalarUDFImpl for FloatIn {
             ..Default::default()
         };
         let out = datafusion::arrow::compute::cast_with_options(input, &self.to, &options)?;
-        // An array is checked by its elements: the cast casts its values in place.
-        let (input, checked) = (leaves(input), leaves(&out));
-        let input = &input;
-        let result = as_f64(&checked);
-        if !result.iter().any(|v| v.is_infinite() || *v == 0.0) {
+        // Nothing infinite or zero among the results (those under NULL or sliced-off
+        // rows included): nothing to check.
+        if !as_f64(&leaves(&out))
+            .iter()
+            .any(|v| v.is_infinite() || *v == 0.0)
+        {
             return columnar(out, scalar);
         }
-        // A float8 made real: infinite or zero from a finite, non-zero value is out of
-        // range, read off the values themselves.
-        if input.data_type() == &DataType::Float64 {
-            let source = as_f64(input);
-            for (v, s) in result.iter().zip(&source) {
-                if v.is_infinite() && s.is_finite() {
-                    return exec_err!("value out of range: overflow");
-                }
-                if *v == 0.0 && *s != 0.0 && !s.is_nan() {
-                    return exec_err!("value out of range: underflow");
-                }
-            }
-            return columnar(out, scalar);
-        }
-        // Text: its words tell `'Infinity'` from an overflow, its digits `'0'` from an
-        // underflow.
-        let source = datafusion::arrow::compute::cast(input, &DataType::Utf8)?;
-        let source = source.as_string::<i32>();
-        for (i, v) in result.iter().enumerate() {
-            if !(v.is_infinite() || *v == 0.0) || source.is_null(i) {
-                continue;
-            }
-            let text = source.value(i).trim();
-            let kept = if *v == 0.0 {
-                !tarn_ingest::underflows(text, *v)
-            } else {
-                let word = text.trim_start_matches(['+', '-']).to_ascii_lowercase();
-                word == "inf" || word == "infinity"
-            };
-            if !kept {
-                return exec_err!(
-                    "{} is out of range for type {}",
-                    tarn_catalog::shown(text),
-                    self.type_name()
-                );
-            }
-        }
+        self.check(input, &out)?;
         columnar(out, scalar)
     }
 }
