@@ -1734,6 +1734,22 @@ async fn errors_are_in_tarns_own_words() -> TestResult {
         ),
         ("SELECT 1e400::numeric", "numeric field overflow"),
         (
+            "SELECT max(x) FROM (VALUES (ARRAY[[1,2]]), (ARRAY[[3,4]])) v(x)",
+            "could not compare these values",
+        ),
+        (
+            "SELECT g FROM generate_series(1, 3) t(g) WHERE row_number() OVER () > 1",
+            "window functions are not allowed here",
+        ),
+        (
+            "SELECT g FROM generate_series(1, 3) t(g) WHERE unnest(ARRAY[g]) > 0",
+            "set-returning functions (unnest) are not allowed here",
+        ),
+        (
+            "SELECT g::text COLLATE \"C\" FROM generate_series(1, 2) t(g)",
+            "syntax error at or near \"COLLATE\"",
+        ),
+        (
             "SELECT x FROM (VALUES (1)) t(x) GROUP BY CUBE(x, x)",
             "GROUP BY CUBE names \"x\" more than once",
         ),

@@ -1694,6 +1694,36 @@ async fn null_scores_stay_last_through_a_union_with_constants() -> TestResult {
         .map(|r| r[0].clone())
         .collect();
     assert_eq!(ids, vec![json!(1), json!(99), json!(3), json!(2)]);
+    // Scores grouped by ROLLUP, CUBE or GROUPING SETS: the key columns come out once
+    // each, then a grouping id, then the aggregates (the rule looked one column off).
+    query(
+        &s,
+        r#"CREATE TABLE "ws"."n6" (id INT, e FLOAT4[], g INT) USING engine"#,
+        &[],
+    )
+    .await?;
+    query(
+        &s,
+        r#"INSERT INTO "ws"."n6" VALUES (1, '{1,0}', 1), (2, NULL, 2), (3, '{0,1}', 3)"#,
+        &[],
+    )
+    .await?;
+    for grouping in ["ROLLUP(g)", "CUBE(g)", "GROUPING SETS ((g), ())"] {
+        let r = query(
+            &s,
+            &format!(
+                r#"SELECT g, max(e <#> ARRAY[1,0]::float4[]) s FROM "ws"."n6"
+                   GROUP BY {grouping} ORDER BY s DESC, g NULLS FIRST"#
+            ),
+            &[],
+        )
+        .await?;
+        assert_eq!(
+            json!(r.rows),
+            json!([[null, 1.0], [1, 1.0], [3, 0.0], [2, null]]),
+            "{grouping}"
+        );
+    }
     Ok(())
 }
 
@@ -1881,6 +1911,18 @@ async fn functions_answer_as_postgresql_does_at_their_edges() -> TestResult {
         r.rows,
         Some(vec![vec![json!(1.5), json!(0.0), json!(2.5), json!(2.35)]])
     );
+    let r = query(
+        &s,
+        "SELECT trunc(1.5::float8, 400), trunc(2.5::float8, -400), \
+                make_date(-1, 1, 1) - make_date(1, 1, 1)",
+        &[],
+    )
+    .await?;
+    // Year -1 is 1 BC, the year before 1 AD (PostgreSQL's -366; it was -731).
+    assert_eq!(
+        r.rows,
+        Some(vec![vec![json!(1.5), json!(0.0), json!(-366)]])
+    );
     let e = query(&s, "SELECT make_date(0, 1, 1)", &[])
         .await
         .expect_err("there is no year 0");
@@ -1906,6 +1948,28 @@ async fn functions_answer_as_postgresql_does_at_their_edges() -> TestResult {
             json!("2024"),
         ]])
     );
+    // A vector element too small for a float32 is refused on every write path, as
+    // the cast refuses it (it was stored as 0, and a vector of such as the zero vector).
+    query(
+        &s,
+        r#"CREATE TABLE "ws"."tiny" (e FLOAT4[]) USING engine"#,
+        &[],
+    )
+    .await?;
+    for (sql, params) in [
+        (r#"INSERT INTO "ws"."tiny" VALUES ('{1e-50,2}')"#, vec![]),
+        (
+            r#"INSERT INTO "ws"."tiny" VALUES ($1)"#,
+            vec![json!([1e-50, 2])],
+        ),
+        (r#"INSERT INTO "ws"."tiny" SELECT ARRAY[1e-50, 2]"#, vec![]),
+    ] {
+        let e = query(&s, sql, &params).await.expect_err(sql);
+        assert_eq!(e.status(), 400, "{sql}: {e}");
+        assert!(e.to_string().contains("underflow"), "{sql}: {e}");
+    }
+    let r = query(&s, r#"SELECT count(*) FROM "ws"."tiny""#, &[]).await?;
+    assert_eq!(r.rows, Some(vec![vec![json!(0)]]));
     // Array text: an integer takes no fraction ('{1.5}'::int[] was {1}), and a date
     // array reads dates (it was a malformed array literal).
     let e = query(&s, "SELECT '{1, 1.5}'::int[]", &[])

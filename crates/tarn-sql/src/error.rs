@@ -57,6 +57,14 @@ impl From<datafusion::sql::sqlparser::parser::ParserError> for Error {
             .strip_prefix("sql parser error: ")
             .unwrap_or(&msg)
             .to_string();
+        // A keyword where an operator was expected (`x COLLATE "C"`): the parser names
+        // its token by its Rust form.
+        if let Some(word) = msg
+            .strip_prefix("No infix parser for token Word(Word { value: \"")
+            .and_then(|w| w.split('"').next())
+        {
+            return Error::BadRequest(format!("syntax error at or near \"{word}\""));
+        }
         Error::BadRequest(format!("syntax error: {msg}"))
     }
 }
@@ -198,6 +206,15 @@ fn classify(e: &DataFusionError) -> Error {
         // says it ("Expected a Map type, got Int64.") but in PostgreSQL's type names.
         DataFusionError::Internal(msg) if msg.starts_with("Expected a Map type") => {
             Error::BadRequest(clean_message(msg))
+        }
+        // `max`/`min`/`first_value` of values DataFusion cannot order (arrays of arrays,
+        // structs holding lists): the statement asked for it, not a bug of Tarn's.
+        DataFusionError::Internal(msg) if msg.starts_with("Uncomparable values") => {
+            Error::BadRequest(
+                "could not compare these values: ordering (max, min, first_value) of arrays of \
+                 arrays and of structs holding arrays is not supported"
+                    .to_string(),
+            )
         }
         // Not the statement's fault: a bug, I/O (spill files), a task that panicked or
         // was cancelled, the FFI boundary.
@@ -341,6 +358,18 @@ pub(crate) fn clean_message(msg: &str) -> String {
         return "this correlated subquery is not supported: it refers to an outer column \
                 where it cannot be unnested (a correlated LATERAL subquery with ORDER BY … \
                 LIMIT, for one); write it as a scalar subquery in the SELECT list, or as a join"
+            .into();
+    }
+    // A window function or a set-returning function where a row's value is wanted
+    // (WHERE, an aggregate's argument): PostgreSQL's words, not DataFusion's plan dump.
+    if m.starts_with("Physical plan does not support logical expression WindowFunction") {
+        return "window functions are not allowed here (WHERE, GROUP BY, an aggregate's \
+                argument); compute them in a subquery and filter its result"
+            .into();
+    }
+    if m.starts_with("Unnest should be rewritten") {
+        return "set-returning functions (unnest) are not allowed here (WHERE, ORDER BY, an \
+                aggregate's argument); unnest in the FROM list or a subquery"
             .into();
     }
     // PostgreSQL's words for what DataFusion and Arrow say otherwise.

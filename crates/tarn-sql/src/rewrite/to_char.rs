@@ -38,8 +38,6 @@ const PATTERNS: &[(&str, &str, &str)] = &[
     ("am", "%P", "%P"),
     ("pm", "%P", "%P"),
     ("Dy", "%a", "%a"),
-    ("TZ", "%Z", "%Z"),
-    ("tz", "%Z", "%Z"),
 ];
 
 /// PostgreSQL's patterns (and prefixes) not translated: refused, so that none passes as
@@ -50,9 +48,9 @@ const PATTERNS: &[(&str, &str, &str)] = &[
 /// is taken for text).
 const UNSUPPORTED: &[&str] = &[
     "Y,YYY", "SSSSS", "MONTH", "month", "IYYY", "SSSS", "A.M.", "P.M.", "a.m.", "p.m.", "B.C.",
-    "A.D.", "b.c.", "a.d.", "IYY", "YYY", "TZH", "TZM", "MON", "mon", "DAY", "day", "IW", "ID",
-    "IY", "WW", "CC", "RM", "rm", "OF", "BC", "AD", "bc", "ad", "DY", "dy", "TM", "FX", "Q", "J",
-    "W", "D", "I", "Y",
+    "A.D.", "b.c.", "a.d.", "IYY", "YYY", "TZH", "TZM", "TZ", "tz", "MON", "mon", "DAY", "day",
+    "IW", "ID", "IY", "WW", "CC", "RM", "rm", "OF", "BC", "AD", "bc", "ad", "DY", "dy", "TM", "FX",
+    "Q", "J", "W", "D", "I", "Y",
 ];
 
 /// Patterns whose case is what they mean, matched only as written.
@@ -78,7 +76,7 @@ fn starts_with(rest: &str, pattern: &str) -> bool {
 fn refused(pattern: &str) -> crate::error::Error {
     crate::error::Error::BadRequest(format!(
         "to_char: the template pattern \"{pattern}\" is not supported (supported: YYYY YY MM \
-         Mon FMMonth DD DDD Dy FMDay HH HH12 HH24 MI SS MS US AM PM am pm TZ, the FM prefix, \
+         Mon FMMonth DD DDD Dy FMDay HH HH12 HH24 MI SS MS US AM PM am pm, the FM prefix, \
          and \"quoted text\")"
     ))
 }

@@ -518,6 +518,19 @@ fn check_vector(
             col.name
         ));
     }
+    // Too small for a float32 and not zero: stored, it would be 0 (PostgreSQL's real
+    // refuses it as out of range).
+    if let Some(x) = v
+        .iter()
+        .flatten()
+        .find(|x| **x != 0.0 && (**x as f32) == 0.0)
+    {
+        return bad(format!(
+            "column \"{}\": vector element {x:e} is out of range for type real (value out of \
+             range: underflow)",
+            col.name
+        ));
+    }
     if v.is_empty() {
         return bad(format!(
             "column \"{}\": a vector needs at least one dimension",

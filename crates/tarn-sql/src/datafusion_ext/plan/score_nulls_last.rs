@@ -203,14 +203,24 @@ fn column_is_score(c: &Column, plan: &LogicalPlan) -> bool {
     match plan {
         LogicalPlan::Projection(p) => p.expr.get(i).is_some_and(|e| is_score(e, &p.input)),
         LogicalPlan::SubqueryAlias(a) => nth(&a.input, i).is_some_and(|e| is_score(&e, &a.input)),
-        // Group keys, then aggregates.
-        LogicalPlan::Aggregate(a) => match a.group_expr.get(i) {
-            Some(e) => !matches!(e, Expr::GroupingSet(_)) && is_score(e, &a.input),
-            None => a
-                .aggr_expr
-                .get(i - a.group_expr.len())
-                .is_some_and(|e| is_score(e, &a.input)),
-        },
+        // Group keys (under ROLLUP, CUBE or GROUPING SETS each distinct key once, then
+        // the grouping id), then aggregates.
+        LogicalPlan::Aggregate(a) => {
+            let keys = a.group_expr_len().unwrap_or(a.group_expr.len());
+            if i >= keys {
+                return a
+                    .aggr_expr
+                    .get(i - keys)
+                    .is_some_and(|e| is_score(e, &a.input));
+            }
+            match a.group_expr.as_slice() {
+                [Expr::GroupingSet(set)] => set
+                    .distinct_expr()
+                    .get(i)
+                    .is_some_and(|e| is_score(e, &a.input)),
+                keys => keys.get(i).is_some_and(|e| is_score(e, &a.input)),
+            }
+        }
         // The input's columns, then the window functions.
         LogicalPlan::Window(w) => {
             let n = w.input.schema().fields().len();

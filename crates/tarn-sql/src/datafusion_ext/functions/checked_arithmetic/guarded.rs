@@ -24,7 +24,7 @@ pub(super) enum Guard {
     /// `a[lo:hi]` (`array_slice`): bounds below 1 clamp to 1 as in PostgreSQL (an
     /// upper bound below 1 is the empty array), not counted from the end.
     Slice,
-    /// `round(x, digits)` of a float: DataFusion scales by `10^digits`, which past
+    /// `round(x, digits)` (and `trunc`) of a float: DataFusion scales by `10^digits`, which past
     /// about 300 digits is infinite (or zero) and made `round(1.5, 400)` NaN. Rounding
     /// at a digit past a float's precision keeps the value; before its first digit it
     /// is zero, as PostgreSQL's `round` gives.
@@ -43,7 +43,7 @@ impl Guard {
             "to_timestamp" => Some(Guard::Seconds),
             "array_element" => Some(Guard::Subscript),
             "array_slice" => Some(Guard::Slice),
-            "round" => Some(Guard::Round),
+            "round" | "trunc" => Some(Guard::Round),
             "make_date" => Some(Guard::MakeDate),
             _ => None,
         }
@@ -131,12 +131,7 @@ impl ScalarUDFImpl for Guarded {
             return round_far(&self.inner, args);
         }
         if self.guard == Guard::MakeDate {
-            if let Some(year) = args.args.first()
-                && float_values(year).contains(&Some(0.0))
-            {
-                return exec_err!("date field value out of range: year 0 (there is no year 0)");
-            }
-            return self.inner.invoke_with_args(args);
+            return make_date(&self.inner, args);
         }
         // Power: the arguments, row by row (a scalar stands for every row), against
         // the result.
@@ -165,6 +160,40 @@ impl ScalarUDFImpl for Guarded {
         }
         Ok(out)
     }
+}
+
+/// `make_date(year, month, day)` with PostgreSQL's years: there is no year 0, and a
+/// negative year is BC (`-1` is 1 BC, the proleptic calendar's year 0, which
+/// DataFusion took `-1` for: a year off).
+fn make_date(inner: &ScalarUDF, mut args: ScalarFunctionArgs) -> DfResult<ColumnarValue> {
+    use datafusion::arrow::array::Int64Array;
+    let Some(year) = args.args.first() else {
+        return inner.invoke_with_args(args);
+    };
+    let years = float_values(year);
+    if years.contains(&Some(0.0)) {
+        return exec_err!("date field value out of range: year 0 (there is no year 0)");
+    }
+    if years.iter().flatten().any(|y| *y < 0.0) {
+        let shift = |y: Option<i64>| y.map(|y| if y < 0 { y + 1 } else { y });
+        // Shifted as int8, then given back in the argument's own type (the function
+        // reads the type its signature coerced to).
+        let was = args.args[0].data_type();
+        args.args[0] = match &args.args[0] {
+            ColumnarValue::Scalar(s) => match s.cast_to(&DataType::Int64)? {
+                ScalarValue::Int64(y) => {
+                    ColumnarValue::Scalar(ScalarValue::Int64(shift(y)).cast_to(&was)?)
+                }
+                other => ColumnarValue::Scalar(other),
+            },
+            ColumnarValue::Array(a) => {
+                let a = datafusion::arrow::compute::cast(a, &DataType::Int64)?;
+                let shifted: Int64Array = a.as_primitive::<Int64Type>().iter().map(shift).collect();
+                ColumnarValue::Array(datafusion::arrow::compute::cast(&shifted, &was)?)
+            }
+        };
+    }
+    inner.invoke_with_args(args)
 }
 
 /// `round(x, digits)` with the results that scaling by `10^digits` lost (NaN or
