@@ -1989,3 +1989,35 @@ async fn functions_answer_as_postgresql_does_at_their_edges() -> TestResult {
     assert!(e.to_string().contains("\"Q\""), "{e}");
     Ok(())
 }
+
+/// A large text parameter referenced many times: each reference makes its copy when
+/// it runs, so the statement looks at its timeout before each (1,600 references to
+/// 60 MB ran 140 s past a 60 s timeout). And array text is sized before it is read:
+/// 25M elements held 3.5 GB, past `query_memory` and a quarter, with no 400.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn many_references_to_a_large_text_stop_at_the_timeout() -> TestResult {
+    let tarn = Tarn::in_memory_with(tarn::Options::new().query_timeout(Duration::from_millis(500)))
+        .await?;
+    let s = fixture(&tarn).await?;
+    let text = "x".repeat(60_000_000);
+    let columns: Vec<String> = (0..1600).map(|i| format!("length($1) a{i}")).collect();
+    let t = std::time::Instant::now();
+    let e = query(
+        &s,
+        &format!("SELECT {}", columns.join(", ")),
+        &[json!(text)],
+    )
+    .await
+    .expect_err("1,600 copies of 60 MB take longer than 500 ms");
+    assert!(e.to_string().contains("statement timeout"), "{e}");
+    // Stopped near the timeout, not after every copy (tens of seconds).
+    assert!(t.elapsed() < Duration::from_secs(20), "{:?}", t.elapsed());
+    let (_tarn, s) = session().await?;
+    let ids = format!("{{{}}}", vec!["1"; 6_000_000].join(","));
+    let e = query(&s, "SELECT cardinality($1::int[])", &[json!(ids)])
+        .await
+        .expect_err("6M elements of array text are past the per-batch limit");
+    assert_eq!(e.status(), 400, "{e}");
+    assert!(e.to_string().contains("requested length too large"), "{e}");
+    Ok(())
+}

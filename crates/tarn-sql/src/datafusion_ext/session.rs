@@ -113,7 +113,9 @@ pub(crate) fn new_session(query_memory: usize) -> Result<SessionState> {
         datafusion::logical_expr::ScalarUDF::new_from_impl(functions::param_text::ParamText::new()),
     ))?;
     state.register_udf(Arc::new(
-        datafusion::logical_expr::ScalarUDF::new_from_impl(functions::array_in::ArrayIn::new()),
+        datafusion::logical_expr::ScalarUDF::new_from_impl(functions::array_in::ArrayIn::new(
+            limits,
+        )),
     ))?;
     state.register_udf(Arc::new(
         datafusion::logical_expr::ScalarUDF::new_from_impl(functions::named_cast::NamedCast::new()),

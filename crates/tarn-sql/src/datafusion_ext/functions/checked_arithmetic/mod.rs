@@ -301,10 +301,11 @@ fn rewrite(e: Expr, schema: &DFSchema) -> DfResult<(Expr, Option<DataType>, bool
                 true,
             ))
         }
-        // An array of floats cast from an array of float8 or text: checked by element.
+        // A float (or an array of float4) cast from float8 or text, arrays by element.
         Expr::Cast(Cast { expr, field })
-            if super::array_out::is_array(field.data_type())
-                && float::leaf_type(field.data_type()) == &DataType::Float32 =>
+            if is_float(field.data_type())
+                || (super::array_out::is_array(field.data_type())
+                    && float::leaf_type(field.data_type()) == &DataType::Float32) =>
         {
             let data_type = field.data_type().clone();
             let (x, t, changed) = rewrite(*expr, schema)?;
@@ -312,41 +313,25 @@ fn rewrite(e: Expr, schema: &DFSchema) -> DfResult<(Expr, Option<DataType>, bool
                 Some(t) => Some(t),
                 None => x.get_type(schema).ok(),
             };
-            match from.as_ref().map(float::leaf_type) {
-                Some(
-                    DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View | DataType::Float64,
-                ) if super::array_out::is_array(from.as_ref().unwrap_or(&DataType::Null)) => Ok((
+            let checked = from.as_ref().is_some_and(|from| {
+                matches!(
+                    float::leaf_type(from),
+                    DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View | DataType::Float64
+                ) && from != &data_type
+                    && super::array_out::is_array(from) == super::array_out::is_array(&data_type)
+            });
+            if checked {
+                Ok((
                     call(FloatIn::new(data_type.clone()), vec![x]),
                     Some(data_type),
                     true,
-                )),
-                _ => Ok((
+                ))
+            } else {
+                Ok((
                     Expr::Cast(Cast::new_from_field(Box::new(x), field)),
                     Some(data_type),
                     changed,
-                )),
-            }
-        }
-        Expr::Cast(Cast { expr, field }) if is_float(field.data_type()) => {
-            let data_type = field.data_type().clone();
-            let (x, t, changed) = rewrite(*expr, schema)?;
-            let from = match t {
-                Some(t) => Some(t),
-                None => x.get_type(schema).ok(),
-            };
-            match from {
-                Some(
-                    DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View | DataType::Float64,
-                ) if from.as_ref() != Some(&data_type) => Ok((
-                    call(FloatIn::new(data_type.clone()), vec![x]),
-                    Some(data_type),
-                    true,
-                )),
-                _ => Ok((
-                    Expr::Cast(Cast::new_from_field(Box::new(x), field)),
-                    Some(data_type),
-                    changed,
-                )),
+                ))
             }
         }
         Expr::Cast(Cast { expr, field }) if field.metadata().contains_key(EXPLICIT_CAST) => {
