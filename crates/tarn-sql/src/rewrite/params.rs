@@ -15,6 +15,7 @@ use datafusion::sql::sqlparser::ast::{
     self, ArrayElemTypeDef, Expr, Value, Visit, VisitMut, Visitor, visit_expressions_mut,
 };
 use serde_json::Value as Json;
+use tarn_catalog::SqlType;
 
 use crate::ast::array_text::{ArrayText, parse_array_text};
 use crate::error::{Error, Result, bad};
@@ -362,32 +363,11 @@ fn rewrite(expr: &Expr, params: &[Json], literals: &mut usize) -> Result<Option<
             {
                 return Ok(crate::datafusion_ext::functions::array_in::bind_text(expr));
             }
-            // Numbers are read as numbers; everything else (booleans `t`/`yes`, dates,
-            // uuids…) as text, and then cast.
-            use ast::DataType as T;
-            let numeric = match innermost(elem) {
-                T::Int(_)
-                | T::Integer(_)
-                | T::BigInt(_)
-                | T::SmallInt(_)
-                | T::TinyInt(_)
-                | T::Int2(_)
-                | T::Int4(_)
-                | T::Int8(_)
-                | T::Int16
-                | T::Int32
-                | T::Int64 => Some(true),
-                T::Float4
-                | T::Float8
-                | T::Float(_)
-                | T::Float32
-                | T::Float64
-                | T::Real
-                | T::Double(_)
-                | T::DoublePrecision
-                | T::Numeric(_)
-                | T::Decimal(_)
-                | T::Dec(_) => Some(false),
+            // Numbers are read as numbers (integers refusing a fraction); everything
+            // else (booleans `t`/`yes`, dates, uuids…) as text, and then cast.
+            let numeric = match crate::ast::types::declared_type(innermost(elem)).map(|d| d.ty) {
+                Ok(SqlType::Int2 | SqlType::Int4 | SqlType::Int8) => Some(true),
+                Ok(SqlType::Float4 | SqlType::Float8 | SqlType::Numeric { .. }) => Some(false),
                 _ => None,
             };
             let parsed = parse_array_text(text)?;

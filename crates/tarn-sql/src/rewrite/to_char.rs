@@ -81,6 +81,15 @@ fn refused(pattern: &str) -> crate::error::Error {
     ))
 }
 
+/// Writes `c` to a `strftime` format as itself (`%` escaped).
+fn literal(out: &mut String, c: char) {
+    if c == '%' {
+        out.push_str("%%");
+    } else {
+        out.push(c);
+    }
+}
+
 /// PostgreSQL's `template` as a `strftime` format; an error naming a pattern it has that
 /// is not translated.
 pub(crate) fn strftime(template: &str) -> Result<String> {
@@ -97,18 +106,14 @@ pub(crate) fn strftime(template: &str) -> Result<String> {
                 match q {
                     '\\' => {
                         if let Some((_, e)) = chars.next() {
-                            if e == '%' {
-                                out.push('%');
-                            }
-                            out.push(e);
+                            literal(&mut out, e);
                         }
                     }
                     '"' => {
                         end = 1 + i + 1;
                         break;
                     }
-                    '%' => out.push_str("%%"),
-                    q => out.push(q),
+                    q => literal(&mut out, q),
                 }
             }
             rest = &rest[end..];
@@ -151,11 +156,7 @@ pub(crate) fn strftime(template: &str) -> Result<String> {
             (_, Some(pattern)) => return Err(refused(pattern)),
             _ => {}
         }
-        if c == '%' {
-            out.push_str("%%");
-        } else {
-            out.push(c);
-        }
+        literal(&mut out, c);
         fill = false;
         rest = &rest[c.len_utf8()..];
     }

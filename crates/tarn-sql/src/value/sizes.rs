@@ -94,16 +94,7 @@ pub(crate) fn array_row_bytes(a: &ArrayRef) -> Vec<u64> {
                     .collect(),
             )
         }
-        DataType::Struct(_) => {
-            let st = a.as_struct();
-            let mut total = vec![0u64; rows];
-            for c in st.columns() {
-                for (t, b) in total.iter_mut().zip(array_row_bytes(c)) {
-                    *t = t.saturating_add(b);
-                }
-            }
-            nulls_zero(total)
-        }
+        DataType::Struct(_) => nulls_zero(columns_row_bytes(a.as_struct().columns(), rows)),
         _ => {
             // The bytes of the rows shown (a slice's share, not its whole buffers).
             let bytes = a.to_data().get_slice_memory_size().unwrap_or(0) as u64;
@@ -111,4 +102,16 @@ pub(crate) fn array_row_bytes(a: &ArrayRef) -> Vec<u64> {
             nulls_zero(vec![each; rows])
         }
     }
+}
+
+/// The bytes of each of `rows` rows over `columns` together: per row, the sum of its
+/// values in each (see [`array_row_bytes`]); a struct's fields, a batch's columns.
+pub(crate) fn columns_row_bytes(columns: &[ArrayRef], rows: usize) -> Vec<u64> {
+    let mut total = vec![0u64; rows];
+    for c in columns {
+        for (t, b) in total.iter_mut().zip(array_row_bytes(c)) {
+            *t = t.saturating_add(b);
+        }
+    }
+    total
 }

@@ -15,7 +15,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use datafusion::arrow::array::RecordBatch;
 
-use crate::value::sizes::array_row_bytes;
+use crate::value::sizes::columns_row_bytes;
 
 /// About the most bytes of repeated build rows one step of a join makes.
 const STEP_BYTES: usize = 16 << 20;
@@ -57,15 +57,12 @@ impl JoinSide {
 }
 
 /// The bytes of the widest row of `batch`: the sum over its columns of each row's
-/// values (see [`array_row_bytes`]).
+/// values (see [`columns_row_bytes`]).
 pub(crate) fn widest_row(batch: &RecordBatch) -> usize {
-    let mut widths = vec![0u64; batch.num_rows()];
-    for column in batch.columns() {
-        for (w, b) in widths.iter_mut().zip(array_row_bytes(column)) {
-            *w = w.saturating_add(b);
-        }
-    }
-    widths.into_iter().max().unwrap_or(0) as usize
+    columns_row_bytes(batch.columns(), batch.num_rows())
+        .into_iter()
+        .max()
+        .unwrap_or(0) as usize
 }
 
 #[cfg(test)]

@@ -80,7 +80,7 @@ impl ScalarUDFImpl for ArrayOut {
 }
 
 /// The elements of row `row` of list array `list`, or `None` for another type.
-fn elements(list: &ArrayRef, row: usize) -> Option<ArrayRef> {
+pub(crate) fn elements(list: &ArrayRef, row: usize) -> Option<ArrayRef> {
     match list.data_type() {
         DataType::List(_) => Some(list.as_list::<i32>().value(row)),
         DataType::LargeList(_) => Some(list.as_list::<i64>().value(row)),

@@ -140,16 +140,6 @@ fn leaves(a: &ArrayRef) -> ArrayRef {
     }
 }
 
-/// The innermost element type of `t` (itself when it is not a list).
-pub(super) fn leaf_type(t: &DataType) -> &DataType {
-    match t {
-        DataType::List(f) | DataType::LargeList(f) | DataType::FixedSizeList(f, _) => {
-            leaf_type(f.data_type())
-        }
-        t => t,
-    }
-}
-
 /// A cast to `float4`/`float8` (or an array of them) from text or from `float8` that fails where PostgreSQL's
 /// does: text for a number out of the type's range (`'1e1000'::float8`; the words
 /// `Infinity`, `inf` and their signed forms stay infinite), and a float8 too large for
@@ -173,19 +163,12 @@ impl FloatIn {
     /// the elements of rows a slice leaves out nor those under a NULL row, and a
     /// fixed-size target's NULL rows filled with NULLs, are compared).
     fn check(&self, input: &ArrayRef, out: &ArrayRef) -> DfResult<()> {
-        fn row(a: &ArrayRef, i: usize) -> Option<ArrayRef> {
-            match a.data_type() {
-                DataType::List(_) => Some(a.as_list::<i32>().value(i)),
-                DataType::LargeList(_) => Some(a.as_list::<i64>().value(i)),
-                DataType::FixedSizeList(..) => Some(a.as_fixed_size_list().value(i)),
-                _ => None,
-            }
-        }
-        if super::super::array_out::is_array(input.data_type()) {
+        use super::super::array_out::{elements, is_array};
+        if is_array(input.data_type()) {
             for i in 0..input.len().min(out.len()) {
                 if input.is_valid(i)
                     && out.is_valid(i)
-                    && let (Some(a), Some(b)) = (row(input, i), row(out, i))
+                    && let (Some(a), Some(b)) = (elements(input, i), elements(out, i))
                 {
                     self.check(&a, &b)?;
                 }
@@ -234,7 +217,7 @@ impl FloatIn {
     }
 
     pub(super) fn type_name(&self) -> &'static str {
-        if leaf_type(&self.to) == &DataType::Float32 {
+        if base_type(&self.to) == DataType::Float32 {
             "real"
         } else {
             "double precision"
@@ -244,7 +227,7 @@ impl FloatIn {
 
 impl ScalarUDFImpl for FloatIn {
     fn name(&self) -> &str {
-        if leaf_type(&self.to) == &DataType::Float32 {
+        if base_type(&self.to) == DataType::Float32 {
             "tarn_float4_in"
         } else {
             "tarn_float8_in"

@@ -137,16 +137,9 @@ impl ScalarUDFImpl for Guarded {
         // the result.
         let inputs: Vec<Vec<Option<f64>>> = args.args.iter().map(float_values).collect();
         let out = self.inner.invoke_with_args(args)?;
-        let at = |values: &Vec<Option<f64>>, i: usize| {
-            if values.len() == 1 {
-                values[0]
-            } else {
-                values.get(i).copied().flatten()
-            }
-        };
         for (i, r) in float_values(&out).into_iter().enumerate() {
             let Some(r) = r else { continue };
-            let args: Vec<f64> = inputs.iter().filter_map(|v| at(v, i)).collect();
+            let args: Vec<f64> = inputs.iter().filter_map(|v| row_value(v, i)).collect();
             if args.len() != inputs.len() || args.iter().any(|a| !a.is_finite()) {
                 continue;
             }
@@ -159,6 +152,16 @@ impl ScalarUDFImpl for Guarded {
             }
         }
         Ok(out)
+    }
+}
+
+/// Row `i` of an argument's values from [`float_values`]: a scalar (one value) stands
+/// for every row.
+fn row_value(values: &[Option<f64>], i: usize) -> Option<f64> {
+    if values.len() == 1 {
+        values[0]
+    } else {
+        values.get(i).copied().flatten()
     }
 }
 
@@ -213,31 +216,24 @@ fn round_far(inner: &ScalarUDF, args: ScalarFunctionArgs) -> DfResult<ColumnarVa
     if !is_float(&out_type) || digits.is_empty() {
         return Ok(out);
     }
-    let at = |v: &Vec<Option<f64>>, i: usize| {
-        if v.len() == 1 {
-            v[0]
-        } else {
-            v.get(i).copied().flatten()
-        }
-    };
     let result = out.to_array(rows)?;
     let values = float_values(&ColumnarValue::Array(result.clone()));
-    if !values
-        .iter()
-        .enumerate()
-        .any(|(i, r)| r.is_some_and(|r| !r.is_finite()) && at(&x, i).is_some_and(f64::is_finite))
-    {
+    if !values.iter().enumerate().any(|(i, r)| {
+        r.is_some_and(|r| !r.is_finite()) && row_value(&x, i).is_some_and(f64::is_finite)
+    }) {
         return Ok(out);
     }
     let fixed: Float64Array = values
         .iter()
         .enumerate()
-        .map(|(i, r)| match (*r, at(&x, i), at(&digits, i)) {
-            (Some(r), Some(x), Some(d)) if !r.is_finite() && x.is_finite() => {
-                Some(if d > 0.0 { x } else { 0.0 })
-            }
-            (r, ..) => r,
-        })
+        .map(
+            |(i, r)| match (*r, row_value(&x, i), row_value(&digits, i)) {
+                (Some(r), Some(x), Some(d)) if !r.is_finite() && x.is_finite() => {
+                    Some(if d > 0.0 { x } else { 0.0 })
+                }
+                (r, ..) => r,
+            },
+        )
         .collect();
     let fixed = datafusion::arrow::compute::cast(&fixed, &out_type)?;
     if scalar {

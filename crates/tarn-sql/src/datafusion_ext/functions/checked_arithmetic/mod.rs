@@ -31,6 +31,7 @@ use datafusion::arrow::datatypes::{DataType, Float32Type, Float64Type, Int64Type
 use datafusion::arrow::error::ArrowError;
 use datafusion::common::config::ConfigOptions;
 use datafusion::common::tree_node::{Transformed, TreeNode};
+use datafusion::common::utils::base_type;
 use datafusion::common::{DFSchema, Result as DfResult, ScalarValue, exec_err};
 use datafusion::error::DataFusionError;
 use datafusion::logical_expr::expr::{Cast, ScalarFunction};
@@ -305,7 +306,7 @@ fn rewrite(e: Expr, schema: &DFSchema) -> DfResult<(Expr, Option<DataType>, bool
         Expr::Cast(Cast { expr, field })
             if is_float(field.data_type())
                 || (super::array_out::is_array(field.data_type())
-                    && float::leaf_type(field.data_type()) == &DataType::Float32) =>
+                    && base_type(field.data_type()) == DataType::Float32) =>
         {
             let data_type = field.data_type().clone();
             let (x, t, changed) = rewrite(*expr, schema)?;
@@ -315,7 +316,7 @@ fn rewrite(e: Expr, schema: &DFSchema) -> DfResult<(Expr, Option<DataType>, bool
             };
             let checked = from.as_ref().is_some_and(|from| {
                 matches!(
-                    float::leaf_type(from),
+                    base_type(from),
                     DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View | DataType::Float64
                 ) && from != &data_type
                     && super::array_out::is_array(from) == super::array_out::is_array(&data_type)
