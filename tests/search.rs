@@ -1459,6 +1459,9 @@ async fn null_scores_sort_last_in_every_top_k_shape() -> TestResult {
     for sql in [
         format!("SELECT id FROM {n} ORDER BY e <#> NULL DESC LIMIT 5"),
         format!("SELECT id FROM {n} WHERE id > 0 ORDER BY e <#> NULL::float4[] DESC LIMIT 5"),
+        // Text alike (the text node had left a NULL query to a sort in no order).
+        format!("SELECT id FROM {n} ORDER BY body <#> NULL DESC LIMIT 5"),
+        format!("SELECT id FROM {n} WHERE id > 0 ORDER BY body <#> NULL::text DESC LIMIT 5"),
     ] {
         assert_eq!(
             json!(s.query("ws", &sql, &[]).await?.rows),

@@ -460,6 +460,66 @@ async fn a_bad_row_is_a_400_naming_its_line_and_nothing_is_created() -> TestResu
     Ok(())
 }
 
+/// A table stores dates and timestamps of years 1 to 9999 (SPEC §6): a value a query
+/// computed past them is a 400 on INSERT, UPDATE and CREATE TABLE … AS, and an upload's
+/// timestamp whose offset carries it past them leaves its column text. Stored, such
+/// values had exported as `+10000-01-01` or `-0004-01-01`, which imported back as text.
+#[tokio::test]
+async fn dates_outside_years_1_to_9999_are_not_stored() -> TestResult {
+    let tarn = Tarn::in_memory().await?;
+    let s = fixture(&tarn).await?;
+    s.query(
+        "ws",
+        r#"CREATE TABLE "ws"."d" (a DATE, b TIMESTAMP, c TIMESTAMPTZ) USING engine"#,
+        &[],
+    )
+    .await?;
+    for sql in [
+        r#"INSERT INTO "ws"."d" (a) VALUES (make_date(-5, 1, 1))"#,
+        r#"INSERT INTO "ws"."d" (a) VALUES (date '9999-12-31' + 1)"#,
+        r#"INSERT INTO "ws"."d" (b) VALUES (timestamp '9999-12-31 23:00:00' + interval '2 hours')"#,
+        r#"INSERT INTO "ws"."d" (c) VALUES (timestamptz '0001-01-01 00:00:00Z' - interval '1 second')"#,
+    ] {
+        let e = s.query("ws", sql, &[]).await.expect_err(sql);
+        assert_eq!(e.status(), 400, "{sql}: {e}");
+        assert!(e.message().contains("out of range"), "{sql}: {e}");
+    }
+    s.query(
+        "ws",
+        r#"INSERT INTO "ws"."d" VALUES ('0001-01-01', '9999-12-31 23:59:59.999999', '0001-01-01 00:00:00Z')"#,
+        &[],
+    )
+    .await?;
+    let e = s
+        .query("ws", r#"UPDATE "ws"."d" SET a = a - 1"#, &[])
+        .await
+        .expect_err("update past year 1");
+    assert_eq!(e.status(), 400, "{e}");
+    let e = s
+        .query(
+            "ws",
+            r#"CREATE TABLE "ws"."d2" USING engine AS SELECT b + interval '1 day' AS b FROM "ws"."d""#,
+            &[],
+        )
+        .await
+        .expect_err("CTAS past year 9999");
+    assert_eq!(e.status(), 400, "{e}");
+    assert_eq!(
+        rows(&s, r#"SELECT count(*) FROM "ws"."d""#).await?,
+        vec![vec![json!(1)]]
+    );
+    // Queries still compute past them.
+    assert_eq!(
+        rows(&s, "SELECT date '9999-12-31' + 1 > date '9999-12-31'").await?,
+        vec![vec![json!(true)]]
+    );
+    // An upload's timestamp in year 0 once in UTC: the column is text, the value as written.
+    let body = r#"[{"t":"0001-01-01T00:00:00+01:00"},{"t":"2020-01-01T00:00:00Z"}]"#;
+    s.upload_table("ws", "u", "u.json", body.as_bytes()).await?;
+    assert_eq!(columns(&s, "u").await?, vec![col("t", "text", false)]);
+    Ok(())
+}
+
 /// (id, a) rows of table `t`, in id order.
 async fn id_and_a(s: &Session, t: &str) -> tarn::Result<Vec<Vec<Value>>> {
     rows(s, &format!(r#"SELECT id, a FROM "ws"."{t}" ORDER BY id"#)).await

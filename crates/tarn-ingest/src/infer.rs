@@ -410,8 +410,18 @@ pub(crate) fn parse_timestamp(s: &str) -> Option<i64> {
     };
     let seconds =
         days * 86_400 + i64::from(hour * 3600 + minute * 60 + second) - offset_minutes * 60;
-    Some(seconds * 1_000_000 + micros)
+    // In UTC, from 0001-01-01 to 9999-12-31 as a stored timestamp is (an offset can
+    // carry `0001-01-01T00:00:00+01:00` into year 0): else the column stays text.
+    let micros = seconds * 1_000_000 + micros;
+    (FIRST_MICROS..=LAST_MICROS)
+        .contains(&micros)
+        .then_some(micros)
 }
+
+/// `0001-01-01T00:00:00Z` and `9999-12-31T23:59:59.999999Z` in microseconds since the
+/// epoch: the timestamps a table stores.
+const FIRST_MICROS: i64 = -62_135_596_800_000_000;
+const LAST_MICROS: i64 = 253_402_300_799_999_999;
 
 /// Appends the elements of an array of numbers (`[1, 2.5]`, or PostgreSQL's `{1,2.5}`)
 /// to `out` and returns its length. Elements must be finite float4 numbers; an empty
@@ -517,6 +527,11 @@ mod tests {
             parse_timestamp("2000-01-01T00:00:00Z")
         );
         assert_eq!(parse_date("0000-01-01"), None);
+        // Only what a table stores: years 1 to 9999 in UTC.
+        assert_eq!(parse_timestamp("0001-01-01T00:00:00+01:00"), None);
+        assert!(parse_timestamp("0001-01-01T00:00:00Z").is_some());
+        assert!(parse_timestamp("9999-12-31T23:59:59.999999Z").is_some());
+        assert_eq!(parse_timestamp("9999-12-31T23:30:00-01:00"), None);
         // Halves to even, as PostgreSQL's rint.
         let at = |f: &str| parse_timestamp(&format!("2000-01-01T00:00:00.{f}Z"));
         assert_eq!(at("0000005"), at("000000"));

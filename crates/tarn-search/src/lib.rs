@@ -31,4 +31,6 @@ pub use tarn_hybrid::{ArmScores, Fuser, Fusion, Weights as HybridWeights};
 pub use tarn_text::{TextQuery, Tokenizer};
 pub use tarn_vector::{Scored, TopK};
 pub use text::{TextSearch, is_text_index, text_at, tokenizer};
-pub use topk::{IndexUse, RowFilter, SearchRequest, SearchStats, top_k, top_k_with_stats};
+pub use topk::{
+    IndexUse, RowFilter, SearchRequest, SearchStats, top_k, top_k_with_stats, unscored_top_k,
+};

@@ -162,6 +162,30 @@ fn exact_segment(
     Ok(())
 }
 
+/// The first `k` live rows of `version` passing `filter`, by row id, each scoring NULL:
+/// the answer to a NULL query, under which every row scores NULL (SPEC §5: ties by row
+/// id).
+pub fn unscored_top_k(
+    version: &TableVersion,
+    k: usize,
+    filter: Option<&dyn RowFilter>,
+) -> Result<Vec<Scored>> {
+    let mut best = TopK::new(k);
+    for s in version.segments() {
+        for bi in 0..s.segment().blocks().len() {
+            let chunk = s.segment().block(bi)?;
+            let pass = passing_rows(s, bi, &chunk, filter)?;
+            let ids = chunk.row_ids();
+            for i in 0..chunk.num_rows() {
+                if pass.as_ref().is_none_or(|m| m.value(i)) {
+                    best.push(ids.value(i), None);
+                }
+            }
+        }
+    }
+    Ok(best.into_sorted())
+}
+
 /// The rows of block `bi` of `s` (decoded as `chunk`) that are live and pass `filter`:
 /// `None` when every row does.
 pub(crate) fn passing_rows(

@@ -89,7 +89,7 @@ pub(crate) fn new_session(query_memory: usize) -> Result<SessionState> {
         ),
     ))?;
     // `text || text` sized the same way (planned as `engine_text_concat`).
-    state.register_expr_planner(Arc::new(functions::bounded::ConcatPlanner::new(limits)))?;
+    state.register_expr_planner(Arc::new(functions::text_concat::ConcatPlanner::new(limits)))?;
     // And wherever a planner made the call itself (`ARRAY[…]` is `make_array`).
     state.add_analyzer_rule(Arc::new(functions::bounded::SizeCalls::new(
         limits,

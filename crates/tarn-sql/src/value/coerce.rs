@@ -44,6 +44,7 @@ pub fn coerce_column(array: &ArrayRef, col: &ColumnDef) -> Result<Coerced> {
     } else {
         coerce_plain(array, col)?
     };
+    check_years(&out, col)?;
     if !col.nullable && out.null_count() > 0 {
         return bad(format!(
             "null value in column \"{}\" violates not-null constraint",
@@ -54,6 +55,41 @@ pub fn coerce_column(array: &ArrayRef, col: &ColumnDef) -> Result<Coerced> {
         array: out,
         new_dim,
     })
+}
+
+/// The first and last day a date or timestamp column stores, in days since 1970-01-01:
+/// `0001-01-01` and `9999-12-31`, the years every reader of an export (CSV, JSON, an
+/// import into Tarn or another database) writes with four digits. Queries compute
+/// past them (`date '9999-12-31' + 1`, `make_date(-5, 1, 1)`); a value written out of
+/// them would export in a form (`+10000-01-01`, `-0004-01-01`) that reads back as text.
+const STORED_DAYS: (i64, i64) = (-719_162, 2_932_896);
+
+/// Refuses a date or timestamp outside [`STORED_DAYS`] (400, as PostgreSQL's
+/// `date out of range` / `timestamp out of range`).
+fn check_years(array: &ArrayRef, col: &ColumnDef) -> Result<()> {
+    use datafusion::arrow::compute::kernels::aggregate::{max, min};
+    use datafusion::arrow::datatypes::{Date32Type, TimeUnit, TimestampMicrosecondType};
+    const DAY_MICROS: i64 = 86_400_000_000;
+    let (first, last, what) = match array.data_type() {
+        DataType::Date32 => {
+            let a = array.as_primitive::<Date32Type>();
+            (min(a).map(i64::from), max(a).map(i64::from), "date")
+        }
+        DataType::Timestamp(TimeUnit::Microsecond, _) => {
+            let a = array.as_primitive::<TimestampMicrosecondType>();
+            let day = |m: i64| m.div_euclid(DAY_MICROS);
+            (min(a).map(day), max(a).map(day), "timestamp")
+        }
+        _ => return Ok(()),
+    };
+    if first.is_some_and(|d| d < STORED_DAYS.0) || last.is_some_and(|d| d > STORED_DAYS.1) {
+        return bad(format!(
+            "{what} out of range for column \"{}\": stored dates and timestamps are \
+             from 0001-01-01 to 9999-12-31",
+            col.name
+        ));
+    }
+    Ok(())
 }
 
 fn type_label(col: &ColumnDef) -> String {

@@ -1,5 +1,5 @@
 //! Functions whose output can be far larger than their input (`repeat`, `lpad`,
-//! `array_repeat`, `range`, `replace`, `ARRAY[…]`, `concat` and `||`, whose chains
+//! `array_repeat`, `range`, `replace`, `ARRAY[…]`, `concat` and `||` ([`super::text_concat`]), whose chains
 //! multiply, and the others [`WRAPPED`] lists), wrapped so that their output is sized
 //! before it is made; and `string_agg`/`array_agg`, whose values are sized as they
 //! grow. DataFusion's versions allocate whatever is asked: one `repeat('x', 1000000)`
@@ -11,13 +11,14 @@
 
 use std::sync::Arc;
 
+use super::text_concat::TEXT_CONCAT;
 use crate::datafusion_ext::context::output_limits::OutputLimits;
 use crate::value::numeric_text::text_lengths;
 use crate::value::sizes::array_row_bytes;
 use datafusion::arrow::array::{Array, ArrayRef, AsArray};
 use datafusion::arrow::datatypes::{DataType, FieldRef, Int64Type};
+use datafusion::common::Result;
 use datafusion::common::tree_node::{Transformed, TreeNode};
-use datafusion::common::{Result, exec_err};
 use datafusion::logical_expr::simplify::{ExprSimplifyResult, SimplifyContext};
 use datafusion::logical_expr::{
     ColumnarValue, Documentation, Expr, ReturnFieldArgs, ScalarFunctionArgs, ScalarUDF,
@@ -66,7 +67,7 @@ const WRAPPED: [(&str, Kind); 34] = [
 ];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-enum Kind {
+pub(super) enum Kind {
     /// `concat(a, b, …)`, `ARRAY[a, b, …]`, `array_concat`, `struct(…)`, …: at most
     /// the bytes of its arguments (NULLs count nothing). Each argument counts, so
     /// `ARRAY[s, s, s]` is three times `s`.
@@ -124,7 +125,7 @@ pub fn wrapped(
         .collect()
 }
 
-fn bounded(
+pub(super) fn bounded(
     inner: Arc<ScalarUDF>,
     kind: Kind,
     limits: OutputLimits,
@@ -171,7 +172,7 @@ impl Ledger {
 
 /// A call's place in its plan node's [`Ledger`].
 #[derive(Debug, Clone)]
-struct Entry {
+pub(super) struct Entry {
     ledger: Arc<Ledger>,
     slot: usize,
 }
@@ -835,146 +836,5 @@ impl ScalarUDFImpl for Bounded {
             }
             (out, _) => Ok(out),
         }
-    }
-}
-
-/// `text || text`, planned sized (see the module docs) in place of the operator when
-/// both sides are text ([`ConcatPlanner`]): DataFusion's operator builds each
-/// intermediate result outside any reservation and panics past 2 GiB of text in a
-/// batch (`s||s||s||s||s` over 500 rows of 1 MB took 5 GB, then a panic). NULL when
-/// either side is, as the operator.
-#[derive(Debug, PartialEq, Eq, Hash)]
-pub(crate) struct TextConcat {
-    signature: Signature,
-}
-
-/// The function's name (in EXPLAIN).
-pub(crate) const TEXT_CONCAT: &str = "engine_text_concat";
-
-impl TextConcat {
-    fn new() -> Self {
-        TextConcat {
-            signature: Signature::uniform(
-                2,
-                vec![DataType::Utf8],
-                datafusion::logical_expr::Volatility::Immutable,
-            ),
-        }
-    }
-}
-
-impl ScalarUDFImpl for TextConcat {
-    fn name(&self) -> &str {
-        TEXT_CONCAT
-    }
-
-    fn signature(&self) -> &Signature {
-        &self.signature
-    }
-
-    fn return_type(&self, _arg_types: &[DataType]) -> Result<DataType> {
-        Ok(DataType::Utf8)
-    }
-
-    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
-        let rows = args.number_rows;
-        let [left, right] = args.args.as_slice() else {
-            return exec_err!("{TEXT_CONCAT} takes two arguments");
-        };
-        if let (ColumnarValue::Scalar(a), ColumnarValue::Scalar(b)) = (left, right) {
-            let joined = match (a, b) {
-                (
-                    datafusion::common::ScalarValue::Utf8(Some(a)),
-                    datafusion::common::ScalarValue::Utf8(Some(b)),
-                ) => Some(format!("{a}{b}")),
-                _ => None,
-            };
-            return Ok(ColumnarValue::Scalar(
-                datafusion::common::ScalarValue::Utf8(joined),
-            ));
-        }
-        let (a, b) = (left.to_array(rows)?, right.to_array(rows)?);
-        let joined = datafusion::arrow::compute::kernels::concat_elements::concat_elements_utf8(
-            a.as_string::<i32>(),
-            b.as_string::<i32>(),
-        )?;
-        Ok(ColumnarValue::Array(Arc::new(joined)))
-    }
-}
-
-/// Plans `text || text` (or text beside a scalar of another type, cast to text) as
-/// [`TextConcat`], sized as the functions [`WRAPPED`] lists are (and entered in its plan
-/// node's ledger by [`SizeCalls`]); other `||` (arrays, jsonb) as DataFusion does.
-#[derive(Debug)]
-pub(crate) struct ConcatPlanner {
-    udf: Arc<ScalarUDF>,
-}
-
-impl ConcatPlanner {
-    pub(crate) fn new(limits: OutputLimits) -> Self {
-        let text_concat = Arc::new(ScalarUDF::new_from_impl(TextConcat::new()));
-        ConcatPlanner {
-            udf: Arc::new(bounded(text_concat, Kind::Sum, limits, None)),
-        }
-    }
-}
-
-impl datafusion::logical_expr::planner::ExprPlanner for ConcatPlanner {
-    fn plan_binary_op(
-        &self,
-        expr: datafusion::logical_expr::planner::RawBinaryExpr,
-        schema: &datafusion::common::DFSchema,
-    ) -> Result<
-        datafusion::logical_expr::planner::PlannerResult<
-            datafusion::logical_expr::planner::RawBinaryExpr,
-        >,
-    > {
-        use datafusion::logical_expr::ExprSchemable;
-        use datafusion::logical_expr::planner::PlannerResult;
-        use datafusion::sql::sqlparser::ast::BinaryOperator;
-        let text = |e: &Expr| {
-            matches!(
-                e.get_type(schema),
-                Ok(DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View)
-            ) && !e
-                .to_field(schema)
-                .is_ok_and(|(_, f)| crate::ast::types::is_json_field(&f))
-        };
-        if expr.op != BinaryOperator::StringConcat {
-            return Ok(PlannerResult::Original(expr));
-        }
-        // A scalar of another type beside text is cast to text first, as DataFusion's
-        // own `||` casts it (and PostgreSQL's `text || anynonarray`): planned so, the
-        // sizing sees it too (`repeat('x', 200000) || g` over 20,000 rows took a host
-        // past 6 GB unsized).
-        let scalar = |e: &Expr| {
-            e.get_type(schema)
-                .is_ok_and(|t| t.is_primitive() || t == DataType::Boolean)
-        };
-        let (left_text, right_text) = (text(&expr.left), text(&expr.right));
-        let planned = (left_text && (right_text || scalar(&expr.right)))
-            || (right_text && scalar(&expr.left));
-        if planned {
-            let as_text = |e: Expr, is_text: bool| {
-                if is_text {
-                    e
-                } else {
-                    Expr::Cast(datafusion::logical_expr::Cast::new(
-                        Box::new(e),
-                        DataType::Utf8,
-                    ))
-                }
-            };
-            return Ok(PlannerResult::Planned(Expr::ScalarFunction(
-                datafusion::logical_expr::expr::ScalarFunction::new_udf(
-                    self.udf.clone(),
-                    vec![
-                        as_text(expr.left, left_text),
-                        as_text(expr.right, right_text),
-                    ],
-                ),
-            )));
-        }
-        Ok(PlannerResult::Original(expr))
     }
 }

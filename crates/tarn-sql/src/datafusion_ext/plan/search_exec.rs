@@ -403,7 +403,8 @@ impl SearchExec {
             }
             NodeQuery::Text(b) => match b.prepared()? {
                 Some(search) => search.top_k(&b.version, k, filter).map_err(search_error)?,
-                None => Vec::new(),
+                // A NULL query scores every row NULL: the first k rows by row id.
+                None => tarn_search::unscored_top_k(&b.version, k, filter).map_err(search_error)?,
             },
             NodeQuery::Hybrid { binding, vector } => {
                 let text = binding.text.prepared()?;

@@ -244,13 +244,10 @@ fn search_plan(sort: &Sort) -> DfResult<Option<LogicalPlan>> {
         );
     }
     let (query, index) = match text_search::binding_of(&call) {
-        // Text: bound to this table's snapshot at planning; a NULL query ranks
-        // nothing (DataFusion's sort of NULL scores does).
+        // Text: bound to this table's snapshot at planning; a NULL query scores every
+        // row NULL, and the node returns them by row id.
         Some(b) => {
-            if b.table != table.def().id
-                || b.query.is_none()
-                || table.column_id(&col.name) != Some(b.column)
-            {
+            if b.table != table.def().id || table.column_id(&col.name) != Some(b.column) {
                 return Ok(None);
             }
             let index = Some((b.index.id, b.index.name.clone(), 0));
