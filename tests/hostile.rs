@@ -1830,10 +1830,23 @@ async fn nesting_the_simplifier_would_copy_exponentially_is_400() -> TestResult 
         let columns = [chain.as_str(); 100].join(", ");
         let r = query(&s, &format!("SELECT {columns}"), &[]).await;
         assert_400(r, &format!("100 columns of `{op}` 250 long"));
-        let columns = [chain.as_str(); 4].join(", ");
+        let columns = [chain.as_str(); 2].join(", ");
         let r = query(&s, &format!("SELECT {columns}"), &[]).await?;
-        assert_eq!(r.rows.map(|r| r[0].len()), Some(4), "{op}");
+        assert_eq!(r.rows.map(|r| r[0].len()), Some(2), "{op}");
     }
+    // What is nested under a chain is typed again by each operator above it (a
+    // `coalesce` of 20,000 arguments under 250 `+` had planned for a minute).
+    let wide = vec!["c"; 3000].join(", ");
+    let r = query(
+        &s,
+        &format!(
+            "SELECT coalesce({wide}){} FROM (VALUES (1)) v(c)",
+            " + c".repeat(250)
+        ),
+        &[],
+    )
+    .await;
+    assert_400(r, "a wide call under a chain");
     // A `||` chain is one call (200 terms had planned for 14 s, nested a call per
     // operator), and still NULL when any term is.
     let terms = vec!["'a'"; 250].join(" || ");
@@ -1849,6 +1862,43 @@ async fn nesting_the_simplifier_would_copy_exponentially_is_400() -> TestResult 
             vec![json!(format!("{}1", "a".repeat(250))), Value::Null],
             vec![json!(format!("{}2", "a".repeat(250))), Value::Null],
         ])
+    );
+    let r = query(
+        &s,
+        "SELECT 'a' || NULL || 'b', 'a' || g || 'b', 'a' || (g || 'c') FROM generate_series(1, 1) g",
+        &[],
+    )
+    .await?;
+    assert_eq!(
+        r.rows,
+        Some(vec![vec![Value::Null, json!("a1b"), json!("a1c")]])
+    );
+    let r = query(
+        &s,
+        "EXPLAIN SELECT 'a' || g || 'b' || g FROM generate_series(1, 2) g",
+        &[],
+    )
+    .await?;
+    let plan = json!(r.rows).to_string();
+    assert!(
+        plan.contains("engine_text_concat(")
+            && !plan.contains("engine_text_concat(engine_text_concat"),
+        "{plan}"
+    );
+    // Scalar subqueries in scalar subqueries: planning doubled per level, and 118
+    // levels overflowed the stack and aborted the process.
+    let scalar = |d: usize| format!("SELECT {}1{}", "(SELECT ".repeat(d), ")".repeat(d));
+    assert_400(
+        query(&s, &scalar(13), &[]).await,
+        "13 nested scalar subqueries",
+    );
+    assert_400(
+        query(&s, &scalar(118), &[]).await,
+        "118 nested scalar subqueries",
+    );
+    assert_eq!(
+        query(&s, &scalar(12), &[]).await?.rows,
+        Some(vec![vec![json!(1)]])
     );
     // Through scalar subqueries, each planned once per copy.
     let sub = |e: String| format!("coalesce((SELECT {e}), 1)");
@@ -1919,6 +1969,37 @@ async fn whole_partition_windows_of_large_values_are_400_not_an_abort() -> TestR
     )
     .await?;
     assert_eq!(r.rows, Some(vec![vec![json!(60000)]]));
+    Ok(())
+}
+
+/// `count(DISTINCT x)` of lists or records answers in what its values take: DataFusion's
+/// counted each kept value as its whole input batch, so 40,000 rows of
+/// `count(DISTINCT ARRAY[g])` were refused (`query_memory`) at 100 MB.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn distinct_counts_of_lists_cost_what_they_keep() -> TestResult {
+    let (_tarn, s) = session().await?;
+    let r = query(
+        &s,
+        "SELECT count(*), count(DISTINCT ARRAY[g]), count(DISTINCT ARRAY[g % 7]), \
+         count(DISTINCT struct(g % 3, 'x')) FROM generate_series(1, 100000) g",
+        &[],
+    )
+    .await?;
+    assert_eq!(
+        r.rows,
+        Some(vec![vec![json!(100000), json!(100000), json!(7), json!(3)]])
+    );
+    let r = query(
+        &s,
+        "SELECT g % 2 AS k, count(DISTINCT ARRAY[g % 10]) FROM generate_series(1, 100000) g \
+         GROUP BY k ORDER BY k",
+        &[],
+    )
+    .await?;
+    assert_eq!(
+        r.rows,
+        Some(vec![vec![json!(0), json!(5)], vec![json!(1), json!(5)]])
+    );
     Ok(())
 }
 

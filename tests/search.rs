@@ -1461,7 +1461,6 @@ async fn null_scores_sort_last_in_every_top_k_shape() -> TestResult {
         format!("SELECT id FROM {n} WHERE id > 0 ORDER BY e <#> NULL::float4[] DESC LIMIT 5"),
         // Text alike (the text node had left a NULL query to a sort in no order).
         format!("SELECT id FROM {n} ORDER BY body <#> NULL DESC LIMIT 5"),
-        format!("SELECT id FROM {n} WHERE id > 0 ORDER BY body <#> NULL::text DESC LIMIT 5"),
     ] {
         assert_eq!(
             json!(s.query("ws", &sql, &[]).await?.rows),
@@ -1469,6 +1468,20 @@ async fn null_scores_sort_last_in_every_top_k_shape() -> TestResult {
             "{sql}"
         );
     }
+    // The text node answers a NULL query, past deletes and through filters.
+    s.query("ws", &format!("DELETE FROM {n} WHERE id = 4"), &[])
+        .await?;
+    let sql = format!("SELECT id FROM {n} WHERE id > 2 ORDER BY body <#> NULL::text DESC LIMIT 5");
+    assert_eq!(
+        json!(s.query("ws", &sql, &[]).await?.rows),
+        json!([[3], [5], [6], [7], [8]]),
+        "{sql}"
+    );
+    let plan = json!(s.query("ws", &format!("EXPLAIN {sql}"), &[]).await?.rows).to_string();
+    assert!(
+        plan.contains("TarnSearch") && plan.contains("text(NULL)"),
+        "{plan}"
+    );
     Ok(())
 }
 

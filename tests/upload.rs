@@ -517,6 +517,16 @@ async fn dates_outside_years_1_to_9999_are_not_stored() -> TestResult {
     let body = r#"[{"t":"0001-01-01T00:00:00+01:00"},{"t":"2020-01-01T00:00:00Z"}]"#;
     s.upload_table("ws", "u", "u.json", body.as_bytes()).await?;
     assert_eq!(columns(&s, "u").await?, vec![col("t", "text", false)]);
+    // After the inference sample: a 400 that says why.
+    let mut csv: String = "t\n".into();
+    csv.extend((0..10_000).map(|_| "2020-01-01T00:00:00Z\n"));
+    csv.push_str("0001-01-01T00:00:00+01:00\n");
+    let e = s
+        .upload_table("ws", "late", "late.csv", csv.as_bytes())
+        .await
+        .expect_err("a timestamp in year 0 after the sample");
+    assert_eq!(e.status(), 400, "{e}");
+    assert!(e.message().contains("outside years 1 to 9999"), "{e}");
     Ok(())
 }
 

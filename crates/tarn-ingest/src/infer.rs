@@ -367,6 +367,12 @@ pub fn fraction_micros(digits: &[u8]) -> i64 {
 /// space, `HH:MM[:SS[.fraction]]`, then `Z` or an offset `±HH[[:]MM]`, or nothing (UTC).
 /// Digits past microseconds round to the nearest microsecond.
 pub(crate) fn parse_timestamp(s: &str) -> Option<i64> {
+    parse_any_timestamp(s).filter(|m| (FIRST_MICROS..=LAST_MICROS).contains(m))
+}
+
+/// [`parse_timestamp`] without its range: a timestamp an offset carries past years 1 to
+/// 9999 too (what an error about it says).
+pub(crate) fn parse_any_timestamp(s: &str) -> Option<i64> {
     let b = s.trim().as_bytes();
     if b.len() < 16 || !matches!(b[10], b'T' | b't' | b' ') || b[13] != b':' {
         return None;
@@ -410,16 +416,12 @@ pub(crate) fn parse_timestamp(s: &str) -> Option<i64> {
     };
     let seconds =
         days * 86_400 + i64::from(hour * 3600 + minute * 60 + second) - offset_minutes * 60;
-    // In UTC, from 0001-01-01 to 9999-12-31 as a stored timestamp is (an offset can
-    // carry `0001-01-01T00:00:00+01:00` into year 0): else the column stays text.
-    let micros = seconds * 1_000_000 + micros;
-    (FIRST_MICROS..=LAST_MICROS)
-        .contains(&micros)
-        .then_some(micros)
+    Some(seconds * 1_000_000 + micros)
 }
 
 /// `0001-01-01T00:00:00Z` and `9999-12-31T23:59:59.999999Z` in microseconds since the
-/// epoch: the timestamps a table stores.
+/// epoch: the timestamps a table stores (an offset can carry `0001-01-01T00:00:00+01:00`
+/// into year 0 in UTC: such a value leaves its column text).
 const FIRST_MICROS: i64 = -62_135_596_800_000_000;
 const LAST_MICROS: i64 = 253_402_300_799_999_999;
 

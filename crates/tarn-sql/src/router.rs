@@ -549,6 +549,7 @@ impl SqlEngine {
             .tokenize_with_location()
             .map_err(|e| Error::BadRequest(format!("syntax error: {e}")))?;
         crate::ast::depth::check(&tokens)?;
+        let tokens = crate::ast::strings::join_continued(tokens)?;
         let mut stmts = Parser::new(&dialect)
             .with_recursion_limit(256)
             .with_tokens_with_locations(tokens)

@@ -253,3 +253,17 @@ SELECT k, row_number() OVER (ORDER BY k) - row_number() OVER (ORDER BY k DESC) F
 # Quoted aliases keep their case.
 query
 SELECT k AS x, v AS "X" FROM "ws"."nn" ORDER BY "X"
+
+# A cast to varchar(n) or char(n) keeps the first n characters; character varying(n)
+# too.
+query
+SELECT 'abcdef'::varchar(3)::text, CAST('abcdef' AS character varying(2))::text, 'ab'::varchar(5)::text, 12345::varchar(3)::text, 'abc'::char(2)::text
+
+# String constants side by side are one constant across a line break, and a syntax
+# error on one line.
+query
+SELECT 'a'
+'b' AS x
+
+statement error
+SELECT 'a' 'b'

@@ -75,6 +75,7 @@ ERRORS = {
     # literal is already a float8) says what overflowed.
     '"350000000000000000000000000000000000000" is out of range for type real':
         "400 BadRequest: value out of range: overflow",
+    "syntax error at or near \"'b'\"": "400 BadRequest: syntax error at or near \"'b'\"",
 }
 
 TYPES = {

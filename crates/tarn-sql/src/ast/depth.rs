@@ -28,11 +28,14 @@
 //! node for its type by asking its children, at every level, so an expression costs
 //! the sum over its terms of how deep each one is, and a chain of `d` operators costs
 //! `d²`. One chain 250 long plans in a fraction of a second, but 1,600 of them in one
-//! SELECT list planned for 78 s in one step that no timeout can stop. So the sum over
-//! a statement's operators and opening brackets of how much deeper than [`FREE_DEPTH`]
-//! each one is, is bounded by [`MAX_DEPTH_WORK`]: shallow expressions cost nothing
-//! however many there are, and the elements of a list (an IN list, an ARRAY, VALUES
-//! rows) are no operators.
+//! SELECT list planned for 78 s in one step that no timeout can stop. What is nested
+//! under a chain is typed again by each operator above it too: a `coalesce` of 20,000
+//! arguments under a chain of 250 `+` planned for a minute. So the typing work is
+//! counted and bounded ([`MAX_TYPING_WORK`]): each operator costs the tokens of the
+//! chain before it, and each bracketed group its tokens times the operators and calls
+//! around it (a call's arguments, times every call it is nested in: DataFusion names
+//! a call by its arguments' names, again at each level). Lists of values (`IN (…)`, `ARRAY[…]`, VALUES rows) are typed once and
+//! cost nothing, nor do short chains.
 
 use datafusion::sql::sqlparser::keywords::Keyword;
 use datafusion::sql::sqlparser::tokenizer::{Token, TokenWithSpan};
@@ -42,14 +45,17 @@ use crate::error::{Result, bad};
 /// The deepest expression nesting a statement may have (see the module docs).
 pub const MAX_EXPR_DEPTH: usize = 256;
 
-/// The most a statement's operators and opening brackets may nest past
-/// [`FREE_DEPTH`], summed over them. The costliest chains (`1+1+…`, Tarn's checked
-/// arithmetic) plan at about 8 µs per unit here: a quarter of a million is two
-/// seconds, eight SELECT columns of chains 250 long.
-pub const MAX_DEPTH_WORK: usize = 250_000;
+/// The most typing work a statement may need (see the module docs): the sum, over its
+/// operators, of the tokens of the chain before each one, and over its bracketed groups
+/// (a call's arguments, a parenthesized operand) of their tokens times the operators
+/// and calls around them, each less [`FREE_TYPING`]. The costliest chains (`1+1+…`,
+/// Tarn's checked arithmetic) plan at about 4 µs per unit here: 600,000 is two to three
+/// seconds, nine SELECT columns of chains 250 long.
+pub const MAX_TYPING_WORK: usize = 600_000;
 
-/// How deep an operator may nest at no cost (see [`MAX_DEPTH_WORK`]).
-pub const FREE_DEPTH: usize = 8;
+/// The typing work each operator and group has at no cost (see [`MAX_TYPING_WORK`]):
+/// short chains, however many, cost nothing.
+pub const FREE_TYPING: usize = 8;
 
 /// What a token does to the counts.
 enum Effect {
@@ -138,6 +144,30 @@ fn effect(t: &Token) -> Effect {
     }
 }
 
+/// Whether a word before an opening bracket makes it a call's (or a subquery's): not
+/// when it is a clause or boolean keyword.
+fn names_a_call(k: Keyword) -> bool {
+    !matches!(
+        k,
+        Keyword::AND
+            | Keyword::OR
+            | Keyword::NOT
+            | Keyword::SELECT
+            | Keyword::WHERE
+            | Keyword::HAVING
+            | Keyword::ON
+            | Keyword::WHEN
+            | Keyword::THEN
+            | Keyword::ELSE
+            | Keyword::FROM
+            | Keyword::JOIN
+            | Keyword::AS
+            | Keyword::WITH
+            | Keyword::USING
+            | Keyword::EXISTS
+    )
+}
+
 /// One open group: its operator chain, how deep its joins and set operations nest, and
 /// whether a FROM list is open in it.
 #[derive(Default)]
@@ -149,6 +179,19 @@ struct Group {
     longest: usize,
     nest: usize,
     in_from: bool,
+    /// Significant tokens in the group so far, those of the groups closed in it
+    /// included (a list of values counts one), and their count when the chain began.
+    size: usize,
+    chain_start: usize,
+    /// Calls opened in the current run of operators.
+    calls: usize,
+    /// A list of values (`IN (…)`, `ARRAY[…]`, VALUES rows): typed once, whatever is
+    /// around it.
+    list: bool,
+    /// After VALUES: each bracket opened after a comma is a row.
+    in_values: bool,
+    /// A call's arguments (or a subquery): named again by every call around it.
+    call: bool,
 }
 
 impl Group {
@@ -160,6 +203,14 @@ impl Group {
         self.boolean = 0;
         self.run = 0;
         self.longest = 0;
+        self.calls = 0;
+        self.chain_start = self.size;
+    }
+
+    /// How many times what is written next is typed again by the operators and calls
+    /// already around it in this group.
+    fn around(&self) -> usize {
+        self.boolean + self.run + self.calls
     }
 }
 
@@ -173,7 +224,7 @@ pub(crate) fn check(tokens: &[TokenWithSpan]) -> Result<()> {
     // (after a `.` or AS, a word is a name whatever it spells).
     let mut previous: [Option<Keyword>; 2] = [None, None];
     let mut after_name_marker = false;
-    // The sum of the operators' and opening brackets' depths past `FREE_DEPTH`.
+    // What typing the statement costs (see `MAX_TYPING_WORK`).
     let mut work = 0usize;
     for t in tokens {
         let before = groups.last().map_or(0, Group::depth);
@@ -194,17 +245,61 @@ pub(crate) fn check(tokens: &[TokenWithSpan]) -> Result<()> {
             }
             _ => effect(&t.token),
         };
-        let counted = matches!(e, Effect::Open | Effect::Operator | Effect::Boolean);
+        if let Some(g) = groups.last() {
+            match e {
+                // An operator types the chain so far in its group again.
+                Effect::Operator | Effect::Boolean => {
+                    let again = (g.size - g.chain_start).saturating_sub(FREE_TYPING);
+                    work = work.saturating_add(again);
+                }
+                // A group typed again by each operator or call around it.
+                Effect::Close if groups.len() > 1 => {
+                    let (child, parent) = (&groups[groups.len() - 1], &groups[groups.len() - 2]);
+                    if !child.list {
+                        // A call is named again by each call around it too (nested
+                        // calls cost the cube of their depth).
+                        let calls_around = if child.call {
+                            groups[..groups.len() - 1].iter().filter(|g| g.call).count()
+                        } else {
+                            0
+                        };
+                        let again = child.size.saturating_mul(parent.around() + calls_around);
+                        work = work.saturating_add(again.saturating_sub(FREE_TYPING));
+                    }
+                }
+                _ => {}
+            }
+        }
         after_name_marker = matches!(t.token, Token::Period) || keyword == Some(Keyword::AS);
         previous = [previous[1], keyword];
         match e {
             Effect::Open => {
-                groups.push(Group::default());
+                let list = matches!(
+                    previous[0],
+                    Some(Keyword::IN | Keyword::ARRAY | Keyword::VALUES)
+                ) || (previous[0].is_none()
+                    && groups.last().is_some_and(|g| g.in_values));
+                // A name before the bracket: a call (or a subquery).
+                let call = previous[0].is_some_and(names_a_call) && !list;
+                if let Some(g) = groups.last_mut()
+                    && call
+                {
+                    g.calls += 1;
+                }
+                groups.push(Group {
+                    list,
+                    call,
+                    ..Group::default()
+                });
                 depth += 1;
             }
             Effect::Close if groups.len() > 1 => {
                 depth -= before;
-                groups.pop();
+                if let Some(child) = groups.pop()
+                    && let Some(g) = groups.last_mut()
+                {
+                    g.size += if child.list { 1 } else { child.size + 1 };
+                }
             }
             effect => {
                 let Some(g) = groups.last_mut() else { break };
@@ -214,10 +309,12 @@ pub(crate) fn check(tokens: &[TokenWithSpan]) -> Result<()> {
                     Effect::From => {
                         g.separate();
                         g.in_from = true;
+                        g.in_values = false;
                     }
                     Effect::EndFrom => {
                         g.separate();
                         g.in_from = false;
+                        g.in_values = keyword == Some(Keyword::VALUES);
                     }
                     Effect::Boolean => {
                         g.boolean += 1;
@@ -231,6 +328,7 @@ pub(crate) fn check(tokens: &[TokenWithSpan]) -> Result<()> {
                     }
                     Effect::Open | Effect::Close | Effect::None => {}
                 }
+                g.size += 1;
                 depth = depth + g.depth() - before;
             }
         }
@@ -242,17 +340,14 @@ pub(crate) fn check(tokens: &[TokenWithSpan]) -> Result<()> {
                 t.span.start.line, t.span.start.column
             ));
         }
-        if counted {
-            work = work.saturating_add(depth.saturating_sub(FREE_DEPTH));
-            if work > MAX_DEPTH_WORK {
-                return bad(format!(
-                    "statement too complex: its operators nest deep too often (at line {}, \
-                     column {}), and planning grows with the square of nesting; split long \
-                     chains (IN (…) instead of many ORs, a sum of many terms in a subquery) \
-                     or use fewer of them",
-                    t.span.start.line, t.span.start.column
-                ));
-            }
+        if work > MAX_TYPING_WORK {
+            return bad(format!(
+                "statement too complex: its expressions would be typed over and over (at \
+                 line {}, column {}): planning grows with the square of a chain's length \
+                 and with what is nested under it; split long chains (IN (…) instead of \
+                 many ORs, a sum of many terms in a subquery) or use fewer of them",
+                t.span.start.line, t.span.start.column
+            ));
         }
     }
     Ok(())
@@ -426,6 +521,36 @@ mod tests {
             "SELECT {}",
             [plus.as_str(); 20].join(", ")
         )));
+        // What is nested under a chain is typed again by each operator above it.
+        let wide = vec!["c"; 3000].join(", ");
+        let deep = format!("SELECT coalesce({wide}) {}", " + c".repeat(250));
+        assert!(!depth_ok(&deep));
+        let right = format!(
+            "SELECT {}coalesce({wide}){}",
+            "c + (".repeat(150),
+            ")".repeat(150)
+        );
+        assert!(!depth_ok(&right));
+        let called = format!(
+            "SELECT {}coalesce({wide}){}",
+            "abs(".repeat(150),
+            ")".repeat(150)
+        );
+        assert!(!depth_ok(&called));
+        // Lists of values are typed once.
+        let values = vec!["1"; 100_000].join(", ");
+        let ands = vec!["g <> 1"; 200].join(" AND ");
+        assert!(depth_ok(&format!(
+            "SELECT 1 WHERE g IN ({values}) AND {ands}"
+        )));
+        assert!(depth_ok(&format!(
+            "SELECT 1 WHERE g = ANY(ARRAY[{values}]) AND {ands}"
+        )));
+        let terms = (0..250)
+            .map(|i| format!("lower(c{i}) = 'x{i}'"))
+            .collect::<Vec<_>>()
+            .join(" AND ");
+        assert!(depth_ok(&format!("SELECT 1 WHERE {terms}")));
         let eq = vec!["c"; 250].join(" = ");
         assert!(!depth_ok(&format!(
             "SELECT {}",

@@ -8,5 +8,6 @@ pub(crate) mod depth;
 pub(crate) mod dialect;
 pub(crate) mod ident;
 pub(crate) mod key_predicate;
+pub(crate) mod strings;
 pub(crate) mod types;
 pub(crate) mod unsupported;

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use crate::datafusion_ext::context::output_limits::OutputLimits;
 use crate::value::sizes::array_row_bytes;
-use datafusion::arrow::array::ArrayRef;
+use datafusion::arrow::array::{Array, ArrayRef};
 use datafusion::arrow::datatypes::{DataType, FieldRef};
 use datafusion::common::Result;
 use datafusion::logical_expr::function::AccumulatorArgs;
@@ -29,8 +29,9 @@ pub(crate) struct BoundedAggregate {
     pool: crate::datafusion_ext::context::held::SharedPool,
 }
 
-/// The aggregates wrapped.
-const AGGREGATES: [&str; 2] = ["string_agg", "array_agg"];
+/// The aggregates wrapped. `count` only for `count(DISTINCT x)` of a list or record
+/// (see [`CompactDistinctCount`]); its other forms are DataFusion's, untouched.
+const AGGREGATES: [&str; 3] = ["string_agg", "array_agg", "count"];
 
 /// The wrapped versions of the aggregates `get` finds, ready to register over them.
 pub(crate) fn bounded_aggregates(
@@ -80,6 +81,95 @@ impl BoundedAggregate {
     }
 }
 
+impl BoundedAggregate {
+    fn is_count(&self) -> bool {
+        self.inner.name() == "count"
+    }
+}
+
+/// Whether values of `t` are lists or records (whose DISTINCT count keeps each value as
+/// a [`ScalarValue`] holding an Arrow array).
+fn nested(t: &DataType) -> bool {
+    matches!(
+        t,
+        DataType::List(_)
+            | DataType::LargeList(_)
+            | DataType::FixedSizeList(..)
+            | DataType::Struct(_)
+            | DataType::Map(..)
+    )
+}
+
+/// `count(DISTINCT x)` of lists or records, each distinct value kept as a copy of its
+/// own. DataFusion's keeps each as a one-row slice of its input batch and counts every
+/// slice as the whole batch's buffers: 40,000 rows of `count(DISTINCT ARRAY[g])` were
+/// counted as gigabytes and refused (`query_memory`) though they held a few megabytes.
+#[derive(Debug)]
+struct CompactDistinctCount {
+    values: std::collections::HashSet<datafusion::common::ScalarValue>,
+    /// The bytes the values hold, kept as they are added.
+    bytes: usize,
+    data_type: DataType,
+}
+
+impl CompactDistinctCount {
+    fn new(data_type: DataType) -> Self {
+        CompactDistinctCount {
+            values: Default::default(),
+            bytes: 0,
+            data_type,
+        }
+    }
+}
+
+impl datafusion::logical_expr::Accumulator for CompactDistinctCount {
+    fn state(&mut self) -> Result<Vec<datafusion::common::ScalarValue>> {
+        let scalars: Vec<_> = self.values.iter().cloned().collect();
+        let list = datafusion::common::ScalarValue::new_list_nullable(&scalars, &self.data_type);
+        Ok(vec![datafusion::common::ScalarValue::List(list)])
+    }
+
+    fn update_batch(&mut self, values: &[ArrayRef]) -> Result<()> {
+        let Some(array) = values.first() else {
+            return Ok(());
+        };
+        for i in 0..array.len() {
+            if array.is_null(i) {
+                continue;
+            }
+            let value = datafusion::common::ScalarValue::try_from_array(array, i)?.compacted();
+            let size = value.size();
+            if self.values.insert(value) {
+                self.bytes = self.bytes.saturating_add(size);
+            }
+        }
+        Ok(())
+    }
+
+    fn merge_batch(&mut self, states: &[ArrayRef]) -> Result<()> {
+        use datafusion::arrow::array::AsArray;
+        let Some(lists) = states.first() else {
+            return Ok(());
+        };
+        for list in lists.as_list::<i32>().iter().flatten() {
+            self.update_batch(&[list])?;
+        }
+        Ok(())
+    }
+
+    fn evaluate(&mut self) -> Result<datafusion::common::ScalarValue> {
+        Ok(datafusion::common::ScalarValue::Int64(Some(
+            self.values.len() as i64,
+        )))
+    }
+
+    fn size(&self) -> usize {
+        size_of_val(self)
+            + self.values.capacity() * size_of::<datafusion::common::ScalarValue>()
+            + self.bytes
+    }
+}
+
 mod aggregate_impl {
     use super::*;
     use datafusion::common::ScalarValue;
@@ -112,6 +202,14 @@ mod aggregate_impl {
         }
 
         fn accumulator(&self, acc_args: AccumulatorArgs) -> Result<Box<dyn Accumulator>> {
+            if self.is_count() {
+                return match acc_args.expr_fields {
+                    [f] if acc_args.is_distinct && nested(f.data_type()) => {
+                        Ok(Box::new(CompactDistinctCount::new(f.data_type().clone())))
+                    }
+                    _ => self.inner.accumulator(acc_args),
+                };
+            }
             self.sized(self.inner.accumulator(acc_args.clone()), &acc_args)
         }
 
@@ -119,6 +217,9 @@ mod aggregate_impl {
             &self,
             args: AccumulatorArgs,
         ) -> Result<Box<dyn Accumulator>> {
+            if self.is_count() {
+                return self.inner.create_sliding_accumulator(args);
+            }
             self.sized(self.inner.create_sliding_accumulator(args.clone()), &args)
         }
 
@@ -126,10 +227,26 @@ mod aggregate_impl {
             self.inner.groups_accumulator_supported(args)
         }
 
+        fn value_from_stats(
+            &self,
+            args: &datafusion::logical_expr::StatisticsArgs,
+        ) -> Option<ScalarValue> {
+            self.inner.value_from_stats(args)
+        }
+
+        fn simplify(
+            &self,
+        ) -> Option<datafusion::logical_expr::function::AggregateFunctionSimplification> {
+            self.inner.simplify()
+        }
+
         fn create_groups_accumulator(
             &self,
             args: AccumulatorArgs,
         ) -> Result<Box<dyn GroupsAccumulator>> {
+            if self.is_count() {
+                return self.inner.create_groups_accumulator(args);
+            }
             Ok(Box::new(SizedGroups {
                 inner: self.inner.create_groups_accumulator(args)?,
                 name: self.inner.name().to_string(),

@@ -456,7 +456,8 @@ pub const TO_JSONB: &str = "tarn_to_jsonb";
 /// `x::jsonb`, `CAST(x AS JSON)` and `JSONB '…'` as calls of [`TO_JSONB`]: DataFusion has
 /// no JSON type ("Unsupported SQL type JSONB"), and the value must come out as a JSON
 /// value, stored text validated and canonical as a jsonb column's. Casts to `uuid`
-/// likewise become calls of `uuid_cast::TO_UUID`.
+/// likewise become calls of `uuid_cast::TO_UUID`, and casts to `varchar(n)` or
+/// `char(n)` a cast to text cut to n characters.
 pub fn rewrite_casts(stmt: &mut datafusion::sql::sqlparser::ast::Statement) {
     use datafusion::sql::sqlparser::ast::{self as ast, DataType as T};
     // The function a cast to `t` becomes, for the types DataFusion lacks.
@@ -467,8 +468,43 @@ pub fn rewrite_casts(stmt: &mut datafusion::sql::sqlparser::ast::Statement) {
             _ => None,
         }
     }
+    // The length of a character type that has one (`varchar(n)`, `char(n)`, …).
+    fn char_length(t: &T) -> Option<u64> {
+        match t {
+            T::Varchar(Some(l))
+            | T::CharacterVarying(Some(l))
+            | T::CharVarying(Some(l))
+            | T::Nvarchar(Some(l))
+            | T::Char(Some(l))
+            | T::Character(Some(l)) => match l {
+                ast::CharacterLength::IntegerLength { length, .. } => Some(*length),
+                ast::CharacterLength::Max => None,
+            },
+            _ => None,
+        }
+    }
     jsonb_values_columns(stmt);
     let _ = ast::visit_expressions_mut(stmt, |e| {
+        // A cast to a character type of length n keeps the first n characters, as
+        // PostgreSQL's explicit casts cut (DataFusion's cast to `varchar(n)` kept them
+        // all, and had no `character varying(n)`).
+        if let ast::Expr::Cast {
+            expr, data_type, ..
+        } = e
+            && let Some(n) = char_length(data_type)
+        {
+            let inner = std::mem::replace(expr.as_mut(), ast::Expr::value(ast::Value::Null));
+            let text = ast::Expr::Cast {
+                kind: ast::CastKind::DoubleColon,
+                expr: Box::new(inner),
+                data_type: T::Varchar(None),
+                array: false,
+                format: None,
+            };
+            let n = ast::Expr::value(ast::Value::Number(n.to_string(), false));
+            *e = crate::ast::ident::call("left", vec![text, n]);
+            return std::ops::ControlFlow::<()>::Continue(());
+        }
         let replaced = match e {
             ast::Expr::Cast {
                 expr, data_type, ..

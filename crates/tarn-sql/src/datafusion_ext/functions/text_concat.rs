@@ -87,7 +87,11 @@ impl ScalarUDFImpl for TextConcat {
             .iter()
             .map(|o| match o {
                 Operand::Scalar(s) => s.map_or(0, str::len).saturating_mul(rows),
-                Operand::Column(c) => c.value_data().len(),
+                // The rows' bytes (a slice of a batch shares its whole buffer).
+                Operand::Column(c) => {
+                    let o = c.value_offsets();
+                    (o[o.len() - 1] - o[0]) as usize
+                }
             })
             .fold(0, usize::saturating_add);
         let mut out = StringBuilder::with_capacity(rows, bytes);
