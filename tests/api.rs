@@ -1746,6 +1746,10 @@ async fn errors_are_in_tarns_own_words() -> TestResult {
             "set-returning functions (unnest) are not allowed here",
         ),
         (
+            "SELECT sum(lag(g, 1) OVER (ORDER BY g)) FROM generate_series(1, 3) t(g)",
+            "aggregate function calls cannot contain window function calls",
+        ),
+        (
             "SELECT g::text COLLATE \"C\" FROM generate_series(1, 2) t(g)",
             "syntax error at or near \"COLLATE\"",
         ),

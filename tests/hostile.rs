@@ -2099,6 +2099,42 @@ async fn functions_answer_as_postgresql_does_at_their_edges() -> TestResult {
     Ok(())
 }
 
+/// The partitions of an aggregate over stored rows never wait on their input, so they
+/// held every worker thread, and the statement's timeout, which needs one, answered
+/// only when they were done (an aggregate over wide rows answered its 60 s timeout after
+/// 98 s). Plan nodes yield every 20 ms of work now.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_aggregate_over_stored_rows_stops_at_the_timeout() -> TestResult {
+    // On disk, the rows read from a segment, in batches as few as their width asks.
+    let dir = tempfile::tempdir()?;
+    let tarn = Tarn::open_with(
+        dir.path(),
+        tarn::Options::new().query_timeout(Duration::from_millis(300)),
+    )
+    .await?;
+    let s = fixture(&tarn).await?;
+    query(
+        &s,
+        r#"CREATE TABLE "ws"."wide" USING engine AS SELECT g AS id, repeat('x', 1000000) AS s FROM generate_series(1, 80) g"#,
+        &[],
+    )
+    .await?;
+    query(&s, r#"VACUUM "ws"."wide""#, &[]).await?;
+    let t = std::time::Instant::now();
+    let e = query(
+        &s,
+        r#"SELECT sum(length(upper(repeat(s, 30) || s))) FROM "ws"."wide""#,
+        &[],
+    )
+    .await
+    .expect_err("2.5 GB of upper takes longer than 300 ms");
+    assert!(e.to_string().contains("statement timeout"), "{e}");
+    // Stopped near the timeout (a batch's work at most), not once every row is done
+    // (about 20 s here).
+    assert!(t.elapsed() < Duration::from_secs(10), "{:?}", t.elapsed());
+    Ok(())
+}
+
 /// A large text parameter referenced many times: each reference makes its copy when
 /// it runs, so the statement looks at its timeout before each (1,600 references to
 /// 60 MB ran 140 s past a 60 s timeout). And array text is sized before it is read:

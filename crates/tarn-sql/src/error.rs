@@ -367,6 +367,11 @@ pub(crate) fn clean_message(msg: &str) -> String {
                 argument); compute them in a subquery and filter its result"
             .into();
     }
+    if m.starts_with("Aggregate function calls cannot contain window function calls") {
+        return "aggregate function calls cannot contain window function calls; compute the \
+                window function in a subquery and aggregate its result"
+            .into();
+    }
     if m.starts_with("Unnest should be rewritten") {
         return "set-returning functions (unnest) are not allowed here (WHERE, ORDER BY, an \
                 aggregate's argument); unnest in the FROM list or a subquery"

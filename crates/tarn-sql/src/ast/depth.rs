@@ -247,8 +247,9 @@ pub(crate) fn check(tokens: &[TokenWithSpan]) -> Result<()> {
         };
         if let Some(g) = groups.last() {
             match e {
-                // An operator types the chain so far in its group again.
-                Effect::Operator | Effect::Boolean => {
+                // An operator types the chain so far in its group again; but not `||`,
+                // whose chain is one call of all its terms, typed once (`text_concat`).
+                Effect::Operator | Effect::Boolean if t.token != Token::StringConcat => {
                     let again = (g.size - g.chain_start).saturating_sub(FREE_TYPING);
                     work = work.saturating_add(again);
                 }
@@ -551,6 +552,12 @@ mod tests {
             .collect::<Vec<_>>()
             .join(" AND ");
         assert!(depth_ok(&format!("SELECT 1 WHERE {terms}")));
+        // A `||` chain is one call, typed once.
+        let concat = vec!["'a'"; 250].join(" || ");
+        assert!(depth_ok(&format!(
+            "SELECT {}",
+            vec![concat.as_str(); 40].join(", ")
+        )));
         let eq = vec!["c"; 250].join(" = ");
         assert!(!depth_ok(&format!(
             "SELECT {}",

@@ -528,6 +528,8 @@ impl datafusion::physical_plan::ExecutionPlan for HoldExec {
                     join: self.join.clone(),
                     pending: None,
                     life: self.life.clone(),
+                    working_since: None,
+                    yielding: None,
                 },
             ),
         ))
@@ -550,7 +552,19 @@ struct HeldStream {
     /// On a join's probe side: the rest of a batch cut into pieces.
     pending: Option<datafusion::arrow::array::RecordBatch>,
     life: std::sync::Weak<()>,
+    /// Since when the task polling this stream has worked without yielding (see
+    /// [`YIELD_AFTER`]), and the yield under way.
+    working_since: Option<std::time::Instant>,
+    yielding: Option<std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>>,
 }
+
+/// How long a task runs plan nodes before it yields to the others. A node whose input
+/// is always ready (a scan of stored rows under an aggregate's partitions) never
+/// returns `Pending`, so the tasks of an aggregate over wide rows held every worker
+/// thread: the statement's timeout, which waits for a thread, answered after 98 s
+/// instead of 60, and the tasks went on for 10 s after their client disconnected.
+/// Tokio's own yield is used (a plain wake would run the same task again at once).
+const YIELD_AFTER: std::time::Duration = std::time::Duration::from_millis(20);
 
 impl futures::Stream for HeldStream {
     type Item = Result<datafusion::arrow::array::RecordBatch>;
@@ -570,10 +584,32 @@ impl futures::Stream for HeldStream {
                 "the statement has ended"
             )));
         }
+        let now = std::time::Instant::now();
+        if this.yielding.is_none()
+            && this
+                .working_since
+                .is_some_and(|since| now.duration_since(since) >= YIELD_AFTER)
+        {
+            this.yielding = Some(Box::pin(tokio::task::yield_now()));
+        }
+        if let Some(y) = this.yielding.as_mut() {
+            if y.as_mut().poll(cx).is_pending() {
+                return Poll::Pending;
+            }
+            this.yielding = None;
+            this.working_since = None;
+        }
+        if this.working_since.is_none() {
+            this.working_since = Some(std::time::Instant::now());
+        }
         let polled = match this.pending.take() {
             Some(rest) => Poll::Ready(Some(Ok(rest))),
             None => this.input.as_mut().poll_next(cx),
         };
+        if polled.is_pending() {
+            // The task yields here anyway.
+            this.working_since = None;
+        }
         if let Some((held, limit)) = tarn_alloc::over(this.statement) {
             return Poll::Ready(Some(Err(
                 datafusion::error::DataFusionError::ResourcesExhausted(tarn_alloc::over_message(
