@@ -1750,6 +1750,10 @@ async fn errors_are_in_tarns_own_words() -> TestResult {
             "aggregate function calls cannot contain window function calls",
         ),
         (
+            "SELECT g FROM generate_series(1, 3) t(g) GROUP BY lag(g) OVER ()",
+            "window functions are not allowed in GROUP BY",
+        ),
+        (
             "SELECT g::text COLLATE \"C\" FROM generate_series(1, 2) t(g)",
             "syntax error at or near \"COLLATE\"",
         ),

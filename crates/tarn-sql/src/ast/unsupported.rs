@@ -74,6 +74,39 @@ struct Refused {
 impl Visitor for Refused {
     type Break = String;
 
+    // A window function in GROUP BY: PostgreSQL's words (DataFusion asked for the
+    // grouped columns instead).
+    fn pre_visit_query(&mut self, q: &ast::Query) -> ControlFlow<String> {
+        fn windowed(e: &Expr) -> bool {
+            ast::visit_expressions(e, |x| match x {
+                Expr::Function(f) if f.over.is_some() => ControlFlow::Break(()),
+                _ => ControlFlow::Continue(()),
+            })
+            .is_break()
+        }
+        fn grouped_by_window(body: &ast::SetExpr) -> bool {
+            match body {
+                ast::SetExpr::Select(s) => match &s.group_by {
+                    ast::GroupByExpr::Expressions(exprs, _) => exprs.iter().any(windowed),
+                    ast::GroupByExpr::All(_) => false,
+                },
+                ast::SetExpr::SetOperation { left, right, .. } => {
+                    grouped_by_window(left) || grouped_by_window(right)
+                }
+                ast::SetExpr::Query(q) => grouped_by_window(&q.body),
+                _ => false,
+            }
+        }
+        if grouped_by_window(&q.body) {
+            return ControlFlow::Break(
+                "window functions are not allowed in GROUP BY; compute them in a subquery \
+                 and group its result"
+                    .into(),
+            );
+        }
+        ControlFlow::Continue(())
+    }
+
     fn pre_visit_table_factor(&mut self, t: &TableFactor) -> ControlFlow<String> {
         if let TableFactor::Table {
             sample: Some(_), ..
