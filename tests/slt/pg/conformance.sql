@@ -267,3 +267,16 @@ SELECT 'a'
 
 statement error
 SELECT 'a' 'b'
+
+# The length of a bytea is its bytes.
+query
+SELECT length(sha256('a')), length('héllo'), char_length('abc'), length(NULL::bytea), length(decode('0102', 'hex'))
+
+statement ok
+CREATE TABLE "ws"."bytes" (b BYTEA) USING engine
+
+statement ok
+INSERT INTO "ws"."bytes" VALUES ('\x0102'), (NULL)
+
+query
+SELECT sum(length(b)), count(b) FROM "ws"."bytes"

@@ -11,6 +11,7 @@ pub(crate) mod clock;
 pub(crate) mod const_array;
 pub(crate) mod hybrid;
 pub(crate) mod jsonb;
+pub(crate) mod length;
 pub(crate) mod named_cast;
 pub(crate) mod numeric_input;
 pub(crate) mod param_array;
