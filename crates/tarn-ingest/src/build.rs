@@ -12,29 +12,25 @@ use serde_json::Value;
 
 use crate::ColumnType;
 use crate::infer::{
-    has_leading_zero, is_big_integer, is_long_decimal, looks_integer, parse_bool, parse_date,
-    parse_float, parse_int, parse_timestamp, parse_vector,
+    DAY_MICROS, has_leading_zero, is_big_integer, is_long_decimal, looks_integer, parse_bool,
+    parse_date, parse_float, parse_int, parse_timestamp, parse_vector,
 };
 use crate::jsonb::JsonbText;
-
-/// Microseconds in a day (a date in a timestamp column is its midnight, UTC).
-const DAY_MICROS: i64 = 86_400_000_000;
 
 /// A timestamptz column's value: a timestamp, or a date (its midnight, UTC).
 fn timestamp_or_date(s: &str) -> Option<i64> {
     parse_timestamp(s).or_else(|| parse_date(s).map(|d| i64::from(d) * DAY_MICROS))
 }
 
-/// Why `s` is no value of a timestamptz column: outside the years a table stores, or
-/// `otherwise`.
-fn not_a_timestamp(s: &str, otherwise: String) -> String {
-    match crate::infer::parse_any_timestamp(s) {
-        Some(_) => format!(
+/// Why `s` is no value of a timestamptz column when it is a timestamp: outside the
+/// years a table stores.
+fn out_of_range(s: &str) -> Option<String> {
+    crate::infer::parse_any_timestamp(s).map(|_| {
+        format!(
             "{} is a timestamp outside years 1 to 9999 in UTC, which a table does not store",
             quote(s)
-        ),
-        None => otherwise,
-    }
+        )
+    })
 }
 
 /// Why an integer past ±2^53 (`shown` as written) does not go into a float8 column: it
@@ -250,9 +246,9 @@ impl ColumnBuilder {
             Values::Float(b) => b.append_value(parse_float(s).ok_or_else(bad)?),
             Values::Bool(b) => b.append_value(parse_bool(s).ok_or_else(bad)?),
             Values::Date(b) => b.append_value(parse_date(s).ok_or_else(bad)?),
-            Values::Timestamp(b) => {
-                b.append_value(timestamp_or_date(s).ok_or_else(|| not_a_timestamp(s, bad()))?)
-            }
+            Values::Timestamp(b) => b.append_value(
+                timestamp_or_date(s).ok_or_else(|| out_of_range(s).unwrap_or_else(bad))?,
+            ),
             Values::Text(b) => b.append_value(s),
             Values::Vector(_) => return Err(bad()),
         }
@@ -465,11 +461,10 @@ impl<'de> serde::de::Visitor<'de> for CellSeed<'_> {
             },
             Values::Timestamp(b) => match timestamp_or_date(s) {
                 Some(t) => b.append_value(t),
-                None if crate::infer::parse_any_timestamp(s).is_some() => {
-                    let why = not_a_timestamp(s, String::new());
-                    return Err(self.fail(why));
-                }
-                None => return Err(self.mismatch(&Value::from(s).to_string())),
+                None => match out_of_range(s) {
+                    Some(why) => return Err(self.fail(why)),
+                    None => return Err(self.mismatch(&Value::from(s).to_string())),
+                },
             },
             _ => return Err(self.mismatch(&Value::from(s).to_string())),
         }

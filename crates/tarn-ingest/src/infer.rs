@@ -419,11 +419,20 @@ pub(crate) fn parse_any_timestamp(s: &str) -> Option<i64> {
     Some(seconds * 1_000_000 + micros)
 }
 
+/// Microseconds in a day.
+pub const DAY_MICROS: i64 = 86_400_000_000;
+
+/// The first and last day a table stores, in days since 1970-01-01: `0001-01-01` and
+/// `9999-12-31`, the years every reader of an export (CSV, JSON, an import into Tarn or
+/// another database) writes with four digits. SQL writes past them are refused; an
+/// upload's value past them is no date or timestamp.
+pub const STORED_DAYS: (i64, i64) = (-719_162, 2_932_896);
+
 /// `0001-01-01T00:00:00Z` and `9999-12-31T23:59:59.999999Z` in microseconds since the
 /// epoch: the timestamps a table stores (an offset can carry `0001-01-01T00:00:00+01:00`
 /// into year 0 in UTC: such a value leaves its column text).
-const FIRST_MICROS: i64 = -62_135_596_800_000_000;
-const LAST_MICROS: i64 = 253_402_300_799_999_999;
+const FIRST_MICROS: i64 = STORED_DAYS.0 * DAY_MICROS;
+const LAST_MICROS: i64 = (STORED_DAYS.1 + 1) * DAY_MICROS - 1;
 
 /// Appends the elements of an array of numbers (`[1, 2.5]`, or PostgreSQL's `{1,2.5}`)
 /// to `out` and returns its length. Elements must be finite float4 numbers; an empty
@@ -534,6 +543,10 @@ mod tests {
         assert!(parse_timestamp("0001-01-01T00:00:00Z").is_some());
         assert!(parse_timestamp("9999-12-31T23:59:59.999999Z").is_some());
         assert_eq!(parse_timestamp("9999-12-31T23:30:00-01:00"), None);
+        assert_eq!(FIRST_MICROS, -62_135_596_800_000_000);
+        assert_eq!(LAST_MICROS, 253_402_300_799_999_999);
+        assert_eq!(parse_date("0001-01-01"), Some(STORED_DAYS.0 as i32));
+        assert_eq!(parse_date("9999-12-31"), Some(STORED_DAYS.1 as i32));
         // Halves to even, as PostgreSQL's rint.
         let at = |f: &str| parse_timestamp(&format!("2000-01-01T00:00:00.{f}Z"));
         assert_eq!(at("0000005"), at("000000"));

@@ -26,7 +26,7 @@ use datafusion::arrow::record_batch::RecordBatch;
 
 use build::{ColumnBuilder, arrow_type};
 use infer::Kind;
-pub use infer::{fraction_micros, underflows};
+pub use infer::{DAY_MICROS, STORED_DAYS, fraction_micros, underflows};
 pub use jsonb::JsonbText;
 
 /// A column type uploads infer (each is one SQL type; see [`ColumnType::sql_name`]).

@@ -34,8 +34,8 @@
 //! counted and bounded ([`MAX_TYPING_WORK`]): each operator costs the tokens of the
 //! chain before it, and each bracketed group its tokens times the operators and calls
 //! around it (a call's arguments, times every call it is nested in: DataFusion names
-//! a call by its arguments' names, again at each level). Lists of values (`IN (…)`, `ARRAY[…]`, VALUES rows) are typed once and
-//! cost nothing, nor do short chains.
+//! a call by its arguments' names, again at each level). Lists of values (`IN (…)`,
+//! `ARRAY[…]`, VALUES rows) are typed once and cost nothing, nor do short chains.
 
 use datafusion::sql::sqlparser::keywords::Keyword;
 use datafusion::sql::sqlparser::tokenizer::{Token, TokenWithSpan};
@@ -245,32 +245,6 @@ pub(crate) fn check(tokens: &[TokenWithSpan]) -> Result<()> {
             }
             _ => effect(&t.token),
         };
-        if let Some(g) = groups.last() {
-            match e {
-                // An operator types the chain so far in its group again; but not `||`,
-                // whose chain is one call of all its terms, typed once (`text_concat`).
-                Effect::Operator | Effect::Boolean if t.token != Token::StringConcat => {
-                    let again = (g.size - g.chain_start).saturating_sub(FREE_TYPING);
-                    work = work.saturating_add(again);
-                }
-                // A group typed again by each operator or call around it.
-                Effect::Close if groups.len() > 1 => {
-                    let (child, parent) = (&groups[groups.len() - 1], &groups[groups.len() - 2]);
-                    if !child.list {
-                        // A call is named again by each call around it too (nested
-                        // calls cost the cube of their depth).
-                        let calls_around = if child.call {
-                            groups[..groups.len() - 1].iter().filter(|g| g.call).count()
-                        } else {
-                            0
-                        };
-                        let again = child.size.saturating_mul(parent.around() + calls_around);
-                        work = work.saturating_add(again.saturating_sub(FREE_TYPING));
-                    }
-                }
-                _ => {}
-            }
-        }
         after_name_marker = matches!(t.token, Token::Period) || keyword == Some(Keyword::AS);
         previous = [previous[1], keyword];
         match e {
@@ -296,14 +270,34 @@ pub(crate) fn check(tokens: &[TokenWithSpan]) -> Result<()> {
             }
             Effect::Close if groups.len() > 1 => {
                 depth -= before;
-                if let Some(child) = groups.pop()
-                    && let Some(g) = groups.last_mut()
-                {
-                    g.size += if child.list { 1 } else { child.size + 1 };
+                if let Some(child) = groups.pop() {
+                    // A group is typed again by each operator or call around it, and a
+                    // call named again by each call around it (nested calls cost the
+                    // cube of their depth). A list of values is typed once.
+                    let calls_around = if child.call {
+                        groups.iter().filter(|g| g.call).count()
+                    } else {
+                        0
+                    };
+                    if let Some(g) = groups.last_mut() {
+                        if !child.list {
+                            let again = child.size.saturating_mul(g.around() + calls_around);
+                            work = work.saturating_add(again.saturating_sub(FREE_TYPING));
+                        }
+                        g.size += if child.list { 1 } else { child.size + 1 };
+                    }
                 }
             }
             effect => {
                 let Some(g) = groups.last_mut() else { break };
+                // An operator types the chain so far in its group again; but not `||`,
+                // whose chain is one call of all its terms, typed once (`text_concat`).
+                if matches!(effect, Effect::Operator | Effect::Boolean)
+                    && t.token != Token::StringConcat
+                {
+                    let again = (g.size - g.chain_start).saturating_sub(FREE_TYPING);
+                    work = work.saturating_add(again);
+                }
                 match effect {
                     Effect::Separate if g.in_from && t.token == Token::Comma => g.nest += 1,
                     Effect::Separate => g.separate(),

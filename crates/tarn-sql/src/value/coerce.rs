@@ -57,19 +57,15 @@ pub fn coerce_column(array: &ArrayRef, col: &ColumnDef) -> Result<Coerced> {
     })
 }
 
-/// The first and last day a date or timestamp column stores, in days since 1970-01-01:
-/// `0001-01-01` and `9999-12-31`, the years every reader of an export (CSV, JSON, an
-/// import into Tarn or another database) writes with four digits. Queries compute
-/// past them (`date '9999-12-31' + 1`, `make_date(-5, 1, 1)`); a value written out of
-/// them would export in a form (`+10000-01-01`, `-0004-01-01`) that reads back as text.
-const STORED_DAYS: (i64, i64) = (-719_162, 2_932_896);
-
-/// Refuses a date or timestamp outside [`STORED_DAYS`] (400, as PostgreSQL's
-/// `date out of range` / `timestamp out of range`).
+/// Refuses a date or timestamp outside the days a table stores
+/// ([`tarn_ingest::STORED_DAYS`]; 400, as PostgreSQL's `date out of range` / `timestamp
+/// out of range`). Queries compute past them (`date '9999-12-31' + 1`, `make_date(-5, 1,
+/// 1)`); a value written out of them would export in a form (`+10000-01-01`,
+/// `-0004-01-01`) that reads back as text.
 fn check_years(array: &ArrayRef, col: &ColumnDef) -> Result<()> {
     use datafusion::arrow::compute::kernels::aggregate::{max, min};
     use datafusion::arrow::datatypes::{Date32Type, TimeUnit, TimestampMicrosecondType};
-    const DAY_MICROS: i64 = 86_400_000_000;
+    use tarn_ingest::{DAY_MICROS, STORED_DAYS};
     let (first, last, what) = match array.data_type() {
         DataType::Date32 => {
             let a = array.as_primitive::<Date32Type>();

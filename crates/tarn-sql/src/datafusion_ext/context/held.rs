@@ -599,9 +599,7 @@ impl futures::Stream for HeldStream {
             this.yielding = None;
             this.working_since = None;
         }
-        if this.working_since.is_none() {
-            this.working_since = Some(std::time::Instant::now());
-        }
+        this.working_since.get_or_insert(now);
         let polled = match this.pending.take() {
             Some(rest) => Poll::Ready(Some(Ok(rest))),
             None => this.input.as_mut().poll_next(cx),

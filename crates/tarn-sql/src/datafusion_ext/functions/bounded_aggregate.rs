@@ -55,6 +55,10 @@ pub(crate) fn bounded_aggregates(
 }
 
 impl BoundedAggregate {
+    fn is_count(&self) -> bool {
+        self.inner.name() == "count"
+    }
+
     fn wrap(&self, inner: datafusion::logical_expr::AggregateUDF) -> Arc<Self> {
         Arc::new(BoundedAggregate {
             inner: Arc::new(inner),
@@ -78,12 +82,6 @@ impl BoundedAggregate {
             whole_partition: whole_partition(args.name),
             rows: 0,
         }))
-    }
-}
-
-impl BoundedAggregate {
-    fn is_count(&self) -> bool {
-        self.inner.name() == "count"
     }
 }
 
