@@ -351,6 +351,19 @@ async fn another_organization_is_invisible() -> TestResult {
 #[tokio::test]
 async fn parameters_map_json_values() -> TestResult {
     let (_t, s) = session().await?;
+    // An integer past int8 is a float8 (it bound as an unsigned 64-bit integer).
+    assert_eq!(
+        rows(
+            &s,
+            "SELECT arrow_typeof($1), $1 > 1e19, arrow_typeof($2)",
+            &[
+                json!(18446744073709551615u64),
+                json!(9223372036854775807i64)
+            ]
+        )
+        .await?,
+        vec![vec![json!("Float64"), json!(true), json!("Int64")]]
+    );
     s.query(
         "ws",
         r#"CREATE TABLE "ws"."p" (id SERIAL PRIMARY KEY, n INT8, f FLOAT8, t TEXT, b BOOL, metadata JSONB, e FLOAT4[]) USING engine"#,
@@ -1752,6 +1765,14 @@ async fn errors_are_in_tarns_own_words() -> TestResult {
         (
             "SELECT g FROM generate_series(1, 3) t(g) GROUP BY lag(g) OVER ()",
             "window functions are not allowed in GROUP BY",
+        ),
+        (
+            r#"SELECT coalesce('{"a":1}'::jsonb -> 'zz', '"d"'::jsonb)"#,
+            "cast it, as (j -> 'k')::jsonb",
+        ),
+        (
+            r#"SELECT CASE WHEN true THEN '{"a":1}'::jsonb -> 'a' ELSE '{}'::jsonb END"#,
+            "cast it, as (j -> 'k')::jsonb",
         ),
         (
             "SELECT g::text COLLATE \"C\" FROM generate_series(1, 2) t(g)",

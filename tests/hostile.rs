@@ -2166,3 +2166,122 @@ async fn many_references_to_a_large_text_stop_at_the_timeout() -> TestResult {
     assert!(e.to_string().contains("requested length too large"), "{e}");
     Ok(())
 }
+
+/// Subqueries side by side nest in the plan as joins do: 300 correlated ones in one
+/// SELECT list overflowed the stack and aborted the process. And the levels of scalar
+/// subqueries in a common table expression count where it is used (DataFusion plans
+/// it in place).
+#[test]
+fn many_subqueries_side_by_side_are_a_400_not_a_crash() -> TestResult {
+    on_small_stack(|| async {
+        let (_tarn, s) = session().await?;
+        let columns = |n: usize| {
+            (0..n)
+                .map(|i| format!("(SELECT g + {i}) AS c{i}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let r = query(
+            &s,
+            &format!("SELECT {} FROM generate_series(1, 3) g", columns(60)),
+            &[],
+        )
+        .await?;
+        assert_eq!(r.row_count, 3);
+        for n in [300, 1000] {
+            let sql = format!("SELECT {} FROM generate_series(1, 3) g", columns(n));
+            assert_400(query(&s, &sql, &[]).await, &format!("{n} subqueries"));
+            let list = (0..n)
+                .map(|i| format!("(SELECT g.g + {i})"))
+                .collect::<Vec<_>>()
+                .join(", ");
+            let sql = format!("SELECT cardinality(ARRAY[{list}]) FROM generate_series(1, 3) g");
+            assert_400(
+                query(&s, &sql, &[]).await,
+                &format!("{n} subqueries in an array"),
+            );
+        }
+        // Twelve levels in a WITH, and eight more around its use.
+        let nested =
+            |n: usize, inner: &str| format!("{}{inner}{}", "(SELECT ".repeat(n), ")".repeat(n));
+        let sql = format!(
+            "WITH a AS (SELECT {} AS x) SELECT {}",
+            nested(12, "1"),
+            nested(8, "(SELECT x FROM a)")
+        );
+        assert_400(
+            query(&s, &sql, &[]).await,
+            "subqueries nested through a WITH",
+        );
+        let r = query(
+            &s,
+            &format!(
+                "WITH a AS (SELECT {} AS x) SELECT x FROM a",
+                nested(12, "1")
+            ),
+            &[],
+        )
+        .await?;
+        assert_eq!(r.rows, Some(vec![vec![json!(1)]]));
+        Ok(())
+    })
+}
+
+/// Functions whose cost is the product of their arguments' sizes: `levenshtein` takes
+/// PostgreSQL's 255 characters at most, and `@>`/`array_has_all`/`array_has_any` of
+/// large arrays are hashed (two of 200,000 elements took minutes in one call no timeout
+/// could stop), with the same answers as for small ones.
+#[tokio::test]
+async fn quadratic_functions_are_bounded() -> TestResult {
+    let (_tarn, s) = session().await?;
+    let e = query(&s, "SELECT levenshtein(repeat('a', 256), 'b')", &[])
+        .await
+        .expect_err("256 characters");
+    assert_eq!(e.status(), 400, "{e}");
+    assert!(e.message().contains("exceeds maximum length of 255"), "{e}");
+    let r = query(
+        &s,
+        "SELECT levenshtein(repeat('a', 255), repeat('b', 255)), levenshtein('kitten', 'sitting')",
+        &[],
+    )
+    .await?;
+    assert_eq!(r.rows, Some(vec![vec![json!(255), json!(3)]]));
+    let r = query(
+        &s,
+        "SELECT array_has_all(array_reverse(range(g, g + 200000)), range(g, g + 200000)), \
+         array_has_all(range(g, g + 200000), range(g, g + 200001)), \
+         array_has_any(range(g, g + 200000), range(g + 199999, g + 400000)), \
+         array_has_any(range(g, g + 200000), range(g + 200000, g + 400000)), \
+         range(g, g + 200000) @> array_reverse(range(g, g + 200000)) \
+         FROM generate_series(0, 1) g",
+        &[],
+    )
+    .await?;
+    let row = vec![
+        json!(true),
+        json!(false),
+        json!(true),
+        json!(false),
+        json!(true),
+    ];
+    assert_eq!(r.rows, Some(vec![row.clone(), row]));
+    Ok(())
+}
+
+/// `array_agg` grouped over many groups: DataFusion's accumulator walks every slice it
+/// holds each time its size is asked, after every batch (20,000 groups took 33 s).
+#[tokio::test]
+async fn grouped_array_agg_over_many_groups_answers() -> TestResult {
+    let tarn =
+        Tarn::in_memory_with(tarn::Options::new().query_timeout(Duration::from_secs(60))).await?;
+    let s = fixture(&tarn).await?;
+    let r = query(
+        &s,
+        "SELECT sum(cardinality(a)), count(*) FROM (SELECT g, array_agg(d) a FROM \
+         generate_series(1, 10000) g CROSS JOIN generate_series(1, 32) d GROUP BY g) s",
+        &[],
+    )
+    .await?;
+    assert_eq!(r.rows, Some(vec![vec![json!(320000), json!(10000)]]));
+    Ok(())
+}

@@ -530,6 +530,49 @@ async fn dates_outside_years_1_to_9999_are_not_stored() -> TestResult {
     Ok(())
 }
 
+/// A vector element too small for a float4 that is not zero would be stored as 0: an
+/// upload's array holding one is no vector (jsonb, its numbers as written)
+/// in the rows types are inferred from, and a 400 after them, as INSERT refuses it.
+#[tokio::test]
+async fn vector_elements_too_small_for_float4_are_not_stored_as_zero() -> TestResult {
+    let tarn = Tarn::in_memory().await?;
+    let s = fixture(&tarn).await?;
+    s.upload_table(
+        "ws",
+        "c",
+        "c.csv",
+        "id,e\n1,\"[1e-50,1]\"\n2,\"[1,2]\"\n".as_bytes(),
+    )
+    .await?;
+    assert_eq!(columns(&s, "c").await?[1].1, "jsonb");
+    assert_eq!(
+        rows(
+            &s,
+            r#"SELECT (e ->> 0)::float8 = 1e-50 FROM "ws"."c" WHERE id = 1"#
+        )
+        .await?,
+        vec![vec![json!(true)]]
+    );
+    s.upload_table(
+        "ws",
+        "j",
+        "j.json",
+        r#"[{"e":[1e-50,1]},{"e":[1,2]}]"#.as_bytes(),
+    )
+    .await?;
+    assert_eq!(columns(&s, "j").await?[0].1, "jsonb");
+    let mut csv: String = "e\n".into();
+    csv.extend((0..10_000).map(|_| "\"[1,2]\"\n"));
+    csv.push_str("\"[1e-50,1]\"\n");
+    let e = s
+        .upload_table("ws", "late", "late.csv", csv.as_bytes())
+        .await
+        .expect_err("a tiny element after the sample");
+    assert_eq!(e.status(), 400, "{e}");
+    assert!(e.message().contains("1e-45"), "{e}");
+    Ok(())
+}
+
 /// (id, a) rows of table `t`, in id order.
 async fn id_and_a(s: &Session, t: &str) -> tarn::Result<Vec<Vec<Value>>> {
     rows(s, &format!(r#"SELECT id, a FROM "ws"."{t}" ORDER BY id"#)).await

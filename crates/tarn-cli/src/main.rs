@@ -390,49 +390,25 @@ pub(crate) async fn ensure_workspace(s: &Session, ws: &str) -> tarn::Result<()> 
     }
 }
 
-/// Splits complete `;`-terminated statements off the front of `buf` with sqlparser's
-/// tokenizer (a `;` inside a string or comment is not a terminator). Returns the
-/// statements and the unfinished rest; at end of input the rest is a statement too.
+/// Splits complete `;`-terminated statements off the front of `buf`: a `;` inside a
+/// string, quoted name, dollar-quoted string or comment is not a terminator. Returns
+/// the statements and the unfinished rest; at end of input the rest is a statement
+/// too. It only finds where quotes and comments end (the engine reads the statements):
+/// sqlparser's tokenizer, used here before, failed on a bad escape (`E'\u0000'`) as it
+/// does on an unterminated string, so one such statement swallowed all after it.
 pub(crate) fn split_statements(buf: &str, at_eof: bool) -> (Vec<String>, String) {
-    let tokens = match Tokenizer::new(&PostgreSqlDialect {}, buf).tokenize_with_location() {
-        Ok(t) => t,
-        // An unterminated string or comment: wait for more input, or let the engine
-        // report the error at the end.
-        Err(_) if !at_eof => return (vec![], buf.to_string()),
-        Err(_) => {
-            return if buf.trim().is_empty() {
-                (vec![], String::new())
-            } else {
-                (vec![buf.trim().to_string()], String::new())
-            };
-        }
-    };
-    // Statements are slices of the input between `;` tokens, so the text reaches the
-    // engine exactly as written.
-    let line_starts: Vec<usize> = std::iter::once(0)
-        .chain(buf.match_indices('\n').map(|(i, _)| i + 1))
-        .collect();
-    let offset = |line: u64, column: u64| -> usize {
-        let start = line_starts
-            .get((line as usize).saturating_sub(1))
-            .copied()
-            .unwrap_or(buf.len());
-        buf[start..]
-            .char_indices()
-            .nth((column as usize).saturating_sub(1))
-            .map_or(buf.len(), |(i, _)| start + i)
-    };
     let mut out = Vec::new();
     let mut start = 0;
-    for t in &tokens {
-        if t.token == Token::SemiColon {
-            let end = offset(t.span.start.line, t.span.start.column);
-            let stmt = buf[start..end].trim();
-            if !stmt.is_empty() && !is_only_comments(stmt) {
-                out.push(stmt.to_string());
-            }
-            start = end + 1;
+    let mut scan = Scan {
+        bytes: buf.as_bytes(),
+        at: 0,
+    };
+    while let Some(end) = scan.next_terminator() {
+        let stmt = buf[start..end].trim();
+        if !stmt.is_empty() && !is_only_comments(stmt) {
+            out.push(stmt.to_string());
         }
+        start = end + 1;
     }
     let rest = &buf[start.min(buf.len())..];
     if at_eof {
@@ -443,6 +419,126 @@ pub(crate) fn split_statements(buf: &str, at_eof: bool) -> (Vec<String>, String)
     } else {
         (out, rest.to_string())
     }
+}
+
+/// A scan of SQL text for its `;` terminators (see [`split_statements`]).
+struct Scan<'a> {
+    bytes: &'a [u8],
+    at: usize,
+}
+
+impl Scan<'_> {
+    /// The byte offset of the next `;` outside quotes and comments, or `None` at the
+    /// end of the text (also inside an unterminated quote or comment).
+    fn next_terminator(&mut self) -> Option<usize> {
+        let b = self.bytes;
+        while self.at < b.len() {
+            let c = b[self.at];
+            let next = b.get(self.at + 1).copied();
+            match c {
+                b';' => {
+                    self.at += 1;
+                    return Some(self.at - 1);
+                }
+                b'\'' => {
+                    // `E'…'` takes backslash escapes; `'…'` doubles its quotes.
+                    let escapes = self.at > 0
+                        && matches!(b[self.at - 1], b'e' | b'E')
+                        && (self.at < 2 || !is_word(b[self.at - 2]));
+                    self.at = self.quoted(self.at + 1, b'\'', escapes)?;
+                }
+                b'"' => self.at = self.quoted(self.at + 1, b'"', false)?,
+                b'-' if next == Some(b'-') => {
+                    let end = b[self.at..].iter().position(|&x| x == b'\n')?;
+                    self.at += end + 1;
+                }
+                b'/' if next == Some(b'*') => self.at = self.block_comment(self.at + 2)?,
+                b'$' if self.at == 0 || !is_word(b[self.at - 1]) => {
+                    match self.dollar_tag(self.at) {
+                        Some(tag) => {
+                            let body = self.at + tag.len();
+                            let end = find(&b[body..], tag)?;
+                            self.at = body + end + tag.len();
+                        }
+                        None => self.at += 1,
+                    }
+                }
+                c if is_word(c) => {
+                    // A whole word: a `$` inside one (`a$b`) starts no quote.
+                    while self.at < b.len() && (is_word(b[self.at]) || b[self.at] == b'$') {
+                        self.at += 1;
+                    }
+                }
+                _ => self.at += 1,
+            }
+        }
+        None
+    }
+
+    /// Where a quoted run that began before `from` ends (after its closing quote).
+    fn quoted(&self, mut from: usize, quote: u8, escapes: bool) -> Option<usize> {
+        let b = self.bytes;
+        while from < b.len() {
+            match b[from] {
+                b'\\' if escapes => from += 2,
+                c if c == quote => {
+                    if b.get(from + 1) == Some(&quote) {
+                        from += 2;
+                    } else {
+                        return Some(from + 1);
+                    }
+                }
+                _ => from += 1,
+            }
+        }
+        None
+    }
+
+    /// Where a `/* … */` comment (which nests) whose body starts at `from` ends.
+    fn block_comment(&self, mut from: usize) -> Option<usize> {
+        let b = self.bytes;
+        let mut depth = 1;
+        while from + 1 < b.len() {
+            match (b[from], b[from + 1]) {
+                (b'/', b'*') => {
+                    depth += 1;
+                    from += 2;
+                }
+                (b'*', b'/') => {
+                    depth -= 1;
+                    from += 2;
+                    if depth == 0 {
+                        return Some(from);
+                    }
+                }
+                _ => from += 1,
+            }
+        }
+        None
+    }
+
+    /// The `$tag$` that starts at `at`, if one does (`$1` is a parameter).
+    fn dollar_tag(&self, at: usize) -> Option<&[u8]> {
+        let b = self.bytes;
+        let mut end = at + 1;
+        if b.get(end).is_some_and(u8::is_ascii_digit) {
+            return None;
+        }
+        while end < b.len() && is_word(b[end]) {
+            end += 1;
+        }
+        (b.get(end) == Some(&b'$')).then(|| &b[at..=end])
+    }
+}
+
+/// A byte of a name: letters, digits, `_` and anything not ASCII.
+fn is_word(c: u8) -> bool {
+    c.is_ascii_alphanumeric() || c == b'_' || c >= 0x80
+}
+
+/// Where `needle` first occurs in `hay`.
+fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
+    hay.windows(needle.len()).position(|w| w == needle)
 }
 
 fn is_only_comments(s: &str) -> bool {
@@ -621,5 +717,19 @@ mod tests {
         assert_eq!(stmts, vec!["SELECT 'é;ü'", "SELECT 'ß'"]);
         let (stmts, _) = split_statements("-- only a comment\n", true);
         assert!(stmts.is_empty());
+        // A statement the engine will refuse ends where its `;` is, and the rest run.
+        let (stmts, rest) = split_statements(
+            "SELECT E'\\u0000';\nSELECT E'a\\';b';\nSELECT $$x;$$ || $t$;$t$, $1, \"a;\"\"\" /* ; /* ; */ */ -- ;\n;\nSELECT 2",
+            false,
+        );
+        assert_eq!(
+            stmts,
+            vec![
+                "SELECT E'\\u0000'",
+                "SELECT E'a\\';b'",
+                "SELECT $$x;$$ || $t$;$t$, $1, \"a;\"\"\" /* ; /* ; */ */ -- ;"
+            ]
+        );
+        assert_eq!(rest.trim(), "SELECT 2");
     }
 }

@@ -478,12 +478,12 @@ impl<'de> serde::de::Visitor<'de> for CellSeed<'_> {
         let start = self.column.scratch.len();
         loop {
             match seq.next_element::<f64>() {
-                Ok(Some(f)) if (f as f32).is_finite() => self.column.scratch.push(f as f32),
+                Ok(Some(f)) if crate::infer::fits_float4(f) => self.column.scratch.push(f as f32),
                 Ok(None) => break,
                 _ => {
                     self.column.scratch.truncate(start);
                     return Err(self
-                        .fail("not a vector: elements must be finite float4 numbers".to_string()));
+                        .fail("not a vector: elements must be float4 numbers, finite, and zero or at least 1e-45 in magnitude".to_string()));
                 }
             }
         }

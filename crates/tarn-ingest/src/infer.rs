@@ -150,9 +150,7 @@ pub(crate) fn classify_json(v: &Value) -> Kind {
             }
         }
         Value::Array(items) => {
-            let numbers = items
-                .iter()
-                .all(|x| x.as_f64().is_some_and(|f| (f as f32).is_finite()));
+            let numbers = items.iter().all(|x| x.as_f64().is_some_and(fits_float4));
             if numbers && !items.is_empty() && items.len() <= u32::MAX as usize {
                 Kind::Vector {
                     dim: items.len() as u32,
@@ -437,6 +435,14 @@ const LAST_MICROS: i64 = (STORED_DAYS.1 + 1) * DAY_MICROS - 1;
 /// Appends the elements of an array of numbers (`[1, 2.5]`, or PostgreSQL's `{1,2.5}`)
 /// to `out` and returns its length. Elements must be finite float4 numbers; an empty
 /// array is not a vector.
+/// Whether `v` is stored as a float4 vector element unchanged but for rounding: finite
+/// there, and not a non-zero too small for it (stored, it would be 0; PostgreSQL's
+/// real refuses it as an underflow, as Tarn's INSERT does).
+pub(crate) fn fits_float4(v: f64) -> bool {
+    let f = v as f32;
+    f.is_finite() && (f != 0.0 || v == 0.0)
+}
+
 pub(crate) fn parse_vector(s: &str, out: &mut Vec<f32>) -> Result<u32, &'static str> {
     let t = s.trim();
     let inner = t
@@ -452,12 +458,14 @@ pub(crate) fn parse_vector(s: &str, out: &mut Vec<f32>) -> Result<u32, &'static 
         let v = parse_float(item)
             .or_else(|| parse_int(item).map(|i| i as f64))
             .ok_or("not an array of numbers")?;
-        let f = v as f32;
-        if !f.is_finite() {
+        if !fits_float4(v) || (v == 0.0 && underflows(item.trim(), v)) {
             out.truncate(start);
-            return Err("vector elements must be finite float4 numbers");
+            return Err(
+                "vector elements must be float4 numbers: finite, and zero or at least \
+                 1e-45 in magnitude",
+            );
         }
-        out.push(f);
+        out.push(v as f32);
     }
     u32::try_from(out.len() - start).map_err(|_| "too many elements")
 }

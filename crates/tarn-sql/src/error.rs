@@ -472,6 +472,15 @@ fn no_such_function(name: &str, args: &str) -> String {
 /// PostgreSQL's wording for DataFusion's refusals of types: operators and functions
 /// that do not take the argument types, VALUES rows of different types.
 fn pg_wording(m: &str) -> Option<String> {
+    // `j -> 'k'` is a JSON value of its own type (the JSON functions' union), which
+    // DataFusion named in full, Arrow's metadata and all, when it met jsonb or text.
+    if m.contains("Union(Sparse") {
+        return Some(
+            "a value of -> (a JSON value) cannot be combined here with a value of another \
+             type; cast it, as (j -> 'k')::jsonb, or use ->> for text"
+                .into(),
+        );
+    }
     // "Cannot coerce arithmetic expression A + B to valid types",
     // "Cannot infer common argument type for comparison operation A = B".
     for prefix in [

@@ -280,3 +280,91 @@ INSERT INTO "ws"."bytes" VALUES ('\x0102'), (NULL)
 
 query
 SELECT sum(length(b)), count(b) FROM "ws"."bytes"
+
+# A table named twice in one DROP is dropped once.
+statement ok
+CREATE TABLE "ws"."twice" (a INT) USING engine
+
+statement ok
+DROP TABLE "ws"."twice", "ws"."twice"
+
+statement error
+SELECT a FROM "ws"."twice"
+
+# sum and avg of float8 fail on overflow, as PostgreSQL's do; an Infinity summed is
+# Infinity.
+statement error
+SELECT sum(x) FROM (VALUES (1e308::float8), (1e308::float8)) t(x)
+
+statement error
+SELECT g, sum(x) FROM (VALUES (1, 1e308::float8), (1, 1e308::float8), (2, 1::float8)) t(g, x) GROUP BY g
+
+statement error
+SELECT avg(x) FROM (VALUES (1e308::float8), (1e308::float8)) t(x)
+
+statement error
+SELECT sum(x) OVER (ORDER BY x ROWS BETWEEN 1 PRECEDING AND CURRENT ROW) FROM (VALUES (1e308::float8), (1e308::float8)) t(x)
+
+query
+SELECT sum(x) = 'Infinity'::float8, sum(y) FROM (VALUES (1e308::float8, 1e308::float8), ('Infinity'::float8, -1e308::float8)) t(x, y)
+
+# Floats as text are PostgreSQL's: the shortest digits that read back, fixed notation
+# for decimal exponents from -4 to 14 (to 5 for real), NaN and Infinity by name.
+query
+SELECT 1e15::float8::text, 123456789012345.6::float8::text, 0.0001::float8::text, 0.00001::float8::text, 1e6::float4::text, 1234567::float4::text, '-inf'::float8::text, 100::float8::text, 'a' || 1.5::float8, ARRAY[1.5e20::float8, 2]::text
+
+# int4 division overflows at int4, as its other operations do.
+statement error
+SELECT (-2147483648)::int4 / -1
+
+statement error
+SELECT x / -1 FROM (VALUES ((-2147483648)::int4)) v(x)
+
+statement error
+SELECT 1 / 0
+
+# A bare char is char(1).
+query
+SELECT 7::int4 / 2, (-7)::int4 / 2, 'abc'::char::text
+
+# An escape string continues across a line break too.
+query
+SELECT E'a'
+'b' AS x
+
+# bytea as text is PostgreSQL's hex form.
+query
+SELECT decode('ff00', 'hex')::text, 'abc'::bytea::text, NULL::bytea::text IS NULL
+
+# EXCEPT ALL and INTERSECT ALL count copies, NULLs equal.
+query
+SELECT x FROM (VALUES (1), (1), (1), (2), (NULL), (NULL)) v(x) EXCEPT ALL SELECT x FROM (VALUES (1), (NULL)) w(x) ORDER BY 1
+
+query
+SELECT x, y FROM (VALUES (1, 'a'), (1, 'a'), (2, 'b'), (2, 'b')) v(x, y) INTERSECT ALL SELECT x, y FROM (VALUES (1, 'a'), (2, 'b'), (2, 'b'), (2, 'b')) w(x, y) ORDER BY 1, 2
+
+query
+SELECT count(*) FROM (SELECT x FROM (VALUES (1), (1)) v(x) EXCEPT SELECT 1) t
+
+# generate_series as a SELECT item returns rows.
+query
+SELECT count(*) FROM (SELECT generate_series(1, 3)) s
+
+query
+SELECT generate_series(1, 3) AS g, 'x' AS x ORDER BY 1
+
+# A float or numeric array cast to integers rounds each element, as scalars round.
+query
+SELECT (ARRAY[2.7]::int[])::text, (ARRAY[2.5::float8]::int[])::text, (ARRAY[3.5::float8, -2.5::float8]::int8[])::text
+
+statement ok
+CREATE TABLE "ws"."ia" (a INT4[]) USING engine
+
+statement ok
+INSERT INTO "ws"."ia" SELECT ARRAY[x] FROM (VALUES (3.7::float8)) v(x)
+
+query
+SELECT a::text FROM "ws"."ia"
+
+statement ok
+DROP TABLE "ws"."ia"

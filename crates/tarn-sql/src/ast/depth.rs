@@ -13,7 +13,8 @@
 //! a tokio worker's 2 MiB stack with room to spare.
 //!
 //! The same holds for plans: joins and set operations (`… UNION SELECT … UNION …`) and
-//! the tables of a FROM list nest one level each.
+//! the tables of a FROM list nest one level each, and subqueries two each, side by
+//! side too (a correlated one becomes a join with a projection over it).
 //!
 //! The bound is counted on tokens. Within each open group (parentheses, brackets,
 //! CASE … END) the operators since the last separator (a comma, a clause keyword,
@@ -35,7 +36,9 @@
 //! chain before it, and each bracketed group its tokens times the operators and calls
 //! around it (a call's arguments, times every call it is nested in: DataFusion names
 //! a call by its arguments' names, again at each level). Lists of values (`IN (…)`,
-//! `ARRAY[…]`, VALUES rows) are typed once and cost nothing, nor do short chains.
+//! `ARRAY[…]`, VALUES rows) are typed once and cost nothing (what is nested in them
+//! does), nor do short chains. An operator other than AND/OR costs only its run since
+//! the last AND/OR, which binds looser than it.
 
 use datafusion::sql::sqlparser::keywords::Keyword;
 use datafusion::sql::sqlparser::tokenizer::{Token, TokenWithSpan};
@@ -56,6 +59,13 @@ pub const MAX_TYPING_WORK: usize = 600_000;
 /// The typing work each operator and group has at no cost (see [`MAX_TYPING_WORK`]):
 /// short chains, however many, cost nothing.
 pub const FREE_TYPING: usize = 8;
+
+/// The plan levels a subquery nests by (see `check`).
+const SUBQUERY_LEVELS: usize = 2;
+
+/// PostgreSQL's precedence levels of the operators other than AND/OR, NOT, IS and
+/// comparison through `::` (see [`Group::around`]).
+const OPERATOR_LEVELS: usize = 8;
 
 /// What a token does to the counts.
 enum Effect {
@@ -183,6 +193,12 @@ struct Group {
     /// included (a list of values counts one), and their count when the chain began.
     size: usize,
     chain_start: usize,
+    /// `size` at the last AND/OR: an operator binds tighter than those, so its
+    /// operands lie within its run.
+    run_start: usize,
+    /// For a list of values: what the groups closed in it (calls, subqueries, lists)
+    /// hold. A list is typed once, but what is nested in it is typed as anywhere.
+    nested: usize,
     /// Calls opened in the current run of operators.
     calls: usize,
     /// A list of values (`IN (…)`, `ARRAY[…]`, VALUES rows): typed once, whatever is
@@ -192,6 +208,11 @@ struct Group {
     in_values: bool,
     /// A call's arguments (or a subquery): named again by every call around it.
     call: bool,
+    /// `ARRAY[…]`: a list of values, but also a call (`make_array`) that names the
+    /// calls in it again.
+    array: bool,
+    /// A subquery (the group begins with SELECT or WITH).
+    subquery: bool,
 }
 
 impl Group {
@@ -205,12 +226,16 @@ impl Group {
         self.longest = 0;
         self.calls = 0;
         self.chain_start = self.size;
+        self.run_start = self.size;
     }
 
     /// How many times what is written next is typed again by the operators and calls
-    /// already around it in this group.
+    /// already around it in this group. Of a chain's operators written before an
+    /// operand, only those of looser precedence than the ones after them lie above it
+    /// in the tree (`a + b * (x)`: both; `a + b + (x)`: the last): at most one per
+    /// precedence level, two for AND/OR and [`OPERATOR_LEVELS`] for the others.
     fn around(&self) -> usize {
-        self.boolean + self.run + self.calls
+        self.boolean.min(2) + self.run.min(OPERATOR_LEVELS) + self.calls
     }
 }
 
@@ -261,9 +286,11 @@ pub(crate) fn check(tokens: &[TokenWithSpan]) -> Result<()> {
                 {
                     g.calls += 1;
                 }
+                let array = previous[0] == Some(Keyword::ARRAY);
                 groups.push(Group {
                     list,
                     call,
+                    array,
                     ..Group::default()
                 });
                 depth += 1;
@@ -275,27 +302,49 @@ pub(crate) fn check(tokens: &[TokenWithSpan]) -> Result<()> {
                     // call named again by each call around it (nested calls cost the
                     // cube of their depth). A list of values is typed once.
                     let calls_around = if child.call {
-                        groups.iter().filter(|g| g.call).count()
+                        groups.iter().filter(|g| g.call || g.array).count()
                     } else {
                         0
                     };
                     if let Some(g) = groups.last_mut() {
-                        if !child.list {
-                            let again = child.size.saturating_mul(g.around() + calls_around);
-                            work = work.saturating_add(again.saturating_sub(FREE_TYPING));
+                        // A list's own values count once; what is nested in it, as
+                        // anywhere.
+                        let typed = if child.list { child.nested } else { child.size };
+                        let again = typed.saturating_mul(g.around() + calls_around);
+                        work = work.saturating_add(again.saturating_sub(FREE_TYPING));
+                        let held = typed.saturating_add(1);
+                        g.size = g.size.saturating_add(held);
+                        if g.list {
+                            g.nested = g.nested.saturating_add(held);
                         }
-                        g.size += if child.list { 1 } else { child.size + 1 };
+                        // A subquery beside others nests in the plan as a join does
+                        // (a correlated one becomes one, with a projection over it):
+                        // 300 of them in one SELECT list overflowed the stack.
+                        if child.subquery {
+                            g.nest += SUBQUERY_LEVELS;
+                            depth += SUBQUERY_LEVELS;
+                        }
                     }
                 }
             }
             effect => {
                 let Some(g) = groups.last_mut() else { break };
-                // An operator types the chain so far in its group again; but not `||`,
-                // whose chain is one call of all its terms, typed once (`text_concat`).
-                if matches!(effect, Effect::Operator | Effect::Boolean)
-                    && t.token != Token::StringConcat
-                {
-                    let again = (g.size - g.chain_start).saturating_sub(FREE_TYPING);
+                // A subquery (`IN (SELECT …)`, `ARRAY(SELECT …)`) is no list of values.
+                if g.size == 0 && matches!(keyword, Some(Keyword::SELECT | Keyword::WITH)) {
+                    g.list = false;
+                    g.subquery = true;
+                }
+                // AND/OR types the chain so far in its group again, another operator
+                // its run since the last AND/OR. (`||` too: a text chain is one call,
+                // but a jsonb, array or bytea chain nests one per operator, and the
+                // tokens do not tell which.)
+                let since = match effect {
+                    Effect::Boolean => Some(g.chain_start),
+                    Effect::Operator => Some(g.run_start),
+                    _ => None,
+                };
+                if let Some(start) = since {
+                    let again = (g.size - start).saturating_sub(FREE_TYPING);
                     work = work.saturating_add(again);
                 }
                 match effect {
@@ -315,6 +364,7 @@ pub(crate) fn check(tokens: &[TokenWithSpan]) -> Result<()> {
                         g.boolean += 1;
                         g.longest = g.longest.max(g.run);
                         g.run = 0;
+                        g.run_start = g.size + 1;
                     }
                     Effect::Operator => g.run += 1,
                     Effect::Nest => {
@@ -546,12 +596,40 @@ mod tests {
             .collect::<Vec<_>>()
             .join(" AND ");
         assert!(depth_ok(&format!("SELECT 1 WHERE {terms}")));
-        // A `||` chain is one call, typed once.
+        // A `||` chain costs as other operators do (a jsonb or array chain nests).
         let concat = vec!["'a'"; 250].join(" || ");
         assert!(depth_ok(&format!(
             "SELECT {}",
+            [concat.as_str(); 4].join(", ")
+        )));
+        assert!(!depth_ok(&format!(
+            "SELECT {}",
             vec![concat.as_str(); 40].join(", ")
         )));
+        // An operator's operands lie within its run since the last AND/OR: boolean
+        // chains of qualified names and casts pass.
+        let ands = (0..250)
+            .map(|i| format!("k.b <> 'x{i}'::text"))
+            .collect::<Vec<_>>()
+            .join(" AND ");
+        assert!(depth_ok(&format!("SELECT * FROM ws.k WHERE {ands}")));
+        let ors = (0..250)
+            .map(|i| format!("(k.a = {i} AND k.b = 'k{i}' AND k.c = {i})"))
+            .collect::<Vec<_>>()
+            .join(" OR ");
+        assert!(depth_ok(&format!("SELECT * FROM ws.k WHERE {ors}")));
+        // What is nested in a list of values is typed as anywhere.
+        let nested = format!(
+            "SELECT {}1{}",
+            "cardinality(ARRAY[".repeat(100),
+            "])".repeat(100)
+        );
+        assert!(!depth_ok(&nested));
+        let subquery = format!(
+            "SELECT 1 WHERE c IN (SELECT {})",
+            vec!["c"; 3000].join(" + ")
+        );
+        assert!(!depth_ok(&subquery));
         let eq = vec!["c"; 250].join(" = ");
         assert!(!depth_ok(&format!(
             "SELECT {}",

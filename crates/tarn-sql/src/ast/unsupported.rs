@@ -52,6 +52,10 @@ fn run<V: Visit>(stmt: &V, as_written: bool) -> Result<()> {
         conditions: std::collections::HashSet::new(),
         in_conditions: 0,
         in_subqueries: 0,
+        cte_bodies: std::collections::HashSet::new(),
+        cte_levels: 0,
+        deepest: 0,
+        entered: Vec::new(),
     };
     match stmt.visit(&mut refused) {
         ControlFlow::Break(message) => Err(Error::BadRequest(message)),
@@ -69,6 +73,17 @@ struct Refused {
     in_conditions: usize,
     /// How many scalar subqueries the expression being visited is inside.
     in_subqueries: usize,
+    /// The bodies of the common table expressions met so far, by address.
+    cte_bodies: std::collections::HashSet<*const ast::Query>,
+    /// The scalar subquery levels of the common table expressions visited so far,
+    /// summed: DataFusion plans a reference to one in place, so its levels add to
+    /// those around the reference (and a chain of them, each over the one before, adds
+    /// them all). Counted for every reference, wherever it is: an upper bound.
+    cte_levels: usize,
+    /// The deepest `in_subqueries` reached in the body being measured.
+    deepest: usize,
+    /// For each body being measured: `deepest` and `in_subqueries` when it began.
+    entered: Vec<(usize, usize)>,
 }
 
 impl Visitor for Refused {
@@ -76,7 +91,28 @@ impl Visitor for Refused {
 
     // A window function in GROUP BY: PostgreSQL's words (DataFusion asked for the
     // grouped columns instead).
+    fn post_visit_query(&mut self, q: &ast::Query) -> ControlFlow<String> {
+        if self.cte_bodies.contains(&(q as *const ast::Query))
+            && let Some((deepest, start)) = self.entered.pop()
+        {
+            self.cte_levels += self.deepest.saturating_sub(start);
+            self.deepest = self.deepest.max(deepest);
+        }
+        ControlFlow::Continue(())
+    }
+
     fn pre_visit_query(&mut self, q: &ast::Query) -> ControlFlow<String> {
+        if let Some(with) = &q.with {
+            self.cte_bodies.extend(
+                with.cte_tables
+                    .iter()
+                    .map(|c| &*c.query as *const ast::Query),
+            );
+        }
+        if self.cte_bodies.contains(&(q as *const ast::Query)) {
+            self.entered.push((self.deepest, self.in_subqueries));
+            self.deepest = self.in_subqueries;
+        }
         fn windowed(e: &Expr) -> bool {
             ast::visit_expressions(e, |x| match x {
                 Expr::Function(f) if f.over.is_some() => ControlFlow::Break(()),
@@ -130,7 +166,8 @@ impl Visitor for Refused {
         }
         if let Expr::Subquery(_) = e {
             self.in_subqueries += 1;
-            if self.in_subqueries > MAX_SUBQUERY_IN_EXPRESSION {
+            self.deepest = self.deepest.max(self.in_subqueries);
+            if self.in_subqueries + self.cte_levels > MAX_SUBQUERY_IN_EXPRESSION {
                 return ControlFlow::Break(format!(
                     "scalar subqueries nested more than {MAX_SUBQUERY_IN_EXPRESSION} deep \
                      are too complex to plan; compute the inner ones in a WITH or a \

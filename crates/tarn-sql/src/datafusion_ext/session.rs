@@ -135,9 +135,14 @@ pub(crate) fn new_session(query_memory: usize) -> Result<SessionState> {
     state.add_analyzer_rule(Arc::new(functions::checked_arithmetic::CheckedArithmetic));
     // `sum` over integers fails on overflow instead of wrapping (replaces the default).
     state.register_udaf(Arc::new(functions::checked_arithmetic::checked_sum()))?;
+    // `sum` and `avg` of floats fail on overflow instead of answering Infinity.
+    state.register_udaf(Arc::new(functions::checked_arithmetic::checked_avg()))?;
     // Scalar subqueries in VALUES rows run as projections (DataFusion 55 would evaluate
     // the rows before the subqueries ran: an internal error).
     state.add_analyzer_rule(Arc::new(plan::values_subquery::ValuesSubqueries));
+    // EXCEPT ALL and INTERSECT ALL count copies (DataFusion 55 dropped or kept them
+    // all); before unnesting, whose joins the rule must not take for a set operation's.
+    state.add_analyzer_rule(Arc::new(plan::set_all::SetOperationsAll));
     // Correlated subqueries of every shape become joins (DataFusion 55 plans only the
     // simplest); after the rules above, so the subqueries' types are coerced.
     state.register_udf(Arc::new(plan::decorrelate::subquery_value_udf()))?;

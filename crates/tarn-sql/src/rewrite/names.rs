@@ -419,6 +419,56 @@ pub fn function_column_aliases(stmt: &mut datafusion::sql::sqlparser::ast::State
     let _ = stmt.visit(&mut Namer);
 }
 
+/// `generate_series(…)` as a SELECT item returns its rows, as PostgreSQL's
+/// set-returning function does: the call is unnested, and the column keeps the name
+/// `generate_series` (DataFusion's is a function that returns one array, so `SELECT
+/// generate_series(1, 3)` was one row holding `[1,2,3]`). Only a whole item: nested
+/// in an expression it is DataFusion's array still.
+pub fn set_returning_series(stmt: &mut datafusion::sql::sqlparser::ast::Statement) {
+    use datafusion::sql::sqlparser::ast::{self as ast, SelectItem, VisitMut, VisitorMut};
+    use std::ops::ControlFlow;
+
+    struct Unnester;
+
+    fn series(e: &Expr) -> bool {
+        matches!(e, Expr::Function(f) if f.over.is_none()
+            && f.name.0.len() == 1
+            && f.name.0[0]
+                .as_ident()
+                .is_some_and(|i| i.value.eq_ignore_ascii_case("generate_series")))
+    }
+
+    fn unnest(e: &mut Expr) {
+        let call = std::mem::replace(e, Expr::value(ast::Value::Null));
+        *e = crate::ast::ident::call("unnest", vec![call]);
+    }
+
+    impl VisitorMut for Unnester {
+        type Break = ();
+        fn pre_visit_query(&mut self, q: &mut ast::Query) -> ControlFlow<()> {
+            if let ast::SetExpr::Select(select) = q.body.as_mut() {
+                for item in &mut select.projection {
+                    match item {
+                        SelectItem::UnnamedExpr(e) if series(e) => {
+                            unnest(e);
+                            let e = std::mem::replace(e, Expr::value(ast::Value::Null));
+                            *item = SelectItem::ExprWithAlias {
+                                expr: e,
+                                alias: ast::Ident::new("generate_series"),
+                            };
+                        }
+                        SelectItem::ExprWithAlias { expr, .. } if series(expr) => unnest(expr),
+                        _ => {}
+                    }
+                }
+            }
+            ControlFlow::Continue(())
+        }
+    }
+
+    let _ = stmt.visit(&mut Unnester);
+}
+
 /// `mod(a, b)`, PostgreSQL's function for `a % b`, which DataFusion does not have: made
 /// the operator (whose division by zero is checked). Output names come from the
 /// statement's text beforehand, so the column is still `mod`.

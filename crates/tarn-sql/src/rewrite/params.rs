@@ -488,8 +488,21 @@ pub fn json_number_text(n: &serde_json::Number) -> String {
     }
 }
 
-/// The literal a JSON parameter value binds as.
+/// The literal a JSON parameter value binds as. A whole value that is an integer past
+/// int8 binds as a float8, as §4.6 says (its digits bound as DataFusion's unsigned
+/// 64-bit integer); in an array its digits stay, which a jsonb column keeps.
 pub fn json_to_expr(value: &Json) -> Expr {
+    match value {
+        Json::Number(n) if n.is_u64() && !n.is_i64() => lit(Value::Number(
+            format!("{:e}", n.as_f64().unwrap_or(0.0)),
+            false,
+        )),
+        other => json_value_expr(other),
+    }
+}
+
+/// [`json_to_expr`] of a value at any depth.
+fn json_value_expr(value: &Json) -> Expr {
     match value {
         Json::Null => lit(Value::Null),
         Json::Bool(b) => lit(Value::Boolean(*b)),
@@ -506,7 +519,7 @@ pub fn json_to_expr(value: &Json) -> Expr {
         }
         Json::String(s) => lit(Value::SingleQuotedString(s.clone())),
         Json::Array(items) => Expr::Array(ast::Array {
-            elem: items.iter().map(json_to_expr).collect(),
+            elem: items.iter().map(json_value_expr).collect(),
             named: true,
         }),
         Json::Object(_) => lit(Value::SingleQuotedString(value.to_string())),

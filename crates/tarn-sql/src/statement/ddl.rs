@@ -308,6 +308,10 @@ impl Txn<'_> {
         if_exists: bool,
     ) -> Result<StatementResult> {
         self.lock_ddl().await;
+        // Every name is resolved before any table is dropped, as PostgreSQL does: a
+        // table named twice (`DROP TABLE x, x`) is dropped once, not "missing" the
+        // second time.
+        let mut ids = Vec::with_capacity(names.len());
         for name in names {
             let def = match self.resolve(name) {
                 Ok(d) => d,
@@ -324,11 +328,16 @@ impl Txn<'_> {
                 }
                 Err(e) => return Err(e),
             };
-            if self.lock_table(def.id).await?.is_none() {
+            if !ids.contains(&def.id) {
+                ids.push(def.id);
+            }
+        }
+        for id in ids {
+            if self.lock_table(id).await?.is_none() {
                 continue;
             }
             // Its indexes go with it (the catalog drops them).
-            self.catalog_op(CatalogOp::DropTable { table_id: def.id })?;
+            self.catalog_op(CatalogOp::DropTable { table_id: id })?;
         }
         Ok(StatementResult::none(0))
     }

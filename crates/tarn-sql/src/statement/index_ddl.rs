@@ -324,6 +324,9 @@ impl Txn<'_> {
         if_exists: bool,
     ) -> Result<StatementResult> {
         self.lock_ddl().await;
+        // Every name is resolved before any index is dropped: one named twice is
+        // dropped once (PostgreSQL's `DROP INDEX i, i`).
+        let mut found_ids = Vec::with_capacity(names.len());
         for name in names {
             let parts = name_parts(name)?;
             let (ws, index) = match parts.as_slice() {
@@ -346,12 +349,17 @@ impl Txn<'_> {
                 }
                 return Err(Error::NotFound(format!("index \"{index}\" does not exist")));
             };
-            if self.lock_table(found.table_id).await?.is_none() {
+            if !found_ids.iter().any(|(id, _)| *id == found.id) {
+                found_ids.push((found.id, found.table_id));
+            }
+        }
+        for (index_id, table_id) in found_ids {
+            if self.lock_table(table_id).await?.is_none() {
                 continue;
             }
             // The table lock refreshed the catalog: the index may be gone by now.
-            if self.catalog.index_by_id(found.id).is_some() {
-                self.catalog_op(CatalogOp::DropIndex { index_id: found.id })?;
+            if self.catalog.index_by_id(index_id).is_some() {
+                self.catalog_op(CatalogOp::DropIndex { index_id })?;
             }
         }
         Ok(StatementResult::none(0))

@@ -104,6 +104,83 @@ fn cast_error(col: &ColumnDef, e: impl std::fmt::Display) -> Error {
     ))
 }
 
+/// Whether `t` is a list of floats or decimals.
+pub(crate) fn fractional_list(t: &DataType) -> bool {
+    match t {
+        DataType::List(f) | DataType::LargeList(f) | DataType::FixedSizeList(f, _) => matches!(
+            f.data_type(),
+            DataType::Float16
+                | DataType::Float32
+                | DataType::Float64
+                | DataType::Decimal128(..)
+                | DataType::Decimal256(..)
+        ),
+        _ => false,
+    }
+}
+
+/// A list of floats or decimals with each element rounded to a whole number (ties to
+/// even, or away from zero), as float8 elements: what a cast to an integer array
+/// reads, since Arrow's cast of the elements cuts off their fractions (`{2.7}` was
+/// `{2}`; PostgreSQL's is `{3}`). `None` for any other array.
+pub(crate) fn rounded_elements(array: &ArrayRef, ties_even: bool) -> Result<Option<ArrayRef>> {
+    let fractional = |t: &DataType| {
+        matches!(
+            t,
+            DataType::Float16
+                | DataType::Float32
+                | DataType::Float64
+                | DataType::Decimal128(..)
+                | DataType::Decimal256(..)
+        )
+    };
+    if !fractional_list(array.data_type()) {
+        return Ok(None);
+    }
+    let round = |values: &ArrayRef| -> Result<ArrayRef> {
+        let f = cast_with_options(values, &DataType::Float64, &STRICT)?;
+        let rounded: Float64Array = f.as_primitive::<Float64Type>().unary(|v| {
+            if ties_even {
+                v.round_ties_even()
+            } else {
+                v.round()
+            }
+        });
+        Ok(Arc::new(rounded))
+    };
+    let field = || Arc::new(Field::new_list_field(DataType::Float64, true));
+    Ok(match array.data_type() {
+        DataType::List(f) if fractional(f.data_type()) => {
+            let l = array.as_list::<i32>();
+            Some(Arc::new(ListArray::try_new(
+                field(),
+                l.offsets().clone(),
+                round(l.values())?,
+                l.nulls().cloned(),
+            )?))
+        }
+        DataType::LargeList(f) if fractional(f.data_type()) => {
+            let l = array.as_list::<i64>();
+            Some(Arc::new(datafusion::arrow::array::LargeListArray::try_new(
+                field(),
+                l.offsets().clone(),
+                round(l.values())?,
+                l.nulls().cloned(),
+            )?))
+        }
+        DataType::FixedSizeList(f, n) if fractional(f.data_type()) => {
+            let l = array.as_fixed_size_list();
+            Some(Arc::new(FixedSizeListArray::try_new(
+                field(),
+                *n,
+                round(l.values())?,
+                l.nulls().cloned(),
+            )?))
+        }
+        _ => None,
+    })
+}
+
 fn strings(array: &ArrayRef) -> Result<StringArray> {
     let utf8 = cast_with_options(array, &DataType::Utf8, &STRICT)?;
     Ok(utf8.as_string::<i32>().clone())
@@ -210,6 +287,11 @@ fn coerce_plain(array: &ArrayRef, col: &ColumnDef) -> Result<ArrayRef> {
                 }
             }
             Ok(Arc::new(b.finish()))
+        }
+        // PostgreSQL rounds the elements too.
+        SqlType::Int4Array | SqlType::Int8Array if fractional_list(array.data_type()) => {
+            let rounded = rounded_elements(array, false)?.unwrap_or_else(|| array.clone());
+            cast_with_options(&rounded, &target, &STRICT).map_err(|e| cast_error(col, e))
         }
         SqlType::TextArray | SqlType::Int4Array | SqlType::Int8Array
             if matches!(

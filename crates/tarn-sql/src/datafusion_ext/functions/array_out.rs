@@ -107,7 +107,11 @@ fn write_array(list: &ArrayRef, row: usize, out: &mut String) -> Result<()> {
             }
         }
     } else {
-        let text = datafusion::arrow::compute::cast(&items, &DataType::Utf8)?;
+        let text = if matches!(items.data_type(), DataType::Float32 | DataType::Float64) {
+            super::float_out::float_text(&items)?
+        } else {
+            datafusion::arrow::compute::cast(&items, &DataType::Utf8)?
+        };
         let text = text.as_string::<i32>();
         for i in 0..text.len() {
             if i > 0 {

@@ -526,7 +526,13 @@ impl datafusion::logical_expr::GroupsAccumulator for SizedGroups {
         self.inner.convert_to_state(values, opt_filter)
     }
 
+    /// What the groups took in, as counted on the way in, not the inner accumulator's
+    /// own figure: DataFusion asks after every batch, and `array_agg`'s walks every
+    /// slice it keeps (grouped over 10,000 groups it took 9 s, 20,000 took 33 s).
     fn size(&self) -> usize {
-        self.inner.size() + self.held.capacity() * 8
+        usize::try_from(self.total)
+            .unwrap_or(usize::MAX)
+            .saturating_add(self.held.capacity() * 8)
+            .saturating_add(std::mem::size_of::<Self>())
     }
 }

@@ -468,7 +468,7 @@ pub fn rewrite_casts(stmt: &mut datafusion::sql::sqlparser::ast::Statement) {
             _ => None,
         }
     }
-    // The length of a character type that has one (`varchar(n)`, `char(n)`, …).
+    // The length of a character type that has one (`varchar(n)`, `char(n)`, `char`).
     fn char_length(t: &T) -> Option<u64> {
         match t {
             T::Varchar(Some(l))
@@ -480,6 +480,8 @@ pub fn rewrite_casts(stmt: &mut datafusion::sql::sqlparser::ast::Statement) {
                 ast::CharacterLength::IntegerLength { length, .. } => Some(*length),
                 ast::CharacterLength::Max => None,
             },
+            // `char` alone is `char(1)`, as in PostgreSQL.
+            T::Char(None) | T::Character(None) => Some(1),
             _ => None,
         }
     }

@@ -9,6 +9,7 @@ pub(crate) mod bounded_aggregate;
 pub(crate) mod checked_arithmetic;
 pub(crate) mod clock;
 pub(crate) mod const_array;
+pub(crate) mod float_out;
 pub(crate) mod hybrid;
 pub(crate) mod jsonb;
 pub(crate) mod length;

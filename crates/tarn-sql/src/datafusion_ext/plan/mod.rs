@@ -9,6 +9,7 @@ pub(crate) mod recursive;
 pub(crate) mod score_nulls_last;
 pub(crate) mod search_exec;
 pub(crate) mod search_rule;
+pub(crate) mod set_all;
 pub(crate) mod signed_results;
 pub(crate) mod values_subquery;
 

@@ -273,3 +273,55 @@ impl ScalarUDFImpl for FloatIn {
         columnar(out, scalar)
     }
 }
+
+/// `tarn_round_elements(list)`: a list of floats or decimals with each element rounded
+/// to a whole number, for a cast to an integer array (Arrow's cuts the fractions off;
+/// PostgreSQL rounds each element as it rounds a scalar: floats ties to even, numerics
+/// away from zero).
+#[derive(Debug, PartialEq, Eq, Hash)]
+pub(super) struct RoundElements {
+    ties_even: bool,
+    signature: Signature,
+}
+
+impl RoundElements {
+    pub(super) fn new(ties_even: bool) -> Self {
+        RoundElements {
+            ties_even,
+            signature: Signature::any(1, Volatility::Immutable),
+        }
+    }
+}
+
+impl ScalarUDFImpl for RoundElements {
+    fn name(&self) -> &str {
+        "tarn_round_elements"
+    }
+
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    fn return_type(&self, args: &[DataType]) -> DfResult<DataType> {
+        let field = || {
+            Arc::new(datafusion::arrow::datatypes::Field::new_list_field(
+                DataType::Float64,
+                true,
+            ))
+        };
+        Ok(match args.first() {
+            Some(DataType::LargeList(_)) => DataType::LargeList(field()),
+            Some(DataType::FixedSizeList(_, n)) => DataType::FixedSizeList(field(), *n),
+            _ => DataType::List(field()),
+        })
+    }
+
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> DfResult<ColumnarValue> {
+        let scalar = matches!(args.args[0], ColumnarValue::Scalar(_));
+        let arrays = ColumnarValue::values_to_arrays(&args.args)?;
+        let out = crate::value::coerce::rounded_elements(&arrays[0], self.ties_even)
+            .map_err(|e| DataFusionError::Execution(e.to_string()))?
+            .unwrap_or_else(|| arrays[0].clone());
+        columnar(out, scalar)
+    }
+}

@@ -33,6 +33,14 @@ pub(super) enum Guard {
     /// value out of range`; DataFusion made `0000-01-01`, which then exported as a date
     /// that no import reads).
     MakeDate,
+    /// `array_has_all` / `array_has_any` (`@>`, `<@`, `&&`): hashed when the arrays
+    /// are large (see `containment`).
+    Containment {
+        /// `array_has_all` rather than `array_has_any`.
+        all: bool,
+    },
+    /// `levenshtein`: arguments of at most 255 characters, as PostgreSQL's.
+    Levenshtein,
 }
 
 impl Guard {
@@ -45,6 +53,9 @@ impl Guard {
             "array_slice" => Some(Guard::Slice),
             "round" | "trunc" => Some(Guard::Round),
             "make_date" => Some(Guard::MakeDate),
+            "array_has_all" => Some(Guard::Containment { all: true }),
+            "array_has_any" => Some(Guard::Containment { all: false }),
+            "levenshtein" => Some(Guard::Levenshtein),
             _ => None,
         }
     }
@@ -132,6 +143,12 @@ impl ScalarUDFImpl for Guarded {
         }
         if self.guard == Guard::MakeDate {
             return make_date(&self.inner, args);
+        }
+        if let Guard::Containment { all } = self.guard {
+            return containment(&self.inner, args, all);
+        }
+        if self.guard == Guard::Levenshtein {
+            return levenshtein(&self.inner, args);
         }
         // Power: the arguments, row by row (a scalar stands for every row), against
         // the result.

@@ -144,6 +144,7 @@ impl ScalarUDFImpl for Checked {
             ArrowError::ArithmeticOverflow(_) => {
                 DataFusionError::Execution(out_of_range(a.data_type()))
             }
+            ArrowError::DivideByZero => DataFusionError::Execution("division by zero".into()),
             other => DataFusionError::ArrowError(Box::new(other), None),
         })?;
         columnar(out, scalar)

@@ -8,8 +8,8 @@
 //! whose errors are PostgreSQL's: `bigint out of range` / `integer out of range` /
 //! `smallint out of range` (by the operation's type), `division by zero`, `value out of
 //! range: overflow` / `underflow`, `cannot take logarithm of zero`, `"1e1000" is out of
-//! range for type double precision`. Output names are preserved. `sum` is replaced in the
-//! registry by [`checked_sum`].
+//! range for type double precision`. Output names are preserved. `sum` and `avg` are
+//! replaced in the registry by [`checked_sum`] and [`checked_avg`].
 //!
 //! An integer literal is an `int4` in PostgreSQL when it fits, so `int4_col + 1` is int4
 //! arithmetic there, while DataFusion types the literal `Int64` and widens the column.
@@ -47,12 +47,17 @@ use datafusion::logical_expr::{
 };
 use datafusion::optimizer::AnalyzerRule;
 
+mod containment;
 mod float;
+mod float_sum;
 mod guarded;
 mod integer;
 mod sum;
 
+use containment::*;
 use float::*;
+pub use float_sum::checked_avg;
+use float_sum::*;
 use guarded::*;
 use integer::*;
 pub use sum::checked_sum;
@@ -302,6 +307,78 @@ fn rewrite(e: Expr, schema: &DFSchema) -> DfResult<(Expr, Option<DataType>, bool
                 true,
             ))
         }
+        // A float or numeric array cast to an integer array rounds each element.
+        Expr::Cast(Cast { expr, field })
+            if super::array_out::is_array(field.data_type())
+                && is_integer(&base_type(field.data_type()))
+                && expr
+                    .get_type(schema)
+                    .is_ok_and(|t| crate::value::coerce::fractional_list(&t)) =>
+        {
+            let from = expr.get_type(schema)?;
+            let ties_even = is_float(&base_type(&from));
+            let (x, _, _) = rewrite(*expr, schema)?;
+            let t = field.data_type().clone();
+            Ok((
+                Expr::Cast(Cast::new_from_field(
+                    Box::new(call(RoundElements::new(ties_even), vec![x])),
+                    field,
+                )),
+                Some(t),
+                true,
+            ))
+        }
+        // A bytea to text: PostgreSQL's hex form (`\x0102`); Arrow's cast read the
+        // bytes as UTF-8 and failed on any other.
+        Expr::Cast(Cast { expr, field })
+            if matches!(
+                field.data_type(),
+                DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View
+            ) && expr.get_type(schema).is_ok_and(|t| {
+                matches!(
+                    t,
+                    DataType::Binary | DataType::LargeBinary | DataType::BinaryView
+                )
+            }) =>
+        {
+            let (x, _, _) = rewrite(*expr, schema)?;
+            let t = field.data_type().clone();
+            let hex = Expr::ScalarFunction(ScalarFunction::new_udf(
+                datafusion::functions::encoding::encode(),
+                vec![
+                    Expr::Cast(Cast::new(Box::new(x), DataType::Binary)),
+                    Expr::Literal(ScalarValue::Utf8(Some("hex".into())), None),
+                ],
+            ));
+            let text = Expr::BinaryExpr(BinaryExpr::new(
+                Box::new(Expr::Literal(ScalarValue::Utf8(Some("\\x".into())), None)),
+                Operator::StringConcat,
+                Box::new(hex),
+            ));
+            Ok((
+                Expr::Cast(Cast::new_from_field(Box::new(text), field)),
+                Some(t),
+                true,
+            ))
+        }
+        // A float to text: PostgreSQL's float text (`1`, `1e+20`, `Infinity`).
+        Expr::Cast(Cast { expr, field })
+            if matches!(
+                field.data_type(),
+                DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View
+            ) && expr.get_type(schema).is_ok_and(|t| is_float(&t)) =>
+        {
+            let (x, _, _) = rewrite(*expr, schema)?;
+            let t = field.data_type().clone();
+            Ok((
+                Expr::Cast(Cast::new_from_field(
+                    Box::new(call(super::float_out::FloatOut::new(), vec![x])),
+                    field,
+                )),
+                Some(t),
+                true,
+            ))
+        }
         // A float (or an array of float4) cast from float8 or text, arrays by element.
         Expr::Cast(Cast { expr, field })
             if is_float(field.data_type())
@@ -505,10 +582,8 @@ fn binary(
     if is_float(&lt) {
         return Ok((call(FloatChecked::new(kind), vec![l, r]), Some(lt), true));
     }
-    if kind == Op::Div {
-        // Integer division already fails on zero; `MIN / -1` is the one overflow.
-        return unchanged(l, r, Some(lt));
-    }
+    // Division too: `MIN / -1` is its one overflow, which an int4 division widened to
+    // int8 by coercion answered as 2147483648.
     if lt == DataType::Int64
         && !l_written
         && !r_written

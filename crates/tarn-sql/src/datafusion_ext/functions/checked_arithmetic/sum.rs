@@ -1,4 +1,5 @@
-//! `sum` over integers, exact and failing past int8's range.
+//! `sum` over integers, exact and failing past int8's range (over floats, see
+//! `float_sum`).
 
 use super::*;
 
@@ -41,7 +42,7 @@ impl AggregateUDFImpl for CheckedSum {
         if Self::ours(&args) {
             return Ok(Box::new(ExactSum::default()));
         }
-        self.inner.accumulator(args)
+        float_checked(&args, self.inner.accumulator(args.clone())?)
     }
 
     /// An int8 sum's partial state is 128 bits: a partition's sum may leave int8's range
@@ -71,14 +72,14 @@ impl AggregateUDFImpl for CheckedSum {
         if Self::ours(&args) {
             return Ok(Box::new(CheckedGroups::default()));
         }
-        self.inner.create_groups_accumulator(args)
+        float_checked_groups(&args, self.inner.create_groups_accumulator(args.clone())?)
     }
 
     fn create_sliding_accumulator(&self, args: AccumulatorArgs) -> DfResult<Box<dyn Accumulator>> {
         if Self::ours(&args) {
             return Ok(Box::new(ExactSum::default()));
         }
-        self.inner.create_sliding_accumulator(args)
+        float_checked(&args, self.inner.create_sliding_accumulator(args.clone())?)
     }
 
     fn reverse_expr(&self) -> ReversedUDAF {
