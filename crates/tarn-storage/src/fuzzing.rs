@@ -11,7 +11,7 @@
 use datafusion::arrow::ipc::reader::read_footer_length;
 use datafusion::arrow::ipc::root_as_footer;
 
-use crate::segment::{Section, Trailer};
+use crate::segment_format::{Section, Trailer};
 use crate::{Error, Result};
 
 /// Whether this thread is inside a third-party decoder that Tarn runs under
@@ -83,7 +83,7 @@ pub fn reseal_manifest(bytes: &mut [u8]) {
 /// and the key sections, written back into a new trailer; then the trailer's own in the
 /// tail. Returns the resealed file (the trailer's length may change).
 pub fn reseal_segment(bytes: &[u8]) -> Vec<u8> {
-    use crate::segment::TAIL_LEN;
+    use crate::segment_format::TAIL_LEN;
     if bytes.len() < TAIL_LEN {
         return bytes.to_vec();
     }

@@ -28,6 +28,8 @@ mod manifest;
 mod mmap;
 mod record;
 mod segment;
+mod segment_format;
+mod segment_writer;
 mod staged;
 mod staging;
 mod state;
@@ -51,9 +53,8 @@ pub use keys::{EncodedKeys, encode_keys};
 pub use layout::index_file_name;
 pub use manifest::MANIFEST_FORMAT_VERSION;
 pub use record::Op;
-pub use segment::{
-    BLOCK_BYTES, BLOCK_ROWS, KeySpec, SEGMENT_FORMAT_VERSION, Segment, SegmentId, used_bytes,
-};
+pub use segment::{Segment, SegmentId};
+pub use segment_format::{BLOCK_BYTES, BLOCK_ROWS, KeySpec, SEGMENT_FORMAT_VERSION, used_bytes};
 pub use staged::Stager;
 pub use state::{DEFAULT_MEMTABLE_BYTES, MAX_CATALOG_BYTES, StorageOptions, key_specs};
 pub use table::{SegmentRef, TableStore, TableVersion, stored_schema};

@@ -21,7 +21,9 @@ use crate::compaction::{SegmentStats, runs_to_rewrite};
 use crate::index::live_index_ids;
 use crate::layout::remove_unreferenced;
 use crate::manifest::{Manifest, SegmentEntry, TableEntry};
-use crate::segment::{self, BLOCK_BYTES, BLOCK_ROWS, KeySpec, Segment, SegmentId};
+use crate::segment::{Segment, SegmentId};
+use crate::segment_format::{self, BLOCK_BYTES, BLOCK_ROWS, KeySpec};
+use crate::segment_writer;
 use crate::state::{Inner, catalog_size, key_specs};
 use crate::table::{SegmentRef, TableStore, TableVersion};
 use crate::{Error, Result};
@@ -156,7 +158,7 @@ impl Inner {
                 b
             }
         });
-        let seg = segment::write(
+        let seg = segment_writer::write(
             &self.options.backend,
             &self.seg_dir()?,
             table,
@@ -526,7 +528,7 @@ impl Iterator for LiveBlocks<'_> {
             // 4 GB in one allocation, past a text column's 2 GiB offsets.
             self.pending_bytes = self
                 .pending_bytes
-                .saturating_add(segment::used_bytes(&live.1));
+                .saturating_add(segment_format::used_bytes(&live.1));
             self.pending.push(live);
             if self.pending_rows >= BLOCK_ROWS / 2 || self.pending_bytes >= BLOCK_BYTES / 2 {
                 return self.flush();

@@ -16,7 +16,9 @@ use datafusion::arrow::record_batch::RecordBatch;
 use tarn_catalog::TableId;
 
 use crate::database::Database;
-use crate::segment::{BLOCK_ROWS, Segment, SegmentId, SegmentWriter};
+use crate::segment::{Segment, SegmentId};
+use crate::segment_format::BLOCK_ROWS;
+use crate::segment_writer::SegmentWriter;
 use crate::staging::{STAGED_SEGMENT_ROWS, StagedTable};
 use crate::state::Inner;
 use crate::{Error, Result};

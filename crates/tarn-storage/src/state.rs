@@ -14,7 +14,7 @@ use tarn_catalog::{Catalog, TableId};
 
 use crate::backend::{FileBackend, StdBackend};
 use crate::blobs::Blobs;
-use crate::segment::KeySpec;
+use crate::segment_format::KeySpec;
 use crate::staging::Staging;
 use crate::table::TableStore;
 use crate::wal::{SyncMode, Wal};

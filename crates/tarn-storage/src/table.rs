@@ -20,7 +20,7 @@ use crate::{Error, Result};
 
 /// Rows per in-memory segment beyond which appends start a new one instead of merging
 /// (a scan hands out whole segments as batches, like sealed blocks).
-const CHUNK_TARGET_ROWS: usize = crate::segment::BLOCK_ROWS;
+const CHUNK_TARGET_ROWS: usize = crate::segment_format::BLOCK_ROWS;
 
 /// Most bytes two in-memory segments may hold to be merged into one: merging saves a
 /// segment's overhead for small rows, and copies large ones for nothing (a batch of
