@@ -1767,6 +1767,23 @@ async fn errors_are_in_tarns_own_words() -> TestResult {
             "window functions are not allowed in GROUP BY",
         ),
         (
+            "SELECT 1 OPERATOR(pg_catalog.+) 2",
+            "operator does not exist: OPERATOR(pg_catalog.+)",
+        ),
+        ("SELECT ~5", "operator does not exist: prefix ~"),
+        (
+            "SELECT * FROM (VALUES (2)) a(x), LATERAL generate_series(1, a.x) g",
+            "a function in FROM takes constant arguments",
+        ),
+        (
+            r#"WITH d AS (DELETE FROM "ws"."n" RETURNING id) SELECT * FROM d"#,
+            "DELETE inside WITH or a subquery is not supported",
+        ),
+        (
+            "SELECT 1::numeric(1000, 0)",
+            "and the precision, not (1000, 0)",
+        ),
+        (
             r#"SELECT coalesce('{"a":1}'::jsonb -> 'zz', '"d"'::jsonb)"#,
             "cast it, as (j -> 'k')::jsonb",
         ),
@@ -2083,5 +2100,26 @@ async fn calls_after_close_are_503_and_apply_nothing() -> TestResult {
         rows(&s, r#"SELECT count(*) FROM "ws"."t""#, &[]).await?,
         vec![vec![json!(0)]]
     );
+    Ok(())
+}
+
+/// `array_remove` / `array_replace` take every equal element, as PostgreSQL's, and
+/// keep their names as columns; `generate_series` as a SELECT item returns rows named
+/// `generate_series`.
+#[tokio::test]
+async fn array_functions_and_series_are_postgresqls() -> TestResult {
+    let (_t, s) = session().await?;
+    let r = s
+        .query(
+            "ws",
+            "SELECT array_remove(ARRAY[1,2,1], 1), array_replace(ARRAY[1,2,1], 1, 9)",
+            &[],
+        )
+        .await?;
+    assert_eq!(r.columns, vec!["array_remove", "array_replace"]);
+    assert_eq!(r.rows, Some(vec![vec![json!([2]), json!([9, 2, 9])]]));
+    let r = s.query("ws", "SELECT generate_series(1, 3)", &[]).await?;
+    assert_eq!(r.columns, vec!["generate_series"]);
+    assert_eq!(r.row_count, 3);
     Ok(())
 }

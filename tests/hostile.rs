@@ -2285,3 +2285,69 @@ async fn grouped_array_agg_over_many_groups_answers() -> TestResult {
     assert_eq!(r.rows, Some(vec![vec![json!(320000), json!(10000)]]));
     Ok(())
 }
+
+/// A nested-loop join's filter over every pair of a probe batch and the whole build
+/// side ran in one step: 8,192 × 5,000,000 pairs went on for a minute past the timeout
+/// (and a disconnect). A step now takes a few million pairs, and the statement stops
+/// between steps.
+#[tokio::test]
+async fn a_nested_loop_join_stops_at_the_timeout() -> TestResult {
+    let tarn = Tarn::in_memory_with(tarn::Options::new().query_timeout(Duration::from_millis(300)))
+        .await?;
+    let s = fixture(&tarn).await?;
+    let t = std::time::Instant::now();
+    let e = query(
+        &s,
+        "SELECT count(*) FROM generate_series(1, 2000000) a, generate_series(1, 8192) b \
+         WHERE a.a + b.b = -1",
+        &[],
+    )
+    .await
+    .expect_err("16 billion pairs take longer than 300 ms");
+    assert!(e.to_string().contains("statement timeout"), "{e}");
+    assert!(t.elapsed() < Duration::from_secs(20), "{:?}", t.elapsed());
+    Ok(())
+}
+
+/// `bytea || bytea` is sized as text's `||` is, and functions that give at most their
+/// first argument per row (`substr`, `btrim`, …) are sized over the rows they repeat a
+/// constant for: both had made gigabytes in one batch with no limit.
+#[tokio::test]
+async fn bytea_concatenation_and_cut_constants_are_sized() -> TestResult {
+    let (_tarn, s) = session().await?;
+    let chain = vec!["b"; 60].join(" || ");
+    let e = query(
+        &s,
+        &format!("SELECT length({chain}) FROM (SELECT repeat('x', 30000000)::bytea b) s"),
+        &[],
+    )
+    .await
+    .expect_err("1.8 GB of bytea");
+    assert_eq!(e.status(), 400, "{e}");
+    assert!(e.message().contains("requested length too large"), "{e}");
+    let r = query(
+        &s,
+        "SELECT (b || b || NULL::bytea) IS NULL, length(b || b) FROM (SELECT 'ab'::bytea b) s",
+        &[],
+    )
+    .await?;
+    assert_eq!(r.rows, Some(vec![vec![json!(true), json!(4)]]));
+    for f in [
+        "substr(repeat('x', 15000000), g::int)",
+        "btrim(repeat('x', 15000000), g::text)",
+    ] {
+        let e = query(
+            &s,
+            &format!("SELECT sum(length({f})) FROM generate_series(1, 130) g"),
+            &[],
+        )
+        .await
+        .expect_err(f);
+        assert_eq!(e.status(), 400, "{f}: {e}");
+        assert!(
+            e.message().contains("requested length too large"),
+            "{f}: {e}"
+        );
+    }
+    Ok(())
+}

@@ -990,6 +990,12 @@ async fn add_member_rejects_malformed_emails() -> TestResult {
         "a b@example.com",
         "x\0@example.com",
         "a@b@c",
+        // White space other than spaces around an address is refused, not trimmed.
+        "\nq3@q.q",
+        "q2@q.q\t",
+        "q4@q.q\r\n",
+        "\u{a0}q5@q.q",
+        "q6@q.q\u{3000}",
     ] {
         if let Ok(m) = admin.add_member("acme", bad, "member").await {
             accepted.push(m.email);

@@ -472,6 +472,29 @@ fn no_such_function(name: &str, args: &str) -> String {
 /// PostgreSQL's wording for DataFusion's refusals of types: operators and functions
 /// that do not take the argument types, VALUES rows of different types.
 fn pg_wording(m: &str) -> Option<String> {
+    // `WITH d AS (DELETE … RETURNING …) SELECT …`: DataFusion's "Query DELETE … not
+    // implemented yet", the whole statement quoted.
+    if let Some(rest) = m.strip_prefix("Query ")
+        && rest.ends_with(" not implemented yet")
+    {
+        let verb = rest.split_whitespace().next().unwrap_or("").to_uppercase();
+        if matches!(verb.as_str(), "INSERT" | "UPDATE" | "DELETE") {
+            return Some(format!(
+                "{verb} inside WITH or a subquery is not supported; run it as a statement \
+                 of its own (with RETURNING)"
+            ));
+        }
+    }
+    // `FROM t, LATERAL generate_series(1, t.n)`: a table function's arguments must be
+    // constants here (DataFusion printed the column's structure).
+    if m.contains("must be an INTEGER or NULL, got Column(") {
+        return Some(
+            "a function in FROM takes constant arguments, not columns of other tables \
+             (LATERAL is not supported there); write generate_series(1, t.n) as a SELECT \
+             item of a query over t"
+                .into(),
+        );
+    }
     // `j -> 'k'` is a JSON value of its own type (the JSON functions' union), which
     // DataFusion named in full, Arrow's metadata and all, when it met jsonb or text.
     if m.contains("Union(Sparse") {
@@ -580,6 +603,18 @@ fn pg_wording(m: &str) -> Option<String> {
         rest.strip_suffix("' is not supported in the physical expr")
     });
     if let Some(name) = refused {
+        // `OPERATOR(pg_catalog.+)`: PGCustomBinaryOperator(["pg_catalog", "+"]).
+        let custom = name
+            .trim()
+            .strip_prefix("PGCustomBinaryOperator([")
+            .and_then(|r| r.strip_suffix("])"))
+            .map(|parts| {
+                let parts: Vec<&str> = parts.split(", ").map(|p| p.trim_matches('"')).collect();
+                format!("OPERATOR({})", parts.join("."))
+            });
+        if let Some(custom) = custom {
+            return Some(format!("operator does not exist: {custom}"));
+        }
         let written = match name.trim() {
             "LtDashGt" => "<->",
             "DoubleHash" => "##",
@@ -593,6 +628,8 @@ fn pg_wording(m: &str) -> Option<String> {
             "DuckIntegerDivide" => "//",
             "MyIntegerDivide" => "DIV",
             "PGOverlap" => "&&",
+            "ArrowAt" => "<@",
+            "AtArrow" => "@>",
             "PGStartsWith" => "^@",
             "AndLt" => "&<",
             "AndGt" => "&>",
@@ -625,6 +662,7 @@ fn pg_wording(m: &str) -> Option<String> {
         let written = match name.trim() {
             "DoubleAt" => "@@",
             "PGBitwiseNot" => "~",
+            "BitwiseNot" => "~",
             "PGSquareRoot" => "|/",
             "PGCubeRoot" => "||/",
             "PGPostfixFactorial" => "!",

@@ -205,13 +205,15 @@ fn check_text_field(field: &str, value: &str) -> Result<()> {
     Ok(())
 }
 
-/// A valid e-mail address, trimmed and in lower case, or 400: one `@` between a
+/// A valid e-mail address, trimmed of spaces and in lower case, or 400: one `@` between a
 /// non-empty local part and a domain, no whitespace, control or bidirectional control
 /// characters (U+202E would show the address reversed in a member list), at most 320
 /// bytes. (Not RFC 5322's full grammar: enough to refuse what cannot be an address, as
 /// an admin's typo would otherwise become a permanent pending user.)
 fn normalize_email(email: &str) -> Result<String> {
-    let email = email.trim().to_lowercase();
+    // Only spaces are trimmed: a line break, tab or other white space around an
+    // address is refused as it is inside one (it was trimmed silently).
+    let email = email.trim_matches(' ').to_lowercase();
     let valid = email.len() <= 320
         && !email
             .chars()

@@ -368,3 +368,15 @@ SELECT a::text FROM "ws"."ia"
 
 statement ok
 DROP TABLE "ws"."ia"
+
+# round of a negative float8 is ties to even too.
+query
+SELECT round(-0.5::float8), round(-2.5::float8), round(2.5::float8)
+
+# jsonb <@, and && of arrays.
+query
+SELECT '{"a":1}'::jsonb <@ '{"a":1,"b":2}', ARRAY[1,2] && ARRAY[2,3], ARRAY[1] && ARRAY[3]
+
+# array_remove and array_replace take every equal element.
+query
+SELECT array_remove(ARRAY[1,2,1], 1)::text, array_replace(ARRAY[1,2,1], 1, 9)::text

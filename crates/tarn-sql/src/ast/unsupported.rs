@@ -164,6 +164,24 @@ impl Visitor for Refused {
         if self.conditions.contains(&(e as *const Expr)) {
             self.in_conditions += 1;
         }
+        // A numeric precision past 76 in a cast: said as written (DataFusion reads it
+        // into a byte first, so `numeric(1000, 0)` was reported as (232, 0)).
+        if let Expr::Cast { data_type, .. } = e
+            && let ast::DataType::Numeric(info)
+            | ast::DataType::Decimal(info)
+            | ast::DataType::Dec(info) = data_type
+            && let (Some(p), scale) = match info {
+                ast::ExactNumberInfo::Precision(p) => (Some(*p), 0),
+                ast::ExactNumberInfo::PrecisionAndScale(p, s) => (Some(*p), *s),
+                ast::ExactNumberInfo::None => (None, 0),
+            }
+            && !(1..=76).contains(&p)
+        {
+            return ControlFlow::Break(format!(
+                "NUMERIC precision must be between 1 and 76 and scale between 0 and the \
+                 precision, not ({p}, {scale})"
+            ));
+        }
         if let Expr::Subquery(_) = e {
             self.in_subqueries += 1;
             self.deepest = self.deepest.max(self.in_subqueries);

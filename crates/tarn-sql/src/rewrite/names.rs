@@ -469,6 +469,30 @@ pub fn set_returning_series(stmt: &mut datafusion::sql::sqlparser::ast::Statemen
     let _ = stmt.visit(&mut Unnester);
 }
 
+/// `array_remove` and `array_replace` as PostgreSQL's: every element equal to the
+/// value, not only the first (DataFusion's `array_remove(ARRAY[1,2,1], 1)` was `{2,1}`;
+/// its `_all` forms are PostgreSQL's). Output names come from the statement's text
+/// beforehand, so the columns keep their names.
+pub fn pg_array_functions(stmt: &mut datafusion::sql::sqlparser::ast::Statement) {
+    use datafusion::sql::sqlparser::ast::{self as ast, ObjectNamePart};
+    let _ = ast::visit_expressions_mut(stmt, |e| {
+        if let Expr::Function(f) = e
+            && f.name.0.len() == 1
+            && let Some(ident) = f.name.0[0].as_ident()
+        {
+            let all = match ident.value.to_ascii_lowercase().as_str() {
+                "array_remove" | "list_remove" => Some("array_remove_all"),
+                "array_replace" | "list_replace" => Some("array_replace_all"),
+                _ => None,
+            };
+            if let Some(all) = all {
+                f.name.0[0] = ObjectNamePart::Identifier(Ident::new(all));
+            }
+        }
+        std::ops::ControlFlow::<()>::Continue(())
+    });
+}
+
 /// `mod(a, b)`, PostgreSQL's function for `a % b`, which DataFusion does not have: made
 /// the operator (whose division by zero is checked). Output names come from the
 /// statement's text beforehand, so the column is still `mod`.

@@ -382,6 +382,17 @@ impl Txn<'_> {
                         if matches!(col.default, Some(ColumnDefault::Sequence { .. })) {
                             return bad("cannot add a SERIAL column to a table that has rows");
                         }
+                        if let Some(ColumnDefault::Expr { sql }) = &col.default
+                            && volatile(sql)
+                        {
+                            // PostgreSQL evaluates it for each row; Tarn keeps one value
+                            // for the rows already there, which would be the same for all.
+                            return bad(format!(
+                                "cannot add column \"{name}\" with a volatile DEFAULT \
+                                 ({sql}) to a table that has rows: each row would get the \
+                                 same value; add it without the default, then UPDATE"
+                            ));
+                        }
                         if let Some(ColumnDefault::Expr { .. }) = &col.default {
                             // In the column's type (what an INSERT would store), so that
                             // the rows already there read it back as one.
@@ -538,4 +549,29 @@ fn add_constraint(def: &mut TableDef, names: &[String], primary: bool) -> Result
         def.unique_constraints.push((cname, ids));
     }
     Ok(())
+}
+
+/// Whether a DEFAULT's SQL calls a volatile function (a new value each time it runs).
+fn volatile(sql: &str) -> bool {
+    use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
+    use datafusion::sql::sqlparser::tokenizer::{Token, Tokenizer};
+    const VOLATILE: [&str; 6] = [
+        "random",
+        "gen_random_uuid",
+        "uuid",
+        "clock_timestamp",
+        "timeofday",
+        "nextval",
+    ];
+    let Ok(tokens) = Tokenizer::new(&PostgreSqlDialect {}, sql).tokenize() else {
+        return false;
+    };
+    let significant: Vec<&Token> = tokens
+        .iter()
+        .filter(|t| !matches!(t, Token::Whitespace(_)))
+        .collect();
+    significant.windows(2).any(|w| {
+        matches!((w[0], w[1]), (Token::Word(word), Token::LParen)
+            if VOLATILE.contains(&word.value.to_ascii_lowercase().as_str()))
+    })
 }

@@ -279,6 +279,7 @@ impl<'e> Txn<'e> {
         crate::rewrite::names::function_column_aliases(&mut stmt);
         crate::rewrite::names::mod_function(&mut stmt);
         crate::rewrite::names::set_returning_series(&mut stmt);
+        crate::rewrite::names::pg_array_functions(&mut stmt);
         crate::rewrite::names::nested_ifnull(&mut stmt);
         crate::rewrite::to_char::pg_templates(&mut stmt)?;
         crate::datafusion_ext::functions::jsonb::rewrite_casts(&mut stmt);

@@ -302,7 +302,13 @@ pub(crate) fn hold_wide_rows(
             // A join: the widest row of its build side sets how many probe rows go
             // into each step (see `join_rows`).
             None if is_join(&node) && node.children().len() == 2 => {
-                let (build, probe) = super::join_rows::sides();
+                let every_pair = node
+                    .downcast_ref::<datafusion::physical_plan::joins::NestedLoopJoinExec>()
+                    .is_some()
+                    || node
+                        .downcast_ref::<datafusion::physical_plan::joins::CrossJoinExec>()
+                        .is_some();
+                let (build, probe) = super::join_rows::sides(every_pair);
                 let children = node.children();
                 let side = |child: &Arc<dyn datafusion::physical_plan::ExecutionPlan>,
                             join: JoinSide| {

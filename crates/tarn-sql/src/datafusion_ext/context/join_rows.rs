@@ -9,6 +9,12 @@
 //!
 //! A hash join's build row that matches many probe rows of one batch is repeated once
 //! per match; splitting the probe side bounds that too, at the cost of smaller steps.
+//!
+//! A nested-loop or cross join also does work for every pair of a probe batch and the
+//! whole build side in one step (its filter over 8,192 × 5,000,000 pairs ran for a
+//! minute past the statement's timeout and its caller's disconnect, with no point to
+//! stop at): there a step also takes at most [`STEP_PAIRS`] pairs, so the statement
+//! yields, and can stop, between steps.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -20,37 +26,67 @@ use crate::value::sizes::columns_row_bytes;
 /// About the most bytes of repeated build rows one step of a join makes.
 const STEP_BYTES: usize = 16 << 20;
 
+/// The most (probe row, build row) pairs one step of a nested-loop or cross join
+/// takes: a few milliseconds of a join filter.
+const STEP_PAIRS: usize = 1 << 22;
+
+/// What the build side of a join has shown: its widest row, and (for joins that
+/// visit every pair) its rows.
+#[derive(Debug, Default)]
+pub(crate) struct Build {
+    widest: AtomicUsize,
+    rows: AtomicUsize,
+    every_pair: bool,
+}
+
 /// The role a held node plays under a join (see the module documentation).
 #[derive(Debug, Clone)]
 pub(crate) enum JoinSide {
-    /// The build side: the widest row of each batch is recorded.
-    Build(Arc<AtomicUsize>),
+    /// The build side: the widest row of each batch is recorded (and its rows).
+    Build(Arc<Build>),
     /// The probe side: batches are passed on in pieces of as many rows as the build
-    /// side's widest row allows.
-    Probe(Arc<AtomicUsize>),
+    /// side's widest row (and rows) allow.
+    Probe(Arc<Build>),
 }
 
-/// One shared width for the two sides of a join.
-pub(crate) fn sides() -> (JoinSide, JoinSide) {
-    let widest = Arc::new(AtomicUsize::new(0));
-    (JoinSide::Build(widest.clone()), JoinSide::Probe(widest))
+/// One shared record of the build side for the two sides of a join; `every_pair` for
+/// a nested-loop or cross join.
+pub(crate) fn sides(every_pair: bool) -> (JoinSide, JoinSide) {
+    let build = Arc::new(Build {
+        every_pair,
+        ..Build::default()
+    });
+    (JoinSide::Build(build.clone()), JoinSide::Probe(build))
 }
 
 impl JoinSide {
     /// Records `batch`'s widest row (build side).
     pub(crate) fn measure(&self, batch: &RecordBatch) {
-        if let JoinSide::Build(widest) = self {
-            widest.fetch_max(widest_row(batch), Ordering::Relaxed);
+        if let JoinSide::Build(build) = self {
+            build.widest.fetch_max(widest_row(batch), Ordering::Relaxed);
+            if build.every_pair {
+                build.rows.fetch_add(batch.num_rows(), Ordering::Relaxed);
+            }
         }
     }
 
     /// The most probe rows one step may take (probe side), `None` for no limit.
     pub(crate) fn step_rows(&self) -> Option<usize> {
         match self {
-            JoinSide::Probe(widest) => match widest.load(Ordering::Relaxed) {
-                0 => None,
-                w => Some((STEP_BYTES / w).max(1)),
-            },
+            JoinSide::Probe(build) => {
+                let by_bytes = match build.widest.load(Ordering::Relaxed) {
+                    0 => None,
+                    w => Some((STEP_BYTES / w).max(1)),
+                };
+                let by_pairs = match build.rows.load(Ordering::Relaxed) {
+                    0 => None,
+                    n => Some((STEP_PAIRS / n).max(1)),
+                };
+                match (by_bytes, by_pairs) {
+                    (Some(a), Some(b)) => Some(a.min(b)),
+                    (a, b) => a.or(b),
+                }
+            }
             JoinSide::Build(_) => None,
         }
     }
@@ -109,9 +145,20 @@ mod tests {
             "{}",
             widest_row(&wide.slice(8, 10))
         );
-        let (build, probe) = sides();
+        let (build, probe) = sides(false);
         assert_eq!(probe.step_rows(), None);
         build.measure(&batch);
         assert_eq!(probe.step_rows(), Some(STEP_BYTES / w));
+        // A join of every pair takes at most STEP_PAIRS pairs a step.
+        let (build, probe) = sides(true);
+        let narrow = RecordBatch::try_from_iter(vec![(
+            "n",
+            Arc::new(datafusion::arrow::array::Int64Array::from(vec![1i64; 8192])) as _,
+        )])
+        .unwrap();
+        for _ in 0..100 {
+            build.measure(&narrow);
+        }
+        assert_eq!(probe.step_rows(), Some(STEP_PAIRS / 819_200));
     }
 }

@@ -26,7 +26,7 @@ use datafusion::logical_expr::{
 };
 
 /// The functions wrapped, and how each one's output is sized.
-const WRAPPED: [(&str, Kind); 34] = [
+const WRAPPED: [(&str, Kind); 43] = [
     ("concat", Kind::Sum),
     ("concat_ws", Kind::ConcatWs),
     ("repeat", Kind::Repeat),
@@ -64,6 +64,18 @@ const WRAPPED: [(&str, Kind); 34] = [
     ("jsonb_concat", Kind::Sum),
     // `text || text` (planned sized by `ConcatPlanner`; entered in its node's ledger).
     (TEXT_CONCAT, Kind::Sum),
+    // At most their first argument, but that once per row: a large constant cut or
+    // trimmed over many rows (`substr(repeat('x', 15000000), g)` over 130 rows) made
+    // 2 GB in one batch.
+    ("substr", Kind::First),
+    ("btrim", Kind::First),
+    ("ltrim", Kind::First),
+    ("rtrim", Kind::First),
+    ("left", Kind::First),
+    ("right", Kind::First),
+    ("split_part", Kind::First),
+    ("reverse", Kind::First),
+    ("substr_index", Kind::First),
 ];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -109,6 +121,8 @@ pub(super) enum Kind {
     /// `string_to_array(text, delimiter [, null])`: an element per piece (per character
     /// with a NULL or empty delimiter), each with its offset and validity.
     Split,
+    /// `substr`, `btrim`, `left`, …: at most the first argument's bytes, per row.
+    First,
 }
 
 /// The wrapped versions of the functions `get` finds, ready to register over them.
@@ -603,6 +617,14 @@ impl Bounded {
                 };
                 for i in 0..rows {
                     add(s[i].saturating_mul(to[i].max(1)));
+                }
+            }
+            Kind::First => {
+                let Some(s) = bytes_of(0) else {
+                    return (0, 0);
+                };
+                for bytes in s.into_iter().take(rows) {
+                    add(bytes);
                 }
             }
             Kind::CaseMap => {

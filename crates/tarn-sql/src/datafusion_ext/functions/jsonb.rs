@@ -340,7 +340,8 @@ impl ScalarUDFImpl for JsonbUdf {
     }
 }
 
-/// Plans `@>` on JSON, and `#>` / `#>>` whose path is PostgreSQL array text.
+/// Plans `@>` and `<@` on JSON, `&&` on arrays, and `#>` / `#>>` whose path is
+/// PostgreSQL array text.
 #[derive(Debug)]
 struct JsonbPlanner;
 
@@ -360,6 +361,29 @@ impl ExprPlanner for JsonbPlanner {
                 Ok(PlannerResult::Planned(Expr::ScalarFunction(
                     datafusion::logical_expr::expr::ScalarFunction::new_udf(
                         Arc::new(ScalarUDF::new_from_impl(JsonbUdf::new(JsonbFn::Concat))),
+                        vec![expr.left, expr.right],
+                    ),
+                )))
+            }
+            // `a <@ b` is `b @> a` (arrays are DataFusion's before this planner).
+            BinaryOperator::ArrowAt if json(&expr.left) || json(&expr.right) => {
+                Ok(PlannerResult::Planned(Expr::ScalarFunction(
+                    datafusion::logical_expr::expr::ScalarFunction::new_udf(
+                        Arc::new(ScalarUDF::new_from_impl(JsonbUdf::new(JsonbFn::Contains))),
+                        vec![expr.right, expr.left],
+                    ),
+                )))
+            }
+            // Arrays that overlap: PostgreSQL's `&&`, DataFusion's `array_has_any`.
+            BinaryOperator::PGOverlap
+                if [&expr.left, &expr.right].iter().all(|e| {
+                    e.get_type(schema)
+                        .is_ok_and(|t| super::array_out::is_array(&t))
+                }) =>
+            {
+                Ok(PlannerResult::Planned(Expr::ScalarFunction(
+                    datafusion::logical_expr::expr::ScalarFunction::new_udf(
+                        datafusion::functions_nested::array_has::array_has_any_udf(),
                         vec![expr.left, expr.right],
                     ),
                 )))

@@ -127,13 +127,91 @@ impl ScalarUDFImpl for TextConcat {
 #[derive(Debug)]
 pub(crate) struct ConcatPlanner {
     udf: Arc<ScalarUDF>,
+    bytes: Arc<ScalarUDF>,
 }
 
 impl ConcatPlanner {
     pub(crate) fn new(limits: OutputLimits) -> Self {
         let text_concat = Arc::new(ScalarUDF::new_from_impl(TextConcat::new()));
+        let bytea_concat = Arc::new(ScalarUDF::new_from_impl(ByteaConcat::new()));
         ConcatPlanner {
             udf: Arc::new(bounded(text_concat, Kind::Sum, limits, None)),
+            bytes: Arc::new(bounded(bytea_concat, Kind::Sum, limits, None)),
+        }
+    }
+}
+
+/// The function's name (in EXPLAIN).
+pub(crate) const BYTEA_CONCAT: &str = "engine_bytea_concat";
+
+/// `a || b || …` over bytea, sized as text's is (DataFusion's operator was not: 60
+/// concatenations of 30 MB made 1.8 GB and took a host to 3.7 GB): NULL when any
+/// operand is.
+#[derive(Debug, PartialEq, Eq, Hash)]
+pub(crate) struct ByteaConcat {
+    signature: Signature,
+}
+
+impl ByteaConcat {
+    fn new() -> Self {
+        ByteaConcat {
+            signature: Signature::variadic(vec![DataType::Binary], Volatility::Immutable),
+        }
+    }
+}
+
+impl ScalarUDFImpl for ByteaConcat {
+    fn name(&self) -> &str {
+        BYTEA_CONCAT
+    }
+
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    fn return_type(&self, _arg_types: &[DataType]) -> Result<DataType> {
+        Ok(DataType::Binary)
+    }
+
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
+        let rows = args.number_rows;
+        let scalar = args
+            .args
+            .iter()
+            .all(|a| matches!(a, ColumnarValue::Scalar(_)));
+        let arrays = ColumnarValue::values_to_arrays(&args.args)?;
+        let mut columns = Vec::with_capacity(arrays.len());
+        for a in &arrays {
+            match a.as_binary_opt::<i32>() {
+                Some(b) => columns.push(b),
+                None => return exec_err!("{BYTEA_CONCAT} takes bytea, not {}", a.data_type()),
+            }
+        }
+        let n = if scalar { 1 } else { rows };
+        let mut out = datafusion::arrow::array::BinaryBuilder::with_capacity(n, 0);
+        let mut row = Vec::new();
+        for i in 0..n {
+            row.clear();
+            let mut null = false;
+            for c in &columns {
+                if c.is_valid(i) {
+                    row.extend_from_slice(c.value(i));
+                } else {
+                    null = true;
+                    break;
+                }
+            }
+            if null {
+                out.append_null();
+            } else {
+                out.append_value(&row);
+            }
+        }
+        let out: datafusion::arrow::array::ArrayRef = Arc::new(out.finish());
+        if scalar {
+            Ok(ColumnarValue::Scalar(ScalarValue::try_from_array(&out, 0)?))
+        } else {
+            Ok(ColumnarValue::Array(out))
         }
     }
 }
@@ -174,6 +252,28 @@ impl datafusion::logical_expr::planner::ExprPlanner for ConcatPlanner {
             e.get_type(schema)
                 .is_ok_and(|t| t.is_primitive() || t == DataType::Boolean)
         };
+        // bytea || bytea: one sized call per chain too.
+        let bytea_chain =
+            |e: &Expr| matches!(e, Expr::ScalarFunction(f) if f.func.name() == BYTEA_CONCAT);
+        let bytea = |e: &Expr| {
+            bytea_chain(e)
+                || matches!(
+                    e.get_type(schema),
+                    Ok(DataType::Binary | DataType::LargeBinary | DataType::BinaryView)
+                )
+        };
+        if bytea(&expr.left) && bytea(&expr.right) {
+            let mut args = Vec::new();
+            for e in [expr.left, expr.right] {
+                match e {
+                    Expr::ScalarFunction(f) if f.func.name() == BYTEA_CONCAT => args.extend(f.args),
+                    e => args.push(e),
+                }
+            }
+            return Ok(PlannerResult::Planned(Expr::ScalarFunction(
+                datafusion::logical_expr::expr::ScalarFunction::new_udf(self.bytes.clone(), args),
+            )));
+        }
         let (left_text, right_text) = (text(&expr.left), text(&expr.right));
         let planned = (left_text && (right_text || scalar(&expr.right)))
             || (right_text && scalar(&expr.left));

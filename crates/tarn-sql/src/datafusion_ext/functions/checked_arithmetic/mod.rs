@@ -459,7 +459,8 @@ fn rewrite(e: Expr, schema: &DFSchema) -> DfResult<(Expr, Option<DataType>, bool
         Expr::ScalarFunction(f)
             if f.func.name() == "round"
                 && f.args.len() == 1
-                && !matches!(f.args[0], Expr::Literal(..) | Expr::Negative(_))
+                && !matches!(&f.args[0], Expr::Literal(..))
+                && !matches!(&f.args[0], Expr::Negative(x) if matches!(x.as_ref(), Expr::Literal(..)))
                 && f.args[0].get_type(schema).is_ok_and(|t| is_float(&t)) =>
         {
             let args = f
