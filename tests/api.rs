@@ -364,6 +364,16 @@ async fn parameters_map_json_values() -> TestResult {
         .await?,
         vec![vec![json!("Float64"), json!(true), json!("Int64")]]
     );
+    // An object is jsonb: `||` merges two (it joined their texts).
+    assert_eq!(
+        rows(
+            &s,
+            "SELECT $1 || $2, $1",
+            &[json!({"a": 1}), json!({"b": 2})]
+        )
+        .await?,
+        vec![vec![json!({"a": 1, "b": 2}), json!({"a": 1})]]
+    );
     s.query(
         "ws",
         r#"CREATE TABLE "ws"."p" (id SERIAL PRIMARY KEY, n INT8, f FLOAT8, t TEXT, b BOOL, metadata JSONB, e FLOAT4[]) USING engine"#,

@@ -490,13 +490,20 @@ pub fn json_number_text(n: &serde_json::Number) -> String {
 
 /// The literal a JSON parameter value binds as. A whole value that is an integer past
 /// int8 binds as a float8, as §4.6 says (its digits bound as DataFusion's unsigned
-/// 64-bit integer); in an array its digits stay, which a jsonb column keeps.
+/// 64-bit integer), and an object as jsonb; in an array its digits stay, which a jsonb
+/// column keeps, and objects are their text.
 pub fn json_to_expr(value: &Json) -> Expr {
     match value {
         Json::Number(n) if n.is_u64() && !n.is_i64() => lit(Value::Number(
             format!("{:e}", n.as_f64().unwrap_or(0.0)),
             false,
         )),
+        // An object is jsonb, as §4.6 says (as text, `$1 || $2` of two objects was
+        // their texts joined).
+        Json::Object(_) => crate::ast::ident::call(
+            crate::datafusion_ext::functions::jsonb::TO_JSONB,
+            vec![json_value_expr(value)],
+        ),
         other => json_value_expr(other),
     }
 }
@@ -644,7 +651,7 @@ mod tests {
         assert_eq!(json_to_expr(&serde_json::json!(-0.5)).to_string(), "-0.5");
         assert_eq!(
             json_to_expr(&serde_json::json!({"a": 1})).to_string(),
-            "'{\"a\":1}'"
+            "tarn_to_jsonb('{\"a\":1}')"
         );
     }
 }

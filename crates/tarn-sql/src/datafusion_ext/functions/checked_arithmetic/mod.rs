@@ -230,6 +230,23 @@ fn call(udf: impl ScalarUDFImpl + 'static, args: Vec<Expr>) -> Expr {
     ))
 }
 
+/// A cast to `field` of `expr` rewritten and passed through `through` first (a
+/// function that writes or reshapes the value as PostgreSQL's cast would).
+fn cast_through(
+    expr: Expr,
+    field: datafusion::arrow::datatypes::FieldRef,
+    schema: &DFSchema,
+    through: impl FnOnce(Expr) -> Expr,
+) -> DfResult<(Expr, Option<DataType>, bool)> {
+    let (x, _, _) = rewrite(expr, schema)?;
+    let t = field.data_type().clone();
+    Ok((
+        Expr::Cast(Cast::new_from_field(Box::new(through(x)), field)),
+        Some(t),
+        true,
+    ))
+}
+
 /// Rewrites the operations of `e` bottom-up, in one pass: returns the new expression,
 /// its type when the pass learned it for free (arithmetic nodes: from their operands'
 /// types), and whether anything changed. Types of other operands are asked of
@@ -296,16 +313,9 @@ fn rewrite(e: Expr, schema: &DFSchema) -> DfResult<(Expr, Option<DataType>, bool
                 .get_type(schema)
                 .is_ok_and(|t| super::array_out::is_array(&t)) =>
         {
-            let (x, _, _) = rewrite(*expr, schema)?;
-            let t = field.data_type().clone();
-            Ok((
-                Expr::Cast(Cast::new_from_field(
-                    Box::new(call(super::array_out::ArrayOut::new(), vec![x])),
-                    field,
-                )),
-                Some(t),
-                true,
-            ))
+            cast_through(*expr, field, schema, |x| {
+                call(super::array_out::ArrayOut::new(), vec![x])
+            })
         }
         // A float or numeric array cast to an integer array rounds each element.
         Expr::Cast(Cast { expr, field })
@@ -317,16 +327,9 @@ fn rewrite(e: Expr, schema: &DFSchema) -> DfResult<(Expr, Option<DataType>, bool
         {
             let from = expr.get_type(schema)?;
             let ties_even = is_float(&base_type(&from));
-            let (x, _, _) = rewrite(*expr, schema)?;
-            let t = field.data_type().clone();
-            Ok((
-                Expr::Cast(Cast::new_from_field(
-                    Box::new(call(RoundElements::new(ties_even), vec![x])),
-                    field,
-                )),
-                Some(t),
-                true,
-            ))
+            cast_through(*expr, field, schema, |x| {
+                call(RoundElements::new(ties_even), vec![x])
+            })
         }
         // A bytea to text: PostgreSQL's hex form (`\x0102`); Arrow's cast read the
         // bytes as UTF-8 and failed on any other.
@@ -341,25 +344,20 @@ fn rewrite(e: Expr, schema: &DFSchema) -> DfResult<(Expr, Option<DataType>, bool
                 )
             }) =>
         {
-            let (x, _, _) = rewrite(*expr, schema)?;
-            let t = field.data_type().clone();
-            let hex = Expr::ScalarFunction(ScalarFunction::new_udf(
-                datafusion::functions::encoding::encode(),
-                vec![
-                    Expr::Cast(Cast::new(Box::new(x), DataType::Binary)),
-                    Expr::Literal(ScalarValue::Utf8(Some("hex".into())), None),
-                ],
-            ));
-            let text = Expr::BinaryExpr(BinaryExpr::new(
-                Box::new(Expr::Literal(ScalarValue::Utf8(Some("\\x".into())), None)),
-                Operator::StringConcat,
-                Box::new(hex),
-            ));
-            Ok((
-                Expr::Cast(Cast::new_from_field(Box::new(text), field)),
-                Some(t),
-                true,
-            ))
+            cast_through(*expr, field, schema, |x| {
+                let hex = Expr::ScalarFunction(ScalarFunction::new_udf(
+                    datafusion::functions::encoding::encode(),
+                    vec![
+                        Expr::Cast(Cast::new(Box::new(x), DataType::Binary)),
+                        Expr::Literal(ScalarValue::Utf8(Some("hex".into())), None),
+                    ],
+                ));
+                Expr::BinaryExpr(BinaryExpr::new(
+                    Box::new(Expr::Literal(ScalarValue::Utf8(Some("\\x".into())), None)),
+                    Operator::StringConcat,
+                    Box::new(hex),
+                ))
+            })
         }
         // A float to text: PostgreSQL's float text (`1`, `1e+20`, `Infinity`).
         Expr::Cast(Cast { expr, field })
@@ -368,16 +366,9 @@ fn rewrite(e: Expr, schema: &DFSchema) -> DfResult<(Expr, Option<DataType>, bool
                 DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View
             ) && expr.get_type(schema).is_ok_and(|t| is_float(&t)) =>
         {
-            let (x, _, _) = rewrite(*expr, schema)?;
-            let t = field.data_type().clone();
-            Ok((
-                Expr::Cast(Cast::new_from_field(
-                    Box::new(call(super::float_out::FloatOut::new(), vec![x])),
-                    field,
-                )),
-                Some(t),
-                true,
-            ))
+            cast_through(*expr, field, schema, |x| {
+                call(super::float_out::FloatOut::new(), vec![x])
+            })
         }
         // A float (or an array of float4) cast from float8 or text, arrays by element.
         Expr::Cast(Cast { expr, field })
