@@ -380,3 +380,7 @@ SELECT '{"a":1}'::jsonb <@ '{"a":1,"b":2}', ARRAY[1,2] && ARRAY[2,3], ARRAY[1] &
 # array_remove and array_replace take every equal element.
 query
 SELECT array_remove(ARRAY[1,2,1], 1)::text, array_replace(ARRAY[1,2,1], 1, 9)::text
+
+# octet_length of a bytea counts its bytes.
+query
+SELECT octet_length(decode('0102', 'hex')), octet_length('héllo'), octet_length(NULL::bytea) IS NULL

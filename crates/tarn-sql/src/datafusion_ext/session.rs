@@ -82,13 +82,15 @@ pub(crate) fn new_session(query_memory: usize) -> Result<SessionState> {
     ) {
         state.register_udaf(Arc::new(f))?;
     }
-    // `length(bytea)` counts bytes (see `functions::length`).
-    if let Some(inner) = state.scalar_functions().get("character_length").cloned() {
-        state.register_udf(Arc::new(
-            datafusion::logical_expr::ScalarUDF::new_from_impl(functions::length::Length::new(
-                inner,
-            )),
-        ))?;
+    // `length(bytea)` and `octet_length(bytea)` count bytes (see `functions::length`).
+    for name in ["character_length", "octet_length"] {
+        if let Some(inner) = state.scalar_functions().get(name).cloned() {
+            state.register_udf(Arc::new(
+                datafusion::logical_expr::ScalarUDF::new_from_impl(functions::length::Length::new(
+                    inner,
+                )),
+            ))?;
+        }
     }
     // Text cast to numeric is checked for length first (see `functions::numeric_input`).
     state.register_udf(Arc::new(

@@ -1,5 +1,5 @@
-//! `length(bytea)` (and `char_length`, `character_length`): the number of bytes, as in
-//! PostgreSQL. DataFusion's `character_length` takes text only and cast a bytea to text
+//! `length(bytea)` (and `char_length`, `character_length`, `octet_length`): the number
+//! of bytes, as in PostgreSQL. DataFusion's `character_length` takes text only and cast a bytea to text
 //! first, so `length(sha256('a'))` failed with "Encountered non UTF-8 data". Text and
 //! everything else go to DataFusion's function as before.
 
