@@ -384,3 +384,19 @@ SELECT array_remove(ARRAY[1,2,1], 1)::text, array_replace(ARRAY[1,2,1], 1, 9)::t
 # octet_length of a bytea counts its bytes.
 query
 SELECT octet_length(decode('0102', 'hex')), octet_length('héllo'), octet_length(NULL::bytea) IS NULL
+
+# A timestamp (without time zone) ignores a zone written in its text; timestamptz reads it.
+query
+SELECT '2020-01-01T10:00:00+02:00'::timestamp = timestamp '2020-01-01 10:00:00', '2020-01-01 10:00:00.5-05:30'::timestamp = timestamp '2020-01-01 10:00:00.5', '2020-01-01T10:00:00+02:00'::timestamptz = timestamptz '2020-01-01 08:00:00Z', timestamp '2020-01-01 10:00Z' = timestamp '2020-01-01 10:00:00'
+
+statement ok
+CREATE TABLE "ws"."tz1" (t TIMESTAMP) USING engine
+
+statement ok
+INSERT INTO "ws"."tz1" VALUES ('2020-01-01T10:00:00+02:00')
+
+query
+SELECT t = timestamp '2020-01-01 10:00:00' FROM "ws"."tz1"
+
+statement ok
+DROP TABLE "ws"."tz1"

@@ -246,13 +246,17 @@ pub fn timestamp_casts(stmt: &mut ast::Statement) -> Result<()> {
     // A literal's time without seconds (`'2024-01-01 10:30'`), which PostgreSQL reads
     // and Arrow's parser does not, gets them; past microseconds, it is rounded.
     fn literal(t: &ast::DataType, value: &mut ast::Value) -> Result<()> {
-        let timestamp = match t {
-            ast::DataType::Timestamp(..) => true,
-            ast::DataType::Date => false,
+        let target = match t {
+            ast::DataType::Timestamp(
+                _,
+                ast::TimezoneInfo::WithTimeZone | ast::TimezoneInfo::Tz,
+            ) => DateTimeTarget::Timestamptz,
+            ast::DataType::Timestamp(..) => DateTimeTarget::Timestamp,
+            ast::DataType::Date => DateTimeTarget::Date,
             _ => return Ok(()),
         };
         if let ast::Value::SingleQuotedString(text) = value
-            && let Some(fixed) = date_time_text(text, timestamp)?
+            && let Some(fixed) = date_time_text(text, target)?
         {
             *text = fixed;
         }
@@ -292,7 +296,7 @@ pub fn timestamp_casts(stmt: &mut ast::Statement) -> Result<()> {
 /// A date's or timestamp's text as PostgreSQL reads it, where Arrow's parser (which
 /// reads it next) differs: a 400 for a year 0 or before; a time without seconds gets
 /// them; digits past the microsecond round to it. `None` when the text is fine as it is.
-pub(crate) fn date_time_text(text: &str, timestamp: bool) -> Result<Option<String>> {
+pub(crate) fn date_time_text(text: &str, target: DateTimeTarget) -> Result<Option<String>> {
     let trimmed = text.trim_start();
     if trimmed.starts_with('-') || trimmed.starts_with("0000-") {
         return Err(Error::BadRequest(format!(
@@ -300,12 +304,55 @@ pub(crate) fn date_time_text(text: &str, timestamp: bool) -> Result<Option<Strin
             tarn_catalog::shown(text)
         )));
     }
-    if !timestamp {
+    if target == DateTimeTarget::Date {
         return Ok(None);
     }
+    // A `timestamp` (without time zone) ignores a zone written in its text, as
+    // PostgreSQL's does; Arrow's parser turned `10:00+02:00` into 08:00.
+    let unzoned = (target == DateTimeTarget::Timestamp)
+        .then(|| without_zone(text))
+        .flatten();
+    let text = unzoned.as_deref().unwrap_or(text);
     let with = with_seconds(text);
     let rounded = round_to_micros(with.as_deref().unwrap_or(text));
-    Ok(rounded.or(with))
+    Ok(rounded.or(with).or(unzoned))
+}
+
+/// What a date or timestamp text is read into (see [`date_time_text`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum DateTimeTarget {
+    /// `date`.
+    Date,
+    /// `timestamp` (without time zone): a zone in the text is ignored.
+    Timestamp,
+    /// `timestamptz`: a zone in the text says which instant.
+    Timestamptz,
+}
+
+/// `YYYY-MM-DD[ T]HH:MM[:SS[.f…]]` followed by a UTC offset (`Z`, `+02`, `-05:30`,
+/// `+0530`), without it; `None` for any other text.
+fn without_zone(text: &str) -> Option<String> {
+    let t = text.trim();
+    let b = t.as_bytes();
+    if b.len() < 17 || !matches!(b.get(10), Some(b' ' | b'T' | b't')) {
+        return None;
+    }
+    let time_end = 11
+        + b[11..]
+            .iter()
+            .take_while(|c| c.is_ascii_digit() || matches!(c, b':' | b'.'))
+            .count();
+    let zone = t[time_end..].trim();
+    let offset = |z: &str| {
+        let digits: String = z.chars().filter(|c| *c != ':').collect();
+        !digits.is_empty()
+            && digits.len() <= 6
+            && digits.chars().all(|c| c.is_ascii_digit())
+            && z.chars().all(|c| c.is_ascii_digit() || c == ':')
+    };
+    let is_zone =
+        zone.eq_ignore_ascii_case("z") || zone.strip_prefix(['+', '-']).is_some_and(offset);
+    is_zone.then(|| t[..time_end].to_string())
 }
 
 /// `YYYY-MM-DD HH:MM:SS.f…` (or with `T`, then any zone) with more than six digits of

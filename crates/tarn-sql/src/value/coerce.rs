@@ -357,11 +357,15 @@ fn coerce_plain(array: &ArrayRef, col: &ColumnDef) -> Result<ArrayRef> {
             // Read as a cast of a quoted literal is (no year 0; past microseconds,
             // rounded), then by Arrow's parser.
             let s = strings(array)?;
-            let timestamp = col.ty != SqlType::Date;
+            let read_as = match col.ty {
+                SqlType::Date => crate::ast::types::DateTimeTarget::Date,
+                SqlType::Timestamp => crate::ast::types::DateTimeTarget::Timestamp,
+                _ => crate::ast::types::DateTimeTarget::Timestamptz,
+            };
             let mut fixed: Option<StringBuilder> = None;
             for (i, v) in s.iter().enumerate() {
                 let changed = match v {
-                    Some(v) => crate::ast::types::date_time_text(v, timestamp)?,
+                    Some(v) => crate::ast::types::date_time_text(v, read_as)?,
                     None => None,
                 };
                 if changed.is_some() && fixed.is_none() {
