@@ -383,7 +383,7 @@ impl Txn<'_> {
                             return bad("cannot add a SERIAL column to a table that has rows");
                         }
                         if let Some(ColumnDefault::Expr { sql }) = &col.default
-                            && volatile(sql)
+                            && self.volatile_default(sql)
                         {
                             // PostgreSQL evaluates it for each row; Tarn keeps one value
                             // for the rows already there, which would be the same for all.
@@ -551,27 +551,33 @@ fn add_constraint(def: &mut TableDef, names: &[String], primary: bool) -> Result
     Ok(())
 }
 
-/// Whether a DEFAULT's SQL calls a volatile function (a new value each time it runs).
-fn volatile(sql: &str) -> bool {
-    use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
-    use datafusion::sql::sqlparser::tokenizer::{Token, Tokenizer};
-    const VOLATILE: [&str; 6] = [
-        "random",
-        "gen_random_uuid",
-        "uuid",
-        "clock_timestamp",
-        "timeofday",
-        "nextval",
-    ];
-    let Ok(tokens) = Tokenizer::new(&PostgreSqlDialect {}, sql).tokenize() else {
-        return false;
-    };
-    let significant: Vec<&Token> = tokens
-        .iter()
-        .filter(|t| !matches!(t, Token::Whitespace(_)))
-        .collect();
-    significant.windows(2).any(|w| {
-        matches!((w[0], w[1]), (Token::Word(word), Token::LParen)
-            if VOLATILE.contains(&word.value.to_ascii_lowercase().as_str()))
-    })
+impl Txn<'_> {
+    /// Whether a DEFAULT's SQL calls a function the session knows as volatile (a new
+    /// value each time it runs: `random()`, `uuid()`, …).
+    fn volatile_default(&self, sql: &str) -> bool {
+        use datafusion::logical_expr::Volatility;
+        use datafusion::sql::sqlparser::ast::{Expr, visit_expressions};
+        let dialect = crate::ast::dialect::EngineDialect::default();
+        let Ok(expr) = datafusion::sql::sqlparser::parser::Parser::new(&dialect)
+            .try_with_sql(sql)
+            .and_then(|mut p| p.parse_expr())
+        else {
+            return false;
+        };
+        let functions = self.shared.session.scalar_functions();
+        visit_expressions(&expr, |e| match e {
+            Expr::Function(f)
+                if f.name
+                    .0
+                    .last()
+                    .and_then(|p| p.as_ident())
+                    .and_then(|i| functions.get(&i.value.to_lowercase()))
+                    .is_some_and(|u| u.signature().volatility == Volatility::Volatile) =>
+            {
+                std::ops::ControlFlow::Break(())
+            }
+            _ => std::ops::ControlFlow::Continue(()),
+        })
+        .is_break()
+    }
 }

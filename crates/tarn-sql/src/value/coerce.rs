@@ -124,33 +124,13 @@ pub(crate) fn fractional_list(t: &DataType) -> bool {
 /// reads, since Arrow's cast of the elements cuts off their fractions (`{2.7}` was
 /// `{2}`; PostgreSQL's is `{3}`). `None` for any other array.
 pub(crate) fn rounded_elements(array: &ArrayRef, ties_even: bool) -> Result<Option<ArrayRef>> {
-    let fractional = |t: &DataType| {
-        matches!(
-            t,
-            DataType::Float16
-                | DataType::Float32
-                | DataType::Float64
-                | DataType::Decimal128(..)
-                | DataType::Decimal256(..)
-        )
-    };
     if !fractional_list(array.data_type()) {
         return Ok(None);
     }
-    let round = |values: &ArrayRef| -> Result<ArrayRef> {
-        let f = cast_with_options(values, &DataType::Float64, &STRICT)?;
-        let rounded: Float64Array = f.as_primitive::<Float64Type>().unary(|v| {
-            if ties_even {
-                v.round_ties_even()
-            } else {
-                v.round()
-            }
-        });
-        Ok(Arc::new(rounded))
-    };
+    let round = |values: &ArrayRef| rounded(values, ties_even);
     let field = || Arc::new(Field::new_list_field(DataType::Float64, true));
     Ok(match array.data_type() {
-        DataType::List(f) if fractional(f.data_type()) => {
+        DataType::List(_) => {
             let l = array.as_list::<i32>();
             Some(Arc::new(ListArray::try_new(
                 field(),
@@ -159,7 +139,7 @@ pub(crate) fn rounded_elements(array: &ArrayRef, ties_even: bool) -> Result<Opti
                 l.nulls().cloned(),
             )?))
         }
-        DataType::LargeList(f) if fractional(f.data_type()) => {
+        DataType::LargeList(_) => {
             let l = array.as_list::<i64>();
             Some(Arc::new(datafusion::arrow::array::LargeListArray::try_new(
                 field(),
@@ -168,7 +148,7 @@ pub(crate) fn rounded_elements(array: &ArrayRef, ties_even: bool) -> Result<Opti
                 l.nulls().cloned(),
             )?))
         }
-        DataType::FixedSizeList(f, n) if fractional(f.data_type()) => {
+        DataType::FixedSizeList(_, n) => {
             let l = array.as_fixed_size_list();
             Some(Arc::new(FixedSizeListArray::try_new(
                 field(),
@@ -179,6 +159,19 @@ pub(crate) fn rounded_elements(array: &ArrayRef, ties_even: bool) -> Result<Opti
         }
         _ => None,
     })
+}
+
+/// Numbers as float8, rounded to whole numbers (ties to even, or away from zero).
+fn rounded(values: &ArrayRef, ties_even: bool) -> Result<ArrayRef> {
+    let f = cast_with_options(values, &DataType::Float64, &STRICT)?;
+    let rounded: Float64Array = f.as_primitive::<Float64Type>().unary(|v| {
+        if ties_even {
+            v.round_ties_even()
+        } else {
+            v.round()
+        }
+    });
+    Ok(Arc::new(rounded))
 }
 
 fn strings(array: &ArrayRef) -> Result<StringArray> {
@@ -290,8 +283,8 @@ fn coerce_plain(array: &ArrayRef, col: &ColumnDef) -> Result<ArrayRef> {
         }
         // PostgreSQL rounds the elements too.
         SqlType::Int4Array | SqlType::Int8Array if fractional_list(array.data_type()) => {
-            let rounded = rounded_elements(array, false)?.unwrap_or_else(|| array.clone());
-            cast_with_options(&rounded, &target, &STRICT).map_err(|e| cast_error(col, e))
+            let whole = rounded_elements(array, false)?.unwrap_or_else(|| array.clone());
+            cast_with_options(&whole, &target, &STRICT).map_err(|e| cast_error(col, e))
         }
         SqlType::TextArray | SqlType::Int4Array | SqlType::Int8Array
             if matches!(
@@ -343,9 +336,7 @@ fn coerce_plain(array: &ArrayRef, col: &ColumnDef) -> Result<ArrayRef> {
             ) =>
         {
             // PostgreSQL rounds when assigning a fractional number to an integer column.
-            let f = cast_with_options(array, &DataType::Float64, &STRICT)?;
-            let rounded: Float64Array = f.as_primitive::<Float64Type>().unary(|v| v.round());
-            cast_with_options(&(Arc::new(rounded) as ArrayRef), &target, &STRICT)
+            cast_with_options(&rounded(array, false)?, &target, &STRICT)
                 .map_err(|e| cast_error(col, e))
         }
         SqlType::Timestamp | SqlType::Timestamptz | SqlType::Date

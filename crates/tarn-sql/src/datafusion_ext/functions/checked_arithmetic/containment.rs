@@ -89,12 +89,7 @@ pub(super) fn containment(
             needles.any(|r| set.contains(&r))
         });
     }
-    let out: ArrayRef = Arc::new(BooleanArray::new(out.finish(), nulls));
-    if scalar {
-        Ok(ColumnarValue::Scalar(ScalarValue::try_from_array(&out, 0)?))
-    } else {
-        Ok(ColumnarValue::Array(out))
-    }
+    columnar(Arc::new(BooleanArray::new(out.finish(), nulls)), scalar)
 }
 
 /// PostgreSQL's `levenshtein` (fuzzystrmatch) takes arguments of at most 255

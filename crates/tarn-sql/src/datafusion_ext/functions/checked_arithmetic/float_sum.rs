@@ -3,73 +3,14 @@
 
 use super::*;
 
-/// DataFusion's `avg`, whose float sums fail on overflow (see [`FloatOverflow`]).
-/// Registered under the name `avg`, so it replaces the default one.
+/// DataFusion's `avg`, whose float sums fail on overflow (see [`FloatOverflow`]),
+/// wrapped as `sum` is ([`super::sum::CheckedSum`] leaves what is not an int8 sum to
+/// the function it wraps). Registered under the name `avg`, so it replaces the default
+/// one.
 pub fn checked_avg() -> AggregateUDF {
-    AggregateUDF::new_from_impl(CheckedAvg {
+    AggregateUDF::new_from_impl(super::sum::CheckedSum {
         inner: datafusion::functions_aggregate::average::avg_udaf(),
     })
-}
-
-#[derive(Debug, PartialEq, Eq, Hash)]
-struct CheckedAvg {
-    inner: Arc<AggregateUDF>,
-}
-
-impl AggregateUDFImpl for CheckedAvg {
-    fn name(&self) -> &str {
-        self.inner.name()
-    }
-
-    fn aliases(&self) -> &[String] {
-        self.inner.aliases()
-    }
-
-    fn signature(&self) -> &Signature {
-        self.inner.signature()
-    }
-
-    fn return_type(&self, arg_types: &[DataType]) -> DfResult<DataType> {
-        self.inner.return_type(arg_types)
-    }
-
-    fn accumulator(&self, args: AccumulatorArgs) -> DfResult<Box<dyn Accumulator>> {
-        float_checked(&args, self.inner.accumulator(args.clone())?)
-    }
-
-    fn create_sliding_accumulator(&self, args: AccumulatorArgs) -> DfResult<Box<dyn Accumulator>> {
-        float_checked(&args, self.inner.create_sliding_accumulator(args.clone())?)
-    }
-
-    fn state_fields(
-        &self,
-        args: StateFieldsArgs,
-    ) -> DfResult<Vec<datafusion::arrow::datatypes::FieldRef>> {
-        self.inner.state_fields(args)
-    }
-
-    fn groups_accumulator_supported(&self, args: AccumulatorArgs) -> bool {
-        self.inner.groups_accumulator_supported(args)
-    }
-
-    fn create_groups_accumulator(
-        &self,
-        args: AccumulatorArgs,
-    ) -> DfResult<Box<dyn GroupsAccumulator>> {
-        float_checked_groups(&args, self.inner.create_groups_accumulator(args.clone())?)
-    }
-
-    fn reverse_expr(&self) -> ReversedUDAF {
-        ReversedUDAF::Identical
-    }
-
-    fn order_sensitivity(&self) -> AggregateOrderSensitivity {
-        AggregateOrderSensitivity::Insensitive
-    }
-
-    fn documentation(&self) -> Option<&datafusion::logical_expr::Documentation> {
-        self.inner.documentation()
-    }
 }
 
 /// Whether an aggregate answers a float (so its sums can overflow).

@@ -5,8 +5,10 @@ use super::*;
 
 /// DataFusion's `sum`, except over integers: an exact sum that fails with `bigint out of
 /// range` when the result does not fit (DataFusion's wraps around: the sum of two
-/// 9223372036854775807 was -2). Registered under the name `sum`, so it replaces the
-/// default one, in aggregates and in windows alike.
+/// 9223372036854775807 was -2), and over floats one that fails on overflow. Registered
+/// under the name `sum`, so it replaces the default one, in aggregates and in windows
+/// alike. (`avg` is wrapped by the same type: its answer is never an int8, so only the
+/// float check applies.)
 pub fn checked_sum() -> AggregateUDF {
     AggregateUDF::new_from_impl(CheckedSum {
         inner: datafusion::functions_aggregate::sum::sum_udaf(),
@@ -27,7 +29,11 @@ impl CheckedSum {
 
 impl AggregateUDFImpl for CheckedSum {
     fn name(&self) -> &str {
-        "sum"
+        self.inner.name()
+    }
+
+    fn aliases(&self) -> &[String] {
+        self.inner.aliases()
     }
 
     fn signature(&self) -> &Signature {
