@@ -293,7 +293,7 @@ impl<'e> Txn<'e> {
                 // A copy for the retry below; planning consumes the statement.
                 let spare = stmt.clone();
                 let planned = state
-                    .statement_to_plan(crate::statement::dispatch::planner_statement(stmt)?)
+                    .statement_to_plan(crate::statement::explain::planner_statement(stmt)?)
                     .await;
                 let plan = match planned {
                     Err(e) if same_names(&e) => {
@@ -307,7 +307,7 @@ impl<'e> Txn<'e> {
                             &mut stmt,
                         );
                         state
-                            .statement_to_plan(crate::statement::dispatch::planner_statement(stmt)?)
+                            .statement_to_plan(crate::statement::explain::planner_statement(stmt)?)
                             .await?
                     }
                     other => other?,

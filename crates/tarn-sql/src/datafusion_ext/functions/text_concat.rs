@@ -11,7 +11,7 @@
 
 use std::sync::Arc;
 
-use super::bounded::{Kind, bounded};
+use super::bounded::{Kind, TEXT_CONCAT, bounded};
 use crate::datafusion_ext::context::output_limits::OutputLimits;
 use datafusion::arrow::array::{Array, AsArray, StringArray, StringBuilder};
 use datafusion::arrow::datatypes::DataType;
@@ -25,9 +25,6 @@ use datafusion::logical_expr::{
 pub(crate) struct TextConcat {
     signature: Signature,
 }
-
-/// The function's name (in EXPLAIN).
-pub(crate) const TEXT_CONCAT: &str = "engine_text_concat";
 
 impl TextConcat {
     fn new() -> Self {
