@@ -249,14 +249,14 @@ pub(crate) fn json_len<T: Serialize>(v: &T) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{CatalogOp, ColumnDef, ColumnId, IndexType, Result, SqlType};
+    use crate::{CatalogOp, ColumnDef, ColumnId, IndexType, Result, SqlType, Timestamp};
 
     fn org(id: &str) -> CatalogOp {
         CatalogOp::CreateOrg(OrgRecord {
             id: id.into(),
             name: id.into(),
             creator: "u".into(),
-            created_at: "2026-01-01T00:00:00Z".into(),
+            created_at: Timestamp::from_unix_seconds(1_767_225_600),
         })
     }
 
@@ -270,7 +270,7 @@ mod tests {
             columns: vec![],
             next_column_id: 1,
             unique_constraints: vec![],
-            created_at: String::new(),
+            created_at: Timestamp::default(),
         }
     }
 
@@ -279,7 +279,7 @@ mod tests {
             id: id.into(),
             org_id: org.into(),
             name: id.into(),
-            created_at: String::new(),
+            created_at: Timestamp::default(),
             uid: String::new(),
         })
     }
@@ -313,7 +313,7 @@ mod tests {
             column,
             index_type: IndexType::ExactText,
             options: BTreeMap::new(),
-            created_at: String::new(),
+            created_at: Timestamp::default(),
         })
     }
 

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use crate::Catalog;
+use crate::{Catalog, Timestamp};
 
 /// A workspace file (SPEC §7). Its bytes are a blob of the storage layer named `id`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -25,8 +25,9 @@ pub struct FileRecord {
     pub size_bytes: u64,
     /// Hex SHA-256 of the bytes.
     pub sha256: String,
-    /// ISO 8601 UTC.
-    pub created_at: String,
+    /// When it was made (stored as ISO 8601 text).
+    #[serde(with = "crate::time::iso_text")]
+    pub created_at: Timestamp,
     /// Upload order in the database (assigned when the record is applied): files are
     /// listed newest first, and many share a `created_at` second.
     #[serde(default)]

@@ -10,6 +10,7 @@ mod files;
 mod ops;
 mod schema;
 mod tenancy;
+mod time;
 mod types;
 
 pub use catalog::{Catalog, CatalogSnapshot};
@@ -17,6 +18,7 @@ pub use files::FileRecord;
 pub use ops::{CatalogOp, Removed};
 pub use schema::{ColumnDef, ColumnDefault, IndexDef, IndexType, TableDef};
 pub use tenancy::{ApiKeyRecord, MemberRecord, OrgRecord, Role, UserRecord, WorkspaceRecord};
+pub use time::Timestamp;
 pub use types::SqlType;
 
 /// Internal, immutable id of a table. Names are attributes; ids never change or get reused.
@@ -46,12 +48,6 @@ pub enum Error {
 
 /// Result of catalog operations.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
-
-/// Now, as catalog records write their times (`created_at`): ISO 8601 UTC to the
-/// second.
-pub fn now_iso() -> String {
-    chrono::Utc::now().format("%Y-%m-%dT%H:%M:%SZ").to_string()
-}
 
 /// `value` as an error message quotes it: whole when short, else its first 64
 /// characters and its length (a 50 MB id must not come back as a 50 MB message).

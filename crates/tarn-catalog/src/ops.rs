@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::{
     ApiKeyRecord, Catalog, Error, FileRecord, IndexDef, IndexId, MemberRecord, OrgRecord, Result,
-    TableDef, TableId, UserRecord, WorkspaceRecord,
+    TableDef, TableId, Timestamp, UserRecord, WorkspaceRecord,
 };
 
 /// One change to the catalog. Ops are validated before they are logged, so applying a
@@ -29,11 +29,11 @@ pub enum CatalogOp {
         /// Key id.
         key_id: String,
     },
-    /// Record when API keys were last used (Unix seconds, by key id). A key that no
+    /// Record when API keys were last used (by key id; stored as Unix seconds). A key that no
     /// longer exists is skipped: uses are advisory and never fail a commit.
     RecordKeyUses {
-        /// (key id, Unix seconds).
-        uses: Vec<(String, i64)>,
+        /// (key id, when).
+        uses: Vec<(String, Timestamp)>,
     },
     /// Add an organization.
     CreateOrg(OrgRecord),

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::{Catalog, ColumnId, IndexId, SqlType, TableId};
+use crate::{Catalog, ColumnId, IndexId, SqlType, TableId, Timestamp};
 
 /// How a column gets a value when an INSERT does not give one.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -92,8 +92,9 @@ pub struct TableDef {
     /// Named unique constraints: (constraint name, column ids). The primary key is
     /// `<table>_pkey`, a column's UNIQUE `<table>_<col>_key`.
     pub unique_constraints: Vec<(String, Vec<ColumnId>)>,
-    /// ISO 8601 UTC.
-    pub created_at: String,
+    /// When it was made (stored as ISO 8601 text).
+    #[serde(with = "crate::time::iso_text")]
+    pub created_at: Timestamp,
 }
 
 impl TableDef {
@@ -165,8 +166,9 @@ pub struct IndexDef {
     /// `WITH (…)` options other than `index_type`, keys lower case, values as written.
     #[serde(default)]
     pub options: BTreeMap<String, String>,
-    /// ISO 8601 UTC.
-    pub created_at: String,
+    /// When it was made (stored as ISO 8601 text).
+    #[serde(with = "crate::time::iso_text")]
+    pub created_at: Timestamp,
 }
 
 impl Catalog {

@@ -3,9 +3,9 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::Catalog;
+use crate::{Catalog, Timestamp};
 
-/// A user. `date_joined` is Unix seconds.
+/// A user.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct UserRecord {
     /// User id (a UUID).
@@ -16,8 +16,8 @@ pub struct UserRecord {
     pub name: String,
     /// Whether the user has had an API key (invited users are unverified until then).
     pub verified: bool,
-    /// Unix seconds.
-    pub date_joined: i64,
+    /// When the user was made (stored as Unix seconds).
+    pub date_joined: Timestamp,
 }
 
 /// An API key; only the SHA-256 of the secret is kept.
@@ -31,14 +31,15 @@ pub struct ApiKeyRecord {
     pub label: String,
     /// Hex SHA-256 of the secret.
     pub hash: String,
-    /// ISO 8601 UTC.
-    pub created_at: String,
+    /// When it was made (stored as ISO 8601 text).
+    #[serde(with = "crate::time::iso_text")]
+    pub created_at: Timestamp,
     /// Revoked keys never authenticate again.
     pub revoked: bool,
-    /// When the key was last used, as Unix seconds, as of the last time uses were
+    /// When the key was last used (stored as Unix seconds), as of the last time uses were
     /// recorded (the facade counts uses in memory and records them on close).
     #[serde(default)]
-    pub last_used: Option<i64>,
+    pub last_used: Option<Timestamp>,
 }
 
 /// An organization.
@@ -50,8 +51,9 @@ pub struct OrgRecord {
     pub name: String,
     /// Creating user id.
     pub creator: String,
-    /// ISO 8601 UTC.
-    pub created_at: String,
+    /// When it was made (stored as ISO 8601 text).
+    #[serde(with = "crate::time::iso_text")]
+    pub created_at: Timestamp,
 }
 
 /// A member's role in an organization.
@@ -103,8 +105,9 @@ pub struct WorkspaceRecord {
     pub org_id: String,
     /// Display name.
     pub name: String,
-    /// ISO 8601 UTC.
-    pub created_at: String,
+    /// When it was made (stored as ISO 8601 text).
+    #[serde(with = "crate::time::iso_text")]
+    pub created_at: Timestamp,
     /// Chosen when the workspace is created (a UUID) and never reused: it tells this
     /// workspace from an earlier one of the same id that was deleted, which the id and
     /// `created_at` (whole seconds) cannot. An upload is bound to the workspace it

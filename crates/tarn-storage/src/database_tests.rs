@@ -32,13 +32,13 @@ pub(crate) fn create_ops(
             id: "o".into(),
             name: "o".into(),
             creator: "u".into(),
-            created_at: String::new(),
+            created_at: tarn_catalog::Timestamp::default(),
         })),
         Op::Catalog(CatalogOp::CreateWorkspace(WorkspaceRecord {
             id: "w".into(),
             org_id: "o".into(),
             name: "w".into(),
-            created_at: String::new(),
+            created_at: tarn_catalog::Timestamp::default(),
             uid: String::new(),
         })),
         Op::Catalog(CatalogOp::CreateTable(TableDef {
@@ -50,7 +50,7 @@ pub(crate) fn create_ops(
             columns,
             next_column_id: 2,
             unique_constraints: unique,
-            created_at: String::new(),
+            created_at: tarn_catalog::Timestamp::default(),
         })),
     ]
 }
@@ -582,7 +582,7 @@ fn records_and_catalogs_over_their_limits_are_too_large() -> Result<()> {
             id: id.into(),
             org_id: "o".into(),
             name: id.into(),
-            created_at: String::new(),
+            created_at: tarn_catalog::Timestamp::default(),
             uid: String::new(),
         }))
     };
@@ -623,7 +623,7 @@ fn each_user_has_a_fair_share_of_the_catalog() -> Result<()> {
             id: id.into(),
             name: id.into(),
             creator: creator.into(),
-            created_at: String::new(),
+            created_at: tarn_catalog::Timestamp::default(),
         }))
     };
     let workspace = |org: &str, id: &str| {
@@ -631,7 +631,7 @@ fn each_user_has_a_fair_share_of_the_catalog() -> Result<()> {
             id: id.into(),
             org_id: org.into(),
             name: "n".repeat(200),
-            created_at: String::new(),
+            created_at: tarn_catalog::Timestamp::default(),
             uid: String::new(),
         }))
     };

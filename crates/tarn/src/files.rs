@@ -13,7 +13,7 @@ use tarn_storage::{BlobReader, BlobSource, BlobWriter, Database, Op};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncSeek, ReadBuf};
 
 use crate::access::{Locked, Operation, check_same_workspace, workspace_identity};
-use crate::{Error, ErrorKind, FileInfo, FileList, Result, Session, now_iso};
+use crate::{Error, ErrorKind, FileInfo, FileList, Result, Session};
 
 /// Files listed per page when the caller gives no limit.
 pub const DEFAULT_FILES_LIMIT: u32 = 100;
@@ -224,7 +224,7 @@ fn file_info(f: &FileRecord) -> FileInfo {
         media_type: f.media_type.clone(),
         size_bytes: f.size_bytes,
         sha256: f.sha256.clone(),
-        created_at: f.created_at.clone(),
+        created_at: f.created_at.iso(),
     }
 }
 
@@ -434,7 +434,7 @@ impl Session {
             media_type,
             size_bytes,
             sha256,
-            created_at: now_iso(),
+            created_at: tarn_catalog::Timestamp::now(),
             seq: 0,
         };
         let info = file_info(&record);

@@ -4,13 +4,13 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use tarn_catalog::{ApiKeyRecord, Catalog, CatalogOp, UserRecord};
+use tarn_catalog::{ApiKeyRecord, Catalog, CatalogOp, Timestamp, UserRecord};
 use tarn_storage::Op;
 
 use crate::access::revoked;
 use crate::{
     ApiKeyInfo, Bucket, Error, NewApiKey, Result, Session, Tarn, User, check_text_field,
-    constant_time_eq, hash_secret, iso_of, new_secret, new_user, normalize_email, now_iso,
+    constant_time_eq, hash_secret, new_secret, new_user, normalize_email,
 };
 
 impl Tarn {
@@ -19,13 +19,13 @@ impl Tarn {
         if self.db().is_closed() {
             return Ok(());
         }
-        let unrecorded = || -> Vec<(String, i64)> {
+        let unrecorded = || -> Vec<(String, Timestamp)> {
             let catalog = self.catalog();
             self.inner
                 .key_uses
                 .lock()
                 .iter()
-                .filter_map(|(id, u)| Some((id.clone(), u.get()?)))
+                .filter_map(|(id, u)| Some((id.clone(), Timestamp::from_unix_seconds(u.get()?))))
                 .filter(|(id, at)| catalog.api_key(id).is_some_and(|k| k.last_used < Some(*at)))
                 .collect()
         };
@@ -76,7 +76,7 @@ impl Tarn {
                 .map(|o| o.id.clone())
                 .collect(),
             display_name: u.name.clone(),
-            date_joined: u.date_joined,
+            date_joined: u.date_joined.unix_seconds(),
         }
     }
 
@@ -98,7 +98,7 @@ impl Tarn {
             user_id: user_id.to_string(),
             label: label.to_string(),
             hash: hash_secret(&secret),
-            created_at: now_iso(),
+            created_at: Timestamp::now(),
             revoked: false,
             last_used: None,
         };
@@ -113,7 +113,7 @@ impl Tarn {
             id: record.id,
             label: record.label,
             secret,
-            created_at: record.created_at,
+            created_at: record.created_at.iso(),
         })
     }
 
@@ -133,11 +133,15 @@ impl Tarn {
             .map(|k| ApiKeyInfo {
                 id: k.id.clone(),
                 label: k.label.clone(),
-                created_at: k.created_at.clone(),
+                created_at: k.created_at.iso(),
                 last_used_at: k
                     .last_used
-                    .max(uses.get(&k.id).and_then(|u| u.get()))
-                    .map(iso_of),
+                    .max(
+                        uses.get(&k.id)
+                            .and_then(|u| u.get())
+                            .map(Timestamp::from_unix_seconds),
+                    )
+                    .map(Timestamp::iso),
                 revoked: k.revoked,
             })
             .collect())

@@ -166,16 +166,6 @@ impl std::fmt::Debug for Tarn {
     }
 }
 
-use tarn_catalog::now_iso;
-
-/// ISO 8601 UTC of Unix seconds `t`.
-fn iso_of(t: i64) -> String {
-    chrono::DateTime::from_timestamp(t, 0)
-        .unwrap_or_default()
-        .format("%Y-%m-%dT%H:%M:%SZ")
-        .to_string()
-}
-
 /// `a == b` in time that depends only on the lengths.
 fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     subtle::ConstantTimeEq::ct_eq(a, b).into()
@@ -237,7 +227,7 @@ fn new_user(email: String, name: String) -> UserRecord {
         email,
         name,
         verified: false,
-        date_joined: chrono::Utc::now().timestamp(),
+        date_joined: tarn_catalog::Timestamp::now(),
     }
 }
 

@@ -6,7 +6,7 @@ use tarn_storage::Op;
 use crate::access::{Locked, org_not_found};
 use crate::{
     Error, IdName, Member, MemberList, MemberRole, Operation, Organization, OrganizationDetail,
-    Result, Role, Session, check_text_field, new_user, normalize_email, now_iso,
+    Result, Role, Session, check_text_field, new_user, normalize_email,
 };
 
 impl Session {
@@ -60,7 +60,7 @@ impl Session {
                         id: id.to_string(),
                         name: name.to_string(),
                         creator: self.user_id.clone(),
-                        created_at: now_iso(),
+                        created_at: tarn_catalog::Timestamp::now(),
                     })),
                     put_member(id, &self.user_id, Role::Admin),
                 ],
@@ -272,6 +272,6 @@ fn org_view(o: &OrgRecord) -> Organization {
         id: o.id.clone(),
         name: o.name.clone(),
         creator: o.creator.clone(),
-        created_at: o.created_at.clone(),
+        created_at: o.created_at.iso(),
     }
 }

@@ -16,7 +16,7 @@ use tokio::io::AsyncRead;
 
 use crate::access::{Access, Locked, Operation, check_same_workspace, workspace_identity};
 use crate::files::{join_error, next_chunk};
-use crate::{Error, ErrorKind, Result, Session, now_iso};
+use crate::{Error, ErrorKind, Result, Session};
 
 /// The table an upload created: `{name, row_count, columns}` as the service returns it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -303,7 +303,7 @@ impl Session {
                 .collect(),
             next_column_id: column_id(columns.len()),
             unique_constraints: vec![],
-            created_at: now_iso(),
+            created_at: tarn_catalog::Timestamp::now(),
         };
         let mut ops = vec![Op::Catalog(CatalogOp::CreateTable(def))];
         ops.extend(attach);

@@ -6,7 +6,7 @@ use tarn_storage::Op;
 use crate::access::{Locked, ws_not_found};
 use crate::{
     Error, IdName, Operation, Result, Session, Workspace, WorkspaceDetail, WorkspaceList,
-    check_text_field, now_iso,
+    check_text_field,
 };
 
 impl Session {
@@ -54,7 +54,7 @@ impl Session {
                     id: id.to_string(),
                     org_id: org,
                     name: name.to_string(),
-                    created_at: now_iso(),
+                    created_at: tarn_catalog::Timestamp::now(),
                     uid: uuid::Uuid::new_v4().to_string(),
                 }))],
                 vec![ddl],
@@ -118,6 +118,6 @@ fn ws_view(w: &WorkspaceRecord) -> Workspace {
         org_id: w.org_id.clone(),
         name: w.name.clone(),
         kind: "generic".into(),
-        created_at: w.created_at.clone(),
+        created_at: w.created_at.iso(),
     }
 }

@@ -917,7 +917,7 @@ mod tests {
             ],
             next_column_id: 4,
             unique_constraints: Vec::new(),
-            created_at: String::new(),
+            created_at: tarn_catalog::Timestamp::default(),
         }
     }
 

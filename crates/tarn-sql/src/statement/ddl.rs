@@ -16,8 +16,6 @@ use crate::error::{Error, Result, bad};
 use crate::statement::result::StatementResult;
 use crate::statement::txn::Txn;
 
-use tarn_catalog::now_iso;
-
 /// The longest `DEFAULT` a column may have, as SQL text (SPEC §8): room for a literal
 /// vector of a few thousand dimensions, not for filling the shared catalog.
 pub(crate) const MAX_DEFAULT_BYTES: usize = 64 << 10;
@@ -150,7 +148,7 @@ impl Txn<'_> {
             columns: vec![],
             next_column_id: 1,
             unique_constraints: vec![],
-            created_at: now_iso(),
+            created_at: tarn_catalog::Timestamp::now(),
         };
         let mut rows: Option<Vec<RecordBatch>> = None;
         if let Some(query) = ct.query {

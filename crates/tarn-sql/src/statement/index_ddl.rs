@@ -28,8 +28,6 @@ const METHOD: &str = "engine_index";
 /// Longest relation name, as in PostgreSQL.
 const MAX_NAME: usize = 63;
 
-use tarn_catalog::now_iso;
-
 /// A column type as written in SQL, for messages.
 fn type_name(ty: &SqlType) -> String {
     match ty {
@@ -261,7 +259,7 @@ impl Txn<'_> {
             column: col.id,
             index_type,
             options,
-            created_at: now_iso(),
+            created_at: tarn_catalog::Timestamp::now(),
         }))?;
         if matches!(
             index_type,
