@@ -91,10 +91,10 @@ fn table_of(op: &Op) -> Option<TableId> {
 impl Inner {
     /// Fails when the database is closed or stopped accepting writes.
     pub(crate) fn check_open(&self) -> Result<()> {
-        if self.flags.closed.load(Ordering::Acquire) {
+        if self.flags().closed.load(Ordering::Acquire) {
             return Err(Error::Closed);
         }
-        if let Some(m) = self.poisoned.lock().clone() {
+        if let Some(m) = self.poisoned() {
             return Err(Error::Poisoned(m));
         }
         Ok(())
@@ -105,7 +105,7 @@ impl Inner {
             return Ok(());
         }
         self.check_open()?;
-        let record = match &self.wal {
+        let record = match self.wal() {
             Some(_) => Some(record::encode(&ops)?),
             None => None,
         };
@@ -119,7 +119,7 @@ impl Inner {
         let changes_catalog = ops.iter().any(|op| matches!(op, Op::Catalog(_)));
         let blobs = {
             // 1. Lock.
-            let _catalog_commit = changes_catalog.then(|| self.locks.catalog_commit.lock());
+            let _catalog_commit = changes_catalog.then(|| self.locks().catalog_commit.lock());
             let next = if changes_catalog {
                 Some(self.next_catalog(&ops, true)?)
             } else {
@@ -130,7 +130,7 @@ impl Inner {
                 ids.extend(n.dropped.iter().copied());
             }
             let stores: Vec<Arc<TableStore>> = {
-                let tables = self.tables.read();
+                let tables = self.tables();
                 ids.iter()
                     .filter_map(|id| tables.get(id).cloned())
                     .collect()
@@ -140,7 +140,7 @@ impl Inner {
             // table have been dropped meanwhile all the same, fail here, before the log
             // gets a record that replay could not apply.
             {
-                let tables = self.tables.read();
+                let tables = self.tables();
                 let gone = ids.iter().any(|id| {
                     let created = next.as_ref().is_some_and(|n| n.created.contains(id));
                     !created
@@ -154,7 +154,7 @@ impl Inner {
                     ));
                 }
             }
-            let _gate = self.locks.gate.read();
+            let _gate = self.locks().gate.read();
             // `close` sets `closed` and then takes the gate: checked under it, no commit
             // can slip in after the closing checkpoint.
             self.check_open()?;
@@ -163,7 +163,7 @@ impl Inner {
                 stores.iter().map(|s| (s.id(), s.clone())).collect();
             let prepared = self.prepare(&ops, next, stores, built, false)?;
             // 3. Log.
-            if let (Some(wal), Some(record)) = (&self.wal, &record) {
+            if let (Some(wal), Some(record)) = (self.wal(), &record) {
                 wal.append(record)?;
             }
             // 4. Publish.
@@ -172,21 +172,21 @@ impl Inner {
         // The deleted records' blobs go once the deletes are durable: now, when the log
         // was fsynced for this commit (or there is no log); outside the locks, so that a
         // workspace of many files does not hold up other commits while they go.
-        if let Err(e) = self.blobs.remove(&blobs) {
+        if let Err(e) = self.blobs().remove(&blobs) {
             tracing::warn!("blobs of deleted files not removed (the next open will): {e}");
         }
-        if self.wal.is_some() {
+        if self.wal().is_some() {
             let total = self
-                .counters
+                .counters()
                 .mem_estimate
                 .fetch_add(added, Ordering::Relaxed)
                 + added;
             // Over budget, or the commit dropped tables whose files only a checkpoint
             // deletes (their disk space comes back now, not at some later checkpoint).
-            if total > self.options.memtable_bytes
-                || self.flags.files_dropped.load(Ordering::Acquire)
+            if total > self.options().memtable_bytes
+                || self.flags().files_dropped.load(Ordering::Acquire)
             {
-                if self.options.background {
+                if self.options().background {
                     self.wake_worker();
                 } else {
                     // The statement is committed: its caller must not hear otherwise,
@@ -211,12 +211,12 @@ impl Inner {
             // Limits guard new input; what the log holds was accepted once. Nothing
             // else holds the catalog at open: changed in place, not copied per record
             // (a copy per record made opening quadratic in the records logged).
-            let published = std::mem::take(&mut *self.catalog.write());
+            let published = self.take_catalog();
             Some(self.apply_catalog_ops(published, ops, false)?)
         } else {
             None
         };
-        let tables = self.tables.read().clone();
+        let tables = self.tables().clone();
         let prepared = self.prepare(ops, next, tables, Vec::new(), true)?;
         // The blobs of files deleted here go with the sweep that follows replay.
         self.publish(prepared).map(drop)
@@ -225,7 +225,7 @@ impl Inner {
     /// The catalog after `ops`' catalog changes, on a copy of the published one
     /// (`limit`: refuse a catalog over [`MAX_CATALOG_BYTES`]).
     fn next_catalog(&self, ops: &[Op], limit: bool) -> Result<NextCatalog> {
-        let published = self.catalog.read().clone();
+        let published = self.catalog();
         self.apply_catalog_ops(published, ops, limit)
     }
 
@@ -238,12 +238,12 @@ impl Inner {
     ) -> Result<NextCatalog> {
         // What the organizations these ops grow hold now, when the catalog is past a
         // quarter of its limit (below that no organization can be past its share).
-        let max = self.counters.max_catalog_bytes.load(Ordering::Relaxed);
+        let max = self.counters().max_catalog_bytes.load(Ordering::Relaxed);
         let share = max / ORG_SHARE;
         // Serialized once: the running size below adds the same figure.
         let added_bytes = ops_bytes(ops);
         let mut growing: Vec<(String, u64)> = Vec::new();
-        if limit && self.counters.catalog_bytes.load(Ordering::Relaxed) + added_bytes > share {
+        if limit && self.counters().catalog_bytes.load(Ordering::Relaxed) + added_bytes > share {
             for op in ops {
                 if let Op::Catalog(c) = op
                     && let Some(org) = c.growing_org(&catalog)
@@ -284,7 +284,7 @@ impl Inner {
                 });
             }
         }
-        let bound = self.counters.catalog_bytes.load(Ordering::Relaxed) + added_bytes;
+        let bound = self.counters().catalog_bytes.load(Ordering::Relaxed) + added_bytes;
         if limit && bound > max {
             // The running figure only grows between checkpoints (deletes add to it
             // too): measure before refusing. Catalog commits are serialized, so the
@@ -297,7 +297,7 @@ impl Inner {
                     limit: max,
                 });
             }
-            self.counters
+            self.counters()
                 .catalog_bytes
                 .store(size.saturating_sub(added_bytes), Ordering::Relaxed);
         }
@@ -409,7 +409,7 @@ impl Inner {
                     let segs = if replay {
                         self.open_attached(*table, segments)?
                     } else {
-                        self.staging.claim(*table, segments)?
+                        self.staging().claim(*table, segments)?
                     };
                     attached.push((*table, segments.clone()));
                     let n: u64 = segs.iter().map(|s| s.num_rows() as u64).sum();
@@ -444,14 +444,14 @@ impl Inner {
     /// The segment files a logged [`Op::Attach`] names, opened at replay.
     fn open_attached(&self, table: TableId, ids: &[u64]) -> Result<Vec<Arc<crate::Segment>>> {
         let dir = self
-            .dir
+            .dir()
             .as_ref()
             .ok_or_else(|| Error::Internal("replay without a directory".into()))?
             .join(crate::layout::SEGMENTS_DIR);
         ids.iter()
             .map(|&id| {
                 // Ids handed out after the manifest: later segments must not reuse them.
-                self.counters
+                self.counters()
                     .next_segment_id
                     .fetch_max(id + 1, Ordering::Relaxed);
                 let path = dir.join(crate::layout::segment_file_name(table, id));
@@ -477,13 +477,13 @@ impl Inner {
                     (store, version, sets)
                 })
                 .collect();
-            let _publish = self.locks.publish.write();
+            let _publish = self.locks().publish.write();
             #[cfg(test)]
             if tests::PANIC_IN_PUBLISH.swap(false, Ordering::SeqCst) {
                 panic!("injected: publishing failed");
             }
             if !p.created.is_empty() {
-                let mut map = self.tables.write();
+                let mut map = self.tables_mut();
                 for s in &p.created {
                     map.insert(s.id(), s.clone());
                 }
@@ -493,23 +493,23 @@ impl Inner {
             }
             // After the tables: a checkpoint reads the staged ids before the tables.
             if !p.attached.is_empty() {
-                let mut since = self.attached_since_cut.lock();
+                let mut since = self.attached_since_cut();
                 for (id, segments) in &p.attached {
                     // In memory there are no files to keep (and no checkpoint to
                     // empty the list).
-                    if self.dir.is_some() {
+                    if self.dir().is_some() {
                         since.extend(segments.iter().map(|s| (*id, *s)));
                     }
-                    self.staging.published(*id);
+                    self.staging().published(*id);
                 }
             }
             if let Some(c) = p.catalog {
-                *self.catalog.write() = c.catalog;
-                self.counters
+                self.publish_catalog(c.catalog);
+                self.counters()
                     .catalog_bytes
                     .fetch_add(c.added_bytes, Ordering::Relaxed);
                 if !c.dropped.is_empty() {
-                    let mut tables = self.tables.write();
+                    let mut tables = self.tables_mut();
                     for id in &c.dropped {
                         // A dropped table with segment files: a checkpoint is due to
                         // delete them (see `files_dropped`).
@@ -519,16 +519,16 @@ impl Inner {
                                 .iter()
                                 .any(|s| !s.segment().in_memory())
                         }) {
-                            self.flags.files_dropped.store(true, Ordering::Release);
+                            self.flags().files_dropped.store(true, Ordering::Release);
                         }
                     }
                 }
                 if !c.removed_blobs.is_empty() {
-                    if self.wal.is_none() || self.options.sync == SyncMode::Full {
+                    if self.wal().is_none() || self.options().sync == SyncMode::Full {
                         blobs_now = c.removed_blobs;
                     } else {
-                        self.blobs_dropped.lock().extend(c.removed_blobs);
-                        self.flags.files_dropped.store(true, Ordering::Release);
+                        self.drop_blobs_later(c.removed_blobs);
+                        self.flags().files_dropped.store(true, Ordering::Release);
                     }
                 }
             }
@@ -538,7 +538,7 @@ impl Inner {
             let why = crate::untrusted::panic_message(panic.as_ref())
                 .unwrap_or("a panic while publishing a commit")
                 .to_string();
-            *self.poisoned.lock() = Some(why.clone());
+            self.poison(why.clone());
             Error::Poisoned(why)
         })
     }

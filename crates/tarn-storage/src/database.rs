@@ -49,7 +49,7 @@ pub struct Database {
 impl std::fmt::Debug for Database {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Database")
-            .field("dir", &self.inner.dir)
+            .field("dir", &self.inner.dir())
             .finish()
     }
 }
@@ -71,10 +71,10 @@ impl Database {
         let inner = Arc::new(inner);
         // Open replayed the drop of a table whose files the manifest still names: the
         // worker checkpoints them away first thing.
-        if inner.flags.files_dropped.load(Ordering::Acquire) {
-            inner.worker.lock().wake = true;
+        if inner.flags().files_dropped.load(Ordering::Acquire) {
+            inner.wake_worker();
         }
-        let worker = (inner.options.background && inner.dir.is_some()).then(|| {
+        let worker = (inner.options().background && inner.dir().is_some()).then(|| {
             let inner = inner.clone();
             std::thread::Builder::new()
                 .name("tarn-maintenance".into())
@@ -143,7 +143,7 @@ impl Database {
         let mut referenced = HashSet::new();
         let mut referenced_indexes = HashSet::new();
         {
-            let mut tables = inner.tables.write();
+            let mut tables = inner.tables_mut();
             for t in &manifest.tables {
                 let mut segments = Vec::with_capacity(t.segments.len());
                 for e in &t.segments {
@@ -186,12 +186,12 @@ impl Database {
         }
         let catalog = Catalog::from_snapshot(manifest.catalog.clone());
         inner
-            .counters
+            .counters()
             .catalog_bytes
             .store(catalog_size(&catalog)?, Ordering::Relaxed);
-        *inner.catalog.write() = Arc::new(catalog);
+        inner.publish_catalog(Arc::new(catalog));
         inner
-            .counters
+            .counters()
             .next_segment_id
             .store(manifest.next_segment_id.max(1), Ordering::Relaxed);
         for entry in std::mem::take(&mut recovered.entries) {
@@ -212,8 +212,8 @@ impl Database {
         // Segments replayed records attached (uploads since the manifest): the log
         // names them until the next checkpoint, also when their table was dropped
         // since (replay needs them again if this process dies before that).
-        referenced.extend(inner.attached_since_cut.lock().iter().copied());
-        for (id, store) in inner.tables.read().iter() {
+        referenced.extend(inner.attached_since_cut().iter().copied());
+        for (id, store) in inner.tables().iter() {
             for seg in store.snapshot().segments() {
                 if let Some(s) = seg.segment().id() {
                     referenced.insert((*id, s));
@@ -221,18 +221,18 @@ impl Database {
             }
         }
         // 2. Everything checked out: clean up and start writing.
-        let backend = inner.options.backend.clone();
+        let backend = inner.options().backend.clone();
         if !format_present {
             write_format(backend.as_ref(), dir)?;
         }
         std::fs::create_dir_all(&seg_dir).map_err(|e| Error::io(&seg_dir, e))?;
-        inner.blobs.create_dir(backend.as_ref(), dir)?;
-        let wal = recovered.open(inner.options.sync, backend.clone())?;
+        inner.blobs().create_dir(backend.as_ref(), dir)?;
+        let wal = recovered.open(inner.options().sync, backend.clone())?;
         let wal_seq = wal.current_seq();
-        inner.wal = Some(wal);
+        inner.set_wal(wal);
         // Blobs no record names: an upload or a delete a crash interrupted. Best
         // effort: a blob that cannot be removed now is tried again at the next open.
-        inner.blobs.sweep(&inner.catalog.read().file_ids());
+        inner.blobs().sweep(&inner.catalog().file_ids());
         if new {
             Manifest {
                 wal_seq,
@@ -256,17 +256,17 @@ impl Database {
 
     /// The database directory (`None` in memory).
     pub fn dir(&self) -> Option<&Path> {
-        self.inner.dir.as_deref()
+        self.inner.dir()
     }
 
     /// The bytes of workspace files.
     pub fn blobs(&self) -> &Blobs {
-        &self.inner.blobs
+        self.inner.blobs()
     }
 
     /// A snapshot of the catalog.
     pub fn catalog(&self) -> Arc<Catalog> {
-        self.inner.catalog.read().clone()
+        self.inner.catalog()
     }
 
     /// The data of table `id`.
@@ -278,8 +278,8 @@ impl Database {
     /// commit that wrote several of them is seen wholly or not at all). Tables that do
     /// not exist are left out.
     pub fn pin(&self, ids: &[TableId]) -> HashMap<TableId, Arc<TableVersion>> {
-        let _p = self.inner.locks.publish.read();
-        let tables = self.inner.tables.read();
+        let _p = self.inner.locks().publish.read();
+        let tables = self.inner.tables();
         ids.iter()
             .filter_map(|id| tables.get(id).map(|s| (*id, s.snapshot())))
             .collect()
@@ -371,7 +371,7 @@ impl Database {
 
     /// Whether [`Database::close`] was called.
     pub fn is_closed(&self) -> bool {
-        self.inner.flags.closed.load(Ordering::Acquire)
+        self.inner.flags().closed.load(Ordering::Acquire)
     }
 
     /// Closes the database: later commits fail with [`Error::Closed`], the background
@@ -381,42 +381,38 @@ impl Database {
     /// run it on a blocking thread. Idempotent.
     pub fn close(&self) -> Result<()> {
         let _closing = self.closing.lock();
-        if self.inner.flags.closed.swap(true, Ordering::AcqRel) {
+        if self.inner.flags().closed.swap(true, Ordering::AcqRel) {
             return Ok(());
         }
         self.stop_worker();
         // An index build (a statement's, running on after its caller) sees `closed` at
         // its next step and removes its temporary file: wait for that, so that no build
         // touches the directory once its lock is released.
-        drop(self.inner.locks.index_build.lock());
+        drop(self.inner.locks().index_build.lock());
         // Commits check `closed` under the gate: once we hold it, none is in flight and
         // none will start.
-        drop(self.inner.locks.gate.write());
+        drop(self.inner.locks().gate.write());
         // Held until the lock is released, and every maintenance entry point checks
         // `released` under it: nothing touches the directory after it is given up.
-        let _m = self.inner.locks.maintenance.lock();
-        let res = if self.inner.dir.is_some() && self.inner.has_unsealed_work() {
+        let _m = self.inner.locks().maintenance.lock();
+        let res = if self.inner.dir().is_some() && self.inner.has_unsealed_work() {
             self.inner.checkpoint_locked()
         } else {
             Ok(())
         };
         self.inner.release_dir_lock();
-        self.inner.flags.released.store(true, Ordering::Release);
+        self.inner.flags().released.store(true, Ordering::Release);
         res
     }
 
     fn stop_worker(&self) {
-        self.inner.flags.stopping.store(true, Ordering::Release);
-        {
-            let mut w = self.inner.worker.lock();
-            w.shutdown = true;
-            self.inner.worker_cv.notify_all();
-        }
+        self.inner.flags().stopping.store(true, Ordering::Release);
+        self.inner.shut_worker_down();
         if let Some(h) = self.worker.lock().take() {
             // Maintenance checks `stopping` between blocks, so this is short.
             let _ = h.join();
         }
-        self.inner.flags.stopping.store(false, Ordering::Release);
+        self.inner.flags().stopping.store(false, Ordering::Release);
     }
 }
 
@@ -432,9 +428,9 @@ impl Drop for Database {
         self.stop_worker();
         let on_runtime = tokio::runtime::Handle::try_current().is_ok();
         if !on_runtime
-            && self.inner.dir.is_some()
+            && self.inner.dir().is_some()
             && self.inner.has_unsealed_work()
-            && self.inner.poisoned.lock().is_none()
+            && self.inner.poisoned().is_none()
             && let Err(e) = self.checkpoint()
         {
             tracing::warn!("closing checkpoint failed (the log still holds every commit): {e}");

@@ -312,7 +312,7 @@ fn deletes_during_compaction_are_carried_to_its_output() -> Result<()> {
     let new = db.inner.write_segment(
         1,
         run[0].segment().schema(),
-        LiveBlocks::new(run.clone(), &db.inner.flags.stopping),
+        LiveBlocks::new(run.clone(), &db.inner.flags().stopping),
     )?;
     // …while a writer deletes more rows.
     db.commit(vec![Op::Delete {
@@ -523,7 +523,7 @@ fn a_commit_that_cannot_apply_logs_nothing_and_publishes_nothing() -> Result<()>
         let db = Database::open(dir.path(), quiet())?;
         keyed_setup(&db)?;
         insert_range(&db, 0, 10)?;
-        let wal_len = db.inner.wal.as_ref().map(|w| w.current_len());
+        let wal_len = db.inner.wal().map(|w| w.current_len());
         // A delete and then an insert that reuses a row id: the delete must not
         // show, and nothing reaches the log.
         let err = db
@@ -540,7 +540,7 @@ fn a_commit_that_cannot_apply_logs_nothing_and_publishes_nothing() -> Result<()>
             ])
             .unwrap_err();
         assert!(err.to_string().contains("reused"), "{err}");
-        assert_eq!(db.inner.wal.as_ref().map(|w| w.current_len()), wal_len);
+        assert_eq!(db.inner.wal().map(|w| w.current_len()), wal_len);
         assert_eq!(store(&db)?.snapshot().row_count(), 10);
         // The database goes on.
         insert_range(&db, 10, 20)?;
@@ -589,18 +589,18 @@ fn records_and_catalogs_over_their_limits_are_too_large() -> Result<()> {
     // The running size is an upper bound (deletes add to it too): near the limit
     // the catalog is measured before a commit is refused.
     db.inner
-        .counters
+        .counters()
         .catalog_bytes
         .store(crate::state::MAX_CATALOG_BYTES - 10, Ordering::Relaxed);
     db.commit(vec![workspace("w1")])?;
     let exact = catalog_size(&db.catalog())?;
     assert_eq!(
-        db.inner.counters.catalog_bytes.load(Ordering::Relaxed),
+        db.inner.counters().catalog_bytes.load(Ordering::Relaxed),
         exact
     );
     // A catalog really over the limit is refused and unchanged.
     db.inner
-        .counters
+        .counters()
         .max_catalog_bytes
         .store(exact + 10, Ordering::Relaxed);
     let err = db.commit(vec![workspace("w2")]).unwrap_err();
@@ -639,7 +639,7 @@ fn each_user_has_a_fair_share_of_the_catalog() -> Result<()> {
     // The hog's second and third organizations.
     db.commit(vec![org("hog2", "h"), org("hog3", "h")])?;
     db.inner
-        .counters
+        .counters()
         .max_catalog_bytes
         .store(64 << 10, Ordering::Relaxed);
     let mut made = 0;

@@ -26,8 +26,8 @@ impl Inner {
     /// the index makes no per-segment files (or the table or index is gone). Segments
     /// kept in memory (an in-memory database) never get files and are not counted.
     pub(crate) fn index_coverage(&self, table: TableId, index: IndexId) -> Option<(usize, usize)> {
-        let builder = self.options.index_builder.as_ref()?;
-        let catalog = self.catalog.read().clone();
+        let builder = self.options().index_builder.as_ref()?;
+        let catalog = self.catalog();
         let def = catalog
             .indexes_of(table)
             .into_iter()
@@ -59,17 +59,17 @@ impl Inner {
         table: Option<TableId>,
         progress: &dyn Fn(BuildProgress),
     ) -> Result<usize> {
-        let Some(builder) = self.options.index_builder.clone() else {
+        let Some(builder) = self.options().index_builder.clone() else {
             return Ok(0);
         };
-        if self.dir.is_none() {
+        if self.dir().is_none() {
             return Ok(0);
         }
-        let _one_build = self.locks.index_build.lock();
-        let catalog = self.catalog.read().clone();
+        let _one_build = self.locks().index_build.lock();
+        let catalog = self.catalog();
         let tables: Vec<TableId> = match table {
             Some(t) => vec![t],
-            None => self.tables.read().keys().copied().collect(),
+            None => self.tables().keys().copied().collect(),
         };
         // What to build: (table, segment, index, column).
         let mut work: Vec<(TableId, Arc<Segment>, IndexDef, ColumnDef)> = Vec::new();
@@ -100,14 +100,14 @@ impl Inner {
         let mut attached = 0;
         let mut first_error = None;
         for (n, (t, segment, index, col)) in work.into_iter().enumerate() {
-            if self.flags.stopping.load(Ordering::Acquire)
-                || self.flags.closed.load(Ordering::Acquire)
+            if self.flags().stopping.load(Ordering::Acquire)
+                || self.flags().closed.load(Ordering::Acquire)
             {
                 return Err(Error::Closed);
             }
             let sid = segment.id().unwrap_or_default();
-            if self.failed_builds.lock().contains(&(t, sid, index.id))
-                || live_index_ids(&self.catalog.read(), t, vec![index.id]).is_empty()
+            if self.build_failed((t, sid, index.id))
+                || live_index_ids(&self.catalog(), t, vec![index.id]).is_empty()
             {
                 continue;
             }
@@ -124,10 +124,10 @@ impl Inner {
             // A build stops when the worker stops, the database closes, or its index or
             // table is dropped (a dropped index's build would otherwise run on for
             // minutes, holding the one build slot and a file that is thrown away).
-            let dropped = || live_index_ids(&self.catalog.read(), t, vec![index.id]).is_empty();
+            let dropped = || live_index_ids(&self.catalog(), t, vec![index.id]).is_empty();
             let closing = || {
-                self.flags.stopping.load(Ordering::Acquire)
-                    || self.flags.closed.load(Ordering::Acquire)
+                self.flags().stopping.load(Ordering::Acquire)
+                    || self.flags().closed.load(Ordering::Acquire)
             };
             let stop = || closing() || dropped();
             // Written under the temporary name, which checkpoints leave alone: a file
@@ -135,7 +135,7 @@ impl Inner {
             // take a finished file that nothing references yet.
             let written = (|| -> Result<()> {
                 let file = self
-                    .options
+                    .options()
                     .backend
                     .create(&tmp)
                     .map_err(|e| Error::io(&tmp, e))?;
@@ -148,7 +148,7 @@ impl Inner {
                 Ok(true) => attached += 1,
                 Ok(false) => {}
                 Err(e) => {
-                    let _ = self.options.backend.remove(&tmp);
+                    let _ = self.options().backend.remove(&tmp);
                     if matches!(e, Error::Closed) {
                         if closing() {
                             return Err(e);
@@ -159,7 +159,7 @@ impl Inner {
                     // Not retried until the next open: a file that cannot be built must
                     // not hold back every other index or the worker's other work.
                     tracing::warn!(table = t, segment = sid, index = index.id, error = %e, "index build failed");
-                    self.failed_builds.lock().insert((t, sid, index.id));
+                    self.note_failed_build((t, sid, index.id));
                     first_error.get_or_insert(e);
                 }
             }
@@ -193,7 +193,7 @@ impl Inner {
         path: &Path,
     ) -> Result<bool> {
         let _m = self.maintenance_lock()?;
-        let catalog = self.catalog.read().clone();
+        let catalog = self.catalog();
         let present = self.table(table).is_some_and(|store| {
             store
                 .snapshot()
@@ -202,10 +202,10 @@ impl Inner {
                 .any(|s| Arc::ptr_eq(s.segment(), segment))
         });
         if !present || live_index_ids(&catalog, table, vec![index.id]).is_empty() {
-            let _ = self.options.backend.remove(tmp);
+            let _ = self.options().backend.remove(tmp);
             return Ok(false);
         }
-        let backend = &self.options.backend;
+        let backend = &self.options().backend;
         backend.rename(tmp, path).map_err(|e| Error::io(path, e))?;
         if let Some(dir) = path.parent() {
             backend.sync_dir(dir).map_err(|e| Error::io(dir, e))?;

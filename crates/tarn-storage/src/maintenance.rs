@@ -48,39 +48,25 @@ struct Cut {
 }
 
 impl Inner {
-    pub(crate) fn wake_worker(&self) {
-        let mut w = self.worker.lock();
-        w.wake = true;
-        self.worker_cv.notify_all();
-    }
-
     pub(crate) fn has_unsealed_work(&self) -> bool {
-        self.tables
-            .read()
+        self.tables()
             .values()
             .any(|t| t.snapshot().memtable_bytes() > 0)
-            || self.wal.as_ref().is_some_and(|w| w.current_len() > 64)
+            || self.wal().is_some_and(|w| w.current_len() > 64)
             // Files of dropped tables that the manifest still names (say the drop was
             // replayed at open from a log file that is not the current one).
-            || self.flags.files_dropped.load(Ordering::Acquire)
+            || self.flags().files_dropped.load(Ordering::Acquire)
     }
 
     pub(crate) fn run_worker(&self) {
         let mut failures = 0u32;
         loop {
-            {
-                let mut w = self.worker.lock();
-                // After failures (a full or failing disk), back off: every attempt
-                // rotates the WAL and writes files that are then thrown away. The
-                // next commit or VACUUM reports the disk's state to its caller.
-                let pause = Duration::from_millis(500) * 2u32.pow(failures.min(6));
-                if !w.shutdown && (!w.wake || failures > 0) {
-                    self.worker_cv.wait_for(&mut w, pause);
-                }
-                if w.shutdown {
-                    return;
-                }
-                w.wake = false;
+            // After failures (a full or failing disk), back off: every attempt rotates
+            // the WAL and writes files that are then thrown away. The next commit or
+            // VACUUM reports the disk's state to its caller.
+            let pause = Duration::from_millis(500) * 2u32.pow(failures.min(6));
+            if !self.wait_for_work(pause, failures == 0) {
+                return;
             }
             failures = match self.maintain(false) {
                 Ok(()) => 0,
@@ -101,22 +87,22 @@ impl Inner {
     /// were dropped, then compacts what needs it (and checkpoints again so the
     /// compacted files replace the old ones).
     pub(crate) fn maintain(&self, force_checkpoint: bool) -> Result<()> {
-        if self.dir.is_none() {
+        if self.dir().is_none() {
             return Ok(());
         }
         let _m = self.maintenance_lock()?;
-        if let Some(m) = self.poisoned.lock().clone() {
+        if let Some(m) = self.poisoned() {
             return Err(Error::Poisoned(m));
         }
-        let wal_len = self.wal.as_ref().map_or(0, |w| w.current_len());
+        let wal_len = self.wal().map_or(0, |w| w.current_len());
         if force_checkpoint
-            || self.flags.files_dropped.load(Ordering::Acquire)
-            || self.counters.mem_estimate.load(Ordering::Relaxed) > self.options.memtable_bytes
+            || self.flags().files_dropped.load(Ordering::Acquire)
+            || self.counters().mem_estimate.load(Ordering::Relaxed) > self.options().memtable_bytes
             || wal_len > CHECKPOINT_WAL_BYTES
         {
             self.checkpoint_locked()?;
         }
-        let ids: Vec<TableId> = self.tables.read().keys().copied().collect();
+        let ids: Vec<TableId> = self.tables().keys().copied().collect();
         let mut compacted = false;
         for id in ids {
             compacted |= self.compact_table(id, false)?;
@@ -134,7 +120,7 @@ impl Inner {
         schema: &datafusion::arrow::datatypes::SchemaRef,
         blocks: impl IntoIterator<Item = Result<(UInt64Array, RecordBatch)>>,
     ) -> Result<Arc<Segment>> {
-        let specs = key_specs(&self.catalog.read(), table);
+        let specs = key_specs(&self.catalog(), table);
         let specs: Vec<KeySpec> = specs
             .into_iter()
             .filter(|s| {
@@ -146,11 +132,11 @@ impl Inner {
             })
             .collect();
         let id = self
-            .counters
+            .counters()
             .next_segment_id
             .fetch_add(1, Ordering::Relaxed);
         // Stops between blocks when the database closes (the file is then an orphan).
-        let stop = &self.flags.stopping;
+        let stop = &self.flags().stopping;
         let blocks = blocks.into_iter().map(|b| {
             if stop.load(Ordering::Acquire) {
                 Err(Error::Closed)
@@ -159,7 +145,7 @@ impl Inner {
             }
         });
         let seg = segment_writer::write(
-            &self.options.backend,
+            &self.options().backend,
             &self.seg_dir()?,
             table,
             id,
@@ -167,7 +153,7 @@ impl Inner {
             blocks,
             &specs,
         )?;
-        self.flags.seg_dir_dirty.store(true, Ordering::Release);
+        self.flags().seg_dir_dirty.store(true, Ordering::Release);
         seg.verify_key_sections()?;
         Ok(Arc::new(seg))
     }
@@ -175,32 +161,31 @@ impl Inner {
     /// Seals the memtable, writes a manifest, cuts the WAL and deletes files nothing
     /// references any more. Callers hold `maintenance`.
     pub(crate) fn checkpoint_locked(&self) -> Result<()> {
-        let Some(wal) = &self.wal else {
+        let Some(wal) = self.wal() else {
             return Ok(());
         };
         // After a commit failed to publish, memory lacks a logged record: a checkpoint
         // of it would drop that record for good. The log stays the truth.
-        if let Some(m) = self.poisoned.lock().clone() {
+        if let Some(m) = self.poisoned() {
             return Err(Error::Poisoned(m));
         }
         // 1. The cut: no commit is between prepare and publish while the gate is held.
         let (cut, files_dropped, blobs) = {
-            let _gate = self.locks.gate.write();
+            let _gate = self.locks().gate.write();
             let (lsn, seq) = wal.rotate()?;
             // Blobs of files deleted before the cut: their records are not in this
             // checkpoint's catalog, so once its manifest is durable they can go.
-            let blobs = std::mem::take(&mut *self.blobs_dropped.lock());
+            let blobs = self.take_dropped_blobs();
             // Drops publish under the gate: every table dropped before the cut is left
             // out of this checkpoint's manifest (and its files deleted); one dropped
             // after it sets the flag again.
-            let files_dropped = self.flags.files_dropped.swap(false, Ordering::AcqRel);
+            let files_dropped = self.flags().files_dropped.swap(false, Ordering::AcqRel);
             // Attached before the cut: this manifest covers them (or their table was
             // dropped before it, and replay starts after their records).
-            self.attached_since_cut.lock().clear();
-            let catalog = self.catalog.read().clone();
+            self.attached_since_cut().clear();
+            let catalog = self.catalog();
             let versions: Vec<(TableId, Arc<TableStore>, Arc<TableVersion>)> = self
-                .tables
-                .read()
+                .tables()
                 .iter()
                 .map(|(id, store)| (*id, store.clone(), store.freeze()))
                 .collect();
@@ -209,27 +194,27 @@ impl Inner {
                 wal_seq: seq,
                 catalog,
                 versions,
-                estimated_catalog: self.counters.catalog_bytes.load(Ordering::Relaxed),
-                memtable: self.counters.mem_estimate.swap(0, Ordering::Relaxed),
+                estimated_catalog: self.counters().catalog_bytes.load(Ordering::Relaxed),
+                memtable: self.counters().mem_estimate.swap(0, Ordering::Relaxed),
             };
             (cut, files_dropped, blobs)
         };
         let memtable = cut.memtable;
         let res = self.seal_and_record(wal, cut);
         if res.is_ok()
-            && let Err(e) = self.blobs.remove(&blobs)
+            && let Err(e) = self.blobs().remove(&blobs)
         {
             tracing::warn!("blobs of deleted files not removed (the next open will): {e}");
         }
         if res.is_err() {
-            self.blobs_dropped.lock().extend(blobs);
+            self.drop_blobs_later(blobs);
             // Nothing was sealed: the memtable is still over budget, so the worker (or
             // the next commit) tries again.
-            self.counters
+            self.counters()
                 .mem_estimate
                 .fetch_add(memtable, Ordering::Relaxed);
             if files_dropped {
-                self.flags.files_dropped.store(true, Ordering::Release);
+                self.flags().files_dropped.store(true, Ordering::Release);
             }
         }
         res
@@ -246,14 +231,17 @@ impl Inner {
             estimated_catalog,
             ..
         } = cut;
-        let dir = self.dir.clone().unwrap_or_default();
+        let dir = self
+            .dir()
+            .map(std::path::Path::to_path_buf)
+            .unwrap_or_default();
         // 2. Seal each table's memtable: consecutive in-memory segments with one schema
         //    become one file holding all their rows (deleted ones too, so positions and
         //    deletion bitmaps carry over unchanged).
         let mut entries = Vec::with_capacity(versions.len());
         let mut swaps: Vec<Swap> = Vec::new();
         for (id, store, version) in &versions {
-            if self.flags.stopping.load(Ordering::Acquire) {
+            if self.flags().stopping.load(Ordering::Acquire) {
                 return Err(Error::Closed);
             }
             let mut segs = Vec::new();
@@ -323,10 +311,10 @@ impl Inner {
         }
         // Segment files written since the last manifest (sealed here, or compacted)
         // must keep their names after a power cut before a manifest names them.
-        if self.flags.seg_dir_dirty.swap(false, Ordering::AcqRel) {
+        if self.flags().seg_dir_dirty.swap(false, Ordering::AcqRel) {
             let seg_dir = self.seg_dir()?;
-            if let Err(e) = self.options.backend.sync_dir(&seg_dir) {
-                self.flags.seg_dir_dirty.store(true, Ordering::Release);
+            if let Err(e) = self.options().backend.sync_dir(&seg_dir) {
+                self.flags().seg_dir_dirty.store(true, Ordering::Release);
                 return Err(Error::io(&seg_dir, e));
             }
         }
@@ -337,15 +325,15 @@ impl Inner {
         let manifest = Manifest {
             lsn,
             wal_seq,
-            next_segment_id: self.counters.next_segment_id.load(Ordering::Relaxed),
+            next_segment_id: self.counters().next_segment_id.load(Ordering::Relaxed),
             catalog: catalog.snapshot(),
             tables: entries,
         };
-        manifest.write(self.options.backend.as_ref(), &dir)?;
+        manifest.write(self.options().backend.as_ref(), &dir)?;
         // Commits since the cut only added to the estimate: take off what it overstated.
         let over = estimated_catalog.saturating_sub(exact);
         let _ =
-            self.counters
+            self.counters()
                 .catalog_bytes
                 .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |v| {
                     Some(v.saturating_sub(over))
@@ -373,16 +361,16 @@ impl Inner {
         let mut keep = referenced;
         // Segments numbered from here on are written after these lists are taken (an
         // upload stages one at any time): they stay.
-        let keep_from = self.counters.next_segment_id.load(Ordering::Acquire);
+        let keep_from = self.counters().next_segment_id.load(Ordering::Acquire);
         // Staged files (uploads not committed yet) before the tables: a commit
         // publishes its table before it forgets the staged ids, so read in this order
         // every file is in one or the other.
-        keep.extend(self.staging.ids());
+        keep.extend(self.staging().ids());
         // Files attached since the cut: the log after this checkpoint's manifest has
         // their `Attach` records, which replay needs even if the table was dropped
         // since.
-        keep.extend(self.attached_since_cut.lock().iter().copied());
-        for store in self.tables.read().values() {
+        keep.extend(self.attached_since_cut().iter().copied());
+        for store in self.tables().values() {
             for s in store.snapshot().segments() {
                 if let Some(id) = s.segment().id() {
                     keep.insert((store.id(), id));
@@ -394,7 +382,7 @@ impl Inner {
         }
         // Index builds write temporary files while a checkpoint may run: leave those.
         remove_unreferenced(
-            self.options.backend.as_ref(),
+            self.options().backend.as_ref(),
             &self.seg_dir()?,
             &keep,
             &keep_indexes,
@@ -406,7 +394,7 @@ impl Inner {
     /// Merges small segments of table `id` and drops deleted rows (all of its segments
     /// when `force`). Returns whether anything changed. Callers hold `maintenance`.
     pub(crate) fn compact_table(&self, id: TableId, force: bool) -> Result<bool> {
-        if self.dir.is_none() {
+        if self.dir().is_none() {
             return Ok(false);
         }
         let Some(store) = self.table(id) else {
@@ -437,7 +425,7 @@ impl Inner {
             for s in run {
                 s.segment().verify_all()?;
             }
-            let blocks = LiveBlocks::new(run.to_vec(), &self.flags.stopping);
+            let blocks = LiveBlocks::new(run.to_vec(), &self.flags().stopping);
             let new = self.write_segment(id, run[0].segment().schema(), blocks)?;
             let old: Vec<Arc<Segment>> = run.iter().map(|s| s.segment().clone()).collect();
             let built_from: Vec<Arc<RoaringBitmap>> =

@@ -46,8 +46,8 @@ impl Database {
     /// A table id no other caller gets: CREATE TABLE and uploads take theirs here, so an
     /// upload can write its table's files before the table exists.
     pub fn reserve_table_id(&self) -> TableId {
-        let committed = self.inner.catalog.read().next_table_id();
-        let reserved = &self.inner.counters.reserved_table_id;
+        let committed = self.inner.catalog().next_table_id();
+        let reserved = &self.inner.counters().reserved_table_id;
         let mut cur = reserved.load(Ordering::Relaxed);
         loop {
             let id = cur.max(committed).max(1);
@@ -64,8 +64,8 @@ impl Database {
     /// [`crate::Op::Attach`].
     pub fn stage(&self, table: TableId, schema: SchemaRef) -> Result<Stager> {
         self.inner.check_open()?;
-        let mut tables = self.inner.staging.tables.lock();
-        if tables.contains_key(&table) || self.inner.tables.read().contains_key(&table) {
+        let mut tables = self.inner.staging().tables.lock();
+        if tables.contains_key(&table) || self.inner.tables().contains_key(&table) {
             return Err(Error::Internal(format!("table {table} is taken")));
         }
         tables.insert(table, StagedTable::default());
@@ -91,7 +91,7 @@ impl Stager {
     }
 
     fn register(&self, id: SegmentId, seg: Option<Arc<Segment>>) -> Result<()> {
-        let mut tables = self.inner.staging.tables.lock();
+        let mut tables = self.inner.staging().tables.lock();
         let staged = tables
             .get_mut(&self.table)
             .filter(|s| !s.claimed)
@@ -109,7 +109,7 @@ impl Stager {
             return Ok(());
         }
         self.inner.check_open()?;
-        if self.inner.flags.stopping.load(Ordering::Acquire) {
+        if self.inner.flags().stopping.load(Ordering::Acquire) {
             return Err(Error::Closed);
         }
         if batch.schema().fields() != self.schema.fields() {
@@ -117,14 +117,14 @@ impl Stager {
         }
         let Some(seg_dir) = self
             .inner
-            .dir
+            .dir()
             .as_ref()
             .map(|d| d.join(crate::layout::SEGMENTS_DIR))
         else {
             // In memory: the rows are the segment.
             let id = self
                 .inner
-                .counters
+                .counters()
                 .next_segment_id
                 .fetch_add(1, Ordering::Relaxed);
             let ids = UInt64Array::from_iter_values(
@@ -142,13 +142,13 @@ impl Stager {
                 self.inner.check_open()?;
                 let id = self
                     .inner
-                    .counters
+                    .counters()
                     .next_segment_id
                     .fetch_add(1, Ordering::Relaxed);
                 // Registered before the file exists, so no checkpoint deletes it.
                 self.register(id, None)?;
                 let w = SegmentWriter::create(
-                    &self.inner.options.backend,
+                    &self.inner.options().backend,
                     &seg_dir,
                     self.table,
                     id,
@@ -156,7 +156,7 @@ impl Stager {
                     &[],
                 )?;
                 self.inner
-                    .flags
+                    .flags()
                     .seg_dir_dirty
                     .store(true, Ordering::Release);
                 self.writer = Some((id, w));
@@ -191,17 +191,17 @@ impl Stager {
     /// table.
     pub fn finish(&mut self) -> Result<crate::Op> {
         self.seal()?;
-        if let Some(dir) = &self.inner.dir {
+        if let Some(dir) = self.inner.dir() {
             let seg_dir = dir.join(crate::layout::SEGMENTS_DIR);
             self.inner
-                .options
+                .options()
                 .backend
                 .sync_dir(&seg_dir)
                 .map_err(|e| Error::io(&seg_dir, e))?;
         }
         let segments = self
             .inner
-            .staging
+            .staging()
             .tables
             .lock()
             .get(&self.table)
@@ -217,7 +217,7 @@ impl Stager {
 
 impl Drop for Stager {
     fn drop(&mut self) {
-        let released = self.inner.flags.released.load(Ordering::Acquire);
+        let released = self.inner.flags().released.load(Ordering::Acquire);
         if let Some((_, w)) = &mut self.writer
             && released
         {
@@ -225,7 +225,7 @@ impl Drop for Stager {
         }
         // The writer removes its own unfinished file.
         self.writer = None;
-        let mut tables = self.inner.staging.tables.lock();
+        let mut tables = self.inner.staging().tables.lock();
         if tables.get(&self.table).is_some_and(|s| s.claimed) {
             // A commit took them: published, or (if it failed after logging) left for
             // the next open to attach or delete.
@@ -237,15 +237,15 @@ impl Drop for Stager {
         drop(tables);
         // Once the directory is another process's, its files are not ours to delete
         // (the next open deletes what is left).
-        if self.inner.flags.released.load(Ordering::Acquire) {
+        if self.inner.flags().released.load(Ordering::Acquire) {
             return;
         }
-        if let Some(dir) = &self.inner.dir {
+        if let Some(dir) = self.inner.dir() {
             for (id, _) in staged.segments {
                 let path = dir
                     .join(crate::layout::SEGMENTS_DIR)
                     .join(crate::layout::segment_file_name(self.table, id));
-                let _ = self.inner.options.backend.remove(&path);
+                let _ = self.inner.options().backend.remove(&path);
             }
         }
     }

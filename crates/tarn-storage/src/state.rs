@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
-use parking_lot::{Condvar, Mutex, RwLock};
+use parking_lot::{Condvar, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use tarn_catalog::{Catalog, TableId};
 
 use crate::backend::{FileBackend, StdBackend};
@@ -57,42 +57,45 @@ impl Default for StorageOptions {
 
 /// What the background worker is asked to do.
 #[derive(Default)]
-pub(crate) struct WorkerState {
-    pub shutdown: bool,
-    pub wake: bool,
+struct WorkerState {
+    shutdown: bool,
+    wake: bool,
 }
 
 /// The state shared by the database handle, committers and the background worker,
 /// grouped by what it is for: what the database holds, the locks that order its work,
 /// the flags of its life cycle, its counters, and work left for the next checkpoint.
+/// Its fields are private to this module: the modules that act on it reach them
+/// through the methods below, which say what each use is for (publish a catalog, wake
+/// the worker, poison writes, remember a failed build, …).
 pub(crate) struct Inner {
-    pub(crate) dir: Option<PathBuf>,
-    pub(crate) wal: Option<Wal>,
-    pub(crate) options: StorageOptions,
+    dir: Option<PathBuf>,
+    wal: Option<Wal>,
+    options: StorageOptions,
     /// The directory lock, released by `close`.
     lock: Mutex<Option<DirLock>>,
-    pub(crate) catalog: RwLock<Arc<Catalog>>,
-    pub(crate) tables: RwLock<HashMap<TableId, Arc<TableStore>>>,
+    catalog: RwLock<Arc<Catalog>>,
+    tables: RwLock<HashMap<TableId, Arc<TableStore>>>,
     /// The bytes of workspace files.
-    pub(crate) blobs: Blobs,
+    blobs: Blobs,
     /// Segments written for tables their commits have not created yet (uploads).
-    pub(crate) staging: Staging,
-    pub(crate) locks: Locks,
-    pub(crate) flags: Flags,
-    pub(crate) counters: Counters,
-    pub(crate) worker: Mutex<WorkerState>,
-    pub(crate) worker_cv: Condvar,
+    staging: Staging,
+    locks: Locks,
+    flags: Flags,
+    counters: Counters,
+    worker: Mutex<WorkerState>,
+    worker_cv: Condvar,
     /// Why writes stopped, after a logged commit failed to publish.
-    pub(crate) poisoned: Mutex<Option<String>>,
+    poisoned: Mutex<Option<String>>,
     /// (table, segment, index) files whose build failed since open: not retried.
-    pub(crate) failed_builds: Mutex<HashSet<(TableId, crate::SegmentId, tarn_catalog::IndexId)>>,
+    failed_builds: Mutex<HashSet<(TableId, crate::SegmentId, tarn_catalog::IndexId)>>,
     /// Blobs whose records a commit deleted while the log was not fsynced at each
     /// commit (`SyncMode::Process`): removed by the next checkpoint, once a manifest
     /// without their records is durable (`flags.files_dropped` makes one due).
-    pub(crate) blobs_dropped: Mutex<Vec<String>>,
+    blobs_dropped: Mutex<Vec<String>>,
     /// Segments attached (`Op::Attach`) by records after the last checkpoint's cut:
     /// kept until a manifest covers those records.
-    pub(crate) attached_since_cut: Mutex<Vec<(TableId, crate::SegmentId)>>,
+    attached_since_cut: Mutex<Vec<(TableId, crate::SegmentId)>>,
 }
 
 /// The locks that order a database's work, in the order they are taken.
@@ -219,6 +222,150 @@ impl Inner {
             dir,
             options,
         }
+    }
+
+    /// The database's directory (none in memory).
+    pub(crate) fn dir(&self) -> Option<&Path> {
+        self.dir.as_deref()
+    }
+
+    /// The write-ahead log (none in memory).
+    pub(crate) fn wal(&self) -> Option<&Wal> {
+        self.wal.as_ref()
+    }
+
+    /// Installs the log opened after recovery (at open, before the state is shared).
+    pub(crate) fn set_wal(&mut self, wal: Wal) {
+        self.wal = Some(wal);
+    }
+
+    /// The options the database was opened with.
+    pub(crate) fn options(&self) -> &StorageOptions {
+        &self.options
+    }
+
+    /// The published catalog.
+    pub(crate) fn catalog(&self) -> Arc<Catalog> {
+        self.catalog.read().clone()
+    }
+
+    /// Publishes `catalog` (a commit, under `publish` and `catalog_commit`).
+    pub(crate) fn publish_catalog(&self, catalog: Arc<Catalog>) {
+        *self.catalog.write() = catalog;
+    }
+
+    /// Takes the published catalog out, leaving an empty one: for replay at open, which
+    /// changes it in place (nothing else holds it yet) and publishes the result.
+    pub(crate) fn take_catalog(&self) -> Arc<Catalog> {
+        std::mem::take(&mut *self.catalog.write())
+    }
+
+    /// The published tables.
+    pub(crate) fn tables(&self) -> RwLockReadGuard<'_, HashMap<TableId, Arc<TableStore>>> {
+        self.tables.read()
+    }
+
+    /// The published tables, to change (a commit's publish, open, checkpoints).
+    pub(crate) fn tables_mut(&self) -> RwLockWriteGuard<'_, HashMap<TableId, Arc<TableStore>>> {
+        self.tables.write()
+    }
+
+    /// The bytes of workspace files.
+    pub(crate) fn blobs(&self) -> &Blobs {
+        &self.blobs
+    }
+
+    /// Segments written for tables their commits have not created yet.
+    pub(crate) fn staging(&self) -> &Staging {
+        &self.staging
+    }
+
+    /// The locks that order the database's work.
+    pub(crate) fn locks(&self) -> &Locks {
+        &self.locks
+    }
+
+    /// Where the database is in its life.
+    pub(crate) fn flags(&self) -> &Flags {
+        &self.flags
+    }
+
+    /// The database's counters.
+    pub(crate) fn counters(&self) -> &Counters {
+        &self.counters
+    }
+
+    /// Asks the background worker for a round of maintenance.
+    pub(crate) fn wake_worker(&self) {
+        let mut w = self.worker.lock();
+        w.wake = true;
+        self.worker_cv.notify_all();
+    }
+
+    /// Tells the background worker to stop (it returns from its next wait).
+    pub(crate) fn shut_worker_down(&self) {
+        let mut w = self.worker.lock();
+        w.shutdown = true;
+        self.worker_cv.notify_all();
+    }
+
+    /// The worker's wait between rounds: until woken, or `pause` (at once when woken
+    /// and `eager`). False when the worker is to stop.
+    pub(crate) fn wait_for_work(&self, pause: std::time::Duration, eager: bool) -> bool {
+        let mut w = self.worker.lock();
+        if !w.shutdown && (!w.wake || !eager) {
+            self.worker_cv.wait_for(&mut w, pause);
+        }
+        if w.shutdown {
+            return false;
+        }
+        w.wake = false;
+        true
+    }
+
+    /// Why writes stopped, if a logged commit failed to publish.
+    pub(crate) fn poisoned(&self) -> Option<String> {
+        self.poisoned.lock().clone()
+    }
+
+    /// Stops writes for good: a logged commit failed to publish.
+    pub(crate) fn poison(&self, why: String) {
+        *self.poisoned.lock() = Some(why);
+    }
+
+    /// Whether the build of this (table, segment, index) file failed since open (it is
+    /// not retried).
+    pub(crate) fn build_failed(
+        &self,
+        file: (TableId, crate::SegmentId, tarn_catalog::IndexId),
+    ) -> bool {
+        self.failed_builds.lock().contains(&file)
+    }
+
+    /// Remembers that the build of this file failed.
+    pub(crate) fn note_failed_build(
+        &self,
+        file: (TableId, crate::SegmentId, tarn_catalog::IndexId),
+    ) {
+        self.failed_builds.lock().insert(file);
+    }
+
+    /// Blobs whose records a commit deleted, to remove once a manifest without them
+    /// is durable (see the field).
+    pub(crate) fn drop_blobs_later(&self, blobs: impl IntoIterator<Item = String>) {
+        self.blobs_dropped.lock().extend(blobs);
+    }
+
+    /// The blobs left by [`Inner::drop_blobs_later`], taken for removal.
+    pub(crate) fn take_dropped_blobs(&self) -> Vec<String> {
+        std::mem::take(&mut *self.blobs_dropped.lock())
+    }
+
+    /// Segments attached by records after the last checkpoint's cut (see the field).
+    pub(crate) fn attached_since_cut(
+        &self,
+    ) -> parking_lot::MutexGuard<'_, Vec<(TableId, crate::SegmentId)>> {
+        self.attached_since_cut.lock()
     }
 
     pub(crate) fn table(&self, id: TableId) -> Option<Arc<TableStore>> {
