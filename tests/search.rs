@@ -1461,6 +1461,9 @@ async fn null_scores_sort_last_in_every_top_k_shape() -> TestResult {
         format!("SELECT id FROM {n} WHERE id > 0 ORDER BY e <#> NULL::float4[] DESC LIMIT 5"),
         // Text alike (the text node had left a NULL query to a sort in no order).
         format!("SELECT id FROM {n} ORDER BY body <#> NULL DESC LIMIT 5"),
+        // A volatile filter too (it had left the plan to a sort: 2, 3, 4, 5, 1).
+        format!("SELECT id FROM {n} WHERE random() < 2 ORDER BY e <#> NULL DESC LIMIT 5"),
+        format!("SELECT id FROM {n} WHERE random() < 2 ORDER BY body <#> NULL DESC LIMIT 5"),
     ] {
         assert_eq!(
             json!(s.query("ws", &sql, &[]).await?.rows),

@@ -101,8 +101,13 @@ fn substitute_all(
 }
 
 /// Whether `e` can be evaluated block by block by the search node: no subqueries, no
-/// aggregates or windows, nothing volatile.
-fn evaluable(e: &Expr) -> bool {
+/// aggregates or windows, nothing volatile — unless `in_row_order`: a NULL query, whose
+/// node walks the rows by row id and evaluates the filter once for each row it reaches
+/// until it has k, just as a filter under a sort would (so `WHERE random() < 0.5 ORDER
+/// BY e <#> NULL DESC LIMIT k` keeps its rows in row id order, SPEC §5). A ranked search
+/// evaluates its filter on the candidates it visits, so a volatile one stays with
+/// DataFusion's plan there.
+fn evaluable(e: &Expr, in_row_order: bool) -> bool {
     let mut ok = true;
     let _ = e.apply(|e| {
         match e {
@@ -117,8 +122,9 @@ fn evaluable(e: &Expr) -> bool {
             // A large text parameter is volatile only so that it is not folded into a
             // literal (`functions::param_text`): it is the statement's constant.
             Expr::ScalarFunction(f)
-                if f.func.signature().volatility
-                    == datafusion::logical_expr::Volatility::Volatile
+                if !in_row_order
+                    && f.func.signature().volatility
+                        == datafusion::logical_expr::Volatility::Volatile
                     && f.func.name() != crate::datafusion_ext::functions::param_text::FUNCTION =>
             {
                 ok = false
@@ -241,9 +247,10 @@ fn search_plan(sort: &Sort) -> DfResult<Option<LogicalPlan>> {
             v.name.clone(),
             NodeQuery::Hybrid { binding: h, vector },
             index,
+            false,
         );
     }
-    let (query, index) = match text_search::binding_of(&call) {
+    let (query, index, unscored) = match text_search::binding_of(&call) {
         // Text: bound to this table's snapshot at planning; a NULL query scores every
         // row NULL, and the node returns them by row id.
         Some(b) => {
@@ -251,7 +258,8 @@ fn search_plan(sort: &Sort) -> DfResult<Option<LogicalPlan>> {
                 return Ok(None);
             }
             let index = Some((b.index.id, b.index.name.clone(), 0));
-            (NodeQuery::Text(b), index)
+            let unscored = b.query.is_none();
+            (NodeQuery::Text(b), index, unscored)
         }
         None => {
             let [_, Expr::Literal(q, _)] = f.args.as_slice() else {
@@ -268,7 +276,7 @@ fn search_plan(sort: &Sort) -> DfResult<Option<LogicalPlan>> {
             let index = table
                 .vector_index(&col.name)
                 .map(|i| (i.id, i.name.clone(), table.ef_search(i)));
-            (NodeQuery::Vector(query), index)
+            (NodeQuery::Vector(query), index, q.is_null())
         }
     };
     finish(
@@ -280,11 +288,13 @@ fn search_plan(sort: &Sort) -> DfResult<Option<LogicalPlan>> {
         col.name.clone(),
         query,
         index,
+        unscored,
     )
 }
 
 /// The plan with the search node in place of `scan` (`filters` moved into it) and the
-/// kept nodes of `path` rebuilt over it; `None` when a filter cannot move.
+/// kept nodes of `path` rebuilt over it; `None` when a filter cannot move (`unscored`:
+/// the query is NULL, see [`evaluable`]).
 #[allow(clippy::too_many_arguments)]
 fn finish(
     sort: &Sort,
@@ -295,6 +305,7 @@ fn finish(
     column: String,
     query: NodeQuery,
     index: Option<(tarn_catalog::IndexId, String, usize)>,
+    unscored: bool,
 ) -> DfResult<Option<LogicalPlan>> {
     let schema = table.table_schema();
     for f in &scan.filters {
@@ -308,7 +319,7 @@ fn finish(
     };
     if !filters
         .iter()
-        .all(|f| evaluable(f) && f.column_refs().into_iter().all(own))
+        .all(|f| evaluable(f, unscored) && f.column_refs().into_iter().all(own))
     {
         return Ok(None);
     }
