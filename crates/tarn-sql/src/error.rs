@@ -823,6 +823,27 @@ fn pg_wording(m: &str) -> Option<String> {
              another): cast every row's value to one type, as in '[]'::jsonb"
         ));
     }
+    // `1 -> 'k'`, `j -> 1.5`, `json_length(1)`: the JSON functions' own refusal, which
+    // names the function `->` is planned as rather than the operator written.
+    if let Some(rest) = m.strip_prefix("Unexpected argument type to '")
+        && let Some((name, rest)) = rest.split_once("' at position ")
+        && let Some((position, rest)) = rest.split_once(", expected ")
+        && let Some((_, got)) = rest.split_once(", got ")
+    {
+        let got = pg_type_names(got.trim_end_matches('.'));
+        let what = if position == "1" {
+            "a JSON document (jsonb or text)"
+        } else {
+            "a key (text) or an array index (integer)"
+        };
+        let side = if position == "1" { "left" } else { "right" };
+        return Some(match name {
+            "json_get" => format!("-> takes {what} on its {side}, not {got}"),
+            "json_as_text" => format!("->> and #>> take {what} on their {side}, not {got}"),
+            "json_get_json" => format!("#> takes {what} on its {side}, not {got}"),
+            _ => format!("{name}() takes {what} as argument {position}, not {got}"),
+        });
+    }
     if let Some(rest) = m.strip_prefix("Fail to find the coerced type, errors: ") {
         return Some(format!(
             "the arguments have no common type: {}",
