@@ -1938,13 +1938,19 @@ async fn errors_are_in_tarns_own_words() -> TestResult {
         ),
         // The JSON operators' refusals name the operator written, not the function it
         // is planned as.
-        ("SELECT 1 -> 2", "-> takes a JSON document (jsonb or text) on its left, not bigint"),
+        (
+            "SELECT 1 -> 2",
+            "-> takes a JSON document (jsonb or text) on its left, not bigint",
+        ),
         (
             "SELECT '{}'::jsonb -> 1.5",
             "-> takes a key (text) or an array index (integer) on its right",
         ),
         ("SELECT 1 #>> '{a}'", "->> and #>> take a JSON document"),
-        ("SELECT json_length(1)", "json_length() takes a JSON document"),
+        (
+            "SELECT json_length(1)",
+            "json_length() takes a JSON document",
+        ),
     ] {
         let e = s.query("ws", sql, &[]).await.unwrap_err();
         assert_eq!(e.kind(), ErrorKind::BadRequest, "{sql}: {e}");

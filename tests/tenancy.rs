@@ -1058,6 +1058,8 @@ async fn names_and_labels_of_catalog_records_are_bounded() -> TestResult {
         "a\u{0}b",
         "a\u{2028}b",
         "evil\u{202E}gpj.exe",
+        "",
+        "   ",
     ] {
         let e = s.create_organization("big", bad).await.unwrap_err();
         assert_eq!(e.status(), 400, "{e}");
@@ -1073,6 +1075,24 @@ async fn names_and_labels_of_catalog_records_are_bounded() -> TestResult {
     s.create_workspace("w", &fine).await?;
     let e = s.update_workspace("w", &long).await.unwrap_err();
     assert_eq!(e.status(), 400, "{e}");
+    // A required display name is not empty (a member list of blank entries).
+    for (e, what) in [
+        (
+            s.create_workspace("w2", "").await.unwrap_err(),
+            "create_workspace",
+        ),
+        (
+            s.update_workspace("w", " ").await.unwrap_err(),
+            "update_workspace",
+        ),
+        (
+            s.update_organization("acme", "").await.unwrap_err(),
+            "update_organization",
+        ),
+    ] {
+        assert_eq!(e.status(), 400, "{what}: {e}");
+        assert_eq!(e.message(), "name must not be empty", "{what}");
+    }
     assert_eq!(s.workspace("w").await?.workspace.name, fine);
     // Invalid ids and addresses are quoted in part, not echoed whole.
     let huge = "X".repeat(1 << 20);

@@ -195,6 +195,16 @@ fn check_text_field(field: &str, value: &str) -> Result<()> {
     Ok(())
 }
 
+/// The display name of an organization or workspace: required, so not empty or only
+/// white space (a list of blank entries cannot be told apart), and bounded as
+/// [`check_text_field`] says.
+fn check_display_name(value: &str) -> Result<()> {
+    if value.trim().is_empty() {
+        return Err(Error::bad("name must not be empty"));
+    }
+    check_text_field("name", value)
+}
+
 /// A valid e-mail address, trimmed of spaces and in lower case, or 400: one `@` between a
 /// non-empty local part and a domain, no whitespace, control or bidirectional control
 /// characters (U+202E would show the address reversed in a member list), at most 320

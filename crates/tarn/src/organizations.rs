@@ -6,7 +6,7 @@ use tarn_storage::Op;
 use crate::access::{Locked, org_not_found};
 use crate::{
     Error, IdName, Member, MemberList, MemberRole, Operation, Organization, OrganizationDetail,
-    Result, Role, Session, check_text_field, new_user, normalize_email,
+    Result, Role, Session, check_display_name, new_user, normalize_email,
 };
 
 impl Session {
@@ -37,7 +37,7 @@ impl Session {
     pub async fn create_organization(&self, id: &str, name: &str) -> Result<IdName> {
         self.authorize(Operation::CreateOrganization, "")?;
         tarn_catalog::validate_id("organization", id)?;
-        check_text_field("name", name)?;
+        check_display_name(name)?;
         let Locked { ddl, catalog, .. } = self
             .lock_and_recheck(Operation::CreateOrganization, "")
             .await?;
@@ -76,7 +76,7 @@ impl Session {
     /// Renames an organization (admin).
     pub async fn update_organization(&self, id: &str, name: &str) -> Result<IdName> {
         self.authorize(Operation::UpdateOrganization, id)?;
-        check_text_field("name", name)?;
+        check_display_name(name)?;
         let Locked { ddl, .. } = self
             .lock_and_recheck(Operation::UpdateOrganization, id)
             .await?;

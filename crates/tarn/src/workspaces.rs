@@ -6,7 +6,7 @@ use tarn_storage::Op;
 use crate::access::{Locked, ws_not_found};
 use crate::{
     Error, IdName, Operation, Result, Session, Workspace, WorkspaceDetail, WorkspaceList,
-    check_text_field,
+    check_display_name,
 };
 
 impl Session {
@@ -39,7 +39,7 @@ impl Session {
     pub async fn create_workspace(&self, id: &str, name: &str) -> Result<IdName> {
         self.authorize(Operation::CreateWorkspace, "")?;
         tarn_catalog::validate_id("workspace", id)?;
-        check_text_field("name", name)?;
+        check_display_name(name)?;
         let Locked { ddl, catalog, org } = self
             .lock_and_recheck(Operation::CreateWorkspace, "")
             .await?;
@@ -69,7 +69,7 @@ impl Session {
     /// Renames a workspace.
     pub async fn update_workspace(&self, id: &str, name: &str) -> Result<IdName> {
         self.authorize(Operation::UpdateWorkspace, id)?;
-        check_text_field("name", name)?;
+        check_display_name(name)?;
         // Checked again under the DDL lock: a workspace deleted meanwhile is a 404.
         let Locked { ddl, org, .. } = self
             .lock_and_recheck(Operation::UpdateWorkspace, id)
