@@ -101,6 +101,12 @@ fn has_placeholder(e: &Expr) -> bool {
 /// common scalars.
 fn json_cell(v: &Json, col: &ColumnDef) -> Option<Cell> {
     Some(Cell::Scalar(match v {
+        // An integer past int8 binds as a float8 literal (§4.6): through the same
+        // expression, so a text column keeps that float's text in both paths (it kept
+        // the JSON digits here and the float's text in the planned path).
+        Json::Number(n) if n.is_u64() && !n.is_i64() => {
+            return literal_cell(&json_to_expr(v), col);
+        }
         Json::Null => ScalarValue::Null,
         Json::Bool(b) => ScalarValue::Boolean(Some(*b)),
         Json::Number(n) => match (n.as_i64(), n.as_f64()) {
