@@ -101,21 +101,18 @@ fn has_placeholder(e: &Expr) -> bool {
 /// common scalars.
 fn json_cell(v: &Json, col: &ColumnDef) -> Option<Cell> {
     Some(Cell::Scalar(match v {
-        // An integer past int8 binds as a float8 literal (§4.6): through the same
-        // expression, so a text column keeps that float's text in both paths (it kept
-        // the JSON digits here and the float's text in the planned path).
-        Json::Number(n) if n.is_u64() && !n.is_i64() => {
-            return literal_cell(&json_to_expr(v), col);
-        }
         Json::Null => ScalarValue::Null,
         Json::Bool(b) => ScalarValue::Boolean(Some(*b)),
         Json::Number(n) => match (n.as_i64(), n.as_f64()) {
+            // An integer past int8 binds as a float8 literal (§4.6): through the same
+            // expression, so a text column keeps that float's text in both paths (it
+            // kept the JSON digits here and the float's text in the planned path).
+            (None, _) if n.is_u64() => return literal_cell(&json_to_expr(v), col),
             // What parsing the bound literal's text gives, without writing it: the text
             // of a float is its shortest round-trip form, so it parses back to itself.
             _ if numbers_as_text(col) => number_scalar(&json_number_text(n), col),
             (Some(i), _) => ScalarValue::Int64(Some(i)),
-            (None, Some(f)) if n.is_f64() => ScalarValue::Float64(Some(f)),
-            _ => number_scalar(&json_number_text(n), col),
+            (None, f) => ScalarValue::Float64(f),
         },
         Json::String(s) => ScalarValue::Utf8(Some(s.clone())),
         Json::Object(_) => ScalarValue::Utf8(Some(v.to_string())),
