@@ -831,12 +831,11 @@ fn pg_wording(m: &str) -> Option<String> {
         && let Some((_, got)) = rest.split_once(", got ")
     {
         let got = pg_type_names(got.trim_end_matches('.'));
-        let what = if position == "1" {
-            "a JSON document (jsonb or text)"
+        let (what, side) = if position == "1" {
+            ("a JSON document (jsonb or text)", "left")
         } else {
-            "a key (text) or an array index (integer)"
+            ("a key (text) or an array index (integer)", "right")
         };
-        let side = if position == "1" { "left" } else { "right" };
         return Some(match name {
             "json_get" => format!("-> takes {what} on its {side}, not {got}"),
             "json_as_text" => format!("->> and #>> take {what} on their {side}, not {got}"),
