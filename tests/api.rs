@@ -1579,6 +1579,8 @@ async fn errors_are_in_tarns_own_words() -> TestResult {
     .await?;
     let internal = [
         "External error",
+        "struct(",
+        ".n.e",
         "coercion failed",
         "Float64(",
         "Utf8",
@@ -1606,7 +1608,27 @@ async fn errors_are_in_tarns_own_words() -> TestResult {
         ),
         (
             r#"SELECT (e, e) <#> engine_hybrid_record('{1,0}', 'x') FROM "ws"."n""#,
-            "column \"e\" is _float4, not a TEXT column",
+            "column \"e\" is FLOAT4[], not a TEXT column",
+        ),
+        (
+            r#"SELECT e <#> engine_hybrid_record('{1,0}', 'x') FROM "ws"."n""#,
+            "the left side is column \"e\", not a row of two columns",
+        ),
+        (
+            r#"SELECT (e, body, body) <#> engine_hybrid_record('{1,0}', 'x') FROM "ws"."n""#,
+            "the left side is a row of 3 columns, not two",
+        ),
+        (
+            r#"SELECT (e, upper(body)) <#> engine_hybrid_record('{1,0}', 'x') FROM "ws"."n""#,
+            "not column \"e\" and an expression over the rows' columns",
+        ),
+        (
+            r#"SELECT (e, body) <#> engine_hybrid_record(5, 'x') FROM "ws"."n""#,
+            "expected a vector, got bigint",
+        ),
+        (
+            r#"SELECT (e, body) <#> engine_hybrid_record('{1,0}', 'x', 0.5, 0.5, 5) FROM "ws"."n""#,
+            "'minmax', 'softmax' or 'rrf', not 5",
         ),
         (
             r#"SELECT (e, body) <#> engine_hybrid_record('{1,0}', 'x', 1e308*10, 0.5) FROM "ws"."n""#,

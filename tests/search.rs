@@ -909,6 +909,81 @@ async fn similarity_needs_float4_vectors() -> TestResult {
     Ok(())
 }
 
+/// A NULL vector that reaches `<#>` through a join, a UNION or an outer join's missing
+/// side scores NULL, as a stored NULL does (those plans build a NULL vector over NULL
+/// elements, which was refused as "vector elements must not be NULL"); a vector that
+/// is there with a NULL element is still refused.
+#[tokio::test]
+async fn null_vectors_from_joins_and_unions_score_null() -> TestResult {
+    let tarn = Tarn::in_memory().await?;
+    let s = fixture(&tarn).await?;
+    for sql in [
+        r#"CREATE TABLE "ws"."h" (id INT, e FLOAT4[2], b FLOAT4[][], body TEXT) USING engine"#,
+        r#"INSERT INTO "ws"."h" VALUES (1, '{1,0}', '{{1,0}}', 'apple'), (2, NULL, NULL, NULL), (3, '{0,1}', '{{0,1}}', 'pear')"#,
+        r#"CREATE INDEX ON "ws"."h" USING engine_index (body) WITH (index_type = 'bm25')"#,
+    ] {
+        s.query("ws", sql, &[]).await?;
+    }
+    let h = r#""ws"."h""#;
+    for (sql, want) in [
+        (
+            format!(
+                "SELECT x.id, y.id, x.e <#> '{{1,0}}' FROM {h} x, {h} y WHERE x.id < 3 AND y.id < 3 ORDER BY 1, 2"
+            ),
+            json!([[1, 1, 1.0], [1, 2, 1.0], [2, 1, null], [2, 2, null]]),
+        ),
+        (
+            format!(
+                "SELECT x.id, y.e <#> '{{1,0}}' FROM {h} x LEFT JOIN {h} y ON y.id = x.id + 1 ORDER BY 1"
+            ),
+            json!([[1, null], [2, 0.0], [3, null]]),
+        ),
+        (
+            format!(
+                "SELECT id, e <#> '{{1,0}}' FROM (SELECT id, e FROM {h} WHERE id < 3 UNION ALL SELECT 3, NULL) t ORDER BY 1"
+            ),
+            json!([[1, 1.0], [2, null], [3, null]]),
+        ),
+        (
+            format!(
+                "SELECT x.id, y.id, x.b <#> '{{{{1,0}}}}' FROM {h} x, {h} y WHERE x.id < 3 AND y.id < 3 ORDER BY 1, 2"
+            ),
+            json!([[1, 1, 1.0], [1, 2, 1.0], [2, 1, null], [2, 2, null]]),
+        ),
+        (
+            format!(
+                "SELECT x.id, y.id, (x.e, y.body) <#> engine_hybrid_record('{{1,0}}', 'apple') FROM {h} x, {h} y ORDER BY 1, 2"
+            ),
+            // Each arm min-max normalized over the table's rows (1 for row 1, 0 for row
+            // 3), a NULL arm adding nothing: as the pairs of one table's rows would.
+            json!([
+                [1, 1, 1.0],
+                [1, 2, 0.5],
+                [1, 3, 0.5],
+                [2, 1, 0.5],
+                [2, 2, null],
+                [2, 3, 0.0],
+                [3, 1, 0.5],
+                [3, 2, 0.0],
+                [3, 3, 0.0]
+            ]),
+        ),
+    ] {
+        assert_eq!(json!(rows(&s, &sql, &[]).await?), want, "{sql}");
+    }
+    let err = s
+        .query(
+            "ws",
+            "SELECT x <#> '{1,0}' FROM (VALUES (ARRAY[1, NULL]::float4[])) v(x)",
+            &[],
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::BadRequest, "{err}");
+    assert!(err.to_string().contains("must not be NULL"), "{err}");
+    Ok(())
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn searches_and_writes_progress_while_an_index_builds() -> TestResult {
     let dir = tempfile::tempdir()?;

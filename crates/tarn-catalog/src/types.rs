@@ -85,6 +85,20 @@ impl SqlType {
         }
     }
 
+    /// The type as messages show it: vectors as written in SQL (`FLOAT4[3]`,
+    /// `FLOAT4[][]`), other types by their PostgreSQL name.
+    pub fn sql_name(&self) -> String {
+        match self {
+            SqlType::Vector { dim: Some(d) } => format!("FLOAT4[{d}]"),
+            SqlType::Vector { dim: None } => "FLOAT4[]".into(),
+            SqlType::MultiVector => "FLOAT4[][]".into(),
+            SqlType::TextArray => "TEXT[]".into(),
+            SqlType::Int4Array => "INT4[]".into(),
+            SqlType::Int8Array => "INT8[]".into(),
+            other => other.pg_name().into(),
+        }
+    }
+
     /// Whether the column holds float32 vectors that are validated on every write.
     pub fn is_vector(&self) -> bool {
         matches!(self, SqlType::Vector { .. } | SqlType::MultiVector)

@@ -52,10 +52,7 @@ pub(crate) enum VectorRows<'a> {
 
 fn f32_values(values: &ArrayRef) -> Result<&[f32]> {
     match values.data_type() {
-        DataType::Float32 if values.null_count() == 0 => {
-            Ok(values.as_primitive::<Float32Type>().values())
-        }
-        DataType::Float32 => Err(Error::BadRequest("vector elements must not be NULL".into())),
+        DataType::Float32 => Ok(values.as_primitive::<Float32Type>().values()),
         other => Err(Error::BadRequest(format!(
             "expected float32 vectors, got {other}"
         ))),
@@ -64,58 +61,83 @@ fn f32_values(values: &ArrayRef) -> Result<&[f32]> {
 
 impl<'a> VectorRows<'a> {
     pub(crate) fn of(a: &'a ArrayRef) -> Result<VectorRows<'a>> {
-        Ok(match a.data_type() {
+        let (rows, child) = match a.data_type() {
             DataType::FixedSizeList(_, d) => {
                 let f = a.as_fixed_size_list();
-                VectorRows::Fixed {
+                let rows = VectorRows::Fixed {
                     a: f,
                     values: f32_values(f.values())?,
                     dim: *d as usize,
-                }
+                };
+                (rows, f.values())
             }
             DataType::List(_) => {
                 let l = a.as_list::<i32>();
-                VectorRows::List32 {
+                let rows = VectorRows::List32 {
                     a: l,
                     values: f32_values(l.values())?,
-                }
+                };
+                (rows, l.values())
             }
             DataType::LargeList(_) => {
                 let l = a.as_list::<i64>();
-                VectorRows::List64 {
+                let rows = VectorRows::List64 {
                     a: l,
                     values: f32_values(l.values())?,
-                }
+                };
+                (rows, l.values())
             }
             other => return Err(Error::BadRequest(format!("expected vectors, got {other}"))),
-        })
+        };
+        // A NULL row may sit over NULL elements (a join's or a UNION's NULL vector is
+        // built that way); only a vector that is there must have all of its elements.
+        if let Some(nulls) = child.logical_nulls().filter(|n| n.null_count() > 0) {
+            for i in 0..rows.len() {
+                if let Some(r) = rows.range(i)
+                    && nulls.slice(r.start, r.len()).null_count() > 0
+                {
+                    return Err(Error::BadRequest("vector elements must not be NULL".into()));
+                }
+            }
+        }
+        Ok(rows)
+    }
+
+    /// Where row `i`'s elements are in the values buffer; `None` when the row is NULL.
+    #[inline]
+    fn range(&self, i: usize) -> Option<std::ops::Range<usize>> {
+        fn list<O: OffsetSizeTrait>(
+            a: &GenericListArray<O>,
+            i: usize,
+        ) -> Option<std::ops::Range<usize>> {
+            if a.is_null(i) {
+                return None;
+            }
+            let off = a.value_offsets();
+            Some(off[i].as_usize()..off[i + 1].as_usize())
+        }
+        match self {
+            VectorRows::Fixed { a, dim, .. } => {
+                if a.is_null(i) {
+                    return None;
+                }
+                let s = (a.offset() + i) * dim;
+                Some(s..s + dim)
+            }
+            VectorRows::List32 { a, .. } => list(a, i),
+            VectorRows::List64 { a, .. } => list(a, i),
+        }
     }
 
     /// The vector of row `i`; `None` when NULL.
     #[inline]
     pub(crate) fn get(&self, i: usize) -> Option<&'a [f32]> {
-        fn slice<'b, O: OffsetSizeTrait>(
-            a: &GenericListArray<O>,
-            values: &'b [f32],
-            i: usize,
-        ) -> Option<&'b [f32]> {
-            if a.is_null(i) {
-                return None;
-            }
-            let off = a.value_offsets();
-            values.get(off[i].as_usize()..off[i + 1].as_usize())
-        }
-        match self {
-            VectorRows::Fixed { a, values, dim } => {
-                if a.is_null(i) {
-                    return None;
-                }
-                let s = (a.offset() + i) * dim;
-                values.get(s..s + dim)
-            }
-            VectorRows::List32 { a, values } => slice(a, values, i),
-            VectorRows::List64 { a, values } => slice(a, values, i),
-        }
+        let values = match self {
+            VectorRows::Fixed { values, .. }
+            | VectorRows::List32 { values, .. }
+            | VectorRows::List64 { values, .. } => *values,
+        };
+        values.get(self.range(i)?)
     }
 
     pub(crate) fn len(&self) -> usize {

@@ -28,16 +28,6 @@ const METHOD: &str = "engine_index";
 /// Longest relation name, as in PostgreSQL.
 const MAX_NAME: usize = 63;
 
-/// A column type as written in SQL, for messages.
-fn type_name(ty: &SqlType) -> String {
-    match ty {
-        SqlType::Vector { dim: Some(d) } => format!("FLOAT4[{d}]"),
-        SqlType::Vector { dim: None } => "FLOAT4[]".into(),
-        SqlType::MultiVector => "FLOAT4[][]".into(),
-        other => other.pg_name().into(),
-    }
-}
-
 fn is_text(ty: &SqlType) -> bool {
     matches!(ty, SqlType::Text | SqlType::Varchar(_))
 }
@@ -56,7 +46,7 @@ fn check_column_type(ty: IndexType, given: &str, col: &ColumnDef) -> Result<()> 
         bad(format!(
             "index type \"{given}\" needs {wants} column, but column \"{}\" is {}",
             col.name,
-            type_name(&col.ty)
+            col.ty.sql_name()
         ))
     }
 }
@@ -218,7 +208,7 @@ impl Txn<'_> {
                     return bad(format!(
                         "{METHOD} cannot index column \"{}\" of type {}",
                         col.name,
-                        type_name(other)
+                        other.sql_name()
                     ));
                 }
             },

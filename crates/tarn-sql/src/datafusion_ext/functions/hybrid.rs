@@ -178,12 +178,25 @@ pub(crate) fn plan(left: &Expr, right: &ScalarFunction, schema: &DFSchema) -> Df
         "hybrid search is (vector_column, text_column) <#> {}(vector, 'text' [, w_vector, w_text [, 'minmax' | 'softmax' | 'rrf']])",
         right.func.name()
     );
-    let (vcol, tcol) = match left {
+    let (vcol, tcol) = match left.clone().unalias_nested().data {
         Expr::ScalarFunction(f) if f.func.name() == "struct" && f.args.len() == 2 => {
-            (&f.args[0], &f.args[1])
+            (f.args[0].clone(), f.args[1].clone())
         }
-        _ => return Err(bad(format!("{usage}; the left side is {left}"))),
+        // What the left side is, in the statement's words (not DataFusion's rendering).
+        Expr::ScalarFunction(f) if f.func.name() == "struct" => {
+            return Err(bad(format!(
+                "{usage}: the left side is a row of {} columns, not two",
+                f.args.len()
+            )));
+        }
+        other => {
+            return Err(bad(format!(
+                "{usage}: the left side is {}, not a row of two columns",
+                super::text_search::not_constant(&other)
+            )));
+        }
     };
+    let (vcol, tcol) = (&vcol, &tcol);
     let args = &right.args;
     if !(2..=5).contains(&args.len()) || args.len() == 3 {
         return Err(bad(usage));
@@ -207,7 +220,8 @@ pub(crate) fn plan(left: &Expr, right: &ScalarFunction, schema: &DFSchema) -> Df
             })?,
             _ => {
                 return Err(bad(format!(
-                    "the fusion of a hybrid search is 'minmax', 'softmax' or 'rrf', not {e}"
+                    "the fusion of a hybrid search is 'minmax', 'softmax' or 'rrf', not {}",
+                    super::text_search::not_constant(e)
                 )));
             }
         },
@@ -223,12 +237,16 @@ pub(crate) fn plan(left: &Expr, right: &ScalarFunction, schema: &DFSchema) -> Df
     };
     let (Some((vt, vc)), Some((tt, tc))) = (ids(&vfield), ids(&tfield)) else {
         return Err(bad(format!(
-            "{usage}: both sides must be columns of one table created USING engine, not {vcol} and {tcol}"
+            "{usage}: both sides must be columns of one table created USING engine, not {} and {}",
+            super::text_search::not_constant(vcol),
+            super::text_search::not_constant(tcol)
         )));
     };
     if vt != tt {
         return Err(bad(format!(
-            "a hybrid search scores two columns of one table, not {vcol} and {tcol}"
+            "a hybrid search scores two columns of one table, not {} and {}",
+            super::text_search::not_constant(vcol),
+            super::text_search::not_constant(tcol)
         )));
     }
     let view = STATEMENT_VIEW
@@ -258,7 +276,7 @@ pub(crate) fn plan(left: &Expr, right: &ScalarFunction, schema: &DFSchema) -> Df
         return Err(bad(format!(
             "{usage}: column \"{}\" is {}, not a TEXT column",
             tdef.name,
-            tdef.ty.pg_name()
+            tdef.ty.sql_name()
         )));
     }
     let Some(query_text) = constant_text(&args[1]) else {

@@ -537,7 +537,8 @@ pub(crate) fn query_values(
         }
         other => {
             return Err(bad(format!(
-                "column \"{column}\": expected a vector, got {other}"
+                "column \"{column}\": expected a vector, got {}",
+                pg_type(other)
             )));
         }
     };
@@ -612,7 +613,7 @@ fn list_item(one: &ArrayRef) -> DfResult<ArrayRef> {
         DataType::List(_) => one.as_list::<i32>().value(0),
         DataType::LargeList(_) => one.as_list::<i64>().value(0),
         DataType::FixedSizeList(..) => one.as_fixed_size_list().value(0),
-        other => return Err(bad(format!("expected a vector, got {other}"))),
+        other => return Err(bad(format!("expected a vector, got {}", pg_type(other)))),
     })
 }
 
