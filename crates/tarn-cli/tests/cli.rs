@@ -610,6 +610,69 @@ lines' || chr(13) || chr(10) || 'and a CR' || chr(13), '2024-01-01', NULL, NULL,
     }
 }
 
+/// A one-column export writes a NULL as an empty line, and the import reads it back as
+/// a NULL row, as PostgreSQL's `COPY … CSV` does (it had skipped the empty lines, so
+/// 4 exported rows came back as 2); files of several columns still skip empty lines.
+#[test]
+fn a_one_column_export_keeps_its_null_rows() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("data");
+    for sql in [
+        r#"CREATE TABLE "ws"."one" (id INT8, t TEXT) USING engine"#,
+        r#"INSERT INTO "ws"."one" VALUES (1, NULL), (2, 'x'), (3, NULL), (4, NULL), (5, ''), (6, NULL)"#,
+    ] {
+        assert_code(&tarn(&data, &["sql", "-w", "ws", sql], None), 0, sql);
+    }
+    let rows = |sql: &str| {
+        json_lines(&tarn(&data, &["sql", "-w", "ws", "--json", sql], None))[0]["rows"].clone()
+    };
+    let original = rows(r#"SELECT t FROM "ws"."one" ORDER BY id"#);
+    for (i, crlf) in [false, true].into_iter().enumerate() {
+        let file = dir.path().join(format!("one{i}.csv"));
+        let path = file.to_str().expect("path");
+        let out = tarn(
+            &data,
+            &[
+                "export",
+                "-w",
+                "ws",
+                r#"SELECT t FROM "ws"."one" ORDER BY id"#,
+                path,
+            ],
+            None,
+        );
+        assert_code(&out, 0, "export");
+        let text = std::fs::read_to_string(&file).expect("read");
+        assert_eq!(text, "t\n\nx\n\n\n\"\"\n\n");
+        if crlf {
+            std::fs::write(&file, text.replace('\n', "\r\n")).expect("write");
+        }
+        let table = format!("back{i}");
+        assert_code(
+            &tarn(&data, &["import", "-w", "ws", &table, path], None),
+            0,
+            "import",
+        );
+        assert_eq!(
+            rows(&format!(r#"SELECT t FROM "ws"."{table}""#)),
+            original,
+            "crlf: {crlf}"
+        );
+    }
+    let file = dir.path().join("two.csv");
+    std::fs::write(&file, "a,b\n1,2\n\n3,4\n\n").expect("write");
+    let path = file.to_str().expect("path");
+    assert_code(
+        &tarn(&data, &["import", "-w", "ws", "two", path], None),
+        0,
+        "import",
+    );
+    assert_eq!(
+        rows(r#"SELECT a, b FROM "ws"."two""#),
+        json!([[1, 2], [3, 4]])
+    );
+}
+
 /// A jsonb column's JSON strings and JSON `null` go to CSV as their JSON text (`"s"`,
 /// `null`), not as bare text and NULL's empty field, and read back as jsonb beside
 /// objects and arrays: `null` stays apart from NULL, and `"s"` a string.

@@ -184,6 +184,11 @@ pub(crate) struct Splitter {
     in_record: bool,
     max_record_bytes: usize,
     max_fields: usize,
+    /// An empty line between records is a record of one empty field (NULL): set for a
+    /// file whose header has one column, where that is how a NULL is written.
+    empty_lines_are_rows: bool,
+    /// The last byte consumed, so that a `\n` ending a `\r\n` is not an empty line.
+    prev: u8,
 }
 
 impl Splitter {
@@ -203,7 +208,16 @@ impl Splitter {
             in_record: false,
             max_record_bytes,
             max_fields,
+            empty_lines_are_rows: false,
+            prev: 0,
         }
+    }
+
+    /// Makes an empty line between records a record of one empty field (NULL), as
+    /// PostgreSQL's `COPY … CSV` reads a one-column file: a one-column export writes a
+    /// NULL so. A file of several columns skips empty lines (none can be its row).
+    pub(crate) fn set_empty_lines_are_rows(&mut self, on: bool) {
+        self.empty_lines_are_rows = on;
     }
 
     /// The line the last record (or the one being read) starts on.
@@ -235,7 +249,17 @@ impl Splitter {
 
     /// Reads from `input` (an empty slice ends the data) up to the end of the next
     /// record. Returns the bytes consumed and what was found.
-    pub(crate) fn next(&mut self, mut input: &[u8]) -> Result<(usize, Step), String> {
+    pub(crate) fn next(&mut self, input: &[u8]) -> Result<(usize, Step), String> {
+        let r = self.next_step(input);
+        if let Ok((n, _)) = r
+            && n > 0
+        {
+            self.prev = input[n - 1];
+        }
+        r
+    }
+
+    fn next_step(&mut self, mut input: &[u8]) -> Result<(usize, Step), String> {
         let whole = input;
         if input.is_empty()
             && self.in_record
@@ -255,10 +279,12 @@ impl Splitter {
             self.ends_len = 0;
             // Line ends between records go through one at a time, so the record's line
             // is known when its first byte arrives (csv-core skips empty lines).
+            let mut prev = self.prev;
             while let Some(&b) = input.first() {
                 if b != b'\n' && b != b'\r' {
                     break;
                 }
+                let line = self.core.line();
                 let (_, n, _, _) =
                     self.core
                         .read_record(&input[..1], &mut self.out, &mut self.ends);
@@ -267,6 +293,16 @@ impl Splitter {
                 }
                 consumed += n;
                 input = &input[n..];
+                // Between records, a line end that is not the `\n` of a `\r\n` starts
+                // and ends an empty line.
+                if self.empty_lines_are_rows && !(b == b'\n' && prev == b'\r') {
+                    self.record_line = line;
+                    self.ends[0] = 0;
+                    self.ends_len = 1;
+                    self.quotes_read = false;
+                    return Ok((consumed, Step::Record));
+                }
+                prev = b;
             }
             if input.is_empty() && consumed > 0 {
                 return Ok((consumed, Step::NeedInput));
@@ -508,6 +544,62 @@ mod tests {
         want[3][0] = "\"".to_string();
         for chunk in 1..data.len() + 1 {
             assert_eq!(marked(data, chunk).as_ref(), Ok(&want), "chunk {chunk}");
+        }
+    }
+
+    /// A one-column file's empty lines are rows of one empty field (NULL), with their
+    /// lines, whatever the line ends (`\n`, `\r\n`, `\r`) and however the bytes arrive.
+    #[test]
+    fn empty_lines_of_a_one_column_file_are_rows_in_any_chunking() {
+        let data = b"\nt\n\nx\r\n\r\n\"\"\r\r\n\ny";
+        // Lines are counted at `\n` (as every line a message names), so the empty line after
+        // `""\r` is still on line 6.
+        let want: Vec<(u64, String)> = [
+            (3, "-"),
+            (4, "x"),
+            (5, "-"),
+            (6, "\"\""),
+            (6, "-"),
+            (7, "-"),
+            (8, "y"),
+        ]
+        .iter()
+        .map(|(l, f)| (*l, f.to_string()))
+        .collect();
+        for chunk in 1..data.len() + 1 {
+            let mut s = Splitter::new(b',', 1 << 20, 100);
+            let mut got = Vec::new();
+            let mut header = false;
+            let mut chunks = data.chunks(chunk);
+            let mut pending: &[u8] = &[];
+            loop {
+                if pending.is_empty()
+                    && let Some(c) = chunks.next()
+                {
+                    pending = c;
+                }
+                let (n, step) = s.next(pending).expect("split");
+                pending = &pending[n..];
+                match step {
+                    Step::Record if !header => {
+                        assert_eq!((s.line(), s.field(0)), (2, &b"t"[..]), "chunk {chunk}");
+                        header = true;
+                        s.set_empty_lines_are_rows(true);
+                    }
+                    Step::Record => {
+                        assert_eq!(s.len(), 1, "chunk {chunk}");
+                        let f = match (s.quoted_empty(0), s.field(0)) {
+                            (true, _) => "\"\"".to_string(),
+                            (false, b"") => "-".to_string(),
+                            (false, f) => String::from_utf8_lossy(f).into_owned(),
+                        };
+                        got.push((s.line(), f));
+                    }
+                    Step::End => break,
+                    Step::NeedInput => {}
+                }
+            }
+            assert_eq!(got, want, "chunk {chunk}");
         }
     }
 

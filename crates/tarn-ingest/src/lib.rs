@@ -495,6 +495,7 @@ impl Ingest {
                                 })
                         })
                         .collect::<Result<Vec<_>>>()?;
+                    s.set_empty_lines_are_rows(raw.len() == 1);
                     kinds = vec![Kind::Null; raw.len()];
                     names = Some(column_names(raw));
                 }
@@ -676,6 +677,8 @@ impl Ingest {
                         csv::Step::Record => {
                             if !s.header_done {
                                 s.header_done = true;
+                                s.splitter
+                                    .set_empty_lines_are_rows(s.table.columns.len() == 1);
                             } else {
                                 decode_csv_row(s, limits, out)?;
                                 self.rows += 1;
