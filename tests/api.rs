@@ -1709,6 +1709,16 @@ async fn errors_are_in_tarns_own_words() -> TestResult {
             "SELECT 1 WHERE 1",
             "argument of WHERE must be type boolean, not type bigint",
         ),
+        ("SELECT 1 LIMIT -1", "LIMIT must not be negative"),
+        ("SELECT 1 OFFSET -1", "OFFSET must not be negative"),
+        (
+            "SELECT 1 LIMIT 'a'",
+            "argument of LIMIT must be type bigint, not type text",
+        ),
+        (
+            "SELECT 1 LIMIT 1 OFFSET 1e30",
+            "argument of OFFSET must be type bigint, not type double precision",
+        ),
         (
             r#"SELECT * FROM "ws"."n" WHERE e <#> '{1,0}'"#,
             "argument of WHERE must be type boolean, not type real",

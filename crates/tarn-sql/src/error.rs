@@ -686,6 +686,21 @@ fn pg_wording(m: &str) -> Option<String> {
             pg_type_names(ty.trim())
         ));
     }
+    // "LIMIT must be >= 0, '-1' was provided", "OFFSET must be >=0, …": PostgreSQL's
+    // words; "Expected LIMIT to be an integer or null, but got text": its type refusal.
+    for clause in ["LIMIT", "OFFSET"] {
+        if m.starts_with(&format!("{clause} must be >")) && m.ends_with("was provided") {
+            return Some(format!("{clause} must not be negative"));
+        }
+        if let Some(ty) = m.strip_prefix(&format!(
+            "Expected {clause} to be an integer or null, but got "
+        )) {
+            return Some(format!(
+                "argument of {clause} must be type bigint, not type {}",
+                pg_type_names(ty.trim())
+            ));
+        }
+    }
     // "Cannot cast to FixedSizeList(3): value at index 0 has length 2": `x::real[3]`.
     if let Some(rest) = m.strip_prefix("Cannot cast to FixedSizeList(")
         && let Some((want, rest)) = rest.split_once("):")

@@ -29,12 +29,16 @@ pub(crate) async fn organizations(Authed(s): Authed) -> ApiResult<Json<Vec<tarn:
 }
 
 #[derive(Deserialize)]
+// What a wrong body is told it should be (not the Rust type's name).
+#[serde(expecting = "a JSON object {\"id\": …, \"name\": …}")]
 pub(crate) struct IdNameRequest {
     id: String,
     name: String,
 }
 
 #[derive(Deserialize)]
+// What a wrong body is told it should be (not the Rust type's name).
+#[serde(expecting = "a JSON object {\"name\": …}")]
 pub(crate) struct NameRequest {
     name: Option<String>,
 }
@@ -84,12 +88,16 @@ pub(crate) async fn members(
 }
 
 #[derive(Deserialize)]
+// What a wrong body is told it should be (not the Rust type's name).
+#[serde(expecting = "a JSON object {\"email\": …, \"role\": …}")]
 pub(crate) struct AddMemberRequest {
     email: String,
     role: String,
 }
 
 #[derive(Deserialize)]
+// What a wrong body is told it should be (not the Rust type's name).
+#[serde(expecting = "a JSON object {\"role\": …}")]
 pub(crate) struct RoleRequest {
     role: String,
 }
@@ -200,6 +208,8 @@ pub(crate) async fn drop_table_named_query(
 // SQL
 
 #[derive(Deserialize)]
+// What a wrong body is told it should be (not the Rust type's name).
+#[serde(expecting = "a JSON object {\"query\": …, \"params\": […]}")]
 pub(crate) struct QueryRequest {
     query: String,
     #[serde(default)]
@@ -207,6 +217,8 @@ pub(crate) struct QueryRequest {
 }
 
 #[derive(Deserialize)]
+// What a wrong body is told it should be (not the Rust type's name).
+#[serde(expecting = "a JSON object {\"query\": …, \"params_batch\": [[…], …]}")]
 pub(crate) struct BatchRequest {
     query: String,
     params_batch: Vec<Vec<Value>>,

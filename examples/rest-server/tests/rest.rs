@@ -1415,6 +1415,38 @@ async fn malformed_and_repeated_request_parts_are_refused_not_guessed() {
     let msg = error_of(&r, 400, "BadRequest");
     assert!(msg.contains("127 levels"), "{msg}");
 
+    // A body of the wrong shape is told what it should be, not a Rust type's name
+    // ("expected struct IdNameRequest").
+    for (path, body, want) in [
+        (
+            "/workspaces",
+            json!("x"),
+            r#"a JSON object {"id": …, "name": …}"#,
+        ),
+        (
+            "/workspaces",
+            json!(true),
+            r#"a JSON object {"id": …, "name": …}"#,
+        ),
+        (
+            "/workspaces/w/tables/query",
+            json!(5),
+            r#"a JSON object {"query": …, "params": […]}"#,
+        ),
+        (
+            "/workspaces/w/tables/query/batch",
+            json!(null),
+            r#"a JSON object {"query": …, "params_batch": [[…], …]}"#,
+        ),
+    ] {
+        let r = acme.call(Method::POST, path, Some(body.clone())).await;
+        let msg = error_of(&r, 400, "BadRequest");
+        assert!(
+            msg.contains(want) && !msg.contains("struct"),
+            "{body}: {msg}"
+        );
+    }
+
     // Media types: the header as sent, checked as the library checks every one.
     for bad in [
         "notamediatype",
