@@ -1119,6 +1119,38 @@ async fn large_array_parameters_bind_as_one_array() -> TestResult {
     .await?;
     // `numbers` holds 0..6 (i % 7).
     assert_eq!(r.rows, Some(vec![vec![n, json!(6)]]));
+    // `unnest` of the array makes rows of its elements: batches of the usual size,
+    // not of one row each (the 8 MB list had set the statement's batch size, sized for
+    // rows as wide as the list: a million one-row batches, 5 s).
+    let r = query(
+        &s,
+        "SELECT count(*), sum(x) FROM unnest($1::int8[]) x",
+        std::slice::from_ref(&numbers),
+    )
+    .await?;
+    let sum: i64 = (0..1_000_000i64).map(|i| i % 7).sum();
+    assert_eq!(r.rows, Some(vec![vec![json!(1_000_000), json!(sum)]]));
+    let r = query(
+        &s,
+        "EXPLAIN ANALYZE SELECT count(*) FROM unnest($1::int8[])",
+        std::slice::from_ref(&numbers),
+    )
+    .await?;
+    let plan = format!("{:?}", r.rows);
+    let split = plan
+        .split("batches_split=")
+        .nth(1)
+        .and_then(|t| t.split([',', ']']).next())
+        .ok_or_else(|| {
+            format!(
+                "no batches_split in the plan: {}",
+                &plan[..plan.len().min(2000)]
+            )
+        })?;
+    assert!(
+        !split.contains('K') && !split.contains('M'),
+        "unnest split its rows into {split} batches"
+    );
     // Mixed shapes keep the literal path: a text and a number is still an error.
     let mixed = Value::Array(
         (0..5000)

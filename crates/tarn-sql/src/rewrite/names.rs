@@ -388,7 +388,8 @@ pub fn alias_duplicates(stmt: &mut datafusion::sql::sqlparser::ast::Statement, a
 /// Names the column of a set-returning function after its alias, as PostgreSQL does:
 /// `FROM generate_series(1, 3) x` has one column, `x` (DataFusion calls it `value`, so
 /// `SELECT x …` failed with `column "x" does not exist`; found by the `sql_exec` fuzz
-/// target). Only single-column functions, and only an alias without a column list.
+/// target), and `FROM unnest(arr) x` has `x`. Only single-column functions, and only an
+/// alias without a column list.
 pub fn function_column_aliases(stmt: &mut datafusion::sql::sqlparser::ast::Statement) {
     use datafusion::sql::sqlparser::ast::{TableAliasColumnDef, TableFactor, VisitMut, VisitorMut};
     use std::ops::ControlFlow;
@@ -409,6 +410,19 @@ pub fn function_column_aliases(stmt: &mut datafusion::sql::sqlparser::ast::State
                 && name.0[0].as_ident().is_some_and(|f| {
                     ["generate_series", "range"].contains(&f.value.to_ascii_lowercase().as_str())
                 })
+            {
+                alias.columns = vec![TableAliasColumnDef::from_name(alias.name.value.clone())];
+            }
+            // `FROM unnest(arr) x` (one array, no ordinality) likewise has the column `x`.
+            if let TableFactor::UNNEST {
+                alias: Some(alias),
+                array_exprs,
+                with_offset: false,
+                with_ordinality: false,
+                ..
+            } = factor
+                && alias.columns.is_empty()
+                && array_exprs.len() == 1
             {
                 alias.columns = vec![TableAliasColumnDef::from_name(alias.name.value.clone())];
             }

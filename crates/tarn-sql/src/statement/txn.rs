@@ -718,11 +718,14 @@ fn sized_for_width(
 /// `repeat('x', 1000000)` folded into the rows of a recursive query), for the
 /// statement's batch size: the scans report the widths of the rows they read.
 fn widest_constants(plan: &Arc<dyn datafusion::physical_plan::ExecutionPlan>) -> usize {
-    use datafusion::common::tree_node::{TreeNode, TreeNodeRecursion};
     use datafusion::physical_expr::expressions::CastExpr;
     use datafusion::physical_plan::projection::ProjectionExec;
-    let mut widest = 0usize;
-    let _ = plan.apply(|node| {
+    use datafusion::physical_plan::unnest::UnnestExec;
+    // `unnest` of a constant list makes rows of its elements, not of the list: a
+    // parameter of a million numbers (a 7.6 MB list) had made every batch of the
+    // statement one row, and `SELECT count(*) FROM unnest($1::int8[])` took 5 s.
+    fn walk(node: &Arc<dyn datafusion::physical_plan::ExecutionPlan>, unnested: bool) -> usize {
+        let mut widest = 0usize;
         if let Some(p) = node.downcast_ref::<ProjectionExec>() {
             // A constant that is the column (under a cast): one inside a call may
             // make a narrow value (`x = ANY(ARRAY[…])` is a boolean).
@@ -734,14 +737,44 @@ fn widest_constants(plan: &Arc<dyn datafusion::physical_plan::ExecutionPlan>) ->
                         .expr
                         .downcast_ref::<CastExpr>()
                         .map_or(&e.expr, |c| c.expr());
-                    constant_width(e, &p.input().schema())
+                    let width = constant_width(e, &p.input().schema())?;
+                    Some(match (unnested, list_len(e)) {
+                        (true, Some(n)) => width / n.max(1),
+                        _ => width,
+                    })
                 })
                 .fold(0, usize::saturating_add);
             widest = widest.max(width);
         }
-        Ok(TreeNodeRecursion::Continue)
-    });
-    widest
+        let below_unnest = node.downcast_ref::<UnnestExec>().is_some();
+        for child in node.children() {
+            widest = widest.max(walk(child, below_unnest));
+        }
+        widest
+    }
+    walk(plan, false)
+}
+
+/// The elements of `e` when it is a constant list (a literal, or one sized over its
+/// rows): what `unnest` makes rows of.
+fn list_len(e: &Arc<dyn datafusion::physical_expr::PhysicalExpr>) -> Option<usize> {
+    use datafusion::arrow::array::Array;
+    use datafusion::common::ScalarValue;
+    use datafusion::physical_expr::ScalarFunctionExpr;
+    use datafusion::physical_expr::expressions::Literal;
+    if let Some(l) = e.downcast_ref::<Literal>() {
+        return match l.value() {
+            ScalarValue::List(a) if !a.is_empty() => Some(a.value(0).len()),
+            ScalarValue::LargeList(a) if !a.is_empty() => Some(a.value(0).len()),
+            ScalarValue::FixedSizeList(a) if !a.is_empty() => Some(a.value(0).len()),
+            _ => None,
+        };
+    }
+    let f = e.downcast_ref::<ScalarFunctionExpr>()?;
+    match f.args() {
+        [arg] if f.name() == crate::datafusion_ext::context::held::WIDE_CONSTANT => list_len(arg),
+        _ => None,
+    }
 }
 
 /// The bytes of `e` when it is a constant: a literal, a wide one sized over its rows
