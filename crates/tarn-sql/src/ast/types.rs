@@ -40,24 +40,32 @@ pub fn declared_type(dt: &ast::DataType) -> Result<DeclaredType> {
             _ => plain(SqlType::Float8),
         },
         D::Numeric(info) | D::Decimal(info) | D::Dec(info) => {
-            let (precision, scale) = match info {
-                ExactNumberInfo::None => DEFAULT_NUMERIC,
-                ExactNumberInfo::Precision(p) => (*p as u8, 0),
-                ExactNumberInfo::PrecisionAndScale(p, s) => (*p as u8, *s as i8),
+            // Checked as written: a precision of 258 had been cut to a u8 (2), and the
+            // column silently became numeric(2, 0).
+            let (p, s): (u64, i64) = match info {
+                ExactNumberInfo::None => (DEFAULT_NUMERIC.0.into(), DEFAULT_NUMERIC.1.into()),
+                ExactNumberInfo::Precision(p) => (*p, 0),
+                ExactNumberInfo::PrecisionAndScale(p, s) => (*p, *s),
             };
-            if !(1..=38).contains(&precision) || scale < 0 || scale as u8 > precision {
+            if !(1..=38).contains(&p) || s < 0 || s as u64 > p {
                 return bad(format!(
-                    "NUMERIC precision must be between 1 and 38 and scale between 0 and the precision, not ({precision}, {scale})"
+                    "NUMERIC precision must be between 1 and 38 and scale between 0 and the precision, not ({p}, {s})"
                 ));
             }
-            plain(SqlType::Numeric { precision, scale })
+            plain(SqlType::Numeric {
+                precision: p as u8,
+                scale: s as i8,
+            })
         }
         D::Bool | D::Boolean => plain(SqlType::Bool),
         D::Text | D::String(None) => plain(SqlType::Text),
         D::Varchar(len) | D::CharacterVarying(len) | D::CharVarying(len) => {
-            plain(SqlType::Varchar(char_len(len.as_ref())))
+            plain(SqlType::Varchar(char_len(len.as_ref(), "varchar")?))
         }
-        D::Char(_) | D::Character(_) => plain(SqlType::Text),
+        D::Char(len) | D::Character(len) => {
+            char_len(len.as_ref(), "character")?;
+            plain(SqlType::Text)
+        }
         D::Uuid => plain(SqlType::Uuid),
         D::JSON | D::JSONB => plain(SqlType::Jsonb),
         D::Date => plain(SqlType::Date),
@@ -109,10 +117,21 @@ pub fn declared_type(dt: &ast::DataType) -> Result<DeclaredType> {
     }
 }
 
-fn char_len(len: Option<&ast::CharacterLength>) -> Option<u32> {
+/// Longest `varchar(n)` / `char(n)`, as in PostgreSQL.
+const MAX_CHAR_LEN: u64 = 10_485_760;
+
+/// The length of `varchar(n)` / `char(n)`, checked as PostgreSQL checks it (a length of
+/// 2^32 + 1 had been cut to a u32, 1, and the column silently became varchar(1)).
+fn char_len(len: Option<&ast::CharacterLength>, ty: &str) -> Result<Option<u32>> {
     match len {
-        Some(ast::CharacterLength::IntegerLength { length, .. }) => Some(*length as u32),
-        _ => None,
+        Some(ast::CharacterLength::IntegerLength { length: 0, .. }) => {
+            bad(format!("length for type {ty} must be at least 1"))
+        }
+        Some(ast::CharacterLength::IntegerLength { length, .. }) if *length > MAX_CHAR_LEN => bad(
+            format!("length for type {ty} cannot exceed {MAX_CHAR_LEN}, not {length}"),
+        ),
+        Some(ast::CharacterLength::IntegerLength { length, .. }) => Ok(Some(*length as u32)),
+        _ => Ok(None),
     }
 }
 
