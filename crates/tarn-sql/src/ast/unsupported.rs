@@ -182,6 +182,23 @@ impl Visitor for Refused {
                  precision, not ({p}, {scale})"
             ));
         }
+        // `x::varchar(0)`: refused as the same type is in a column (PostgreSQL's bounds).
+        if let Expr::Cast { data_type, .. } = e {
+            let checked = match data_type {
+                ast::DataType::Varchar(len)
+                | ast::DataType::CharacterVarying(len)
+                | ast::DataType::CharVarying(len) => {
+                    crate::ast::types::char_len(len.as_ref(), "varchar")
+                }
+                ast::DataType::Char(len) | ast::DataType::Character(len) => {
+                    crate::ast::types::char_len(len.as_ref(), "character")
+                }
+                _ => Ok(None),
+            };
+            if let Err(err) = checked {
+                return ControlFlow::Break(err.to_string());
+            }
+        }
         if let Expr::Subquery(_) = e {
             self.in_subqueries += 1;
             self.deepest = self.deepest.max(self.in_subqueries);
