@@ -122,7 +122,7 @@ const MAX_CHAR_LEN: u64 = 10_485_760;
 
 /// The length of `varchar(n)` / `char(n)`, checked as PostgreSQL checks it (a length of
 /// 2^32 + 1 had been cut to a u32, 1, and the column silently became varchar(1)).
-pub(crate) fn char_len(len: Option<&ast::CharacterLength>, ty: &str) -> Result<Option<u32>> {
+fn char_len(len: Option<&ast::CharacterLength>, ty: &str) -> Result<Option<u32>> {
     match len {
         Some(ast::CharacterLength::IntegerLength { length: 0, .. }) => {
             bad(format!("length for type {ty} must be at least 1"))

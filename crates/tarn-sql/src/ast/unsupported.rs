@@ -182,22 +182,20 @@ impl Visitor for Refused {
                  precision, not ({p}, {scale})"
             ));
         }
-        // `x::varchar(0)`: refused as the same type is in a column (PostgreSQL's bounds).
-        if let Expr::Cast { data_type, .. } = e {
-            let checked = match data_type {
-                ast::DataType::Varchar(len)
-                | ast::DataType::CharacterVarying(len)
-                | ast::DataType::CharVarying(len) => {
-                    crate::ast::types::char_len(len.as_ref(), "varchar")
-                }
-                ast::DataType::Char(len) | ast::DataType::Character(len) => {
-                    crate::ast::types::char_len(len.as_ref(), "character")
-                }
-                _ => Ok(None),
-            };
-            if let Err(err) = checked {
-                return ControlFlow::Break(err.to_string());
-            }
+        // `x::varchar(0)`: a character type's length is checked as a column's is
+        // (PostgreSQL's bounds); other cast types are read by their own rules.
+        if let Expr::Cast { data_type, .. } = e
+            && matches!(
+                data_type,
+                ast::DataType::Varchar(_)
+                    | ast::DataType::CharacterVarying(_)
+                    | ast::DataType::CharVarying(_)
+                    | ast::DataType::Char(_)
+                    | ast::DataType::Character(_)
+            )
+            && let Err(err) = crate::ast::types::declared_type(data_type)
+        {
+            return ControlFlow::Break(err.to_string());
         }
         if let Expr::Subquery(_) = e {
             self.in_subqueries += 1;

@@ -760,7 +760,6 @@ fn widest_constants(plan: &Arc<dyn datafusion::physical_plan::ExecutionPlan>) ->
 fn list_len(e: &Arc<dyn datafusion::physical_expr::PhysicalExpr>) -> Option<usize> {
     use datafusion::arrow::array::Array;
     use datafusion::common::ScalarValue;
-    use datafusion::physical_expr::ScalarFunctionExpr;
     use datafusion::physical_expr::expressions::Literal;
     if let Some(l) = e.downcast_ref::<Literal>() {
         return match l.value() {
@@ -770,9 +769,16 @@ fn list_len(e: &Arc<dyn datafusion::physical_expr::PhysicalExpr>) -> Option<usiz
             _ => None,
         };
     }
-    let f = e.downcast_ref::<ScalarFunctionExpr>()?;
+    wide_constant_arg(e).and_then(list_len)
+}
+
+/// The constant a `held::WIDE_CONSTANT` call repeats over its rows, when `e` is one.
+fn wide_constant_arg(
+    e: &Arc<dyn datafusion::physical_expr::PhysicalExpr>,
+) -> Option<&Arc<dyn datafusion::physical_expr::PhysicalExpr>> {
+    let f = e.downcast_ref::<datafusion::physical_expr::ScalarFunctionExpr>()?;
     match f.args() {
-        [arg] if f.name() == crate::datafusion_ext::context::held::WIDE_CONSTANT => list_len(arg),
+        [arg] if f.name() == crate::datafusion_ext::context::held::WIDE_CONSTANT => Some(arg),
         _ => None,
     }
 }
@@ -783,7 +789,6 @@ fn constant_width(
     e: &Arc<dyn datafusion::physical_expr::PhysicalExpr>,
     schema: &datafusion::arrow::datatypes::Schema,
 ) -> Option<usize> {
-    use datafusion::physical_expr::ScalarFunctionExpr;
     use datafusion::physical_expr::expressions::Literal;
     if let Some(l) = e.downcast_ref::<Literal>() {
         return Some(l.value().size());
@@ -797,13 +802,7 @@ fn constant_width(
     {
         return Some(n);
     }
-    let f = e.downcast_ref::<ScalarFunctionExpr>()?;
-    match f.args() {
-        [arg] if f.name() == crate::datafusion_ext::context::held::WIDE_CONSTANT => {
-            constant_width(arg, schema)
-        }
-        _ => None,
-    }
+    constant_width(wide_constant_arg(e)?, schema)
 }
 
 /// `plan` with its filters (which fix their batch size when planned) gathering at most

@@ -178,9 +178,14 @@ pub(crate) fn plan(left: &Expr, right: &ScalarFunction, schema: &DFSchema) -> Df
         "hybrid search is (vector_column, text_column) <#> {}(vector, 'text' [, w_vector, w_text [, 'minmax' | 'softmax' | 'rrf']])",
         right.func.name()
     );
-    let (vcol, tcol) = match left.clone().unalias_nested().data {
+    // `ROW(v, t)` is the pair under an alias.
+    let mut pair = left;
+    while let Expr::Alias(a) = pair {
+        pair = &a.expr;
+    }
+    let (vcol, tcol) = match pair {
         Expr::ScalarFunction(f) if f.func.name() == "struct" && f.args.len() == 2 => {
-            (f.args[0].clone(), f.args[1].clone())
+            (&f.args[0], &f.args[1])
         }
         // What the left side is, in the statement's words (not DataFusion's rendering).
         Expr::ScalarFunction(f) if f.func.name() == "struct" => {
@@ -192,11 +197,10 @@ pub(crate) fn plan(left: &Expr, right: &ScalarFunction, schema: &DFSchema) -> Df
         other => {
             return Err(bad(format!(
                 "{usage}: the left side is {}, not a row of two columns",
-                super::text_search::not_constant(&other)
+                super::text_search::not_constant(other)
             )));
         }
     };
-    let (vcol, tcol) = (&vcol, &tcol);
     let args = &right.args;
     if !(2..=5).contains(&args.len()) || args.len() == 3 {
         return Err(bad(usage));
