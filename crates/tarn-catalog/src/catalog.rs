@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 use crate::files::WorkspaceFiles;
 use crate::{
     ApiKeyRecord, FileRecord, IndexDef, IndexId, OrgRecord, Role, TableDef, TableId, UserRecord,
-    WorkspaceRecord,
+    ViewDef, ViewId, WorkspaceRecord,
 };
 
 /// Every catalog record, indexed for the lookups Tarn makes.
@@ -30,6 +30,10 @@ pub struct Catalog {
     /// (organization, workspace, index name) → index id.
     pub(crate) index_names: HashMap<(String, String, String), IndexId>,
     pub(crate) next_index_id: IndexId,
+    pub(crate) views: BTreeMap<ViewId, ViewDef>,
+    /// (organization, workspace, view name) → view id.
+    pub(crate) view_names: HashMap<(String, String, String), ViewId>,
+    pub(crate) next_view_id: ViewId,
     /// (organization, workspace) → its files.
     pub(crate) files: BTreeMap<(String, String), Arc<WorkspaceFiles>>,
     pub(crate) next_file_seq: u64,
@@ -54,6 +58,15 @@ pub struct CatalogSnapshot {
     pub(crate) files: Vec<FileRecord>,
     #[serde(default)]
     pub(crate) next_file_seq: u64,
+    // Left out when empty, so a catalog without views writes the bytes it always did.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(crate) views: Vec<ViewDef>,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub(crate) next_view_id: ViewId,
+}
+
+fn is_zero(n: &ViewId) -> bool {
+    *n == 0
 }
 
 impl Catalog {
@@ -79,6 +92,12 @@ impl Catalog {
                 .flat_map(|w| w.newest_first().map(|f| FileRecord::clone(f)))
                 .collect(),
             next_file_seq: self.next_file_seq,
+            views: self.views.values().cloned().collect(),
+            next_view_id: if self.views.is_empty() && self.next_view_id <= 1 {
+                0
+            } else {
+                self.next_view_id
+            },
         }
     }
 
@@ -145,6 +164,13 @@ impl Catalog {
             .filter(|i| tables.contains(&i.table_id))
         {
             n += json_len(i);
+        }
+        for v in self
+            .views
+            .values()
+            .filter(|v| orgs.contains(v.org_id.as_str()))
+        {
+            n += json_len(v);
         }
         for ((o, _), files) in &self.files {
             if orgs.contains(o.as_str()) {
@@ -224,6 +250,10 @@ impl Catalog {
             c.indexes.insert(i.id, i);
         }
         c.next_index_id = s.next_index_id.max(1);
+        for v in s.views {
+            c.insert_view(v);
+        }
+        c.next_view_id = c.next_view_id.max(s.next_view_id).max(1);
         for f in s.files {
             c.insert_file(f);
         }
@@ -236,6 +266,7 @@ impl Catalog {
         Self {
             next_table_id: 1,
             next_index_id: 1,
+            next_view_id: 1,
             ..Default::default()
         }
     }
@@ -249,7 +280,9 @@ pub(crate) fn json_len<T: Serialize>(v: &T) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{CatalogOp, ColumnDef, ColumnId, IndexType, Result, SqlType, Timestamp};
+    use crate::{
+        CatalogOp, ColumnDef, ColumnId, IndexType, Result, SqlType, Timestamp, ViewDef, ViewId,
+    };
 
     fn org(id: &str) -> CatalogOp {
         CatalogOp::CreateOrg(OrgRecord {
@@ -370,6 +403,81 @@ mod tests {
         })?;
         assert!(c.index_by_id(4).is_none());
         assert_eq!(c.next_index_id(), 5);
+        Ok(())
+    }
+
+    fn view(id: ViewId, ws: &str, name: &str, tables: &[TableId], views: &[ViewId]) -> ViewDef {
+        ViewDef {
+            id,
+            org_id: "o".into(),
+            workspace_id: ws.into(),
+            name: name.into(),
+            sql: "SELECT 1".into(),
+            columns: vec![],
+            source_names: None,
+            tables: tables.to_vec(),
+            views: views.to_vec(),
+            depth: 1 + views.len() as u32,
+            created_at: Timestamp::default(),
+        }
+    }
+
+    #[test]
+    fn views_share_the_namespace_follow_what_they_read_and_survive_a_snapshot() -> Result<()> {
+        let mut c = Catalog::new();
+        c.apply(&org("o"))?;
+        c.apply(&ws("o", "w"))?;
+        c.apply(&ws("o", "x"))?;
+        c.apply(&CatalogOp::CreateTable(table_with_columns(1, "t")))?;
+        c.apply(&CatalogOp::CreateView(view(1, "w", "v", &[1], &[])))?;
+        c.apply(&CatalogOp::CreateView(view(2, "x", "vv", &[], &[1])))?;
+        assert_eq!(c.next_view_id(), 3);
+        assert!(c.relation_exists("o", "w", "v"));
+        // One namespace: tables, indexes and views.
+        for clash in [
+            CatalogOp::CreateTable(table(2, "o", "w", "v")),
+            CatalogOp::CreateView(view(3, "w", "t", &[1], &[])),
+            index(1, 1, "v", 1),
+        ] {
+            let err = c.apply(&clash).map(|_| ()).unwrap_err().to_string();
+            assert!(err.ends_with("already exists"), "{err}");
+        }
+        // A view never reads what is missing, nor itself.
+        assert!(
+            c.apply(&CatalogOp::CreateView(view(3, "w", "m", &[9], &[])))
+                .is_err()
+        );
+        assert!(
+            c.apply(&CatalogOp::ReplaceView(view(1, "w", "v", &[1], &[2])))
+                .is_err()
+        );
+        assert_eq!(c.dependent_views(&[1], &[]), vec![2, 1]);
+        // Through a checkpoint.
+        let back = Catalog::from_snapshot(
+            serde_json::from_slice(&serde_json::to_vec(&c.snapshot()).unwrap()).unwrap(),
+        );
+        assert_eq!(back.view("o", "x", "vv"), c.view("o", "x", "vv"));
+        assert_eq!(back.next_view_id(), 3);
+        // Renames keep the id; dropping the table takes its readers along.
+        c.apply(&CatalogOp::RenameView {
+            view_id: 1,
+            name: "v2".into(),
+        })?;
+        assert!(c.view("o", "w", "v").is_none());
+        assert_eq!(c.view("o", "w", "v2").map(|v| v.id), Some(1));
+        c.apply(&CatalogOp::DropTable { table_id: 1 })?;
+        assert!(c.view_by_id(1).is_none() && c.view_by_id(2).is_none());
+        // Deleting a workspace drops the views of other workspaces that read it.
+        c.apply(&CatalogOp::CreateTable(table_with_columns(3, "u")))?;
+        c.apply(&CatalogOp::CreateView(view(4, "x", "reads_w", &[3], &[])))?;
+        c.apply(&CatalogOp::DeleteWorkspace {
+            org_id: "o".into(),
+            workspace_id: "w".into(),
+        })?;
+        assert!(c.views_of("o", "x").is_empty());
+        // A catalog that never had a view writes no view fields.
+        let plain = serde_json::to_string(&Catalog::new().snapshot()).unwrap();
+        assert!(!plain.contains("view"), "{plain}");
         Ok(())
     }
 

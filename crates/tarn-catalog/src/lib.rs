@@ -12,6 +12,7 @@ mod schema;
 mod tenancy;
 mod time;
 mod types;
+mod views;
 
 pub use catalog::{Catalog, CatalogSnapshot};
 pub use files::FileRecord;
@@ -20,6 +21,7 @@ pub use schema::{ColumnDef, ColumnDefault, IndexDef, IndexType, TableDef};
 pub use tenancy::{ApiKeyRecord, MemberRecord, OrgRecord, Role, UserRecord, WorkspaceRecord};
 pub use time::Timestamp;
 pub use types::SqlType;
+pub use views::{ViewColumn, ViewDef, ViewId};
 
 /// Internal, immutable id of a table. Names are attributes; ids never change or get reused.
 pub type TableId = u64;

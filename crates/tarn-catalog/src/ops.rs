@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::{
     ApiKeyRecord, Catalog, Error, FileRecord, IndexDef, IndexId, MemberRecord, OrgRecord, Result,
-    TableDef, TableId, Timestamp, UserRecord, WorkspaceRecord,
+    TableDef, TableId, Timestamp, UserRecord, ViewDef, ViewId, WorkspaceRecord,
 };
 
 /// One change to the catalog. Ops are validated before they are logged, so applying a
@@ -92,6 +92,22 @@ pub enum CatalogOp {
         /// Index id.
         index_id: IndexId,
     },
+    /// Add a view.
+    CreateView(ViewDef),
+    /// Replace a view's definition (`CREATE OR REPLACE VIEW`; same id and name).
+    ReplaceView(ViewDef),
+    /// Rename a view.
+    RenameView {
+        /// View id.
+        view_id: ViewId,
+        /// New name.
+        name: String,
+    },
+    /// Drop a view. Views that read it are dropped by ops of their own before it.
+    DropView {
+        /// View id.
+        view_id: ViewId,
+    },
     /// Add a workspace file's record (its blob is already durable).
     PutFile(FileRecord),
     /// Delete a workspace file's record (its blob is removed once this is durable).
@@ -120,6 +136,10 @@ impl CatalogOp {
             CatalogOp::CreateTable(t) | CatalogOp::ReplaceTable(t) => Some(&t.org_id),
             CatalogOp::CreateIndex(i) => catalog.table_by_id(i.table_id).map(|t| t.org_id.as_str()),
             CatalogOp::PutFile(f) => Some(&f.org_id),
+            CatalogOp::CreateView(v) | CatalogOp::ReplaceView(v) => Some(&v.org_id),
+            CatalogOp::RenameView { view_id, .. } => {
+                catalog.view_by_id(*view_id).map(|v| v.org_id.as_str())
+            }
             _ => None,
         }
     }
@@ -204,6 +224,7 @@ impl Catalog {
                 self.members.retain(|(o, _), _| o != org_id);
                 self.forget_orphaned_invites(members);
                 self.workspaces.retain(|(o, _), _| o != org_id);
+                self.remove_views(|v| v.org_id == *org_id);
                 let mut files = Vec::new();
                 self.files.retain(|(o, _), w| {
                     let keep = o != org_id;
@@ -212,10 +233,9 @@ impl Catalog {
                     }
                     keep
                 });
-                return Ok(Removed {
-                    tables: self.remove_tables(|t| t.org_id == *org_id),
-                    files,
-                });
+                let tables = self.remove_tables(|t| t.org_id == *org_id);
+                self.remove_dangling_views();
+                return Ok(Removed { tables, files });
             }
             CatalogOp::PutMember(m) => {
                 if !self.orgs.contains_key(&m.org_id) || !self.users.contains_key(&m.user_id) {
@@ -260,22 +280,24 @@ impl Catalog {
                 self.workspaces
                     .remove(&(org_id.clone(), workspace_id.clone()))
                     .ok_or_else(|| missing("workspace"))?;
+                self.remove_views(|v| v.org_id == *org_id && v.workspace_id == *workspace_id);
                 let files = self
                     .files
                     .remove(&(org_id.clone(), workspace_id.clone()))
                     .map(|w| w.ids().cloned().collect())
                     .unwrap_or_default();
-                return Ok(Removed {
-                    tables: self
-                        .remove_tables(|t| t.org_id == *org_id && t.workspace_id == *workspace_id),
-                    files,
-                });
+                let tables =
+                    self.remove_tables(|t| t.org_id == *org_id && t.workspace_id == *workspace_id);
+                // Views of other workspaces that read its tables or views go too.
+                self.remove_dangling_views();
+                return Ok(Removed { tables, files });
             }
             CatalogOp::CreateTable(t) => {
                 let key = (t.org_id.clone(), t.workspace_id.clone(), t.name.clone());
                 if self.tables.contains_key(&t.id)
                     || self.table_names.contains_key(&key)
                     || self.index_names.contains_key(&key)
+                    || self.view_names.contains_key(&key)
                 {
                     return Err(Error::AlreadyExists(format!(
                         "relation \"{}\".\"{}\" already exists",
@@ -303,6 +325,7 @@ impl Catalog {
                 if old_key != new_key {
                     if self.table_names.contains_key(&new_key)
                         || self.index_names.contains_key(&new_key)
+                        || self.view_names.contains_key(&new_key)
                     {
                         return Err(Error::AlreadyExists(format!(
                             "relation \"{}\".\"{}\" already exists",
@@ -335,6 +358,7 @@ impl Catalog {
                     t.name.clone(),
                 ));
                 self.remove_indexes_of(&[*table_id]);
+                self.remove_dangling_views();
                 return Ok(Removed {
                     tables: vec![*table_id],
                     files: Vec::new(),
@@ -356,6 +380,7 @@ impl Catalog {
                 if self.indexes.contains_key(&i.id)
                     || self.index_names.contains_key(&key)
                     || self.table_names.contains_key(&key)
+                    || self.view_names.contains_key(&key)
                 {
                     return Err(Error::AlreadyExists(format!(
                         "relation \"{}\" already exists",
@@ -371,6 +396,57 @@ impl Catalog {
                     return Err(missing("index"));
                 }
                 self.remove_index(*index_id);
+            }
+            CatalogOp::CreateView(v) => {
+                let key = (v.org_id.clone(), v.workspace_id.clone(), v.name.clone());
+                if self.views.contains_key(&v.id)
+                    || self.view_names.contains_key(&key)
+                    || self.table_names.contains_key(&key)
+                    || self.index_names.contains_key(&key)
+                {
+                    return Err(Error::AlreadyExists(format!(
+                        "relation \"{}\".\"{}\" already exists",
+                        v.workspace_id, v.name
+                    )));
+                }
+                if !self
+                    .workspaces
+                    .contains_key(&(v.org_id.clone(), v.workspace_id.clone()))
+                {
+                    return Err(missing("workspace"));
+                }
+                self.check_view_reads(v)?;
+                self.insert_view(v.clone());
+            }
+            CatalogOp::ReplaceView(v) => {
+                let old = self.views.get(&v.id).ok_or_else(|| missing("view"))?;
+                if (&old.org_id, &old.workspace_id, &old.name)
+                    != (&v.org_id, &v.workspace_id, &v.name)
+                {
+                    return Err(Error::Inconsistent("a replaced view keeps its name".into()));
+                }
+                self.check_view_reads(v)?;
+                self.views.insert(v.id, v.clone());
+            }
+            CatalogOp::RenameView { view_id, name } => {
+                let old = self.views.get(view_id).ok_or_else(|| missing("view"))?;
+                let key = (old.org_id.clone(), old.workspace_id.clone(), name.clone());
+                if self.view_names.contains_key(&key)
+                    || self.table_names.contains_key(&key)
+                    || self.index_names.contains_key(&key)
+                {
+                    return Err(Error::AlreadyExists(format!(
+                        "relation \"{}\".\"{}\" already exists",
+                        old.workspace_id, name
+                    )));
+                }
+                let mut v = self.remove_view(*view_id).ok_or_else(|| missing("view"))?;
+                v.name = name.clone();
+                self.insert_view(v);
+            }
+            CatalogOp::DropView { view_id } => {
+                self.remove_view(*view_id).ok_or_else(|| missing("view"))?;
+                self.remove_dangling_views();
             }
             CatalogOp::PutFile(f) => {
                 let ws = (f.org_id.clone(), f.workspace_id.clone());
@@ -404,6 +480,31 @@ impl Catalog {
             }
         }
         Ok(Removed::default())
+    }
+
+    /// A view reads only tables and views that exist, of its own organization, and
+    /// never itself (through others either).
+    fn check_view_reads(&self, v: &ViewDef) -> Result<()> {
+        for t in &v.tables {
+            match self.tables.get(t) {
+                Some(t) if t.org_id == v.org_id => {}
+                _ => return Err(Error::Inconsistent("a view reads a missing table".into())),
+            }
+        }
+        for w in &v.views {
+            match self.views.get(w) {
+                Some(w) if w.org_id == v.org_id && w.id != v.id => {}
+                _ => return Err(Error::Inconsistent("a view reads a missing view".into())),
+            }
+        }
+        if self
+            .dependent_views(&[], &[v.id])
+            .iter()
+            .any(|d| v.views.contains(d))
+        {
+            return Err(Error::Inconsistent("a view would read itself".into()));
+        }
+        Ok(())
     }
 
     /// Forgets an index and its name.

@@ -230,9 +230,11 @@ impl Catalog {
         self.next_index_id
     }
 
-    /// Whether a table or an index of the workspace is named `name`.
+    /// Whether a table, a view or an index of the workspace is named `name`.
     pub fn relation_exists(&self, org_id: &str, ws_id: &str, name: &str) -> bool {
-        self.table(org_id, ws_id, name).is_some() || self.index(org_id, ws_id, name).is_some()
+        self.table(org_id, ws_id, name).is_some()
+            || self.index(org_id, ws_id, name).is_some()
+            || self.view(org_id, ws_id, name).is_some()
     }
 
     /// The column sets storage keeps key indexes for, as (column ids, unique): the
