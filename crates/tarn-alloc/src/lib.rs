@@ -75,6 +75,14 @@ const FREE_SLOT: Slot = Slot {
 
 static COUNTS: [Slot; SLOTS] = [FREE_SLOT; SLOTS];
 
+/// What every counted statement holds together: statements running at once share
+/// their backstop (as they share the `query_memory` pool), so that four at the edge of
+/// their own limit do not hold four times it.
+static TOTAL: AtomicI64 = AtomicI64::new(0);
+
+/// Statements counted now.
+static RUNNING: AtomicI64 = AtomicI64::new(0);
+
 /// Whether [`StatementAllocator`] is the process's allocator (seen by its first use).
 static INSTALLED: AtomicBool = AtomicBool::new(false);
 
@@ -146,6 +154,7 @@ fn slot(tag: u64) -> Option<&'static Slot> {
 fn count(tag: u64, bytes: i64) {
     if let Some(s) = slot(tag) {
         let was = s.bytes.fetch_add(bytes, Ordering::SeqCst);
+        TOTAL.fetch_add(bytes, Ordering::SeqCst);
         if bytes > 0 {
             s.peak
                 .fetch_max(was.saturating_add(bytes), Ordering::Relaxed);
@@ -155,6 +164,7 @@ fn count(tag: u64, bytes: i64) {
         // carries bytes it cannot give back (a block's stale tag is not subtracted).
         if s.generation.load(Ordering::SeqCst) != (tag >> 32) as u32 {
             s.bytes.fetch_sub(bytes, Ordering::SeqCst);
+            TOTAL.fetch_sub(bytes, Ordering::SeqCst);
         }
     }
 }
@@ -322,7 +332,9 @@ impl Meter {
                 .is_ok()
             {
                 let generation = s.generation.fetch_add(1, Ordering::SeqCst).wrapping_add(1);
-                s.bytes.store(0, Ordering::SeqCst);
+                // (A count that raced the last statement's end is taken back here.)
+                TOTAL.fetch_sub(s.bytes.swap(0, Ordering::SeqCst), Ordering::SeqCst);
+                RUNNING.fetch_add(1, Ordering::SeqCst);
                 s.peak.store(0, Ordering::Relaxed);
                 s.limit
                     .store(i64::try_from(limit).unwrap_or(i64::MAX), Ordering::Relaxed);
@@ -340,8 +352,8 @@ impl Meter {
     }
 
     /// `fut`, counted against this statement while it is polled, and ended with
-    /// `over(held, limit)` at the first poll after the statement passed its limit.
-    pub fn run<F, T, E>(&self, fut: F, over: fn(u64, u64) -> E) -> Counted<F, E>
+    /// `over(…)` at the first poll after the statement passed its backstop.
+    pub fn run<F, T, E>(&self, fut: F, over: fn(Over) -> E) -> Counted<F, E>
     where
         F: Future<Output = Result<T, E>>,
     {
@@ -360,7 +372,8 @@ impl Drop for Meter {
             // A new generation first, so the blocks this statement leaves behind are
             // not counted against the slot's next statement.
             s.generation.fetch_add(1, Ordering::AcqRel);
-            s.bytes.store(0, Ordering::Relaxed);
+            TOTAL.fetch_sub(s.bytes.swap(0, Ordering::SeqCst), Ordering::SeqCst);
+            RUNNING.fetch_sub(1, Ordering::SeqCst);
             s.in_use.store(false, Ordering::Release);
             if peak >= TRIM_AFTER {
                 trim_when_idle();
@@ -463,28 +476,71 @@ impl Drop for Entered {
     }
 }
 
-/// What statement `tag` holds and may hold, when it holds more.
-pub fn over(tag: u64) -> Option<(u64, u64)> {
+/// A statement past its backstop: what it holds and may hold, and, when it is ended
+/// for what the statements running with it hold together, their total.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Over {
+    /// What the statement holds.
+    pub held: u64,
+    /// What one statement, and all running at once together, may hold.
+    pub limit: u64,
+    /// What the running statements hold together, when that is what is past the limit.
+    pub together: Option<u64>,
+}
+
+impl std::fmt::Display for Over {
+    /// The words of the backstop's error (after "query memory limit (query_memory)
+    /// exceeded: ").
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let Over {
+            held,
+            limit,
+            together,
+        } = *self;
+        match together {
+            None => write!(
+                f,
+                "this statement holds {held} bytes, past the {limit} bytes a statement may \
+                 hold (query_memory and a quarter more)"
+            ),
+            Some(total) => write!(
+                f,
+                "the statements running at once hold {total} bytes together (this one \
+                 {held}), past the {limit} bytes they may hold together (query_memory and \
+                 a quarter more); run it again when fewer run"
+            ),
+        }
+    }
+}
+
+/// Whether statement `tag` is past its backstop: it holds more than its limit, or the
+/// running statements together hold more than it and this one more than its share of
+/// it (so the largest holders end, and a small statement beside them goes on).
+pub fn over(tag: u64) -> Option<Over> {
     let s = slot(tag)?;
     let bytes = s.bytes.load(Ordering::Relaxed);
     let limit = s.limit.load(Ordering::Relaxed);
-    (bytes > limit).then_some((bytes as u64, limit as u64))
-}
-
-/// The words of the backstop's error (after "query memory limit (query_memory)
-/// exceeded: ").
-pub fn over_message(held: u64, limit: u64) -> String {
-    format!(
-        "this statement holds {held} bytes, past the {limit} bytes a statement may hold \
-         (query_memory and a quarter more)"
-    )
+    if bytes > limit {
+        return Some(Over {
+            held: bytes as u64,
+            limit: limit as u64,
+            together: None,
+        });
+    }
+    let total = TOTAL.load(Ordering::Relaxed);
+    let running = RUNNING.load(Ordering::Relaxed).max(1);
+    (total > limit && bytes > limit / running).then_some(Over {
+        held: bytes.max(0) as u64,
+        limit: limit as u64,
+        together: Some(total as u64),
+    })
 }
 
 /// A future counted against a statement (see [`Meter::run`]).
 pub struct Counted<F, E> {
     fut: Pin<Box<F>>,
     tag: u64,
-    over: fn(u64, u64) -> E,
+    over: fn(Over) -> E,
 }
 
 impl<F, T, E> Future for Counted<F, E>
@@ -503,7 +559,7 @@ where
         set_current(0);
         match (polled, over(this.tag)) {
             (Poll::Ready(r), _) => Poll::Ready(r),
-            (_, Some((held, limit))) => Poll::Ready(Err((this.over)(held, limit))),
+            (_, Some(o)) => Poll::Ready(Err((this.over)(o))),
             (polled, None) => polled,
         }
     }
@@ -541,12 +597,21 @@ mod tests {
     #[global_allocator]
     static ALLOCATOR: StatementAllocator = StatementAllocator;
 
+    /// The counts are the process's: the tests take turns, so that one's blocks are
+    /// never part of another's total.
+    static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+    fn serial() -> std::sync::MutexGuard<'static, ()> {
+        SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     fn held(m: &Meter) -> i64 {
         slot(m.tag()).map_or(0, |s| s.bytes.load(Ordering::Relaxed))
     }
 
     #[test]
     fn a_statement_holds_what_it_allocated_until_it_is_freed_anywhere() {
+        let _serial = serial();
         let _warm = vec![0u8; SMALLEST_COUNTED]; // the allocator is seen in use
         let m = Meter::start(10 << 20);
         assert_ne!(m.tag(), 0);
@@ -568,8 +633,8 @@ mod tests {
             let _in = enter(m.tag());
             vec![0u8; 8 << 20]
         };
-        let (bytes, limit) = over(m.tag()).expect("past the limit");
-        assert!(bytes > limit && limit == 10 << 20);
+        let o = over(m.tag()).expect("past the limit");
+        assert!(o.held > o.limit && o.limit == 10 << 20 && o.together.is_none());
         // Freed on another thread that is doing no statement's work: still its own.
         std::thread::spawn(move || drop(big))
             .join()
@@ -582,7 +647,40 @@ mod tests {
     }
 
     #[test]
+    fn statements_running_at_once_share_their_backstop() {
+        let _serial = serial();
+        let _warm = vec![0u8; SMALLEST_COUNTED];
+        let (a, b, small) = (
+            Meter::start(10 << 20),
+            Meter::start(10 << 20),
+            Meter::start(10 << 20),
+        );
+        let hold = |m: &Meter, n: usize| {
+            let _in = enter(m.tag());
+            vec![1u8; n]
+        };
+        let x = hold(&a, 4 << 20);
+        let y = hold(&b, 4 << 20);
+        let z = hold(&small, 1 << 20);
+        // 9 MiB together: within the limit.
+        assert!(over(a.tag()).is_none() && over(small.tag()).is_none());
+        let y2 = hold(&b, 2 << 20);
+        // 11 MiB together, each under 10: the two that hold more than a third end, the
+        // small one goes on.
+        let o = over(a.tag()).expect("a holds more than its share");
+        assert_eq!((o.held, o.together), (4 << 20, Some(11 << 20)));
+        assert!(over(b.tag()).is_some_and(|o| o.held == 6 << 20));
+        assert!(over(small.tag()).is_none());
+        assert!(o.to_string().contains("together"), "{o}");
+        drop((y, y2));
+        drop(b);
+        assert!(over(a.tag()).is_none());
+        drop((x, z));
+    }
+
+    #[test]
     fn a_block_outliving_its_statement_is_not_the_next_ones() {
+        let _serial = serial();
         let _warm = vec![0u8; SMALLEST_COUNTED];
         let first = Meter::start(1 << 30);
         let kept = {
@@ -610,6 +708,7 @@ mod tests {
 
     #[test]
     fn a_statement_holds_its_small_blocks_on_the_whole() {
+        let _serial = serial();
         let _warm = vec![0u8; SMALLEST_COUNTED];
         let m = Meter::start(1 << 30);
         let blocks: Vec<Box<[u8; 48]>> = {
@@ -643,6 +742,7 @@ mod tests {
 
     #[test]
     fn set_current_stays_until_replaced_and_enter_restores() {
+        let _serial = serial();
         set_current(0);
         {
             let _a = enter(5);

@@ -460,10 +460,9 @@ impl SqlEngine {
     async fn with_timeout<T>(&self, fut: impl Future<Output = Result<T>>) -> Result<T> {
         use futures::FutureExt;
         let meter = tarn_alloc::Meter::start(tarn_alloc::backstop(self.shared.limits.query_memory));
-        let fut = meter.run(fut, |held, limit| {
+        let fut = meter.run(fut, |over| {
             Error::BadRequest(format!(
-                "query memory limit (query_memory) exceeded: {}",
-                tarn_alloc::over_message(held, limit)
+                "query memory limit (query_memory) exceeded: {over}"
             ))
         });
         // The deadline inside planning, which is one long poll (see `context::deadline`).

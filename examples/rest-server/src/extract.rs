@@ -93,10 +93,29 @@ pub(crate) const CONTAINER_BYTES: u64 = 400;
 pub(crate) const MAX_CONTAINERS: usize =
     ((PARSE_BUDGET_MIB as u64) << 19) as usize / CONTAINER_BYTES as usize;
 
-/// The arrays and objects a JSON body opens (a `[` or `{` inside a string counts too:
-/// an upper bound).
+/// The arrays and objects a JSON body opens: its `[` and `{` outside strings (a text
+/// parameter full of brackets, such as array text `{{1},{2}}` or JSON text for a
+/// `jsonb` cast, is one string, not millions of containers). In a body that is not
+/// JSON the count is whatever it is; the parse refuses the body anyway.
 pub(crate) fn containers(body: &[u8]) -> usize {
-    body.iter().filter(|&&b| b == b'[' || b == b'{').count()
+    let (mut n, mut in_string, mut escaped) = (0, false, false);
+    for &b in body {
+        if in_string {
+            match b {
+                _ if escaped => escaped = false,
+                b'\\' => escaped = true,
+                b'"' => in_string = false,
+                _ => {}
+            }
+        } else {
+            match b {
+                b'"' => in_string = true,
+                b'[' | b'{' => n += 1,
+                _ => {}
+            }
+        }
+    }
+    n
 }
 
 /// A JSON body, read whatever its content type says: 413 past the body limit, 400 for
@@ -173,6 +192,11 @@ mod tests {
         // Nested arrays cost far more than their text.
         assert_eq!(parse_estimate_mib(4 << 20, 1_000_000), 192 + 382);
         assert_eq!(MAX_CONTAINERS, 2_684_354);
-        assert_eq!(containers(br#"{"params":[[1],[2],"["]}"#), 5);
+        // Brackets in strings are text (escaped quotes and backslashes kept apart).
+        assert_eq!(containers(br#"{"params":[[1],[2],"[\"{\\"],"q":"{{"}"#), 4);
+        assert_eq!(
+            containers(format!(r#"["{}"]"#, "[".repeat(1000)).as_bytes()),
+            1
+        );
     }
 }

@@ -1,8 +1,13 @@
 //! The SQL dialect: PostgreSQL's, plus `CREATE TABLE … USING engine`.
+//!
+//! `ALTER VIEW v RENAME TO w` is read here (sqlparser reads ALTER VIEW only as
+//! `ALTER VIEW v AS SELECT …`) into [`Statement::RenameTable`], which is otherwise
+//! MySQL's `RENAME TABLE` and not PostgreSQL's: that statement is refused as the
+//! syntax error it is in PostgreSQL, so the one statement means one thing.
 
 use std::any::TypeId;
 
-use datafusion::sql::sqlparser::ast::Expr;
+use datafusion::sql::sqlparser::ast::{Expr, ObjectName, RenameTable, Statement};
 use datafusion::sql::sqlparser::dialect::{Dialect, PostgreSqlDialect, Precedence};
 use datafusion::sql::sqlparser::keywords::Keyword;
 use datafusion::sql::sqlparser::parser::{Parser, ParserError};
@@ -60,6 +65,31 @@ impl Dialect for EngineDialect {
     /// comparison's: sqlparser reads a whole expression there, so `a IS NOT DISTINCT
     /// FROM b AND c` became `a IS NOT DISTINCT FROM (b AND c)` (a type error, or a
     /// wrong answer).
+    fn parse_statement(&self, parser: &mut Parser) -> Option<Result<Statement, ParserError>> {
+        if parser.peek_keyword(Keyword::RENAME) {
+            let rename = parser.peek_token();
+            return Some(Err(ParserError::ParserError(format!(
+                "Expected: an SQL statement, found: RENAME{}",
+                rename.span.start
+            ))));
+        }
+        let renamed = parser.maybe_parse(|p| {
+            p.expect_keywords(&[Keyword::ALTER, Keyword::VIEW])?;
+            let old_name = p.parse_object_name(false)?;
+            p.expect_keywords(&[Keyword::RENAME, Keyword::TO])?;
+            let new_name = ObjectName::from(vec![p.parse_identifier()?]);
+            Ok(Statement::RenameTable(vec![RenameTable {
+                old_name,
+                new_name,
+            }]))
+        });
+        match renamed {
+            Ok(Some(stmt)) => Some(Ok(stmt)),
+            Ok(None) => None,
+            Err(e) => Some(Err(e)),
+        }
+    }
+
     fn parse_infix(
         &self,
         parser: &mut Parser,

@@ -1,7 +1,9 @@
 //! Statement rewrites before DataFusion plans a statement: `$n` parameters bound as
-//! literals (`params`) and PostgreSQL's output column names (`names`). Stands on
+//! literals (`params`), PostgreSQL's output column names (`names`) and views expanded
+//! where they are read (`views`). Stands on
 //! `datafusion_ext` (the functions parameters bind to) and below it.
 
 pub(crate) mod names;
 pub(crate) mod params;
 pub(crate) mod to_char;
+pub(crate) mod views;

@@ -81,6 +81,15 @@ impl Txn<'_> {
     /// `(workspace, table)` of a name being created: it must be qualified with a
     /// workspace of this organization.
     fn new_table_name(&self, name: &ObjectName) -> Result<(String, String)> {
+        self.new_relation_name(name, "table")
+    }
+
+    /// `(workspace, name)` of a relation (`kind`: table, view) being created.
+    pub(crate) fn new_relation_name(
+        &self,
+        name: &ObjectName,
+        kind: &str,
+    ) -> Result<(String, String)> {
         let parts = name_parts(name)?;
         match parts.as_slice() {
             [ws, t] => {
@@ -91,7 +100,7 @@ impl Txn<'_> {
                 Ok((ws.clone(), t.clone()))
             }
             _ => bad(format!(
-                "table name {} must be schema-qualified: \"<workspace>\".\"<table>\"",
+                "{kind} name {} must be schema-qualified: \"<workspace>\".\"<{kind}>\"",
                 quoted(&parts)
             )),
         }
@@ -304,6 +313,7 @@ impl Txn<'_> {
         &mut self,
         names: &[ObjectName],
         if_exists: bool,
+        cascade: bool,
     ) -> Result<StatementResult> {
         self.lock_ddl().await;
         // Every name is resolved before any table is dropped, as PostgreSQL does: a
@@ -330,6 +340,7 @@ impl Txn<'_> {
                 ids.push(def.id);
             }
         }
+        self.drop_views_reading(&ids, cascade)?;
         for id in ids {
             if self.lock_table(id).await?.is_none() {
                 continue;
@@ -435,6 +446,7 @@ impl Txn<'_> {
                         if def.columns.len() == 1 {
                             return bad("cannot drop the only column of a table");
                         }
+                        self.refuse_if_views_read(def.id, &format!("drop column \"{name}\" of"))?;
                         def.columns.retain(|x| x.id != col.id);
                         def.unique_constraints
                             .retain(|(_, cols)| !cols.contains(&col.id));
@@ -452,6 +464,9 @@ impl Txn<'_> {
                             "column \"{new}\" of relation \"{}\" already exists",
                             def.name
                         )));
+                    }
+                    if def.column(&old).is_some() {
+                        self.refuse_if_views_read(def.id, &format!("rename column \"{old}\" of"))?;
                     }
                     let Some(col) = def.columns.iter_mut().find(|c| c.name == old) else {
                         return Err(Error::BadRequest(format!(
@@ -476,6 +491,9 @@ impl Txn<'_> {
                         }
                     };
                     check_table_name(&new)?;
+                    if new != def.name {
+                        self.refuse_if_views_read(def.id, "rename")?;
+                    }
                     if self
                         .catalog
                         .relation_exists(&self.org, &def.workspace_id, &new)

@@ -35,8 +35,18 @@ impl Txn<'_> {
                 object_type: ast::ObjectType::Table,
                 if_exists,
                 names,
+                cascade,
                 ..
-            } => Box::pin(self.drop_tables(&names, if_exists)).await,
+            } => Box::pin(self.drop_tables(&names, if_exists, cascade)).await,
+            Statement::CreateView(cv) => Box::pin(self.create_view(cv)).await,
+            Statement::Drop {
+                object_type: ast::ObjectType::View,
+                if_exists,
+                names,
+                cascade,
+                ..
+            } => Box::pin(self.drop_views(&names, if_exists, cascade)).await,
+            Statement::RenameTable(renames) => Box::pin(self.rename_view(&renames)).await,
             Statement::AlterTable(alter) => Box::pin(self.alter_table(alter)).await,
             Statement::StartTransaction { .. }
             | Statement::Commit { .. }
@@ -57,7 +67,8 @@ impl Txn<'_> {
         }
     }
 
-    async fn run_explain(&self, stmt: Statement) -> Result<StatementResult> {
+    async fn run_explain(&self, mut stmt: Statement) -> Result<StatementResult> {
+        self.expand_views(&mut stmt, &HashMap::new())?;
         let ids = self.check_relations(&stmt, &HashMap::new())?;
         // (After the relation check: an unknown table is 404 whatever reads it.)
         // Tarn runs writes and DDL itself, not through a DataFusion plan: DataFusion's

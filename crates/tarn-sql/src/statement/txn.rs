@@ -217,13 +217,20 @@ impl<'e> Txn<'e> {
     pub fn resolve(&self, name: &ObjectName) -> Result<TableDef> {
         let parts = name_parts(name)?;
         match parts.as_slice() {
-            [ws, t] => self
-                .catalog
-                .table(&self.org, ws, t)
-                .cloned()
-                .ok_or_else(|| {
-                    Error::NotFound(format!("relation {} does not exist", quoted(&parts)))
-                }),
+            [ws, t] => match self.catalog.table(&self.org, ws, t) {
+                Some(def) => Ok(def.clone()),
+                None if self.catalog.view(&self.org, ws, t).is_some() => {
+                    Err(Error::BadRequest(format!(
+                        "{} is a view, not a table: a view is only read (INSERT, UPDATE, \
+                         DELETE and ALTER TABLE change tables; DROP VIEW drops it)",
+                        quoted(&parts)
+                    )))
+                }
+                None => Err(Error::NotFound(format!(
+                    "relation {} does not exist",
+                    quoted(&parts)
+                ))),
+            },
             _ => Err(Error::NotFound(format!(
                 "relation {} does not exist",
                 quoted(&parts)
@@ -423,9 +430,10 @@ impl<'e> Txn<'e> {
     /// would cost a recursion as deep as its expressions (see `depth.rs`).
     pub async fn run_query(
         &self,
-        query: Query,
+        mut query: Query,
         overrides: HashMap<(String, String), Arc<dyn TableProvider>>,
     ) -> Result<(Vec<String>, SchemaRef, Vec<RecordBatch>)> {
+        self.expand_views(&mut query, &overrides)?;
         let names = OutputNames::of(&query);
         let stmt = Statement::Query(Box::new(query));
         let ids = self.check_relations(&stmt, &overrides)?;

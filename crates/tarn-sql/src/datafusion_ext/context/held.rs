@@ -614,11 +614,9 @@ impl futures::Stream for HeldStream {
             // The task yields here anyway.
             this.working_since = None;
         }
-        if let Some((held, limit)) = tarn_alloc::over(this.statement) {
+        if let Some(over) = tarn_alloc::over(this.statement) {
             return Poll::Ready(Some(Err(
-                datafusion::error::DataFusionError::ResourcesExhausted(tarn_alloc::over_message(
-                    held, limit,
-                )),
+                datafusion::error::DataFusionError::ResourcesExhausted(over.to_string()),
             )));
         }
         match polled {
