@@ -329,10 +329,7 @@ const WRITES: &[Form] = &[
         B::Writes(2),
     ),
     // A view's query resolves in the organization that creates it, as any statement's.
-    form(
-        r#"CREATE VIEW "ws"."view_{k}" AS SELECT * FROM {t}"#,
-        B::Ok,
-    ),
+    form(r#"CREATE VIEW "ws"."view_{k}" AS SELECT * FROM {t}"#, B::Ok),
     form(
         r#"CREATE OR REPLACE VIEW "ws"."view_or_{k}" AS SELECT id, body FROM {t} WHERE id > 0"#,
         B::Ok,
