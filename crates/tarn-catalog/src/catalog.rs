@@ -417,7 +417,6 @@ mod tests {
             source_names: None,
             tables: tables.to_vec(),
             views: views.to_vec(),
-            depth: 1 + views.len() as u32,
             created_at: Timestamp::default(),
         }
     }
@@ -452,6 +451,10 @@ mod tests {
                 .is_err()
         );
         assert_eq!(c.dependent_views(&[1], &[]), vec![2, 1]);
+        assert_eq!(
+            (c.view_depth(2), c.view_height(1), c.view_height(2)),
+            (2, 1, 0)
+        );
         // Through a checkpoint.
         let back = Catalog::from_snapshot(
             serde_json::from_slice(&serde_json::to_vec(&c.snapshot()).unwrap()).unwrap(),

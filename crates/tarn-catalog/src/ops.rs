@@ -294,11 +294,7 @@ impl Catalog {
             }
             CatalogOp::CreateTable(t) => {
                 let key = (t.org_id.clone(), t.workspace_id.clone(), t.name.clone());
-                if self.tables.contains_key(&t.id)
-                    || self.table_names.contains_key(&key)
-                    || self.index_names.contains_key(&key)
-                    || self.view_names.contains_key(&key)
-                {
+                if self.tables.contains_key(&t.id) || self.name_taken(&key) {
                     return Err(Error::AlreadyExists(format!(
                         "relation \"{}\".\"{}\" already exists",
                         t.workspace_id, t.name
@@ -323,10 +319,7 @@ impl Catalog {
                 );
                 let new_key = (t.org_id.clone(), t.workspace_id.clone(), t.name.clone());
                 if old_key != new_key {
-                    if self.table_names.contains_key(&new_key)
-                        || self.index_names.contains_key(&new_key)
-                        || self.view_names.contains_key(&new_key)
-                    {
+                    if self.name_taken(&new_key) {
                         return Err(Error::AlreadyExists(format!(
                             "relation \"{}\".\"{}\" already exists",
                             t.workspace_id, t.name
@@ -377,11 +370,7 @@ impl Catalog {
                     table.workspace_id.clone(),
                     i.name.clone(),
                 );
-                if self.indexes.contains_key(&i.id)
-                    || self.index_names.contains_key(&key)
-                    || self.table_names.contains_key(&key)
-                    || self.view_names.contains_key(&key)
-                {
+                if self.indexes.contains_key(&i.id) || self.name_taken(&key) {
                     return Err(Error::AlreadyExists(format!(
                         "relation \"{}\" already exists",
                         i.name
@@ -399,11 +388,7 @@ impl Catalog {
             }
             CatalogOp::CreateView(v) => {
                 let key = (v.org_id.clone(), v.workspace_id.clone(), v.name.clone());
-                if self.views.contains_key(&v.id)
-                    || self.view_names.contains_key(&key)
-                    || self.table_names.contains_key(&key)
-                    || self.index_names.contains_key(&key)
-                {
+                if self.views.contains_key(&v.id) || self.name_taken(&key) {
                     return Err(Error::AlreadyExists(format!(
                         "relation \"{}\".\"{}\" already exists",
                         v.workspace_id, v.name
@@ -431,10 +416,7 @@ impl Catalog {
             CatalogOp::RenameView { view_id, name } => {
                 let old = self.views.get(view_id).ok_or_else(|| missing("view"))?;
                 let key = (old.org_id.clone(), old.workspace_id.clone(), name.clone());
-                if self.view_names.contains_key(&key)
-                    || self.table_names.contains_key(&key)
-                    || self.index_names.contains_key(&key)
-                {
+                if self.name_taken(&key) {
                     return Err(Error::AlreadyExists(format!(
                         "relation \"{}\".\"{}\" already exists",
                         old.workspace_id, name

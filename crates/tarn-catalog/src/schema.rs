@@ -232,9 +232,15 @@ impl Catalog {
 
     /// Whether a table, a view or an index of the workspace is named `name`.
     pub fn relation_exists(&self, org_id: &str, ws_id: &str, name: &str) -> bool {
-        self.table(org_id, ws_id, name).is_some()
-            || self.index(org_id, ws_id, name).is_some()
-            || self.view(org_id, ws_id, name).is_some()
+        self.name_taken(&(org_id.to_string(), ws_id.to_string(), name.to_string()))
+    }
+
+    /// Whether a relation (table, index or view) has the (organization, workspace,
+    /// name) `key`: the one namespace they share.
+    pub(crate) fn name_taken(&self, key: &(String, String, String)) -> bool {
+        self.table_names.contains_key(key)
+            || self.index_names.contains_key(key)
+            || self.view_names.contains_key(key)
     }
 
     /// The column sets storage keeps key indexes for, as (column ids, unique): the

@@ -44,8 +44,6 @@ pub struct ViewDef {
     pub tables: Vec<TableId>,
     /// Views the query reads (directly).
     pub views: Vec<ViewId>,
-    /// How many views deep the query reads: 1 when it reads only tables.
-    pub depth: u32,
     /// When it was made (stored as ISO 8601 text).
     #[serde(with = "crate::time::iso_text")]
     pub created_at: Timestamp,
@@ -78,6 +76,29 @@ impl Catalog {
     /// The id the next created view gets.
     pub fn next_view_id(&self) -> ViewId {
         self.next_view_id
+    }
+
+    /// How many views deep view `id` reads: 1 when it reads only tables (0 for no
+    /// view). Derived from what each view reads, so that replacing a view never leaves
+    /// its readers with a stale figure.
+    pub fn view_depth(&self, id: ViewId) -> u32 {
+        self.views.get(&id).map_or(0, |v| {
+            1 + v
+                .views
+                .iter()
+                .map(|w| self.view_depth(*w))
+                .max()
+                .unwrap_or(0)
+        })
+    }
+
+    /// How many levels of views read view `id`, through each other (0 when none does).
+    pub fn view_height(&self, id: ViewId) -> u32 {
+        self.views_reading_view(id)
+            .iter()
+            .map(|r| 1 + self.view_height(r.id))
+            .max()
+            .unwrap_or(0)
     }
 
     /// Views that read table `table` directly.
@@ -118,7 +139,7 @@ impl Catalog {
             frontier.extend(self.views_reading_view(id).iter().map(|v| v.id));
         }
         // Readers before what they read: deepest first.
-        found.sort_by_key(|id| std::cmp::Reverse(self.views.get(id).map_or(0, |v| v.depth)));
+        found.sort_by_key(|id| std::cmp::Reverse(self.view_depth(*id)));
         found
     }
 

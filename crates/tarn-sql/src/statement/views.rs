@@ -97,15 +97,20 @@ impl Txn<'_> {
         }
         let mut query = *cv.query;
         let (tables, views) = self.relations_read(&query);
-        let depth = 1 + views
-            .iter()
-            .filter_map(|v| self.catalog.view_by_id(*v))
-            .map(|v| v.depth)
-            .max()
-            .unwrap_or(0);
+        // As deep as the views it reads make it, and, replacing a view, as deep as that
+        // makes the views that read it.
+        let depth = 1
+            + views
+                .iter()
+                .map(|v| self.catalog.view_depth(*v))
+                .max()
+                .unwrap_or(0)
+            + existing
+                .as_ref()
+                .map_or(0, |old| self.catalog.view_height(old.id));
         if depth > MAX_VIEW_DEPTH {
             return bad(format!(
-                "view \"{ws}\".\"{name}\" would read views {depth} deep; at most \
+                "view \"{ws}\".\"{name}\" would make views read views {depth} deep; at most \
                  {MAX_VIEW_DEPTH} levels of views reading views are allowed"
             ));
         }
@@ -175,7 +180,6 @@ impl Txn<'_> {
             source_names,
             tables,
             views,
-            depth,
             created_at: existing
                 .as_ref()
                 .map_or_else(tarn_catalog::Timestamp::now, |v| v.created_at),
@@ -299,9 +303,7 @@ impl Txn<'_> {
         // Readers first, so no op leaves a view reading one that is gone.
         let mut order = dependents;
         let mut named: Vec<ViewId> = ids;
-        named.sort_by_key(|id| {
-            std::cmp::Reverse(self.catalog.view_by_id(*id).map_or(0, |v| v.depth))
-        });
+        named.sort_by_key(|id| std::cmp::Reverse(self.catalog.view_depth(*id)));
         order.extend(named);
         for id in order {
             if self.catalog.view_by_id(id).is_some() {
