@@ -54,6 +54,7 @@ struct Log {
     deletes: BTreeMap<i64, Outcome>,
     batches: BTreeMap<i64, Outcome>,
     workspaces: BTreeMap<String, Outcome>,
+    views: BTreeMap<String, Outcome>,
 }
 
 async fn writer(s: Session, w: i64, log: Arc<Mutex<Log>>, ops: usize) {
@@ -103,7 +104,15 @@ async fn writer(s: Session, w: i64, log: Arc<Mutex<Log>>, ops: usize) {
                 log.lock().batches.insert(id, o);
             }
             _ => {
-                if rng.next_u64().is_multiple_of(4) {
+                if rng.next_u64().is_multiple_of(5) {
+                    // A view: a catalog change through the log, dropped mid-way too.
+                    let v = format!("v{w}_{n}");
+                    let sql = format!(
+                        r#"CREATE VIEW "ws"."{v}" AS SELECT count(*) AS c FROM "ws"."k" WHERE w = {w}"#
+                    );
+                    let (o, _) = with_timeout(&mut rng, s.query("ws", &sql, &[])).await;
+                    log.lock().views.insert(v, o);
+                } else if rng.next_u64().is_multiple_of(4) {
                     let ws = format!("w{w}-{n}");
                     let (o, _) = with_timeout(&mut rng, s.create_workspace(&ws, "x")).await;
                     log.lock().workspaces.insert(ws, o);
@@ -250,6 +259,20 @@ async fn dropped_calls_leave_nothing_torn_and_the_database_reopens() -> TestResu
             Outcome::Dropped => {}
         }
     }
+    let views: Vec<String> = s.views("ws").await?.into_iter().map(|v| v.name).collect();
+    for (v, o) in &log.views {
+        match o {
+            Outcome::Done => assert!(views.contains(v), "view {v} lost"),
+            Outcome::Failed => assert!(!views.contains(v), "failed view {v} present"),
+            Outcome::Dropped => {}
+        }
+    }
+    // Every view there (acknowledged or not) reads.
+    for v in &views {
+        let sql = format!(r#"SELECT c FROM "ws"."{v}""#);
+        assert_eq!(s.query("ws", &sql, &[]).await?.row_count, 1, "view {v}");
+    }
+    assert!(!log.views.is_empty(), "no view was created");
     // Some inserts were dropped after their commit had started, and completed anyway:
     // the case the commit's owned locks are for.
     let completed_without_caller = log

@@ -59,6 +59,29 @@ async fn crash_child_writer() -> TestResult {
             writeln!(out, "del {}", n - 3)?;
             out.flush()?;
         }
+        // Views are catalog records: created and dropped under the same kills.
+        if n % 5 == 2 {
+            s.query(
+                "ws",
+                &format!(
+                    r#"CREATE VIEW "ws"."v{n}" AS SELECT count(*) AS c FROM "ws"."k" WHERE stmt = {n}"#
+                ),
+                &[],
+            )
+            .await?;
+            writeln!(out, "view {n}")?;
+            out.flush()?;
+            if n >= 10 {
+                s.query(
+                    "ws",
+                    &format!(r#"DROP VIEW IF EXISTS "ws"."v{}""#, n - 10),
+                    &[],
+                )
+                .await?;
+                writeln!(out, "unview {}", n - 10)?;
+                out.flush()?;
+            }
+        }
     }
     Ok(())
 }
@@ -94,6 +117,7 @@ async fn run_rounds(rounds: u64) -> TestResult {
     // What the parent knows: statements acknowledged as inserted / deleted.
     let mut inserted: BTreeMap<u64, bool> = BTreeMap::new();
     let mut deleted: BTreeMap<u64, bool> = BTreeMap::new();
+    let mut views: BTreeMap<u64, bool> = BTreeMap::new();
     let mut next = 0u64;
     for round in 0..rounds {
         let mut child = child_test(&format!("{}::crash_child_writer", module_path!()))?
@@ -115,6 +139,10 @@ async fn run_rounds(rounds: u64) -> TestResult {
                     return Ok(true);
                 } else if let Some(n) = line.strip_prefix("del ") {
                     deleted.insert(n.trim().parse()?, true);
+                } else if let Some(n) = line.strip_prefix("view ") {
+                    views.insert(n.trim().parse()?, true);
+                } else if let Some(n) = line.strip_prefix("unview ") {
+                    views.insert(n.trim().parse()?, false);
                 }
                 Ok(false)
             };
@@ -182,6 +210,29 @@ async fn run_rounds(rounds: u64) -> TestResult {
             assert!(
                 found.contains_key(stmt) || may_be_deleted,
                 "round {round}: acknowledged statement {stmt} lost"
+            );
+        }
+        // Every acknowledged view is there and reads; every acknowledged drop holds;
+        // any other view (created or dropped unacknowledged) reads if it is there.
+        for (n, alive) in &views {
+            let r = s
+                .query("ws", &format!(r#"SELECT c FROM "ws"."v{n}""#), &[])
+                .await;
+            match (alive, r) {
+                (true, Ok(r)) => assert_eq!(r.row_count, 1, "round {round}: view v{n}"),
+                (true, Err(e)) => panic!("round {round}: acknowledged view v{n} lost: {e}"),
+                (false, Ok(_)) => panic!("round {round}: dropped view v{n} is back"),
+                (false, Err(e)) => assert_eq!(e.status(), 404, "round {round}: v{n}: {e}"),
+            }
+        }
+        for v in s.views("ws").await? {
+            let r = s
+                .query("ws", &format!(r#"SELECT c FROM "ws"."{}""#, v.name), &[])
+                .await;
+            assert!(
+                r.is_ok(),
+                "round {round}: view {} does not read: {r:?}",
+                v.name
             );
         }
         // The rows read the same through the key index as through a scan.

@@ -888,6 +888,52 @@ async fn the_same_names_in_two_organizations_are_two_tables() -> TestResult {
         )
         .await?;
     assert!(serde_json::to_string(&b_plan.rows)?.contains("b_hidden_idx"));
+    // A view of A's, made before B had a table of the name it reads (or of its own
+    // name), reads A's table only: before B's exist, beside them, and once A's table is
+    // gone (then the view is gone with it, never pointed at B's).
+    w.a.query(
+        "ws",
+        r#"CREATE TABLE "ws"."late" (id INT8, body TEXT) USING engine"#,
+        &[],
+    )
+    .await?;
+    w.a.query(
+        "ws",
+        r#"INSERT INTO "ws"."late" VALUES (7, 'alpha late')"#,
+        &[],
+    )
+    .await?;
+    w.a.query(
+        "ws",
+        r#"CREATE VIEW "ws"."late_v" AS SELECT body FROM "ws"."late""#,
+        &[],
+    )
+    .await?;
+    for sql in [
+        r#"CREATE TABLE "ws"."late" (id INT8, body TEXT) USING engine"#,
+        r#"CREATE TABLE "ws"."late_v" (body TEXT) USING engine"#,
+    ] {
+        w.b.query("ws", sql, &[]).await?;
+    }
+    for t in ["late", "late_v"] {
+        let sql = format!(r#"INSERT INTO "ws"."{t}" (body) VALUES ('{MARKER}')"#);
+        w.b.query("ws", &sql, &[]).await?;
+    }
+    let sql = r#"SELECT body FROM "ws"."late_v""#;
+    let ra = w.a.query("ws", sql, &[]).await;
+    hides_b(sql, &ra)?;
+    assert_eq!(ra?.rows, Some(vec![vec![json!("alpha late")]]));
+    let rb = w.b.query("ws", sql, &[]).await?;
+    assert_eq!(rb.rows, Some(vec![vec![json!(MARKER)]]));
+    w.a.query("ws", r#"DROP TABLE "ws"."late" CASCADE"#, &[])
+        .await?;
+    let ra = w.a.query("ws", sql, &[]).await;
+    hides_b(sql, &ra)?;
+    assert_eq!(ra.err().map(|e| e.status()), Some(404));
+    assert_eq!(
+        w.b.query("ws", sql, &[]).await?.rows,
+        Some(vec![vec![json!(MARKER)]])
+    );
     Ok(())
 }
 

@@ -334,6 +334,13 @@ async fn explain_names_the_search_node() -> TestResult {
         &[],
     )
     .await?;
+    for sql in [
+        r#"CREATE VIEW "ws"."tv" AS SELECT id, e FROM "ws"."t" WHERE cat <> 'b'"#,
+        r#"CREATE VIEW "ws"."tvv" AS SELECT * FROM "ws"."tv" WHERE id > 0"#,
+        r#"CREATE VIEW "ws"."scored" AS SELECT id, e <#> '{1,0}' AS s FROM "ws"."t""#,
+    ] {
+        s.query("ws", sql, &[]).await?;
+    }
     let plan = |sql: &str| {
         let s = s.clone();
         let sql = format!("EXPLAIN {sql}");
@@ -358,6 +365,10 @@ async fn explain_names_the_search_node() -> TestResult {
         r#"SELECT * FROM (SELECT id, e <#> '{1,0}' AS s FROM "ws"."t") AS x ORDER BY x.s DESC LIMIT 3"#,
         r#"WITH c AS (SELECT id, e FROM "ws"."t" WHERE cat <> 'b') SELECT id FROM c ORDER BY e <#> '{0,1}' DESC LIMIT 2"#,
         r#"SELECT id FROM "ws"."t" ORDER BY e <#> '{1,0}' DESC"#,
+        // Through views: a filtering view, a view of a view, and a view's score column.
+        r#"SELECT id FROM "ws"."tv" ORDER BY e <#> '{1,0}' DESC LIMIT 3"#,
+        r#"SELECT id FROM "ws"."tvv" ORDER BY e <#> '{0,1}' DESC LIMIT 2"#,
+        r#"SELECT id FROM "ws"."scored" ORDER BY s DESC LIMIT 3"#,
     ] {
         let p = plan(sql).await?;
         assert!(p.contains("TarnSearch"), "{sql}:\n{p}");

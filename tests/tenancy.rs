@@ -73,6 +73,9 @@ async fn world() -> tarn::Result<World> {
     .await?;
     acme.query("ws", r#"INSERT INTO "ws"."t" VALUES (1, 'one', 1.0)"#, &[])
         .await?;
+    // A view over no table, so that dropping "t" stays free of dependents.
+    acme.query("ws", r#"CREATE VIEW "ws"."v" AS SELECT 1 AS one"#, &[])
+        .await?;
     let file_id = acme
         .upload_file("ws", "a.txt", "text/plain", &b"file a"[..])
         .await?
@@ -186,6 +189,8 @@ async fn call(op: Operation, s: &Session, w: &World) -> Result<u16, String> {
         O::Tables => s.tables("ws").await.map(drop),
         O::Table => s.table("ws", "t").await.map(drop),
         O::DropTable => s.drop_table("ws", "t").await,
+        O::Views => s.views("ws").await.map(drop),
+        O::View => s.view("ws", "v").await.map(drop),
         O::Query => s
             .query("ws", r#"SELECT count(*) FROM "ws"."t""#, &[])
             .await
@@ -921,6 +926,9 @@ async fn outsiders_cannot_tell_an_organization_exists() -> TestResult {
             o.tables("ws").await.map(drop),
             o.table("ws", "t").await.map(drop),
             o.drop_table("ws", "t").await,
+            o.views("ws").await.map(drop),
+            o.view("ws", "v").await.map(drop),
+            o.view("ws", "nope").await.map(drop),
             o.query("ws", "SELEC nonsense", &[]).await.map(drop),
             o.query_batch("ws", "SELECT 1", &[]).await.map(drop),
         ];

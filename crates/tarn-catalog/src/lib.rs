@@ -66,8 +66,9 @@ pub fn shown(value: &str) -> String {
 /// every bidirectional control (Unicode's Bidi_Control: they can reorder what a name
 /// seems to say, its extension for one), and invisible format characters (a zero-width
 /// space, word joiner, byte order mark, soft hyphen or annotation mark makes two names
-/// that look the same). The zero-width joiner and non-joiner stay: scripts and emoji
-/// sequences need them.
+/// that look the same), and the invisible tag characters (U+E0000–U+E007F: any ASCII
+/// text can ride invisibly in a name in them; only subdivision flag emoji use them).
+/// The zero-width joiner and non-joiner stay: scripts and emoji sequences need them.
 pub fn is_hidden_control(c: char) -> bool {
     c.is_control()
         || matches!(
@@ -82,6 +83,9 @@ pub fn is_hidden_control(c: char) -> bool {
                 | '\u{2066}'..='\u{2069}'
                 | '\u{FEFF}'
                 | '\u{FFF9}'..='\u{FFFB}'
+                | '\u{180E}'
+                | '\u{206A}'..='\u{206F}'
+                | '\u{E0000}'..='\u{E007F}'
         )
 }
 

@@ -56,7 +56,7 @@ enum Command {
         /// The statement, or `-` for standard input.
         sql: String,
     },
-    /// List tables of a workspace, or show one table.
+    /// List tables and views of a workspace, or show one.
     #[command(after_help = "Examples:\n  tarn tables -w ws\n  tarn tables -w ws docs --json")]
     Tables {
         /// Workspace.
@@ -138,6 +138,45 @@ enum Command {
 /// memory DataFusion does not report to its pool (see `tarn::StatementAllocator`).
 #[global_allocator]
 static ALLOCATOR: tarn::StatementAllocator = tarn::StatementAllocator;
+
+/// `value` (a JSON object) with `"kind": kind` added.
+fn with_kind(value: impl serde::Serialize, kind: &str) -> Value {
+    let mut v = serde_json::to_value(value).unwrap_or(Value::Null);
+    if let Value::Object(map) = &mut v {
+        map.insert("kind".into(), Value::from(kind));
+    }
+    v
+}
+
+/// `tarn tables -w ws`: the workspace's tables, then its views, each with its kind.
+async fn relations(session: &tarn::Session, ws: &str) -> tarn::Result<Value> {
+    let mut out: Vec<Value> = session
+        .tables(ws)
+        .await?
+        .into_iter()
+        .map(|t| with_kind(t, "table"))
+        .collect();
+    out.extend(
+        session
+            .views(ws)
+            .await?
+            .into_iter()
+            .map(|v| with_kind(serde_json::json!({ "name": v.name }), "view")),
+    );
+    Ok(Value::Array(out))
+}
+
+/// `tarn tables -w ws NAME`: the table of that name, else the view.
+async fn relation(session: &tarn::Session, ws: &str, name: &str) -> tarn::Result<Value> {
+    match session.table(ws, name).await {
+        Ok(t) => Ok(with_kind(t, "table")),
+        Err(e) if e.kind() == tarn::ErrorKind::NotFound => match session.view(ws, name).await {
+            Ok(v) => Ok(with_kind(v, "view")),
+            Err(_) => Err(e),
+        },
+        Err(e) => Err(e),
+    }
+}
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -256,14 +295,8 @@ async fn command(tarn: &Tarn, cli: Cli, json: bool) -> ExitCode {
                 return report(&e, json);
             }
             let out = match &table {
-                None => session
-                    .tables(&workspace)
-                    .await
-                    .map(|t| serde_json::to_value(t).unwrap_or(Value::Null)),
-                Some(t) => session
-                    .table(&workspace, t)
-                    .await
-                    .map(|t| serde_json::to_value(t).unwrap_or(Value::Null)),
+                None => relations(&session, &workspace).await,
+                Some(t) => relation(&session, &workspace, t).await,
             };
             match out {
                 Ok(v) if json => {

@@ -22,8 +22,10 @@ const VECTOR_SHOWN: usize = 6;
 
 const HELP: &str = r"Statements end with ';' and may span lines.
   \d          tables with their row counts
-  \d TABLE    a table's columns, types, nullability, defaults, indexes and size
+  \d NAME     a table's columns, types, nullability, defaults, indexes and size,
+              or a view's columns and definition
   \di         indexes of every table
+  \dv         views
   \dw         workspaces
   \timing     show or hide each statement's time (shown by default)
   \x          expanded rows: one line per column (for wide rows such as vectors)
@@ -209,6 +211,16 @@ impl Shell<'_> {
             },
             ("\\d", Some(name)) => self.describe(name).await,
             ("\\di", _) => self.indexes().await,
+            ("\\dv", _) => match self.session.views(self.ws).await {
+                Ok(views) => {
+                    let rows: Vec<Vec<Value>> = views
+                        .iter()
+                        .map(|v| vec![Value::from(v.name.as_str()), Value::from(v.columns.len())])
+                        .collect();
+                    print_listing(&["view", "columns"], &rows, "view");
+                }
+                Err(e) => show_error(&e),
+            },
             ("\\dw", _) => match self.session.workspaces().await {
                 Ok(list) => {
                     let rows: Vec<Vec<Value>> = list
@@ -252,6 +264,12 @@ impl Shell<'_> {
         let name = name.trim_matches('"');
         let t = match self.session.table(self.ws, name).await {
             Ok(t) => t,
+            Err(e) if e.kind() == tarn::ErrorKind::NotFound => {
+                return match self.session.view(self.ws, name).await {
+                    Ok(v) => self.describe_view(&v),
+                    Err(_) => show_error(&e),
+                };
+            }
             Err(e) => return show_error(&e),
         };
         println!(
@@ -291,6 +309,25 @@ impl Shell<'_> {
                 );
             }
         }
+    }
+
+    /// `\d VIEW`: its columns and the query it stands for.
+    fn describe_view(&self, v: &tarn::ViewInfo) {
+        println!("View \"{}\".\"{}\"", self.ws, v.name);
+        let rows: Vec<Vec<Value>> = v
+            .columns
+            .iter()
+            .map(|c| {
+                vec![
+                    Value::from(c.name.as_str()),
+                    Value::from(c.data_type.as_str()),
+                ]
+            })
+            .collect();
+        let columns: Vec<String> = ["column", "type"].iter().map(|c| c.to_string()).collect();
+        print!("{}", format_table(&columns, &rows));
+        println!("View definition:");
+        println!("    {}", crate::printable(&v.definition));
     }
 
     async fn indexes(&self) {

@@ -273,13 +273,45 @@ fn tables_lists_and_describes() {
         ],
         None,
     );
+    tarn(
+        dir.path(),
+        &[
+            "sql",
+            "-w",
+            "ws",
+            r#"CREATE VIEW "ws"."bodies" AS SELECT body FROM "ws"."docs""#,
+        ],
+        None,
+    );
     let out = tarn(dir.path(), &["tables", "-w", "ws", "--json"], None);
     assert_eq!(
         json_lines(&out)[0],
-        json!([{"name": "docs", "row_count": 1}])
+        json!([
+            {"name": "docs", "row_count": 1, "kind": "table"},
+            {"name": "bodies", "kind": "view"}
+        ])
+    );
+    let out = tarn(
+        dir.path(),
+        &["tables", "-w", "ws", "bodies", "--json"],
+        None,
+    );
+    let v = &json_lines(&out)[0];
+    assert_eq!(v["kind"], "view");
+    assert_eq!(
+        v["columns"],
+        json!([{"name": "body", "type": "text", "nullable": true, "default": null}])
+    );
+    assert!(
+        v["definition"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("\"docs\""),
+        "{v}"
     );
     let out = tarn(dir.path(), &["tables", "-w", "ws", "docs", "--json"], None);
     let d = &json_lines(&out)[0];
+    assert_eq!(d["kind"], "table");
     assert_eq!(d["table_name"], "docs");
     assert_eq!(
         d["columns"][0]["default"],
@@ -862,8 +894,17 @@ fn shell_in_a_terminal() -> Result<(), rexpect::error::Error> {
     p.exp_string("(1 workspace)")?;
     p.send_line("\\di")?;
     p.exp_string("(0 indexes)")?;
+    p.send_line("CREATE VIEW \"ws\".\"ids\" AS SELECT id FROM \"ws\".\"t\";")?;
+    p.exp_string("OK, 0 row(s) affected")?;
+    p.send_line("\\dv")?;
+    p.exp_string("ids")?;
+    p.exp_string("(1 view)")?;
+    p.send_line("\\d ids")?;
+    p.exp_string("View \"ws\".\"ids\"")?;
+    p.exp_string("int8")?;
+    p.exp_string("View definition:")?;
     p.send_line("\\?")?;
-    p.exp_string("\\d TABLE")?;
+    p.exp_string("\\d NAME")?;
     p.send_line("\\nope")?;
     p.exp_string("unknown command \\nope")?;
     // An error shows status, kind and message, and the shell goes on.

@@ -71,6 +71,10 @@ pub enum Operation {
     Table,
     /// [`Session::drop_table`].
     DropTable,
+    /// [`Session::views`].
+    Views,
+    /// [`Session::view`].
+    View,
     /// [`Session::query`].
     Query,
     /// [`Session::query_arrow`].
@@ -185,6 +189,8 @@ pub static PERMISSIONS: &[Permission] = &{
         row(O::Tables, "tables", S::Workspace, MEMBER),
         row(O::Table, "table", S::Workspace, MEMBER),
         row(O::DropTable, "drop_table", S::Workspace, MEMBER),
+        row(O::Views, "views", S::Workspace, MEMBER),
+        row(O::View, "view", S::Workspace, MEMBER),
         row(O::Query, "query", S::Workspace, MEMBER),
         row(O::QueryArrow, "query_arrow", S::Workspace, MEMBER),
         row(O::InsertArrow, "insert_arrow", S::Workspace, MEMBER),

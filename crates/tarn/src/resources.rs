@@ -131,6 +131,23 @@ pub struct TableSummary {
     pub row_count: u64,
 }
 
+/// A view (`CREATE VIEW`), as [`Session::views`] and [`Session::view`] show it: a
+/// Tarn addition (the service has no views).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ViewInfo {
+    /// View name.
+    pub name: String,
+    /// Output columns in order, with the types the query gave them when the view was
+    /// created or last replaced (a view's columns are always nullable and have no
+    /// default).
+    pub columns: Vec<ColumnInfo>,
+    /// The view's query as stored (re-printed from the parsed statement, as
+    /// PostgreSQL's `pg_get_viewdef` shows it).
+    pub definition: String,
+    /// When the view was first created (ISO 8601; `CREATE OR REPLACE` keeps it).
+    pub created_at: String,
+}
+
 /// A column in table details.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ColumnInfo {

@@ -1,7 +1,28 @@
-//! Tables as resources: listing, details and dropping (creating one is SQL or an
-//! upload).
+//! Tables and views as resources: listing, details and dropping a table (creating one
+//! is SQL or an upload; views are created, replaced and dropped by SQL).
 
-use crate::{ColumnInfo, Error, IndexInfo, Operation, Result, Session, TableDetails, TableSummary};
+use crate::{
+    ColumnInfo, Error, IndexInfo, Operation, Result, Session, TableDetails, TableSummary, ViewInfo,
+};
+
+/// A view as the API shows it.
+fn view_info(v: &tarn_catalog::ViewDef) -> ViewInfo {
+    ViewInfo {
+        name: v.name.clone(),
+        columns: v
+            .columns
+            .iter()
+            .map(|c| ColumnInfo {
+                name: c.name.clone(),
+                data_type: c.type_name.clone(),
+                nullable: true,
+                default: None,
+            })
+            .collect(),
+        definition: v.sql.clone(),
+        created_at: v.created_at.iso(),
+    }
+}
 
 impl Session {
     /// Tables of a workspace with their row counts.
@@ -20,6 +41,37 @@ impl Session {
                     .map_or(0, |s| s.snapshot().row_count()),
             })
             .collect())
+    }
+
+    /// Views of a workspace, by name (SPEC §4 "Views"). [`Session::tables`] lists
+    /// tables only, as the service's table list does.
+    pub async fn views(&self, ws: &str) -> Result<Vec<ViewInfo>> {
+        let access = self.authorize(Operation::Views, ws)?;
+        let mut views: Vec<ViewInfo> = access
+            .catalog
+            .views_of(access.org(), ws)
+            .into_iter()
+            .map(view_info)
+            .collect();
+        views.sort_by(|a, b| a.name.cmp(&b.name));
+        Ok(views)
+    }
+
+    /// One view: its columns, definition and creation time; 404 when the workspace has
+    /// no view of that name (a table of that name included: see [`Session::table`]).
+    pub async fn view(&self, ws: &str, view: &str) -> Result<ViewInfo> {
+        let access = self.authorize(Operation::View, ws)?;
+        access
+            .catalog
+            .view(access.org(), ws, view)
+            .map(view_info)
+            .ok_or_else(|| {
+                Error::not_found(format!(
+                    "view {}.{} does not exist",
+                    tarn_catalog::shown(ws),
+                    tarn_catalog::shown(view)
+                ))
+            })
     }
 
     /// One table's columns (PostgreSQL type names), row count and size.

@@ -423,9 +423,26 @@ fn parse_range(v: &HeaderValue, size: u64) -> Range {
     let Some((unit, spec)) = v.to_str().ok().and_then(|s| s.split_once('=')) else {
         return Range::Ignore;
     };
-    if !unit.eq_ignore_ascii_case("bytes") || spec.contains(',') {
+    if !unit.eq_ignore_ascii_case("bytes") {
         return Range::Ignore;
     }
+    // RFC 9110's list rule (§5.6.1): empty elements are allowed, with optional white
+    // space beside each comma, so `bytes=1-2,` and `bytes=, 1-2` are one range.
+    let parts: Vec<&str> = spec.split(',').collect();
+    let last_part = parts.len() - 1;
+    let ows: &[char] = &[' ', '\t'];
+    let mut elements = parts.iter().enumerate().filter_map(|(i, p)| {
+        let p = if i > 0 { p.trim_start_matches(ows) } else { p };
+        let p = if i < last_part {
+            p.trim_end_matches(ows)
+        } else {
+            p
+        };
+        (!p.is_empty()).then_some(p)
+    });
+    let (Some(spec), None) = (elements.next(), elements.next()) else {
+        return Range::Ignore;
+    };
     let Some((a, b)) = spec.split_once('-') else {
         return Range::Ignore;
     };
@@ -519,6 +536,11 @@ mod tests {
         assert_eq!(range("bytes=5-4", 100), Range::Ignore);
         assert_eq!(range("bytes=500-400", 100), Range::Ignore);
         assert_eq!(range("bytes=-5", 0), Range::Ignore);
+        // Empty list elements, with white space beside their commas: one range.
+        assert_eq!(range("bytes=1-2,", 100), Range::Bytes(1, 2));
+        assert_eq!(range("bytes=,1-2", 100), Range::Bytes(1, 2));
+        assert_eq!(range("bytes=, 1-2 ,,", 100), Range::Bytes(1, 2));
+        assert_eq!(range("bytes=,", 100), Range::Ignore);
         for bad in [
             "bytes=0-1,5-6",
             "items=0-1",

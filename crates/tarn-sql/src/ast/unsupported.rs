@@ -256,6 +256,50 @@ impl Visitor for Refused {
                 "argument of FILTER must be type boolean, not {what}"
             ));
         }
+        // `*` as an argument: PostgreSQL's words (DataFusion said its physical plan
+        // "does not support logical expression Wildcard", or planned `sum(*)`).
+        if let FunctionArguments::List(list) = &f.args
+            && list.args.iter().any(|a| {
+                matches!(
+                    a,
+                    FunctionArg::Unnamed(
+                        FunctionArgExpr::Wildcard | FunctionArgExpr::QualifiedWildcard(_)
+                    ) | FunctionArg::Named {
+                        arg: FunctionArgExpr::Wildcard | FunctionArgExpr::QualifiedWildcard(_),
+                        ..
+                    }
+                )
+            })
+            && !(is_call_to(f, "count")
+                && list.args.len() == 1
+                && list.duplicate_treatment.is_none())
+        {
+            return ControlFlow::Break(format!(
+                "{}(*) is not allowed: * stands for the rows only in count(*)",
+                f.name
+            ));
+        }
+        // `max(DISTINCT a ORDER BY b)`: PostgreSQL refuses it (what order would the
+        // distinct values keep?).
+        if let FunctionArguments::List(list) = &f.args
+            && matches!(
+                list.duplicate_treatment,
+                Some(ast::DuplicateTreatment::Distinct)
+            )
+        {
+            let args: Vec<String> = list.args.iter().map(|a| a.to_string()).collect();
+            for clause in &list.clauses {
+                if let ast::FunctionArgumentClause::OrderBy(order) = clause
+                    && let Some(o) = order.iter().find(|o| !args.contains(&o.expr.to_string()))
+                {
+                    return ControlFlow::Break(format!(
+                        "in an aggregate with DISTINCT, ORDER BY expressions must appear in \
+                         the argument list ({} does not)",
+                        tarn_catalog::shown(&o.expr.to_string())
+                    ));
+                }
+            }
+        }
         if is_call_to(f, "nth_value")
             && let FunctionArguments::List(list) = &f.args
             && let Some(FunctionArg::Unnamed(FunctionArgExpr::Expr(n))) = list.args.get(1)

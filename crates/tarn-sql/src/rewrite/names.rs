@@ -174,9 +174,12 @@ pub fn expr_name(e: &Expr) -> String {
                     Some(inner) => expr_name(inner),
                     None => "?column?".into(),
                 },
-                // A large text parameter bound by number (params.rs) is named as
-                // the parameter it stands for.
-                Some(crate::datafusion_ext::functions::param_text::FUNCTION) => "?column?".into(),
+                // A large text or array parameter bound by number (params.rs) is
+                // named as the parameter it stands for, as a small one is.
+                Some(
+                    crate::datafusion_ext::functions::param_text::FUNCTION
+                    | crate::datafusion_ext::functions::param_array::FUNCTION,
+                ) => "?column?".into(),
                 Some(n) => n.to_string(),
                 None => "?column?".into(),
             }
@@ -263,8 +266,8 @@ fn visible_name(name: &str) -> &str {
 /// returns are taken from the AST beforehand ([`OutputNames::of`]), so these aliases
 /// never show.
 ///
-/// With `all`, every unaliased item other than a column gets an internal name: the
-/// retry for a statement whose items DataFusion still names alike (`'x'::timestamp` and
+/// With `all`, every unaliased item other than a column (and, in a list with a
+/// wildcard, every unaliased item) gets an internal name: the retry for a statement whose items DataFusion still names alike (`'x'::timestamp` and
 /// `'x'::timestamptz` are both `CAST(Utf8("x") AS Timestamp(ns))`).
 pub fn alias_duplicates(stmt: &mut datafusion::sql::sqlparser::ast::Statement, all: bool) {
     use datafusion::sql::sqlparser::ast::{VisitMut, VisitorMut};
@@ -292,6 +295,15 @@ pub fn alias_duplicates(stmt: &mut datafusion::sql::sqlparser::ast::Statement, a
                     _ => None,
                 })
                 .collect();
+            // Beside a wildcard a named column repeats one the wildcard returns
+            // (`SELECT a, * FROM t`): in the retry it takes an internal name too.
+            let beside_wildcard = self.all
+                && items.iter().any(|i| {
+                    matches!(
+                        i,
+                        SelectItem::Wildcard(_) | SelectItem::QualifiedWildcard(..)
+                    )
+                });
             let mut taken: HashSet<String> = HashSet::new();
             for item in items.iter_mut() {
                 let e = match item {
@@ -321,6 +333,7 @@ pub fn alias_duplicates(stmt: &mut datafusion::sql::sqlparser::ast::Statement, a
                         self.internal(&pg)
                     }
                 } else if !taken.insert(key)
+                    || beside_wildcard
                     || (self.all && !matches!(e, Expr::Identifier(_) | Expr::CompoundIdentifier(_)))
                 {
                     self.internal(&pg)

@@ -12,7 +12,8 @@
 use std::ops::ControlFlow;
 
 use datafusion::sql::sqlparser::ast::{
-    self, ArrayElemTypeDef, Expr, Value, Visit, VisitMut, Visitor, visit_expressions_mut,
+    self, ArrayElemTypeDef, Expr, Value, Visit, VisitMut, Visitor, VisitorMut,
+    visit_expressions_mut,
 };
 use serde_json::Value as Json;
 use tarn_catalog::SqlType;
@@ -56,6 +57,37 @@ pub fn bind<V: VisitMut + Visit>(stmt: &mut V, params: &[Json]) -> Result<()> {
     bind_texts(stmt, params, false).map(drop)
 }
 
+/// A select item that is only an array parameter (`SELECT $1` of `[1, 2]`) keeps
+/// PostgreSQL's name for a parameter, `?column?`: bound, it is an `ARRAY[…]` (named
+/// `array`) or, when large, a call (named after the function).
+fn name_array_params<V: VisitMut>(stmt: &mut V, params: &[Json]) {
+    struct Namer<'a>(&'a [Json]);
+    impl VisitorMut for Namer<'_> {
+        type Break = ();
+        fn pre_visit_query(&mut self, q: &mut ast::Query) -> ControlFlow<()> {
+            let ast::SetExpr::Select(select) = q.body.as_mut() else {
+                return ControlFlow::Continue(());
+            };
+            for item in &mut select.projection {
+                if let ast::SelectItem::UnnamedExpr(e) = item
+                    && let Some(i) = placeholder_index(e)
+                    && matches!(self.0.get(i), Some(Json::Array(_)))
+                {
+                    let expr = std::mem::replace(e, Expr::Value(Value::Null.into()));
+                    *item = ast::SelectItem::ExprWithAlias {
+                        expr,
+                        alias: ast::Ident::new("?column?"),
+                    };
+                }
+            }
+            ControlFlow::Continue(())
+        }
+    }
+    if params.iter().any(|p| matches!(p, Json::Array(_))) {
+        let _ = stmt.visit(&mut Namer(params));
+    }
+}
+
 /// [`bind`], and with `by_number` a text parameter whose copies as a literal would weigh
 /// [`BIG_TEXT`](crate::datafusion_ext::functions::param_text::BIG_TEXT) or more binds
 /// as `engine_param_text(n)` (see `functions::param_text`): the texts so bound, by
@@ -67,6 +99,7 @@ pub fn bind_texts<V: VisitMut + Visit>(
     params: &[Json],
     by_number: bool,
 ) -> Result<Vec<Option<std::sync::Arc<str>>>> {
+    name_array_params(stmt, params);
     let mut texts: Vec<Option<std::sync::Arc<str>>> = Vec::new();
     if by_number
         && params

@@ -122,6 +122,30 @@ impl Txn<'_> {
                 "only CREATE TABLE [IF NOT EXISTS] … [USING engine] and CREATE TABLE … AS SELECT are supported",
             );
         }
+        // Clauses the parser reads that Tarn has no meaning for: refused, not ignored
+        // (`PARTITION BY RANGE (x)` made an unpartitioned table without a word).
+        let unsupported = [
+            (ct.partition_by.is_some(), "PARTITION BY"),
+            (
+                ct.partition_of.is_some() || ct.for_values.is_some(),
+                "PARTITION OF",
+            ),
+            (ct.inherits.is_some(), "INHERITS"),
+            (ct.on_commit.is_some(), "ON COMMIT"),
+            (
+                ct.cluster_by.is_some() || ct.clustered_by.is_some(),
+                "CLUSTER BY",
+            ),
+            (
+                ct.order_by.is_some() || ct.primary_key.is_some(),
+                "ORDER BY",
+            ),
+            (ct.comment.is_some(), "COMMENT"),
+            (ct.without_rowid || ct.strict, "WITHOUT ROWID/STRICT"),
+        ];
+        if let Some((_, clause)) = unsupported.iter().find(|(set, _)| *set) {
+            return bad(format!("CREATE TABLE … {clause} is not supported"));
+        }
         let engine = match ct.hive_formats.as_ref().and_then(|h| h.storage.as_ref()) {
             None => false,
             Some(HiveIOFormat::Using { format }) if normalize(format) == "engine" => true,
@@ -275,6 +299,25 @@ impl Txn<'_> {
                     if declared.serial {
                         return bad(format!(
                             "multiple default values specified for column \"{name}\""
+                        ));
+                    }
+                    // PostgreSQL's rule: a default is evaluated per row without a
+                    // query (Tarn ran the subquery at each insert).
+                    let subquery = datafusion::sql::sqlparser::ast::visit_expressions(expr, |e| {
+                        if matches!(
+                            e,
+                            ast::Expr::Subquery(_)
+                                | ast::Expr::Exists { .. }
+                                | ast::Expr::InSubquery { .. }
+                        ) {
+                            std::ops::ControlFlow::Break(())
+                        } else {
+                            std::ops::ControlFlow::Continue(())
+                        }
+                    });
+                    if subquery.is_break() {
+                        return bad(format!(
+                            "cannot use subquery in DEFAULT expression (column \"{name}\")"
                         ));
                     }
                     // A literal default is checked against the column's type now, as

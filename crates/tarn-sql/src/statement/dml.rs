@@ -294,13 +294,23 @@ impl Txn<'_> {
             Some(a) => format!("{name} AS {}", a.alias),
             None => name.to_string(),
         };
-        let rows = match &conflict {
-            None => self.write_rows(&def, &targets, arrays, n).await?,
+        let written = match &conflict {
+            None => self.write_rows(&def, &targets, arrays, n).await,
             Some(plan) => {
                 let qual = qualifier(name, ins.table_alias.as_ref().map(|a| &a.alias));
                 self.insert_on_conflict(&def, plan, &relation, &qual, &targets, arrays, n)
-                    .await?
+                    .await
             }
+        };
+        let rows = match (written, &ins.returning) {
+            // A RETURNING list that cannot be evaluated is PostgreSQL's first error (it
+            // is checked before any row is written), not the conflict the rows met.
+            (Err(e), Some(items)) => {
+                let none = RecordBatch::new_empty(table_schema(&def, false));
+                self.returning(&def, &relation, items, none, 0).await?;
+                return Err(e);
+            }
+            (written, _) => written?,
         };
         let affected = rows.num_rows() as u64;
         match &ins.returning {
@@ -659,6 +669,8 @@ impl Txn<'_> {
         rows: RecordBatch,
         affected: u64,
     ) -> Result<StatementResult> {
+        refuse_grouping_in_returning(items, self.shared.session.aggregate_functions())?;
+        refuse_target_in_returning_subqueries(def, items)?;
         let schema = table_schema(def, false);
         let rows = RecordBatch::try_new(schema.clone(), rows.columns().to_vec())?;
         let table: Arc<dyn TableProvider> = Arc::new(MemTable::try_new(schema, vec![vec![rows]])?);
@@ -690,6 +702,94 @@ impl Txn<'_> {
         });
         Ok(())
     }
+}
+
+/// A 400 for an aggregate or window call in a RETURNING list outside a subquery:
+/// PostgreSQL refuses both (RETURNING is evaluated per row; Tarn's evaluation over the
+/// written rows would have folded them into one).
+fn refuse_grouping_in_returning(
+    items: &[SelectItem],
+    aggregates: &std::collections::HashMap<String, Arc<datafusion::logical_expr::AggregateUDF>>,
+) -> Result<()> {
+    use datafusion::sql::sqlparser::ast::{Visit, Visitor};
+    use std::ops::ControlFlow;
+    struct Grouping<'a> {
+        aggregates:
+            &'a std::collections::HashMap<String, Arc<datafusion::logical_expr::AggregateUDF>>,
+        in_queries: usize,
+    }
+    impl Visitor for Grouping<'_> {
+        type Break = &'static str;
+        fn pre_visit_query(&mut self, _: &ast::Query) -> ControlFlow<&'static str> {
+            self.in_queries += 1;
+            ControlFlow::Continue(())
+        }
+        fn post_visit_query(&mut self, _: &ast::Query) -> ControlFlow<&'static str> {
+            self.in_queries -= 1;
+            ControlFlow::Continue(())
+        }
+        fn pre_visit_expr(&mut self, e: &ast::Expr) -> ControlFlow<&'static str> {
+            if self.in_queries > 0 {
+                return ControlFlow::Continue(());
+            }
+            if let ast::Expr::Function(f) = e {
+                if f.over.is_some() {
+                    return ControlFlow::Break("window functions are not allowed in RETURNING");
+                }
+                let name = f
+                    .name
+                    .0
+                    .last()
+                    .and_then(|p| p.as_ident())
+                    .map(|i| i.value.to_lowercase());
+                if name.is_some_and(|n| self.aggregates.contains_key(&n)) {
+                    return ControlFlow::Break("aggregate functions are not allowed in RETURNING");
+                }
+            }
+            ControlFlow::Continue(())
+        }
+    }
+    let mut g = Grouping {
+        aggregates,
+        in_queries: 0,
+    };
+    for item in items {
+        if let ControlFlow::Break(m) = item.visit(&mut g) {
+            return bad(m);
+        }
+    }
+    Ok(())
+}
+
+/// A 400 for a subquery in RETURNING that reads the statement's own table: RETURNING
+/// is evaluated over the written rows standing in for that table, so such a subquery
+/// would read only those rows (PostgreSQL reads the table as the statement began).
+fn refuse_target_in_returning_subqueries(def: &TableDef, items: &[SelectItem]) -> Result<()> {
+    use datafusion::sql::sqlparser::ast::{Visit, Visitor};
+    use std::ops::ControlFlow;
+    struct Target<'a>(&'a TableDef);
+    impl Visitor for Target<'_> {
+        type Break = ();
+        fn pre_visit_table_factor(&mut self, t: &TableFactor) -> ControlFlow<()> {
+            if let TableFactor::Table { name, .. } = t
+                && let Ok(parts) = name_parts(name)
+                && parts == [self.0.workspace_id.as_str(), self.0.name.as_str()]
+            {
+                return ControlFlow::Break(());
+            }
+            ControlFlow::Continue(())
+        }
+    }
+    for item in items {
+        if item.visit(&mut Target(def)).is_break() {
+            return bad(format!(
+                "a subquery in RETURNING may not read the statement's own table \"{}\".\"{}\" \
+                 (it would see only the rows written); run it as its own statement",
+                def.workspace_id, def.name
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// `col` with NULLs allowed: for converting values before NOT NULL applies.

@@ -461,8 +461,11 @@ pub(crate) fn planned_query(field: &Field, q: &ScalarValue) -> DfResult<Option<Q
         k @ (Kind::Vector | Kind::Bag) => k,
         _ => return Ok(None),
     };
+    // The kinds are checked as the operator checks them, so a text or boolean array (or
+    // a bag against a vector column) is the same 400 in ORDER BY as in the SELECT list,
+    // never a cast that reads every element as 0.
+    check_kinds(field, &Field::new("query", q.data_type(), true))?;
     let stored = Described::of(field);
-    stored.check_engine()?;
     check_float32_stored(field.data_type())?;
     checked_query(&stored, field.data_type(), kind, &q.to_array_of_size(1)?, 0)
 }
