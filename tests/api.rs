@@ -1422,6 +1422,8 @@ async fn names_with_control_characters_or_empty_are_refused() -> TestResult {
         // Tag characters: invisible ASCII riding in a name (the third pass found them).
         "tag\u{E0041}\u{E0042}ged",
         "\u{E007F}end",
+        "vs\u{E0101}\u{E0102}",
+        "\u{3164}",
     ] {
         let q = |sql: String| sql.replace("BAD", &bad.replace('"', "\"\""));
         for sql in [

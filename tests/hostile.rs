@@ -1769,11 +1769,56 @@ async fn statements_postgresql_refuses_are_400_in_its_words() -> TestResult {
     )
     .await?;
     assert_eq!(r.rows.unwrap_or_default(), vec![vec![json!(1), json!(3)]]);
-    let sql =
-        r#"UPDATE "ws"."t" SET b = b + 1 WHERE id = 1 RETURNING id, (SELECT count(*) FROM ws.t)"#;
+    query(
+        &s,
+        r#"CREATE VIEW "ws"."tv" AS SELECT * FROM "ws"."t""#,
+        &[],
+    )
+    .await?;
+    query(
+        &s,
+        r#"CREATE VIEW "ws"."tvv" AS SELECT id FROM "ws"."tv""#,
+        &[],
+    )
+    .await?;
+    for sql in [
+        r#"UPDATE "ws"."t" SET b = b + 1 WHERE id = 1 RETURNING id, (SELECT count(*) FROM ws.t)"#,
+        r#"UPDATE "ws"."t" SET b = b + 1 WHERE id = 1 RETURNING id, (SELECT count(*) FROM ws.tv)"#,
+        r#"DELETE FROM "ws"."t" WHERE id = 9 RETURNING (SELECT count(*) FROM ws.tvv)"#,
+    ] {
+        let e = query(&s, sql, &[]).await.expect_err(sql);
+        assert_eq!(e.status(), 400, "{e}");
+        assert!(e.message().contains("own table"), "{e}");
+    }
+    // Whole-row arguments and DISTINCT ordered by the same column written otherwise.
+    let sql = r#"SELECT count(x.*) FROM "ws"."t" x"#;
+    let e = query(&s, sql, &[]).await.expect_err(sql);
+    assert!(e.message().contains("whole-row references"), "{e}");
+    let r = query(
+        &s,
+        r#"SELECT array_agg(DISTINCT "a" ORDER BY A), array_agg(DISTINCT (x.a) ORDER BY a) FROM "ws"."t" x"#,
+        &[],
+    )
+    .await?;
+    assert_eq!(
+        r.rows.unwrap_or_default(),
+        vec![vec![json!([10, 20]), json!([10, 20])]]
+    );
+    // A key conflict of UPDATE … RETURNING with an unknown column: the column's 400.
+    let sql = r#"UPDATE "ws"."t" SET id = 2 WHERE id = 1 RETURNING zz"#;
     let e = query(&s, sql, &[]).await.expect_err(sql);
     assert_eq!(e.status(), 400, "{e}");
-    assert!(e.message().contains("own table"), "{e}");
+    // An array parameter in a subquery re-printed as SQL (UPDATE … SET) still runs.
+    query(&s, r#"CREATE TABLE "ws"."arr" (id INT8, tags INT8[])"#, &[]).await?;
+    query(&s, r#"INSERT INTO "ws"."arr" VALUES (1, NULL)"#, &[]).await?;
+    query(
+        &s,
+        r#"UPDATE "ws"."arr" SET tags = (SELECT $1) WHERE id = 1"#,
+        &[json!([1, 2])],
+    )
+    .await?;
+    let r = query(&s, r#"SELECT tags FROM "ws"."arr""#, &[]).await?;
+    assert_eq!(r.rows.unwrap_or_default(), vec![vec![json!([1, 2])]]);
     let r = query(&s, r#"SELECT a, * FROM "ws"."t" WHERE id = 2"#, &[]).await?;
     assert_eq!(r.columns, ["a", "id", "a", "b"]);
     assert_eq!(
@@ -2251,6 +2296,19 @@ async fn functions_answer_as_postgresql_does_at_their_edges() -> TestResult {
     assert!(e.to_string().contains("year 0"), "{e}");
     let r = query(&s, "SELECT make_date(2024, 2, 29)", &[]).await?;
     assert_eq!(r.rows, Some(vec![vec![json!("2024-02-29")]]));
+    // A negative base to a fractional power is PostgreSQL's error, not NaN; to an
+    // integral power it is a number.
+    for sql in [
+        "SELECT power(-8, 1.0 / 3)",
+        "SELECT power(-8::float8, 0.5::float8)",
+        "SELECT (-8::float8) ^ 0.5",
+    ] {
+        let e = query(&s, sql, &[]).await.expect_err(sql);
+        assert_eq!(e.status(), 400, "{sql}: {e}");
+        assert!(e.message().contains("complex result"), "{sql}: {e}");
+    }
+    let r = query(&s, "SELECT power(-2::float8, 3::float8)", &[]).await?;
+    assert_eq!(r.rows, Some(vec![vec![json!(-8.0)]]));
     let r = query(
         &s,
         "SELECT to_char(TIMESTAMP '2024-03-05 14:07:09.123456', 'YYYY-MM-DD HH24:MI:SS.US'), \

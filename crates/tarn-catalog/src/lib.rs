@@ -66,8 +66,11 @@ pub fn shown(value: &str) -> String {
 /// every bidirectional control (Unicode's Bidi_Control: they can reorder what a name
 /// seems to say, its extension for one), and invisible format characters (a zero-width
 /// space, word joiner, byte order mark, soft hyphen or annotation mark makes two names
-/// that look the same), and the invisible tag characters (U+E0000–U+E007F: any ASCII
-/// text can ride invisibly in a name in them; only subdivision flag emoji use them).
+/// that look the same), the invisible tag characters (U+E0000–U+E007F: any ASCII
+/// text can ride invisibly in a name in them; only subdivision flag emoji use them) and
+/// supplementary variation selectors (U+E0100–U+E01EF, which can carry bytes the same
+/// way), the combining grapheme joiner, the Hangul fillers (blank-looking names) and
+/// the invisible musical format characters.
 /// The zero-width joiner and non-joiner stay: scripts and emoji sequences need them.
 pub fn is_hidden_control(c: char) -> bool {
     c.is_control()
@@ -86,6 +89,13 @@ pub fn is_hidden_control(c: char) -> bool {
                 | '\u{180E}'
                 | '\u{206A}'..='\u{206F}'
                 | '\u{E0000}'..='\u{E007F}'
+                | '\u{E0100}'..='\u{E01EF}'
+                | '\u{034F}'
+                | '\u{115F}'
+                | '\u{1160}'
+                | '\u{3164}'
+                | '\u{FFA0}'
+                | '\u{1D173}'..='\u{1D17A}'
         )
 }
 

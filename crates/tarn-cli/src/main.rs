@@ -117,7 +117,7 @@ enum Command {
         action: transfer::FilesAction,
     },
     /// An interactive SQL shell: multi-line statements ended by `;`, history, `\d`,
-    /// `\d TABLE`, `\di`, `\dw`, `\timing`, `\x`, `\i FILE` (`\?` lists them); Ctrl-C
+    /// `\d NAME`, `\di`, `\dv`, `\dw`, `\timing`, `\x`, `\i FILE` (`\?` lists them); Ctrl-C
     /// cancels the running statement, Ctrl-D quits.
     #[command(after_help = "Example:\n  tarn --data ./tarn-data shell -w ws")]
     Shell {
@@ -170,9 +170,12 @@ async fn relations(session: &tarn::Session, ws: &str) -> tarn::Result<Value> {
 async fn relation(session: &tarn::Session, ws: &str, name: &str) -> tarn::Result<Value> {
     match session.table(ws, name).await {
         Ok(t) => Ok(with_kind(t, "table")),
+        // Neither a table nor a view: the table's 404; any other error of the view's
+        // lookup (a rate limit, a revoked key) is its own.
         Err(e) if e.kind() == tarn::ErrorKind::NotFound => match session.view(ws, name).await {
             Ok(v) => Ok(with_kind(v, "view")),
-            Err(_) => Err(e),
+            Err(v) if v.kind() == tarn::ErrorKind::NotFound => Err(e),
+            Err(v) => Err(v),
         },
         Err(e) => Err(e),
     }

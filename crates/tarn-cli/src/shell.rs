@@ -267,7 +267,8 @@ impl Shell<'_> {
             Err(e) if e.kind() == tarn::ErrorKind::NotFound => {
                 return match self.session.view(self.ws, name).await {
                     Ok(v) => self.describe_view(&v),
-                    Err(_) => show_error(&e),
+                    Err(v) if v.kind() == tarn::ErrorKind::NotFound => show_error(&e),
+                    Err(v) => show_error(&v),
                 };
             }
             Err(e) => return show_error(&e),

@@ -131,7 +131,7 @@ pub struct TableSummary {
     pub row_count: u64,
 }
 
-/// A view (`CREATE VIEW`), as [`Session::views`] and [`Session::view`] show it: a
+/// A view (`CREATE VIEW`), as [`Session::views`](crate::Session::views) and [`Session::view`](crate::Session::view) show it: a
 /// Tarn addition (the service has no views).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ViewInfo {

@@ -76,6 +76,14 @@ ERRORS = {
     '"350000000000000000000000000000000000000" is out of range for type real':
         "400 BadRequest: value out of range: overflow",
     "syntax error at or near \"'b'\"": "400 BadRequest: syntax error at or near \"'b'\"",
+    # Views (views_pg.sql).
+    "cannot drop columns from view": "400 BadRequest: cannot drop columns from view",
+    'cannot change name of view column "d" to "x"':
+        '400 BadRequest: cannot change name of view column "d" to "x"',
+    "cannot drop view ws.v1 because other objects depend on it":
+        '409 Conflict: cannot drop view "ws"."v1" because other objects depend on it',
+    "cannot drop table ws.t2 because other objects depend on it":
+        '409 Conflict: cannot drop table "ws"."t2" because other objects depend on it',
 }
 
 TYPES = {

@@ -110,6 +110,19 @@ SELECT a, count(*) FROM "ws"."v3" GROUP BY a ORDER BY a
 query
 SELECT z, count(*) FROM "ws"."v3" GROUP BY z HAVING count(*) > 1 ORDER BY z
 
+# What depends on a view or table keeps it, and OR REPLACE keeps the columns' names.
+statement error
+DROP VIEW "ws"."v1"
+
+statement error
+DROP TABLE "ws"."t2"
+
+statement error
+CREATE OR REPLACE VIEW "ws"."v1" AS SELECT a, b FROM "ws"."t1"
+
+statement error
+CREATE OR REPLACE VIEW "ws"."v1" AS SELECT a, b, d AS x, c FROM "ws"."t1"
+
 # DROP VIEW, and IF EXISTS.
 statement ok
 DROP VIEW "ws"."v8"

@@ -257,46 +257,66 @@ impl Visitor for Refused {
             ));
         }
         // `*` as an argument: PostgreSQL's words (DataFusion said its physical plan
-        // "does not support logical expression Wildcard", or planned `sum(*)`).
-        if let FunctionArguments::List(list) = &f.args
-            && list.args.iter().any(|a| {
-                matches!(
-                    a,
-                    FunctionArg::Unnamed(
-                        FunctionArgExpr::Wildcard | FunctionArgExpr::QualifiedWildcard(_)
-                    ) | FunctionArg::Named {
-                        arg: FunctionArgExpr::Wildcard | FunctionArgExpr::QualifiedWildcard(_),
-                        ..
-                    }
-                )
-            })
-            && !(is_call_to(f, "count")
-                && list.args.len() == 1
-                && list.duplicate_treatment.is_none())
-        {
-            return ControlFlow::Break(format!(
-                "{}(*) is not allowed: * stands for the rows only in count(*)",
-                f.name
-            ));
+        // "does not support logical expression Wildcard", or planned `sum(*)`), and a
+        // whole-row `t.*`, which DataFusion read as `*` (`count(b.*)` counted the rows
+        // an outer join made up for `b`).
+        if let FunctionArguments::List(list) = &f.args {
+            let arg_of = |a: &FunctionArg| match a {
+                FunctionArg::Unnamed(x) | FunctionArg::Named { arg: x, .. } => x.clone(),
+                FunctionArg::ExprNamed { arg, .. } => arg.clone(),
+            };
+            let args: Vec<FunctionArgExpr> = list.args.iter().map(arg_of).collect();
+            if let Some(FunctionArgExpr::QualifiedWildcard(t)) = args
+                .iter()
+                .find(|a| matches!(a, FunctionArgExpr::QualifiedWildcard(_)))
+            {
+                return ControlFlow::Break(format!(
+                    "whole-row references ({t}.*) are not supported as arguments; name \
+                     the columns (count(*) counts rows, count(col) the non-NULL values)"
+                ));
+            }
+            if args.iter().any(|a| matches!(a, FunctionArgExpr::Wildcard))
+                && !(is_call_to(f, "count")
+                    && args.len() == 1
+                    && list.duplicate_treatment.is_none())
+            {
+                return ControlFlow::Break(format!(
+                    "{}(*) is not allowed: * stands for the rows only in count(*)",
+                    f.name
+                ));
+            }
         }
         // `max(DISTINCT a ORDER BY b)`: PostgreSQL refuses it (what order would the
-        // distinct values keep?).
+        // distinct values keep?). Only columns are compared here (by name, as
+        // normalized); other ORDER BY expressions are left to the planner.
         if let FunctionArguments::List(list) = &f.args
             && matches!(
                 list.duplicate_treatment,
                 Some(ast::DuplicateTreatment::Distinct)
             )
         {
-            let args: Vec<String> = list.args.iter().map(|a| a.to_string()).collect();
-            for clause in &list.clauses {
-                if let ast::FunctionArgumentClause::OrderBy(order) = clause
-                    && let Some(o) = order.iter().find(|o| !args.contains(&o.expr.to_string()))
-                {
-                    return ControlFlow::Break(format!(
-                        "in an aggregate with DISTINCT, ORDER BY expressions must appear in \
-                         the argument list ({} does not)",
-                        tarn_catalog::shown(&o.expr.to_string())
-                    ));
+            let column = column_name;
+            let arg_columns: Option<Vec<String>> = list
+                .args
+                .iter()
+                .map(|a| match a {
+                    FunctionArg::Unnamed(FunctionArgExpr::Expr(e)) => column(e),
+                    _ => None,
+                })
+                .collect();
+            if let Some(arg_columns) = arg_columns {
+                for clause in &list.clauses {
+                    if let ast::FunctionArgumentClause::OrderBy(order) = clause
+                        && let Some(o) = order
+                            .iter()
+                            .find(|o| column(&o.expr).is_some_and(|c| !arg_columns.contains(&c)))
+                    {
+                        return ControlFlow::Break(format!(
+                            "in an aggregate with DISTINCT, ORDER BY expressions must appear \
+                             in the argument list ({} does not)",
+                            tarn_catalog::shown(&o.expr.to_string())
+                        ));
+                    }
                 }
             }
         }
@@ -343,6 +363,16 @@ fn not_boolean(e: &Expr) -> Option<String> {
         {
             Some(format!("type {data_type}"))
         }
+        _ => None,
+    }
+}
+
+/// The column `e` names (its last part, normalized), through parentheses.
+fn column_name(e: &Expr) -> Option<String> {
+    match e {
+        Expr::Nested(inner) => column_name(inner),
+        Expr::Identifier(id) => Some(crate::ast::ident::normalize(id)),
+        Expr::CompoundIdentifier(ids) => ids.last().map(crate::ast::ident::normalize),
         _ => None,
     }
 }

@@ -277,10 +277,11 @@ pub fn alias_duplicates(stmt: &mut datafusion::sql::sqlparser::ast::Statement, a
     struct Aliaser {
         next: usize,
         all: bool,
+        seen_query: bool,
     }
 
     impl Aliaser {
-        fn select_list(&mut self, items: &mut [SelectItem]) {
+        fn select_list(&mut self, items: &mut [SelectItem], top: bool) {
             // Names items give themselves: a subquery takes PostgreSQL's name for it
             // only when no item has that name.
             let claimed: HashSet<String> = items
@@ -297,7 +298,11 @@ pub fn alias_duplicates(stmt: &mut datafusion::sql::sqlparser::ast::Statement, a
                 .collect();
             // Beside a wildcard a named column repeats one the wildcard returns
             // (`SELECT a, * FROM t`): in the retry it takes an internal name too.
+            // Only in the statement's own result, whose names nothing else refers to:
+            // inside a CTE or derived table the internal name would let an outer
+            // reference reach the wildcard's column instead of being ambiguous.
             let beside_wildcard = self.all
+                && top
                 && items.iter().any(|i| {
                     matches!(
                         i,
@@ -355,12 +360,12 @@ pub fn alias_duplicates(stmt: &mut datafusion::sql::sqlparser::ast::Statement, a
             format!("{name}{UNIQUE_MARK}{}", self.next)
         }
 
-        fn body(&mut self, body: &mut SetExpr) {
+        fn body(&mut self, body: &mut SetExpr, top: bool) {
             match body {
-                SetExpr::Select(s) => self.select_list(&mut s.projection),
+                SetExpr::Select(s) => self.select_list(&mut s.projection, top),
                 SetExpr::SetOperation { left, right, .. } => {
-                    self.body(left);
-                    self.body(right);
+                    self.body(left, top);
+                    self.body(right, top);
                 }
                 _ => {}
             }
@@ -370,7 +375,10 @@ pub fn alias_duplicates(stmt: &mut datafusion::sql::sqlparser::ast::Statement, a
     impl VisitorMut for Aliaser {
         type Break = ();
         fn pre_visit_query(&mut self, q: &mut Query) -> ControlFlow<()> {
-            self.body(&mut q.body);
+            // The first query visited is the statement's outermost one.
+            let top = !self.seen_query;
+            self.seen_query = true;
+            self.body(&mut q.body, top);
             ControlFlow::Continue(())
         }
     }
@@ -395,7 +403,11 @@ pub fn alias_duplicates(stmt: &mut datafusion::sql::sqlparser::ast::Statement, a
         datafusion::sql::sqlparser::ast::Value::Null.into()
     }
 
-    let _ = stmt.visit(&mut Aliaser { next: 0, all });
+    let _ = stmt.visit(&mut Aliaser {
+        next: 0,
+        all,
+        seen_query: false,
+    });
 }
 
 /// Names the column of a set-returning function after its alias, as PostgreSQL does:

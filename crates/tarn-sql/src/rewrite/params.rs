@@ -64,9 +64,15 @@ fn name_array_params<V: VisitMut>(stmt: &mut V, params: &[Json]) {
     struct Namer<'a>(&'a [Json]);
     impl VisitorMut for Namer<'_> {
         type Break = ();
+        // Only the outermost query (the statement's result; its first SELECT names
+        // the columns of a set operation): then the visit stops.
         fn pre_visit_query(&mut self, q: &mut ast::Query) -> ControlFlow<()> {
-            let ast::SetExpr::Select(select) = q.body.as_mut() else {
-                return ControlFlow::Continue(());
+            let mut body = q.body.as_mut();
+            while let ast::SetExpr::SetOperation { left, .. } = body {
+                body = left.as_mut();
+            }
+            let ast::SetExpr::Select(select) = body else {
+                return ControlFlow::Break(());
             };
             for item in &mut select.projection {
                 if let ast::SelectItem::UnnamedExpr(e) = item
@@ -76,11 +82,12 @@ fn name_array_params<V: VisitMut>(stmt: &mut V, params: &[Json]) {
                     let expr = std::mem::replace(e, Expr::Value(Value::Null.into()));
                     *item = ast::SelectItem::ExprWithAlias {
                         expr,
-                        alias: ast::Ident::new("?column?"),
+                        // Quoted, so that the statement printed as SQL reads back.
+                        alias: ast::Ident::with_quote('"', "?column?"),
                     };
                 }
             }
-            ControlFlow::Continue(())
+            ControlFlow::Break(())
         }
     }
     if params.iter().any(|p| matches!(p, Json::Array(_))) {

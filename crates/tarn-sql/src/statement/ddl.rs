@@ -142,6 +142,25 @@ impl Txn<'_> {
             ),
             (ct.comment.is_some(), "COMMENT"),
             (ct.without_rowid || ct.strict, "WITHOUT ROWID/STRICT"),
+            (
+                !matches!(ct.hive_distribution, ast::HiveDistributionStyle::NONE),
+                "PARTITIONED BY",
+            ),
+            (
+                ct.hive_formats.as_ref().is_some_and(|h| {
+                    h.row_format.is_some() || h.serde_properties.is_some() || h.location.is_some()
+                }) || ct.location.is_some()
+                    || ct.file_format.is_some(),
+                "ROW FORMAT/LOCATION/STORED AS",
+            ),
+            (ct.on_cluster.is_some(), "ON CLUSTER"),
+            (
+                ct.diststyle.is_some()
+                    || ct.distkey.is_some()
+                    || ct.sortkey.is_some()
+                    || ct.backup.is_some(),
+                "DISTSTYLE/DISTKEY/SORTKEY/BACKUP",
+            ),
         ];
         if let Some((_, clause)) = unsupported.iter().find(|(set, _)| *set) {
             return bad(format!("CREATE TABLE … {clause} is not supported"));

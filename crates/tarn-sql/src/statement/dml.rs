@@ -670,7 +670,16 @@ impl Txn<'_> {
         affected: u64,
     ) -> Result<StatementResult> {
         refuse_grouping_in_returning(items, self.shared.session.aggregate_functions())?;
-        refuse_target_in_returning_subqueries(def, items)?;
+        let reads_target = |parts: &[String]| match parts {
+            [ws, name] if *ws == def.workspace_id && *name == def.name => true,
+            // A view that reads the table, itself or through other views.
+            [ws, name] => self
+                .catalog
+                .view(&self.org, ws, name)
+                .is_some_and(|v| view_reads(&self.catalog, v, def.id)),
+            _ => false,
+        };
+        refuse_target_in_returning_subqueries(def, items, &reads_target)?;
         let schema = table_schema(def, false);
         let rows = RecordBatch::try_new(schema.clone(), rows.columns().to_vec())?;
         let table: Arc<dyn TableProvider> = Arc::new(MemTable::try_new(schema, vec![vec![rows]])?);
@@ -764,16 +773,20 @@ fn refuse_grouping_in_returning(
 /// A 400 for a subquery in RETURNING that reads the statement's own table: RETURNING
 /// is evaluated over the written rows standing in for that table, so such a subquery
 /// would read only those rows (PostgreSQL reads the table as the statement began).
-fn refuse_target_in_returning_subqueries(def: &TableDef, items: &[SelectItem]) -> Result<()> {
+fn refuse_target_in_returning_subqueries(
+    def: &TableDef,
+    items: &[SelectItem],
+    reads_target: &dyn Fn(&[String]) -> bool,
+) -> Result<()> {
     use datafusion::sql::sqlparser::ast::{Visit, Visitor};
     use std::ops::ControlFlow;
-    struct Target<'a>(&'a TableDef);
+    struct Target<'a>(&'a dyn Fn(&[String]) -> bool);
     impl Visitor for Target<'_> {
         type Break = ();
         fn pre_visit_table_factor(&mut self, t: &TableFactor) -> ControlFlow<()> {
             if let TableFactor::Table { name, .. } = t
                 && let Ok(parts) = name_parts(name)
-                && parts == [self.0.workspace_id.as_str(), self.0.name.as_str()]
+                && (self.0)(&parts)
             {
                 return ControlFlow::Break(());
             }
@@ -781,7 +794,7 @@ fn refuse_target_in_returning_subqueries(def: &TableDef, items: &[SelectItem]) -
         }
     }
     for item in items {
-        if item.visit(&mut Target(def)).is_break() {
+        if item.visit(&mut Target(reads_target)).is_break() {
             return bad(format!(
                 "a subquery in RETURNING may not read the statement's own table \"{}\".\"{}\" \
                  (it would see only the rows written); run it as its own statement",
@@ -790,6 +803,16 @@ fn refuse_target_in_returning_subqueries(def: &TableDef, items: &[SelectItem]) -
         }
     }
     Ok(())
+}
+
+/// Whether view `v` reads table `table`, itself or through the views it reads (views
+/// read views at most `MAX_VIEW_DEPTH` deep, so the walk is bounded).
+fn view_reads(catalog: &tarn_catalog::Catalog, v: &tarn_catalog::ViewDef, table: TableId) -> bool {
+    v.tables.contains(&table)
+        || v.views
+            .iter()
+            .filter_map(|id| catalog.view_by_id(*id))
+            .any(|inner| view_reads(catalog, inner, table))
 }
 
 /// `col` with NULLs allowed: for converting values before NOT NULL applies.

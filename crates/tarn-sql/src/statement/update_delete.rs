@@ -119,7 +119,20 @@ impl Txn<'_> {
         };
         self.delete_rows(&def, &row_ids)?;
         let targets: Vec<usize> = (0..def.columns.len()).collect();
-        let rows = self.write_rows(&def, &targets, columns, n).await?;
+        let rows = match (
+            self.write_rows(&def, &targets, columns, n).await,
+            &upd.returning,
+        ) {
+            // As for INSERT: a RETURNING list that cannot be evaluated is the error, not
+            // a key conflict the new rows met.
+            (Err(e), Some(items)) => {
+                let none = RecordBatch::new_empty(table_schema(&def, false));
+                self.returning(&def, &upd.table.to_string(), items, none, 0)
+                    .await?;
+                return Err(e);
+            }
+            (written, _) => written?,
+        };
         match &upd.returning {
             Some(items) => {
                 self.returning(&def, &upd.table.to_string(), items, rows, n as u64)

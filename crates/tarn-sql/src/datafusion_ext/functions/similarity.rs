@@ -464,7 +464,15 @@ pub(crate) fn planned_query(field: &Field, q: &ScalarValue) -> DfResult<Option<Q
     // The kinds are checked as the operator checks them, so a text or boolean array (or
     // a bag against a vector column) is the same 400 in ORDER BY as in the SELECT list,
     // never a cast that reads every element as 0.
-    check_kinds(field, &Field::new("query", q.data_type(), true))?;
+    // (A query that is no array at all is `expected a vector, got …` below.)
+    if matches!(
+        q.data_type(),
+        DataType::List(_) | DataType::LargeList(_) | DataType::FixedSizeList(..)
+    ) {
+        check_kinds(field, &Field::new("query", q.data_type(), true))?;
+    } else {
+        Described::of(field).check_engine()?;
+    }
     let stored = Described::of(field);
     check_float32_stored(field.data_type())?;
     checked_query(&stored, field.data_type(), kind, &q.to_array_of_size(1)?, 0)

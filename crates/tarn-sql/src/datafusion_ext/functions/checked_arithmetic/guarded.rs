@@ -160,6 +160,12 @@ impl ScalarUDFImpl for Guarded {
             if args.len() != inputs.len() || args.iter().any(|a| !a.is_finite()) {
                 continue;
             }
+            // power(-8, 1/3): PostgreSQL's float8 power refuses it (DataFusion: NaN).
+            if r.is_nan() && args.len() == 2 && args[0] < 0.0 && args[1].fract() != 0.0 {
+                return exec_err!(
+                    "a negative number raised to a non-integer power yields a complex result"
+                );
+            }
             if r.is_infinite() {
                 return exec_err!("value out of range: overflow");
             }
