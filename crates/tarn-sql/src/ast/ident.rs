@@ -66,3 +66,18 @@ pub(crate) fn is_call_to(f: &ast::Function, name: &str) -> bool {
         .and_then(|p| p.as_ident())
         .is_some_and(|i| i.value.eq_ignore_ascii_case(name))
 }
+
+/// Whether `e` holds a subquery anywhere: a scalar subquery, EXISTS or IN (SELECT …).
+pub(crate) fn has_subquery(e: &ast::Expr) -> bool {
+    ast::visit_expressions(e, |e| {
+        if matches!(
+            e,
+            ast::Expr::Subquery(_) | ast::Expr::Exists { .. } | ast::Expr::InSubquery { .. }
+        ) {
+            std::ops::ControlFlow::Break(())
+        } else {
+            std::ops::ControlFlow::Continue(())
+        }
+    })
+    .is_break()
+}

@@ -261,11 +261,15 @@ impl Visitor for Refused {
         // whole-row `t.*`, which DataFusion read as `*` (`count(b.*)` counted the rows
         // an outer join made up for `b`).
         if let FunctionArguments::List(list) = &f.args {
-            let arg_of = |a: &FunctionArg| match a {
-                FunctionArg::Unnamed(x) | FunctionArg::Named { arg: x, .. } => x.clone(),
-                FunctionArg::ExprNamed { arg, .. } => arg.clone(),
-            };
-            let args: Vec<FunctionArgExpr> = list.args.iter().map(arg_of).collect();
+            let args: Vec<&FunctionArgExpr> = list
+                .args
+                .iter()
+                .map(|a| match a {
+                    FunctionArg::Unnamed(x)
+                    | FunctionArg::Named { arg: x, .. }
+                    | FunctionArg::ExprNamed { arg: x, .. } => x,
+                })
+                .collect();
             if let Some(FunctionArgExpr::QualifiedWildcard(t)) = args
                 .iter()
                 .find(|a| matches!(a, FunctionArgExpr::QualifiedWildcard(_)))
@@ -295,21 +299,20 @@ impl Visitor for Refused {
                 Some(ast::DuplicateTreatment::Distinct)
             )
         {
-            let column = column_name;
             let arg_columns: Option<Vec<String>> = list
                 .args
                 .iter()
                 .map(|a| match a {
-                    FunctionArg::Unnamed(FunctionArgExpr::Expr(e)) => column(e),
+                    FunctionArg::Unnamed(FunctionArgExpr::Expr(e)) => column_name(e),
                     _ => None,
                 })
                 .collect();
             if let Some(arg_columns) = arg_columns {
                 for clause in &list.clauses {
                     if let ast::FunctionArgumentClause::OrderBy(order) = clause
-                        && let Some(o) = order
-                            .iter()
-                            .find(|o| column(&o.expr).is_some_and(|c| !arg_columns.contains(&c)))
+                        && let Some(o) = order.iter().find(|o| {
+                            column_name(&o.expr).is_some_and(|c| !arg_columns.contains(&c))
+                        })
                     {
                         return ControlFlow::Break(format!(
                             "in an aggregate with DISTINCT, ORDER BY expressions must appear \

@@ -330,7 +330,9 @@ pub fn alias_duplicates(stmt: &mut datafusion::sql::sqlparser::ast::Statement, a
                     other => other.to_string(),
                 };
                 let pg = expr_name(e);
-                let alias = if has_subquery(e) {
+                // DataFusion names every subquery `(<subquery>)`, so two different
+                // items can get one name (`x IN (SELECT …)` twice).
+                let alias = if crate::ast::ident::has_subquery(e) {
                     let lower = pg.to_lowercase();
                     if pg != "?column?" && !claimed.contains(&lower) && taken.insert(lower) {
                         pg
@@ -381,22 +383,6 @@ pub fn alias_duplicates(stmt: &mut datafusion::sql::sqlparser::ast::Statement, a
             self.body(&mut q.body, top);
             ControlFlow::Continue(())
         }
-    }
-
-    /// Whether `e` holds a subquery: DataFusion names every one `(<subquery>)`, so
-    /// two different items can get one name (`x IN (SELECT …)` twice).
-    fn has_subquery(e: &Expr) -> bool {
-        datafusion::sql::sqlparser::ast::visit_expressions(e, |e| {
-            if matches!(
-                e,
-                Expr::Subquery(_) | Expr::Exists { .. } | Expr::InSubquery { .. }
-            ) {
-                ControlFlow::Break(())
-            } else {
-                ControlFlow::Continue(())
-            }
-        })
-        .is_break()
     }
 
     fn ast_null() -> datafusion::sql::sqlparser::ast::ValueWithSpan {

@@ -322,19 +322,7 @@ impl Txn<'_> {
                     }
                     // PostgreSQL's rule: a default is evaluated per row without a
                     // query (Tarn ran the subquery at each insert).
-                    let subquery = datafusion::sql::sqlparser::ast::visit_expressions(expr, |e| {
-                        if matches!(
-                            e,
-                            ast::Expr::Subquery(_)
-                                | ast::Expr::Exists { .. }
-                                | ast::Expr::InSubquery { .. }
-                        ) {
-                            std::ops::ControlFlow::Break(())
-                        } else {
-                            std::ops::ControlFlow::Continue(())
-                        }
-                    });
-                    if subquery.is_break() {
+                    if crate::ast::ident::has_subquery(expr) {
                         return bad(format!(
                             "cannot use subquery in DEFAULT expression (column \"{name}\")"
                         ));

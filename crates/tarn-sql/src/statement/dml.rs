@@ -303,12 +303,8 @@ impl Txn<'_> {
             }
         };
         let rows = match (written, &ins.returning) {
-            // A RETURNING list that cannot be evaluated is PostgreSQL's first error (it
-            // is checked before any row is written), not the conflict the rows met.
             (Err(e), Some(items)) => {
-                let none = RecordBatch::new_empty(table_schema(&def, false));
-                self.returning(&def, &relation, items, none, 0).await?;
-                return Err(e);
+                return Err(self.returning_error_first(&def, &relation, items, e).await);
             }
             (written, _) => written?,
         };
@@ -660,6 +656,24 @@ impl Txn<'_> {
         }
     }
 
+    /// The error a statement with RETURNING `items` failed with, `e`, unless the list
+    /// itself cannot be evaluated: then that error, as PostgreSQL checks RETURNING
+    /// before any row is written (so an unknown column is its 400, not a key conflict
+    /// the rows met).
+    pub(crate) async fn returning_error_first(
+        &mut self,
+        def: &TableDef,
+        relation: &str,
+        items: &[SelectItem],
+        e: Error,
+    ) -> Error {
+        let none = RecordBatch::new_empty(table_schema(def, false));
+        match self.returning(def, relation, items, none, 0).await {
+            Err(first) => first,
+            Ok(_) => e,
+        }
+    }
+
     /// Evaluates RETURNING items over `rows` (named as the table's columns).
     pub(crate) async fn returning(
         &mut self,
@@ -672,11 +686,12 @@ impl Txn<'_> {
         refuse_grouping_in_returning(items, self.shared.session.aggregate_functions())?;
         let reads_target = |parts: &[String]| match parts {
             [ws, name] if *ws == def.workspace_id && *name == def.name => true,
-            // A view that reads the table, itself or through other views.
+            // A view that reads the table, itself or through other views (looked up
+            // only for a view named in a RETURNING subquery).
             [ws, name] => self
                 .catalog
                 .view(&self.org, ws, name)
-                .is_some_and(|v| view_reads(&self.catalog, v, def.id)),
+                .is_some_and(|v| self.catalog.dependent_views(&[def.id], &[]).contains(&v.id)),
             _ => false,
         };
         refuse_target_in_returning_subqueries(def, items, &reads_target)?;
@@ -803,16 +818,6 @@ fn refuse_target_in_returning_subqueries(
         }
     }
     Ok(())
-}
-
-/// Whether view `v` reads table `table`, itself or through the views it reads (views
-/// read views at most `MAX_VIEW_DEPTH` deep, so the walk is bounded).
-fn view_reads(catalog: &tarn_catalog::Catalog, v: &tarn_catalog::ViewDef, table: TableId) -> bool {
-    v.tables.contains(&table)
-        || v.views
-            .iter()
-            .filter_map(|id| catalog.view_by_id(*id))
-            .any(|inner| view_reads(catalog, inner, table))
 }
 
 /// `col` with NULLs allowed: for converting values before NOT NULL applies.

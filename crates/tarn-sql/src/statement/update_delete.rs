@@ -123,13 +123,9 @@ impl Txn<'_> {
             self.write_rows(&def, &targets, columns, n).await,
             &upd.returning,
         ) {
-            // As for INSERT: a RETURNING list that cannot be evaluated is the error, not
-            // a key conflict the new rows met.
             (Err(e), Some(items)) => {
-                let none = RecordBatch::new_empty(table_schema(&def, false));
-                self.returning(&def, &upd.table.to_string(), items, none, 0)
-                    .await?;
-                return Err(e);
+                let relation = upd.table.to_string();
+                return Err(self.returning_error_first(&def, &relation, items, e).await);
             }
             (written, _) => written?,
         };
