@@ -1676,6 +1676,8 @@ async fn statements_postgresql_refuses_are_400_in_its_words() -> TestResult {
         &[],
     )
     .await?;
+    query(&s, r#"CREATE TABLE "ws"."o0" (id INT8)"#, &[]).await?;
+    query(&s, r#"INSERT INTO "ws"."o0" VALUES (7)"#, &[]).await?;
     for (sql, needle) in [
         (
             r#"SELECT count(*, 1) FROM "ws"."t""#,
@@ -1732,11 +1734,169 @@ async fn statements_postgresql_refuses_are_400_in_its_words() -> TestResult {
             r#"INSERT INTO "ws"."t" VALUES (1, 1, 1) RETURNING zz"#,
             "zz",
         ),
+        // ARRAY(SELECT …) and = ANY (SELECT …) are subqueries too.
+        (
+            r#"CREATE TABLE "ws"."d" (id INT8, x INT8[] DEFAULT ARRAY(SELECT 1))"#,
+            "cannot use subquery in DEFAULT expression",
+        ),
+        (
+            r#"CREATE TABLE "ws"."d" (id INT8, x BOOLEAN DEFAULT 1 = ANY (SELECT 1))"#,
+            "cannot use subquery in DEFAULT expression",
+        ),
+        // An aggregate of the written rows' columns inside a subquery that reads no
+        // relation aggregates the RETURNING rows: PostgreSQL refuses it as written there.
+        (
+            r#"UPDATE "ws"."t" SET a = a RETURNING (SELECT sum(a))"#,
+            "aggregate functions are not allowed in RETURNING",
+        ),
+        (
+            r#"INSERT INTO "ws"."t" VALUES (5, 1, 1) RETURNING (SELECT (SELECT max(b + 1)))"#,
+            "aggregate functions are not allowed in RETURNING",
+        ),
+        // A boolean casts to int4 only (Arrow made {true,false}::float4[] the vector {1,0}).
+        (
+            r#"SELECT ARRAY[true, false]::float4[]"#,
+            "cannot cast type boolean[] to real[]",
+        ),
+        (
+            r#"SELECT true::float8"#,
+            "cannot cast type boolean to double precision",
+        ),
+        (
+            r#"SELECT false::numeric"#,
+            "cannot cast type boolean to numeric",
+        ),
+        (r#"SELECT true::int8"#, "cannot cast type boolean to bigint"),
+        (
+            r#"SELECT now()::date::int"#,
+            "cannot cast type date to integer",
+        ),
+        (r#"SELECT 5::date"#, "cannot cast type bigint to date"),
+        // A quoted literal beside numbers is read as a number, as PostgreSQL's
+        // literals of unknown type are (these were text columns mixing both).
+        (
+            r#"SELECT CASE WHEN a > 0 THEN 1 ELSE 'a' END FROM "ws"."t""#,
+            "invalid input syntax for type bigint: \"a\"",
+        ),
+        (
+            r#"SELECT 1 UNION SELECT 'a'"#,
+            "invalid input syntax for type bigint: \"a\"",
+        ),
+        (
+            r#"SELECT coalesce(a, 'none') FROM "ws"."t""#,
+            "invalid input syntax for type bigint: \"none\"",
+        ),
+        (
+            r#"SELECT a.value FROM generate_series(1, 3) a"#,
+            "a value of type bigint has no fields",
+        ),
+        (
+            r#"SELECT to_timestamp('x', 'y')"#,
+            "invalid value \"x\" for the timestamp format \"y\"",
+        ),
+        (
+            r#"SELECT *, * FROM "ws"."t""#,
+            "column \"id\" is selected twice",
+        ),
+        (
+            r#"SELECT * FROM (SELECT x.*, x.* FROM "ws"."t" x) y"#,
+            "column \"id\" is selected twice",
+        ),
     ] {
         let e = query(&s, sql, &[]).await.expect_err(sql);
         assert_eq!(e.status(), 400, "{sql}: {e}");
         assert!(e.message().contains(needle), "{sql}: {e}");
     }
+    // The batch path too checks RETURNING before the rows' conflict, also when a set
+    // conflicts with a row an earlier set wrote.
+    for sets in [vec![vec![json!(1)]], vec![vec![json!(8)], vec![json!(8)]]] {
+        for fast_path in ["RETURNING zz", "RETURNING id, zz"] {
+            let sql = format!(r#"INSERT INTO "ws"."t" VALUES ($1, 1, 1) {fast_path}"#);
+            let e = s.query_batch("ws", &sql, &sets).await.expect_err(&sql);
+            assert_eq!(e.status(), 400, "{sql}: {e}");
+            assert!(e.message().contains("zz"), "{sql}: {e}");
+        }
+    }
+    // ON CONFLICT DO UPDATE's subqueries read the whole table (they read only the
+    // conflicting rows: a = 10 instead of the sum 30), directly, in WHERE and through a
+    // view.
+    query(
+        &s,
+        r#"CREATE TABLE "ws"."u" (id INT8 PRIMARY KEY, a INT8)"#,
+        &[],
+    )
+    .await?;
+    query(&s, r#"INSERT INTO "ws"."u" VALUES (1, 10), (2, 20)"#, &[]).await?;
+    query(
+        &s,
+        r#"CREATE VIEW "ws"."uv" AS SELECT a FROM "ws"."u""#,
+        &[],
+    )
+    .await?;
+    for (sql, want) in [
+        (
+            r#"INSERT INTO "ws"."u" VALUES (1, 0) ON CONFLICT (id) DO UPDATE SET a = (SELECT sum(a) FROM "ws"."u") RETURNING a"#,
+            30,
+        ),
+        (
+            r#"INSERT INTO "ws"."u" AS x VALUES (2, 0) ON CONFLICT (id) DO UPDATE SET a = x.a + 1 WHERE (SELECT count(*) FROM ws.u) = 2 RETURNING a"#,
+            21,
+        ),
+        (
+            r#"INSERT INTO "ws"."u" VALUES (1, 0) ON CONFLICT (id) DO UPDATE SET a = (SELECT max(a) FROM ws.uv) + excluded.a RETURNING a"#,
+            30,
+        ),
+    ] {
+        let r = query(&s, sql, &[]).await?;
+        assert_eq!(r.rows.unwrap_or_default(), vec![vec![json!(want)]], "{sql}");
+    }
+    // Such literals that read as numbers are numbers; text beside text stays text.
+    let r = query(
+        &s,
+        r#"SELECT CASE WHEN id > 1 THEN a ELSE '7' END + 1, greatest(a, '15'), CASE WHEN id > 1 THEN 'big' ELSE 'small' END FROM "ws"."t" ORDER BY id"#,
+        &[],
+    )
+    .await?;
+    assert_eq!(
+        r.rows.unwrap_or_default(),
+        vec![
+            vec![json!(8), json!(15), json!("small")],
+            vec![json!(21), json!(20), json!("big")]
+        ]
+    );
+    // An int4 shift is int4's (the count modulo 32), an int8 shift int8's.
+    let r = query(
+        &s,
+        r#"SELECT 1 << 100, 1::int8 << 100, 256 >> 33, 1 << 31"#,
+        &[],
+    )
+    .await?;
+    assert_eq!(
+        r.rows.unwrap_or_default(),
+        vec![vec![
+            json!(16),
+            json!(68719476736_i64),
+            json!(128),
+            json!(-2147483648_i64)
+        ]]
+    );
+    let r = query(&s, r#"SELECT 1 AS x UNION ALL SELECT '2' ORDER BY 1"#, &[]).await?;
+    assert_eq!(
+        r.rows.unwrap_or_default(),
+        vec![vec![json!(1)], vec![json!(2)]]
+    );
+    // What stays the subquery's own: a count of nothing read, a window, an aggregate of
+    // a relation it reads; a boolean to int4.
+    let r = query(
+        &s,
+        r#"UPDATE "ws"."t" SET a = a WHERE id = 1 RETURNING (SELECT count(*)), (SELECT sum(a) OVER ()), (SELECT max(id) FROM "ws"."o0"), true::int4"#,
+        &[],
+    )
+    .await?;
+    assert_eq!(
+        r.rows.unwrap_or_default(),
+        vec![vec![json!(1), json!(10), json!(7), json!(1)]]
+    );
     // Nothing above changed a row.
     let r = query(&s, r#"SELECT id, a, b FROM "ws"."t" ORDER BY id"#, &[]).await?;
     assert_eq!(

@@ -567,6 +567,14 @@ fn pg_wording(m: &str) -> Option<String> {
     if let Some(rest) = m.strip_prefix("Error parsing timestamp from '")
         && let Some((value, _)) = rest.split_once("': ")
     {
+        // With a format (`to_timestamp('x', 'y')`): "'x' using format 'y': …".
+        if let Some((value, format)) = value.split_once("' using format '") {
+            return Some(format!(
+                "invalid value {} for the timestamp format {}",
+                shown(value),
+                shown(format)
+            ));
+        }
         return Some(format!(
             "invalid input syntax for type timestamp: {}",
             shown(value)
@@ -766,6 +774,24 @@ fn pg_wording(m: &str) -> Option<String> {
     if m.starts_with("Too many columns! The subquery should only return one column") {
         return Some("subquery must return only one column".into());
     }
+    // Two result columns of one name inside a query (`SELECT *, *`, `SELECT t.*, t.*`
+    // in a subquery): PostgreSQL returns both; DataFusion needs one name per column.
+    if let Some(rest) =
+        m.strip_prefix("Projections require unique expression names but the expression \"")
+        && let Some((expr, rest)) = rest.split_once("\" at position ")
+        && let Some((first, rest)) = rest.split_once(" and ")
+        && let Some((_, rest)) = rest.split_once("\" at position ")
+        && let Some(second) = rest.split(' ').next()
+        && let (Ok(first), Ok(second)) = (first.parse::<usize>(), second.parse::<usize>())
+    {
+        let column = expr.rsplit('.').next().unwrap_or(expr);
+        return Some(format!(
+            "column \"{column}\" is selected twice (result columns {} and {}); \
+             Tarn needs one name per result column: give one an alias (AS)",
+            first + 1,
+            second + 1
+        ));
+    }
     if let Some(field) = m.strip_prefix("Schema contains duplicate qualified field name ") {
         // "ws.t.id": the relation named twice is the part before the column.
         let parts: Vec<&str> = field.trim().split('.').collect();
@@ -815,6 +841,16 @@ fn pg_wording(m: &str) -> Option<String> {
     if let Some(node) = m.strip_prefix("Unsupported ast node in sqltorel: ") {
         let what = node.split(['{', '(', ' ']).next().unwrap_or(node);
         return Some(format!("{what} is not supported"));
+    }
+    // `a.value` where `a` is a column of a scalar type: PostgreSQL's missing column.
+    if let Some(rest) = m.strip_prefix("Cannot access field at argument ")
+        && let Some((_, rest)) = rest.split_once(": type ")
+        && let Some(ty) = rest.strip_suffix(" is not Struct, Map, or Null")
+    {
+        return Some(format!(
+            "a value of type {} has no fields (.name reads a field of a record or map)",
+            pg_type_names(ty)
+        ));
     }
     if m.starts_with("Dot access not supported for non-string expr") {
         return Some("field access (.name) on this expression is not supported".into());

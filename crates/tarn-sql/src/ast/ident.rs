@@ -67,17 +67,17 @@ pub(crate) fn is_call_to(f: &ast::Function, name: &str) -> bool {
         .is_some_and(|i| i.value.eq_ignore_ascii_case(name))
 }
 
-/// Whether `e` holds a subquery anywhere: a scalar subquery, EXISTS or IN (SELECT …).
+/// Whether `e` holds a subquery anywhere: a scalar subquery, EXISTS, IN (SELECT …),
+/// `ARRAY(SELECT …)`, `= ANY (SELECT …)` — any query nested in the expression, found by
+/// visiting queries rather than naming the expression kinds that can hold one (a list of
+/// kinds missed `ARRAY(SELECT …)`, which sqlparser parses as a function call).
 pub(crate) fn has_subquery(e: &ast::Expr) -> bool {
-    ast::visit_expressions(e, |e| {
-        if matches!(
-            e,
-            ast::Expr::Subquery(_) | ast::Expr::Exists { .. } | ast::Expr::InSubquery { .. }
-        ) {
+    struct Find;
+    impl ast::Visitor for Find {
+        type Break = ();
+        fn pre_visit_query(&mut self, _: &ast::Query) -> std::ops::ControlFlow<()> {
             std::ops::ControlFlow::Break(())
-        } else {
-            std::ops::ControlFlow::Continue(())
         }
-    })
-    .is_break()
+    }
+    ast::Visit::visit(e, &mut Find).is_break()
 }

@@ -174,6 +174,8 @@ pub(crate) fn new_session(query_memory: usize) -> Result<SessionState> {
         Arc::new(functions::checked_arithmetic::MarkExplicitCasts),
         // Unsigned results signed before type coercion sees them (`plan::signed_results`).
         Arc::new(plan::signed_results::SignedResults),
+        // Quoted literals typed by the values beside them (`plan::unknown_literals`).
+        Arc::new(plan::unknown_literals::UnknownLiterals),
     ];
     analyzer.extend(state.analyzer().rules.iter().cloned());
     // Before the optimizer's simplifier copies nested coalesce/BETWEEN/CASE arguments

@@ -674,6 +674,20 @@ impl Txn<'_> {
         }
     }
 
+    /// Whether the relation named by `parts` is the table `def` or a view that reads it
+    /// (itself or through other views; the catalog is asked only for names that are
+    /// views).
+    pub(crate) fn names_table(&self, def: &TableDef, parts: &[String]) -> bool {
+        match parts {
+            [ws, name] if *ws == def.workspace_id && *name == def.name => true,
+            [ws, name] => self
+                .catalog
+                .view(&self.org, ws, name)
+                .is_some_and(|v| self.catalog.dependent_views(&[def.id], &[]).contains(&v.id)),
+            _ => false,
+        }
+    }
+
     /// Evaluates RETURNING items over `rows` (named as the table's columns).
     pub(crate) async fn returning(
         &mut self,
@@ -684,16 +698,7 @@ impl Txn<'_> {
         affected: u64,
     ) -> Result<StatementResult> {
         refuse_grouping_in_returning(items, self.shared.session.aggregate_functions())?;
-        let reads_target = |parts: &[String]| match parts {
-            [ws, name] if *ws == def.workspace_id && *name == def.name => true,
-            // A view that reads the table, itself or through other views (looked up
-            // only for a view named in a RETURNING subquery).
-            [ws, name] => self
-                .catalog
-                .view(&self.org, ws, name)
-                .is_some_and(|v| self.catalog.dependent_views(&[def.id], &[]).contains(&v.id)),
-            _ => false,
-        };
+        let reads_target = |parts: &[String]| self.names_table(def, parts);
         refuse_target_in_returning_subqueries(def, items, &reads_target)?;
         let schema = table_schema(def, false);
         let rows = RecordBatch::try_new(schema.clone(), rows.columns().to_vec())?;
@@ -740,23 +745,32 @@ fn refuse_grouping_in_returning(
     struct Grouping<'a> {
         aggregates:
             &'a std::collections::HashMap<String, Arc<datafusion::logical_expr::AggregateUDF>>,
-        in_queries: usize,
+        /// For each query entered: whether it reads no relation (`SELECT sum(a)`).
+        queries: Vec<bool>,
     }
     impl Visitor for Grouping<'_> {
         type Break = &'static str;
-        fn pre_visit_query(&mut self, _: &ast::Query) -> ControlFlow<&'static str> {
-            self.in_queries += 1;
+        fn pre_visit_query(&mut self, q: &ast::Query) -> ControlFlow<&'static str> {
+            let from_less = matches!(&*q.body, ast::SetExpr::Select(s) if s.from.is_empty());
+            self.queries.push(from_less);
             ControlFlow::Continue(())
         }
         fn post_visit_query(&mut self, _: &ast::Query) -> ControlFlow<&'static str> {
-            self.in_queries -= 1;
+            self.queries.pop();
             ControlFlow::Continue(())
         }
         fn pre_visit_expr(&mut self, e: &ast::Expr) -> ControlFlow<&'static str> {
-            if self.in_queries > 0 {
-                return ControlFlow::Continue(());
-            }
             if let ast::Expr::Function(f) = e {
+                // PostgreSQL gives an aggregate to the level of the columns it reads:
+                // inside a subquery that reads no relation, an aggregate of a column
+                // (`RETURNING (SELECT sum(a))`) aggregates the RETURNING rows, and is
+                // refused as if written there; `(SELECT count(*))` stays the subquery's.
+                // A window call always belongs to the query it is written in.
+                let outer = self.queries.is_empty()
+                    || (f.over.is_none() && self.queries.iter().all(|l| *l) && reads_a_column(f));
+                if !outer {
+                    return ControlFlow::Continue(());
+                }
                 if f.over.is_some() {
                     return ControlFlow::Break("window functions are not allowed in RETURNING");
                 }
@@ -775,7 +789,7 @@ fn refuse_grouping_in_returning(
     }
     let mut g = Grouping {
         aggregates,
-        in_queries: 0,
+        queries: Vec::new(),
     };
     for item in items {
         if let ControlFlow::Break(m) = item.visit(&mut g) {
@@ -783,6 +797,27 @@ fn refuse_grouping_in_returning(
         }
     }
     Ok(())
+}
+
+/// Whether a call's arguments name a column.
+fn reads_a_column(f: &ast::Function) -> bool {
+    use datafusion::sql::sqlparser::ast::Visit;
+    f.args.visit(&mut ColumnFinder).is_break()
+}
+
+struct ColumnFinder;
+impl datafusion::sql::sqlparser::ast::Visitor for ColumnFinder {
+    type Break = ();
+    fn pre_visit_expr(&mut self, e: &ast::Expr) -> std::ops::ControlFlow<()> {
+        if matches!(
+            e,
+            ast::Expr::Identifier(_) | ast::Expr::CompoundIdentifier(_)
+        ) {
+            std::ops::ControlFlow::Break(())
+        } else {
+            std::ops::ControlFlow::Continue(())
+        }
+    }
 }
 
 /// A 400 for a subquery in RETURNING that reads the statement's own table: RETURNING

@@ -31,7 +31,7 @@ use datafusion::arrow::datatypes::{DataType, Field, Schema, UInt64Type};
 use datafusion::catalog::TableProvider;
 use datafusion::datasource::MemTable;
 use datafusion::sql::sqlparser::ast::{
-    AssignmentTarget, ConflictTarget, OnConflict, OnConflictAction,
+    self as ast, AssignmentTarget, ConflictTarget, OnConflict, OnConflictAction,
 };
 use tarn_catalog::{ColumnId, TableDef};
 use tarn_storage::EncodedKeys;
@@ -382,17 +382,6 @@ impl Txn<'_> {
             .get(&def.id)
             .map(|t| Arc::new(t.version.clone()))
             .ok_or_else(|| Error::Internal("read of an unlocked table".into()))?;
-        // Only the conflicting rows are read: DO UPDATE costs O(conflicts), not a scan.
-        let target: Arc<dyn TableProvider> =
-            Arc::new(EngineTable::new(def.clone(), version, true).with_rows(targets));
-        let overrides = HashMap::from([
-            ((def.workspace_id.clone(), def.name.clone()), target),
-            (
-                (def.workspace_id.clone(), EXCLUDED_TABLE.to_string()),
-                excluded,
-            ),
-        ]);
-
         let exprs: Vec<String> = def
             .columns
             .iter()
@@ -418,7 +407,26 @@ impl Txn<'_> {
             quote_ident(ROWID_COLUMN),
             quote_ident(TARGET_COLUMN),
         );
-        let (_, schema, batches) = self.run_query(parse_query(&sql)?, overrides).await?;
+        let query = parse_query(&sql)?;
+        // Only the conflicting rows are read, so DO UPDATE costs O(conflicts), not a
+        // scan, unless SET or WHERE has a subquery reading the table (or a view of it):
+        // that subquery reads the whole table, as in PostgreSQL (it saw only the
+        // conflicting rows when the row set stood for the table everywhere), and the
+        // join on the row id still picks the conflicting rows.
+        let target = EngineTable::new(def.clone(), version, true);
+        let target: Arc<dyn TableProvider> = if self.relations_naming(def, &query) > 1 {
+            Arc::new(target)
+        } else {
+            Arc::new(target.with_rows(targets))
+        };
+        let overrides = HashMap::from([
+            ((def.workspace_id.clone(), def.name.clone()), target),
+            (
+                (def.workspace_id.clone(), EXCLUDED_TABLE.to_string()),
+                excluded,
+            ),
+        ]);
+        let (_, schema, batches) = self.run_query(query, overrides).await?;
         let batch = concat_batches(&schema, &batches)?;
         let pairs = batch
             .column(0)
@@ -434,5 +442,37 @@ impl Txn<'_> {
             .map(|(c, a)| Ok(coerce_column(a, &nullable(c))?.array))
             .collect::<Result<Vec<_>>>()?;
         Ok((by_row, columns))
+    }
+}
+
+impl Txn<'_> {
+    /// How many relations `query` reads that are the table `def` or a view of it.
+    fn relations_naming(&self, def: &TableDef, query: &ast::Query) -> usize {
+        use datafusion::sql::sqlparser::ast::{Visit, Visitor};
+        use std::ops::ControlFlow;
+        struct Count<'a, 'b> {
+            txn: &'a Txn<'b>,
+            def: &'a TableDef,
+            n: usize,
+        }
+        impl Visitor for Count<'_, '_> {
+            type Break = ();
+            fn pre_visit_table_factor(&mut self, t: &ast::TableFactor) -> ControlFlow<()> {
+                if let ast::TableFactor::Table { name, .. } = t
+                    && let Ok(parts) = name_parts(name)
+                    && self.txn.names_table(self.def, &parts)
+                {
+                    self.n += 1;
+                }
+                ControlFlow::Continue(())
+            }
+        }
+        let mut count = Count {
+            txn: self,
+            def,
+            n: 0,
+        };
+        let _ = query.visit(&mut count);
+        count.n
     }
 }

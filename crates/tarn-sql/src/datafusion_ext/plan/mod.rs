@@ -11,6 +11,7 @@ pub(crate) mod search_exec;
 pub(crate) mod search_rule;
 pub(crate) mod set_all;
 pub(crate) mod signed_results;
+pub(crate) mod unknown_literals;
 pub(crate) mod values_subquery;
 
 use std::sync::Arc;

@@ -142,6 +142,32 @@ impl AnalyzerRule for MarkExplicitCasts {
     }
 }
 
+/// Whether PostgreSQL has no cast from `from` to `to` where Arrow has one that makes a
+/// number of a boolean or a temporal value (or a temporal value of a number).
+fn no_pg_cast(from: &DataType, to: &DataType) -> bool {
+    let numeric = |t: &DataType| {
+        is_integer(t)
+            || is_float(t)
+            || matches!(t, DataType::Decimal128(..) | DataType::Decimal256(..))
+    };
+    let temporal = |t: &DataType| {
+        matches!(
+            t,
+            DataType::Date32
+                | DataType::Date64
+                | DataType::Timestamp(..)
+                | DataType::Time32(_)
+                | DataType::Time64(_)
+        )
+    };
+    match from {
+        DataType::Boolean => numeric(to) && *to != DataType::Int32,
+        f if temporal(f) => numeric(to),
+        f if numeric(f) => temporal(to),
+        _ => false,
+    }
+}
+
 /// Signed integers (PostgreSQL has no unsigned ones; DataFusion's, such as
 /// `row_number()`'s, are left as they are).
 fn is_integer(t: &DataType) -> bool {
@@ -271,6 +297,22 @@ fn rewrite(e: Expr, schema: &DFSchema) -> DfResult<(Expr, Option<DataType>, bool
                 Ok(t) => Ok((Expr::Negative(Box::new(x)), Some(t), changed)),
                 Err(_) => Ok((Expr::Negative(Box::new(x)), None, changed)),
             }
+        }
+        // Casts PostgreSQL does not have, which Arrow's cast makes numbers of: a boolean
+        // has a cast to int4 only (Arrow made `ARRAY[true,false]::float4[]` the vector
+        // {1,0}, which `<#>` scored); a date, time or timestamp has none to or from a
+        // number (`now()::date::int` was the day count). Arrays by element.
+        Expr::Cast(Cast { expr, field })
+            if expr
+                .get_type(schema)
+                .is_ok_and(|from| no_pg_cast(&base_type(&from), &base_type(field.data_type()))) =>
+        {
+            let from = expr.get_type(schema)?;
+            datafusion::common::plan_err!(
+                "cannot cast type {} to {}",
+                crate::error::pg_type_names(&from.to_string()),
+                crate::error::pg_type_names(&field.data_type().to_string())
+            )
         }
         // A float or numeric cast to an integer rounds, as PostgreSQL's does (float to
         // the nearest, ties to even; numeric half away from zero): Arrow's cast
@@ -530,6 +572,26 @@ fn binary(
         ))
     };
     let Some(kind) = kind else {
+        // An int4 shifted is an int4 in PostgreSQL (`1 << 100` is 16: the count is taken
+        // modulo 32), where the widened int8 shift gave 2^36.
+        if matches!(op, Operator::BitwiseShiftLeft | Operator::BitwiseShiftRight)
+            && !l_written
+            && !r_written
+            && l.get_type(schema).is_ok_and(|t| t == DataType::Int64)
+            && let (Some(nlt), Some(nrt)) = (narrow_type(&l, schema), narrow_type(&r, schema))
+        {
+            let t = DataType::Int32;
+            let shifted = Expr::BinaryExpr(BinaryExpr::new(
+                Box::new(widen(narrowed(l), &nlt, &t)),
+                op,
+                Box::new(widen(narrowed(r), &nrt, &t)),
+            ));
+            return Ok((
+                widen(shifted, &t, &DataType::Int64),
+                Some(DataType::Int64),
+                true,
+            ));
+        }
         return unchanged(l, r, None);
     };
     // Expressions whose type cannot be resolved here (outer references) stay as they are.
