@@ -16,8 +16,9 @@ pub(crate) mod values_subquery;
 
 use std::sync::Arc;
 
-use datafusion::common::DFSchema;
-use datafusion::logical_expr::LogicalPlan;
+use datafusion::common::tree_node::Transformed;
+use datafusion::common::{DFSchema, Result as DfResult};
+use datafusion::logical_expr::{LogicalPlan, Union};
 
 /// The schema a plan node's expressions are written against: its one input's, or (for a
 /// join, a leaf or a node of several inputs) its own.
@@ -26,4 +27,17 @@ pub(crate) fn input_schema(plan: &LogicalPlan) -> Arc<DFSchema> {
         [input] => input.schema().clone(),
         _ => plan.schema().clone(),
     }
+}
+
+/// `plan` with every node's schema derived anew, subqueries included, after a rule
+/// changed expression types (schemas derived before keep the old types; a union, which
+/// keeps its inputs' old types and nullability, is built again from its inputs).
+pub(crate) fn rederive_schemas(plan: LogicalPlan) -> DfResult<LogicalPlan> {
+    plan.transform_up_with_subqueries(|p| match p {
+        LogicalPlan::Union(u) => Ok(Transformed::yes(LogicalPlan::Union(
+            Union::try_new_with_loose_types(u.inputs)?,
+        ))),
+        other => Ok(Transformed::yes(other.recompute_schema()?)),
+    })
+    .map(|t| t.data)
 }

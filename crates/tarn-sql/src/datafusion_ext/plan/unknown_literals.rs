@@ -61,15 +61,7 @@ impl AnalyzerRule for UnknownLiterals {
         if !rewritten.transformed {
             return Ok(rewritten.data);
         }
-        rewritten
-            .data
-            .transform_up_with_subqueries(|p| match p {
-                LogicalPlan::Union(u) => Ok(Transformed::yes(LogicalPlan::Union(
-                    Union::try_new_with_loose_types(u.inputs)?,
-                ))),
-                other => Ok(Transformed::yes(other.recompute_schema()?)),
-            })
-            .map(|t| t.data)
+        super::rederive_schemas(rewritten.data)
     }
 }
 

@@ -91,15 +91,7 @@ impl AnalyzerRule for CheckedArithmetic {
         }
         // Schemas derived before the rewrite (type coercion copied the explicit-cast
         // marks into them; a union keeps its inputs' old nullability) are derived anew.
-        rewritten
-            .data
-            .transform_up_with_subqueries(|p| match p {
-                LogicalPlan::Union(u) => Ok(Transformed::yes(LogicalPlan::Union(
-                    datafusion::logical_expr::Union::try_new_with_loose_types(u.inputs)?,
-                ))),
-                other => Ok(Transformed::yes(other.recompute_schema()?)),
-            })
-            .map(|t| t.data)
+        crate::datafusion_ext::plan::rederive_schemas(rewritten.data)
     }
 }
 
