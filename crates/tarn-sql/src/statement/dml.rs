@@ -688,6 +688,41 @@ impl Txn<'_> {
         }
     }
 
+    /// How many relations `node` reads (subqueries included) that are the table `def`
+    /// or a view of it.
+    pub(crate) fn relations_naming(
+        &self,
+        def: &TableDef,
+        node: &impl datafusion::sql::sqlparser::ast::Visit,
+    ) -> usize {
+        use datafusion::sql::sqlparser::ast::Visitor;
+        use std::ops::ControlFlow;
+        struct Count<'a, 'b> {
+            txn: &'a Txn<'b>,
+            def: &'a TableDef,
+            n: usize,
+        }
+        impl Visitor for Count<'_, '_> {
+            type Break = ();
+            fn pre_visit_table_factor(&mut self, t: &TableFactor) -> ControlFlow<()> {
+                if let TableFactor::Table { name, .. } = t
+                    && let Ok(parts) = name_parts(name)
+                    && self.txn.names_table(self.def, &parts)
+                {
+                    self.n += 1;
+                }
+                ControlFlow::Continue(())
+            }
+        }
+        let mut count = Count {
+            txn: self,
+            def,
+            n: 0,
+        };
+        let _ = node.visit(&mut count);
+        count.n
+    }
+
     /// Evaluates RETURNING items over `rows` (named as the table's columns).
     pub(crate) async fn returning(
         &mut self,
@@ -698,8 +733,7 @@ impl Txn<'_> {
         affected: u64,
     ) -> Result<StatementResult> {
         refuse_grouping_in_returning(items, self.shared.session.aggregate_functions())?;
-        let reads_target = |parts: &[String]| self.names_table(def, parts);
-        refuse_target_in_returning_subqueries(def, items, &reads_target)?;
+        refuse_target_in_returning_subqueries(self, def, items)?;
         let schema = table_schema(def, false);
         let rows = RecordBatch::try_new(schema.clone(), rows.columns().to_vec())?;
         let table: Arc<dyn TableProvider> = Arc::new(MemTable::try_new(schema, vec![vec![rows]])?);
@@ -801,14 +835,7 @@ fn refuse_grouping_in_returning(
 
 /// Whether a call's arguments name a column.
 fn reads_a_column(f: &ast::Function) -> bool {
-    use datafusion::sql::sqlparser::ast::Visit;
-    f.args.visit(&mut ColumnFinder).is_break()
-}
-
-struct ColumnFinder;
-impl datafusion::sql::sqlparser::ast::Visitor for ColumnFinder {
-    type Break = ();
-    fn pre_visit_expr(&mut self, e: &ast::Expr) -> std::ops::ControlFlow<()> {
+    datafusion::sql::sqlparser::ast::visit_expressions(&f.args, |e| {
         if matches!(
             e,
             ast::Expr::Identifier(_) | ast::Expr::CompoundIdentifier(_)
@@ -817,40 +844,24 @@ impl datafusion::sql::sqlparser::ast::Visitor for ColumnFinder {
         } else {
             std::ops::ControlFlow::Continue(())
         }
-    }
+    })
+    .is_break()
 }
 
 /// A 400 for a subquery in RETURNING that reads the statement's own table: RETURNING
 /// is evaluated over the written rows standing in for that table, so such a subquery
 /// would read only those rows (PostgreSQL reads the table as the statement began).
 fn refuse_target_in_returning_subqueries(
+    txn: &Txn<'_>,
     def: &TableDef,
     items: &[SelectItem],
-    reads_target: &dyn Fn(&[String]) -> bool,
 ) -> Result<()> {
-    use datafusion::sql::sqlparser::ast::{Visit, Visitor};
-    use std::ops::ControlFlow;
-    struct Target<'a>(&'a dyn Fn(&[String]) -> bool);
-    impl Visitor for Target<'_> {
-        type Break = ();
-        fn pre_visit_table_factor(&mut self, t: &TableFactor) -> ControlFlow<()> {
-            if let TableFactor::Table { name, .. } = t
-                && let Ok(parts) = name_parts(name)
-                && (self.0)(&parts)
-            {
-                return ControlFlow::Break(());
-            }
-            ControlFlow::Continue(())
-        }
-    }
-    for item in items {
-        if item.visit(&mut Target(reads_target)).is_break() {
-            return bad(format!(
-                "a subquery in RETURNING may not read the statement's own table \"{}\".\"{}\" \
-                 (it would see only the rows written); run it as its own statement",
-                def.workspace_id, def.name
-            ));
-        }
+    if items.iter().any(|item| txn.relations_naming(def, item) > 0) {
+        return bad(format!(
+            "a subquery in RETURNING may not read the statement's own table \"{}\".\"{}\" \
+             (it would see only the rows written); run it as its own statement",
+            def.workspace_id, def.name
+        ));
     }
     Ok(())
 }

@@ -31,7 +31,7 @@ use datafusion::arrow::datatypes::{DataType, Field, Schema, UInt64Type};
 use datafusion::catalog::TableProvider;
 use datafusion::datasource::MemTable;
 use datafusion::sql::sqlparser::ast::{
-    self as ast, AssignmentTarget, ConflictTarget, OnConflict, OnConflictAction,
+    AssignmentTarget, ConflictTarget, OnConflict, OnConflictAction,
 };
 use tarn_catalog::{ColumnId, TableDef};
 use tarn_storage::EncodedKeys;
@@ -442,37 +442,5 @@ impl Txn<'_> {
             .map(|(c, a)| Ok(coerce_column(a, &nullable(c))?.array))
             .collect::<Result<Vec<_>>>()?;
         Ok((by_row, columns))
-    }
-}
-
-impl Txn<'_> {
-    /// How many relations `query` reads that are the table `def` or a view of it.
-    fn relations_naming(&self, def: &TableDef, query: &ast::Query) -> usize {
-        use datafusion::sql::sqlparser::ast::{Visit, Visitor};
-        use std::ops::ControlFlow;
-        struct Count<'a, 'b> {
-            txn: &'a Txn<'b>,
-            def: &'a TableDef,
-            n: usize,
-        }
-        impl Visitor for Count<'_, '_> {
-            type Break = ();
-            fn pre_visit_table_factor(&mut self, t: &ast::TableFactor) -> ControlFlow<()> {
-                if let ast::TableFactor::Table { name, .. } = t
-                    && let Ok(parts) = name_parts(name)
-                    && self.txn.names_table(self.def, &parts)
-                {
-                    self.n += 1;
-                }
-                ControlFlow::Continue(())
-            }
-        }
-        let mut count = Count {
-            txn: self,
-            def,
-            n: 0,
-        };
-        let _ = query.visit(&mut count);
-        count.n
     }
 }

@@ -66,9 +66,12 @@ impl AnalyzerRule for UnknownLiterals {
 }
 
 /// Whether `e` is a quoted literal (a non-NULL string constant, before any cast).
-fn is_string_literal(e: &Expr) -> bool {
+fn is_string_literal(mut e: &Expr) -> bool {
+    while let Expr::Alias(a) = e {
+        e = &a.expr;
+    }
     matches!(
-        e.clone().unalias(),
+        e,
         Expr::Literal(
             ScalarValue::Utf8(Some(_))
                 | ScalarValue::LargeUtf8(Some(_))
