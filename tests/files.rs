@@ -939,6 +939,42 @@ async fn a_file_upload_lands_in_the_workspace_it_started_in_or_nowhere() -> Test
     Ok(())
 }
 
+/// A table upload bound before its file arrives (`Session::bind_workspace`, the REST
+/// host's form with the file part before `table_name`) lands in the bound workspace or
+/// nowhere: deleted (and perhaps replaced) after binding, the upload is a 404 and makes
+/// no table; while it stands, the upload makes the table.
+#[tokio::test]
+async fn a_bound_table_upload_lands_in_the_bound_workspace_or_nowhere() -> TestResult {
+    let tarn = Tarn::in_memory().await?;
+    let s = fixture(&tarn).await?;
+    let csv = &b"a,b\n1,x\n"[..];
+    for case in tarn_tests::WORKSPACE_REPLACEMENTS {
+        s.create_workspace("cw", "Doomed").await?;
+        let bound = s.bind_workspace("cw").await?;
+        assert_eq!(bound.id(), "cw");
+        tarn_tests::replace_workspace(&s, case).await?;
+        let err = bound.upload_table("t", "t.csv", csv).await.expect_err(case);
+        assert_eq!(err.status(), 404, "{case}: {err}");
+        if s.workspace("cw").await.is_ok() {
+            assert!(s.tables("cw").await?.is_empty(), "{case}");
+            s.delete_workspace("cw").await?;
+        }
+    }
+    s.create_workspace("cw", "Kept").await?;
+    let bound = s.bind_workspace("cw").await?;
+    let t = bound.upload_table("t", "t.csv", csv).await?;
+    assert_eq!(t.row_count, 1);
+    assert_eq!(s.table("cw", "t").await?.table_name, "t");
+    assert_eq!(
+        s.bind_workspace("nope")
+            .await
+            .expect_err("no workspace")
+            .status(),
+        404
+    );
+    Ok(())
+}
+
 /// Media types are `type/subtype` with well-formed `name=value` parameters (RFC 9110
 /// §8.3.1), whoever passes them (the CLI's `--media-type`, the REST host's part
 /// `Content-Type`): anything else is a 400 and stores nothing.

@@ -1679,6 +1679,33 @@ async fn statements_postgresql_refuses_are_400_in_its_words() -> TestResult {
     query(&s, r#"CREATE TABLE "ws"."o0" (id INT8)"#, &[]).await?;
     query(&s, r#"INSERT INTO "ws"."o0" VALUES (7)"#, &[]).await?;
     for (sql, needle) in [
+        // PostgreSQL's words where DataFusion had its own (issue 34, seventh pass).
+        ("SELECT 7%-3", "operator does not exist: %-"),
+        ("SELECT 1 || 2", "operator does not exist: bigint || bigint"),
+        (
+            r#"SELECT sum(sum(a)) FROM "ws"."t""#,
+            "aggregate function calls cannot be nested",
+        ),
+        (
+            r#"SELECT a FROM "ws"."t" WHERE sum(a) > 0"#,
+            "aggregate functions are not allowed in WHERE",
+        ),
+        (
+            r#"SELECT sum(a) OVER (ORDER BY a ROWS BETWEEN CURRENT ROW AND 1 PRECEDING) FROM "ws"."t""#,
+            "frame starting from current row cannot have preceding rows",
+        ),
+        (
+            r#"SELECT a FROM "ws"."t" ORDER BY a FETCH FIRST 1 ROWS WITH TIES"#,
+            "WITH TIES is not supported",
+        ),
+        (
+            r#"SELECT a FROM "ws"."t" LIMIT 1 FETCH FIRST 1 ROW ONLY"#,
+            "syntax error at or near \"FETCH\"",
+        ),
+        (
+            "SELECT 'a' LIKE 'a' ESCAPE 'ab'",
+            "escape string must be empty or one character",
+        ),
         (
             r#"SELECT count(*, 1) FROM "ws"."t""#,
             "count(*) is not allowed",
@@ -1807,6 +1834,51 @@ async fn statements_postgresql_refuses_are_400_in_its_words() -> TestResult {
         assert_eq!(e.status(), 400, "{sql}: {e}");
         assert!(e.message().contains(needle), "{sql}: {e}");
     }
+    // The SQL-syntax functions are named as PostgreSQL names them, and an object
+    // parameter cast to jsonb is named `jsonb`.
+    let r = query(
+        &s,
+        "SELECT substr('hello', 1, 3), substring('hello' from 2), substring('hello' from 'l+'), \
+         position('l' in 'hello'), extract(dow from date '2024-03-05'), trim(' a '), \
+         trim(leading 'x' from 'xa'), ceil(1.5), floor(1.5), $1::jsonb",
+        &[serde_json::json!({"a": 1})],
+    )
+    .await?;
+    assert_eq!(
+        r.columns,
+        [
+            "substr",
+            "substring",
+            "substring",
+            "position",
+            "extract",
+            "btrim",
+            "ltrim",
+            "ceil",
+            "floor",
+            "jsonb"
+        ]
+    );
+    let e = query(&s, "SELECT 99999::numeric(4,1)", &[])
+        .await
+        .expect_err("overflow");
+    assert!(
+        e.message().contains(
+            "numeric field overflow: a field with precision 4, scale 1 must round to an \
+             absolute value less than 10^3"
+        ),
+        "{e}"
+    );
+    // A value quoted in a message writes control characters as PostgreSQL's escapes,
+    // not raw and not in Rust's `\u{1b}` form.
+    let e = query(&s, "SELECT 'a\u{1b}[31m\u{202e}b'::int", &[])
+        .await
+        .expect_err("not a number");
+    assert!(
+        e.message().contains(r#""a\x1B[31m\u202Eb""#),
+        "{}",
+        e.message()
+    );
     // The batch path too checks RETURNING before the rows' conflict, also when a set
     // conflicts with a row an earlier set wrote.
     for sets in [vec![vec![json!(1)]], vec![vec![json!(8)], vec![json!(8)]]] {

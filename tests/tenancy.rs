@@ -216,6 +216,13 @@ async fn call(op: Operation, s: &Session, w: &World) -> Result<u16, String> {
             .upload_table_with_progress("ws", "up", "up.json", &b"[{\"a\": 1}]"[..], |_| {})
             .await
             .map(drop),
+        O::BindWorkspace => match s.bind_workspace("ws").await {
+            Ok(b) => b
+                .upload_table("up", "up.csv", &b"a,b\n1,x\n"[..])
+                .await
+                .map(drop),
+            Err(e) => Err(e),
+        },
         O::UploadFile => s
             .upload_file("ws", "b.txt", "text/plain", &b"file b"[..])
             .await

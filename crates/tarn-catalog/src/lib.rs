@@ -52,13 +52,44 @@ pub enum Error {
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 /// `value` as an error message quotes it: whole when short, else its first 64
-/// characters and its length (a 50 MB id must not come back as a 50 MB message).
+/// characters and its length (a 50 MB id must not come back as a 50 MB message). Inside
+/// the double quotes, `"` and `\` are escaped with a backslash, and a line break, tab,
+/// other control character or [hidden control](is_hidden_control) is written as in a
+/// PostgreSQL escape string (`\n`, `\t`, `\x1B`, `\u202E`, `\U000E0041`), so that
+/// no message can carry a terminal escape sequence or reorder what it says.
 pub fn shown(value: &str) -> String {
     const MAX: usize = 64;
-    match value.char_indices().nth(MAX) {
-        None => format!("{value:?}"),
-        Some((cut, _)) => format!("{:?}… ({} bytes)", &value[..cut], value.len()),
+    let (head, cut) = match value.char_indices().nth(MAX) {
+        None => (value, false),
+        Some((at, _)) => (&value[..at], true),
+    };
+    let mut out = String::with_capacity(head.len() + 2);
+    out.push('"');
+    for c in head.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if (c as u32) < 0x80 && c.is_control() => {
+                out.push_str(&format!("\\x{:02X}", c as u32));
+            }
+            c if c.is_control() || is_hidden_control(c) => {
+                if (c as u32) <= 0xFFFF {
+                    out.push_str(&format!("\\u{:04X}", c as u32));
+                } else {
+                    out.push_str(&format!("\\U{:08X}", c as u32));
+                }
+            }
+            c => out.push(c),
+        }
     }
+    out.push('"');
+    if cut {
+        out.push_str(&format!("… ({} bytes)", value.len()));
+    }
+    out
 }
 
 /// Whether `c` may not appear in a name or label shown to people: control characters,

@@ -471,7 +471,90 @@ fn no_such_function(name: &str, args: &str) -> String {
 
 /// PostgreSQL's wording for DataFusion's refusals of types: operators and functions
 /// that do not take the argument types, VALUES rows of different types.
+/// The operator of sqlparser's `Custom("%-")`, as written.
+fn custom_operator(name: &str) -> Option<&str> {
+    name.strip_prefix("Custom(\"")?.strip_suffix("\")")
+}
+
 fn pg_wording(m: &str) -> Option<String> {
+    // "Cannot infer common string type for string concat operation bigint || bigint":
+    // `1 || 2`, which PostgreSQL has no operator for either.
+    if let Some(ops) =
+        m.strip_prefix("Cannot infer common string type for string concat operation ")
+    {
+        return Some(format!(
+            "operator does not exist: {}",
+            pg_type_names(ops.trim())
+        ));
+    }
+    // "Aggregate function calls cannot be nested: 'sum(v.a)' is nested inside …".
+    if m.starts_with("Aggregate function calls cannot be nested") {
+        return Some("aggregate function calls cannot be nested".into());
+    }
+    if m.starts_with("Aggregate functions are not allowed in the WHERE clause") {
+        return Some(
+            "aggregate functions are not allowed in WHERE; filter groups with HAVING".into(),
+        );
+    }
+    // "Invalid window frame: start bound (CURRENT ROW) cannot be larger than end bound
+    // (1 PRECEDING)": PostgreSQL's words for the frames it refuses too. (It allows `2
+    // PRECEDING AND 3 PRECEDING`, an empty frame, which DataFusion refuses: said as is.)
+    if let Some(rest) = m.strip_prefix("Invalid window frame: start bound (")
+        && let Some((start, rest)) = rest.split_once(") cannot be larger than end bound (")
+    {
+        let end = rest.trim_end_matches(')');
+        let pg = match (start, end) {
+            ("CURRENT ROW", e) if e.ends_with("PRECEDING") => {
+                Some("frame starting from current row cannot have preceding rows")
+            }
+            (s, e) if s.ends_with("FOLLOWING") && e.ends_with("PRECEDING") => {
+                Some("frame starting from following row cannot have preceding rows")
+            }
+            (s, "CURRENT ROW") if s.ends_with("FOLLOWING") => {
+                Some("frame starting from following row cannot end with current row")
+            }
+            _ => None,
+        };
+        return Some(match pg {
+            Some(pg) => pg.to_string(),
+            None => format!(
+                "window frame starting at {start} ends before it starts, at {end}: empty \
+                 frames are not supported"
+            ),
+        });
+    }
+    // "99999.0 is too large to store in a Decimal128 of precision 4. Max is 999.9" (the
+    // type perhaps already said as numeric): PostgreSQL's overflow, with its detail.
+    if let Some((_, rest)) = m.split_once(" is too large to store in a ")
+        && let Some((_, rest)) = rest.split_once(" of precision ")
+        && let Some((precision, max)) = rest.split_once(". Max is ")
+        && let Ok(precision) = precision.trim().parse::<u32>()
+    {
+        let scale = max.trim().split_once('.').map_or(0, |(_, f)| {
+            f.chars().take_while(char::is_ascii_digit).count() as u32
+        });
+        return Some(format!(
+            "numeric field overflow: a field with precision {precision}, scale {scale} must \
+             round to an absolute value less than 10^{}",
+            precision.saturating_sub(scale)
+        ));
+    }
+    // "Date part 'CENTURY' not supported".
+    if let Some(rest) = m.strip_prefix("Date part '")
+        && let Some(unit) = rest.strip_suffix("' not supported")
+    {
+        return Some(format!(
+            "unit \"{}\" is not supported by EXTRACT and date_part",
+            unit.to_lowercase()
+        ));
+    }
+    if m.starts_with("LIKE does not support escape_char other than the backslash") {
+        return Some(
+            "LIKE … ESCAPE with a character other than the backslash needs a quoted pattern \
+             (not a column or parameter)"
+                .into(),
+        );
+    }
     // `WITH d AS (DELETE … RETURNING …) SELECT …`: DataFusion's "Query DELETE … not
     // implemented yet", the whole statement quoted.
     if let Some(rest) = m.strip_prefix("Query ")
@@ -623,6 +706,9 @@ fn pg_wording(m: &str) -> Option<String> {
         if let Some(custom) = custom {
             return Some(format!("operator does not exist: {custom}"));
         }
+        // An operator sqlparser read as one it does not know (`7 %- 3`: `%-`, as in
+        // PostgreSQL, which has no such operator either): `Custom("%-")`.
+        let name = custom_operator(name.trim()).unwrap_or(name);
         let written = match name.trim() {
             "LtDashGt" => "<->",
             "DoubleHash" => "##",
@@ -667,6 +753,7 @@ fn pg_wording(m: &str) -> Option<String> {
     }
     // "Unsupported SQL unary operator DoubleAt": a prefix operator Tarn does not have.
     if let Some(name) = m.strip_prefix("Unsupported SQL unary operator ") {
+        let name = custom_operator(name.trim()).unwrap_or(name);
         let written = match name.trim() {
             "DoubleAt" => "@@",
             "PGBitwiseNot" => "~",

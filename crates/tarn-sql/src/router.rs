@@ -556,7 +556,8 @@ impl SqlEngine {
         match stmts.len() {
             0 => bad("empty query: no statement to run"),
             1 => {
-                let stmt = stmts.remove(0);
+                let mut stmt = stmts.remove(0);
+                crate::ast::pg_forms::rewrite(&mut stmt)?;
                 crate::ast::depth::check_widths(&stmt)?;
                 crate::ast::unsupported::check(&stmt)?;
                 Ok(stmt)

@@ -87,6 +87,8 @@ pub enum Operation {
     UploadTable,
     /// [`Session::upload_table_with_progress`].
     UploadTableWithProgress,
+    /// [`Session::bind_workspace`].
+    BindWorkspace,
     /// [`Session::upload_file`].
     UploadFile,
     /// [`Session::files`].
@@ -202,6 +204,7 @@ pub static PERMISSIONS: &[Permission] = &{
             S::Workspace,
             MEMBER,
         ),
+        row(O::BindWorkspace, "bind_workspace", S::Workspace, MEMBER),
         row(O::UploadFile, "upload_file", S::Workspace, MEMBER),
         row(O::Files, "files", S::Workspace, MEMBER),
         row(O::File, "file", S::Workspace, MEMBER),

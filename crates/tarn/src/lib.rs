@@ -111,7 +111,7 @@ pub use tarn_sql::StatementAllocator;
 pub use tarn_sql::is_json_field;
 pub use tarn_sql::{StopHandle, Stoppable, stoppable};
 pub use tarn_storage::{BuildProgress, SyncMode};
-pub use upload::{UploadProgress, UploadedTable};
+pub use upload::{BoundWorkspace, UploadProgress, UploadedTable};
 
 /// Storage extension points: the file backend trait, a fault-injecting backend for
 /// testing how a host program copes with a failing disk, and a simulated disk that

@@ -38,6 +38,60 @@ pub struct UploadProgress {
     pub rows: u64,
 }
 
+/// A workspace as [`Session::bind_workspace`] found it: uploads made through it land in
+/// that workspace or nowhere.
+#[derive(Clone)]
+pub struct BoundWorkspace {
+    session: Session,
+    ws: String,
+    /// The workspace's identity (`WorkspaceRecord::uid`), not only its id.
+    uid: String,
+}
+
+impl std::fmt::Debug for BoundWorkspace {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BoundWorkspace")
+            .field("ws", &self.ws)
+            .finish()
+    }
+}
+
+impl BoundWorkspace {
+    /// The workspace's id.
+    pub fn id(&self) -> &str {
+        &self.ws
+    }
+
+    /// [`Session::upload_table`] into this workspace: checked again as a member's
+    /// `upload_table` call (a key revoked meanwhile is a 401), and a 404 if the workspace
+    /// was deleted since it was bound, even if one of the same id exists now.
+    pub async fn upload_table<R>(
+        &self,
+        table_name: &str,
+        filename: &str,
+        reader: R,
+    ) -> Result<UploadedTable>
+    where
+        R: AsyncRead + Unpin + Send,
+    {
+        let s = &self.session;
+        let access = s.authorize(Operation::UploadTable, &self.ws)?;
+        let op = Operation::UploadTable;
+        let bound = Some(self.uid.as_str());
+        s.upload(
+            access,
+            op,
+            &self.ws,
+            bound,
+            table_name,
+            filename,
+            reader,
+            |_| {},
+        )
+        .await
+    }
+}
+
 /// Decoding and staging, moved to the blocking pool for each chunk.
 struct Job {
     db: Arc<Database>,
@@ -165,8 +219,23 @@ impl Session {
     {
         let access = self.authorize(Operation::UploadTable, ws)?;
         let op = Operation::UploadTable;
-        self.upload(access, op, ws, table_name, filename, reader, |_| {})
+        self.upload(access, op, ws, None, table_name, filename, reader, |_| {})
             .await
+    }
+
+    /// Workspace `ws` as it is now, for a table upload whose name comes later: the REST
+    /// host's form may send the file part before `table_name`, so the file is spooled
+    /// first, and the table must still land in the workspace the request started in.
+    /// [`BoundWorkspace::upload_table`] is a 404 once this workspace is deleted, also
+    /// when one of the same id has been created again meanwhile (SPEC §6).
+    pub async fn bind_workspace(&self, ws: &str) -> Result<BoundWorkspace> {
+        let access = self.authorize(Operation::BindWorkspace, ws)?;
+        let uid = workspace_identity(&access.catalog, access.org(), ws)?;
+        Ok(BoundWorkspace {
+            session: self.clone(),
+            ws: ws.to_string(),
+            uid,
+        })
     }
 
     /// [`Session::upload_table`], calling `progress` after each chunk of the file (about
@@ -188,6 +257,7 @@ impl Session {
             access,
             Operation::UploadTableWithProgress,
             ws,
+            None,
             table_name,
             filename,
             reader,
@@ -203,6 +273,7 @@ impl Session {
         access: Access,
         op: Operation,
         ws: &str,
+        bound: Option<&str>,
         table_name: &str,
         filename: &str,
         mut reader: R,
@@ -225,7 +296,13 @@ impl Session {
         taken(&access.catalog, access.org())?;
         // The table is created in this workspace or not at all (not in one created
         // under the same id after this one is deleted, while the file streams).
-        let bound = workspace_identity(&access.catalog, access.org(), ws)?;
+        let bound = match bound {
+            Some(uid) => {
+                check_same_workspace(&access.catalog, access.org(), ws, uid)?;
+                uid.to_string()
+            }
+            None => workspace_identity(&access.catalog, access.org(), ws)?,
+        };
         let db = self.tarn.db().clone();
         let table = db.reserve_table_id();
         let mut idle = Some(Box::new(Job {

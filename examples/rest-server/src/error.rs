@@ -120,6 +120,20 @@ pub(crate) async fn json_errors(req: Request, next: axum::middleware::Next) -> R
     let text = String::from_utf8_lossy(&bytes).trim().to_string();
     let message = if text.is_empty() {
         status.canonical_reason().unwrap_or("error").to_string()
+    } else if let Some(param) = text
+        .strip_prefix("Invalid URL: Invalid UTF-8 in `")
+        .and_then(|r| r.strip_suffix('`'))
+    {
+        // axum's words for a path segment such as `%FF`, with its route's name for it.
+        let what = match param {
+            "ws" => "workspace id",
+            "org_id" => "organization id",
+            "user_id" => "user id",
+            "table" => "table name",
+            "id" => "file id",
+            other => other,
+        };
+        format!("the {what} in the path is not UTF-8 once its %-escapes are decoded")
     } else {
         text
     };

@@ -175,6 +175,24 @@ pub(crate) fn created<T: serde::Serialize>(value: T) -> (StatusCode, Json<T>) {
     (StatusCode::CREATED, Json(value))
 }
 
+/// RFC 9112 §3.2: an HTTP/1.1 request without a `Host` header, and any request with more
+/// than one, is a 400 before anything else is looked at (HTTP/1.0 may leave it out; an
+/// HTTP/2 request names its authority in the request line instead).
+pub(crate) async fn one_host(
+    req: Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    let hosts = req.headers().get_all(header::HOST).iter().count();
+    if hosts > 1 {
+        return ApiError::bad("more than one Host header").into_response();
+    }
+    if hosts == 0 && req.version() == axum::http::Version::HTTP_11 {
+        return ApiError::bad("an HTTP/1.1 request needs a Host header").into_response();
+    }
+    next.run(req).await
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

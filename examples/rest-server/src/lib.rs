@@ -15,6 +15,8 @@
 //! - **Cancellation is safe**: when a client disconnects, the server drops the handler's
 //!   future, and every Tarn call applies wholly or not at all when dropped; what was
 //!   acknowledged (a response sent) is durable.
+//! - **`Host` is checked** as RFC 9112 asks: missing from an HTTP/1.1 request, or given
+//!   twice, is a 400.
 //! - **Shutdown is graceful** (see `main.rs`): the listener closes, requests under way
 //!   finish and are answered, then the database is closed (checkpointed).
 
@@ -124,6 +126,7 @@ pub fn router(tarn: Tarn, config: Config) -> Router {
         .method_not_allowed_fallback(wrong_method)
         .layer(DefaultBodyLimit::max(config.max_body_bytes))
         .layer(axum::middleware::from_fn(json_errors))
+        .layer(axum::middleware::from_fn(extract::one_host))
         .with_state(AppState {
             tarn,
             statements: config.statements,

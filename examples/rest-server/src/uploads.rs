@@ -68,7 +68,7 @@ pub(crate) async fn upload_table(
     let mut mp = mp.map_err(multipart_rejection)?;
     let mut table_name: Option<String> = None;
     let mut filename: Option<String> = None;
-    let mut spooled: Option<(tokio::fs::File, Option<String>)> = None;
+    let mut spooled: Option<(tokio::fs::File, Option<String>, tarn::BoundWorkspace)> = None;
     // The table made from a streamed file, and the name the file was read under.
     let mut uploaded: Option<(tarn::UploadedTable, String)> = None;
     let read = async {
@@ -108,8 +108,10 @@ pub(crate) async fn upload_table(
                         }
                         _ => {
                             // Spooling costs disk: only for a caller who may upload here.
-                            s.workspace(&ws).await?;
-                            spooled = Some((spool(field).await?, part_name));
+                            // The table is made later, in this workspace or nowhere (not
+                            // in one created under the same id while the file spooled).
+                            let bound = s.bind_workspace(&ws).await?;
+                            spooled = Some((spool(field).await?, part_name, bound));
                         }
                     }
                 }
@@ -132,12 +134,10 @@ pub(crate) async fn upload_table(
     }
     let table_name =
         table_name.ok_or_else(|| ApiError::bad("multipart field \"table_name\" is required"))?;
-    let (file, part_name) =
+    let (file, part_name, bound) =
         spooled.ok_or_else(|| ApiError::bad("multipart field \"file\" is required"))?;
     let name = filename.or(part_name).ok_or_else(no_filename)?;
-    Ok(created(
-        s.upload_table(&ws, &table_name, &name, file).await?,
-    ))
+    Ok(created(bound.upload_table(&table_name, &name, file).await?))
 }
 
 /// A part's `Content-Type` as sent (empty when there is none), for the check every

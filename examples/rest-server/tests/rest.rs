@@ -1035,6 +1035,25 @@ fn send_and_vanish(addr: &str, request: &[u8], cut: Option<usize>) {
     .and_then(|()| s.flush());
 }
 
+/// Sends `request` on a connection of its own and returns what the server answered
+/// before it closed (or stopped sending for a second).
+fn raw_exchange(addr: &str, request: &[u8]) -> String {
+    use std::io::Read;
+    let mut s = std::net::TcpStream::connect(addr).expect("connect");
+    s.set_read_timeout(Some(Duration::from_secs(1)))
+        .expect("timeout");
+    s.write_all(request).expect("write");
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    while let Ok(n) = s.read(&mut buf) {
+        if n == 0 {
+            break;
+        }
+        got.extend_from_slice(&buf[..n]);
+    }
+    String::from_utf8_lossy(&got).into_owned()
+}
+
 fn raw_post(addr: &str, path: &str, key: &str, org: &str, body: &str) -> Vec<u8> {
     format!(
         "POST {path} HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {key}\r\n\
@@ -1407,6 +1426,44 @@ async fn malformed_and_repeated_request_parts_are_refused_not_guessed() {
     let files = "/workspaces/w/files";
     let tables = "/workspaces/w/tables";
 
+    // RFC 9112 §3.2: an HTTP/1.1 request without Host, or any with two, is a 400 with
+    // the JSON error body; HTTP/1.0 may leave Host out.
+    let auth =
+        format!("Authorization: Bearer {key}\r\nX-Service-Org-Id: acme\r\nConnection: close\r\n");
+    for (request, want) in [
+        (format!("GET /me HTTP/1.1\r\n{auth}\r\n"), "400"),
+        (
+            format!("GET /me HTTP/1.1\r\nHost: a\r\nHost: b\r\n{auth}\r\n"),
+            "400",
+        ),
+        (
+            format!("GET /me HTTP/1.0\r\nHost: a\r\nHost: a\r\n{auth}\r\n"),
+            "400",
+        ),
+        (format!("GET /me HTTP/1.0\r\n{auth}\r\n"), "200"),
+        (format!("GET /me HTTP/1.1\r\nHost: a\r\n{auth}\r\n"), "200"),
+    ] {
+        let got = raw_exchange(server.addr(), request.as_bytes());
+        let status_line = got.lines().next().unwrap_or_default().to_string();
+        assert!(
+            status_line.split(' ').nth(1) == Some(want),
+            "{request:?}: {got}"
+        );
+        if want == "400" {
+            assert!(
+                got.contains("\"kind\":\"BadRequest\"") && got.contains("Host"),
+                "{got}"
+            );
+        }
+    }
+    // A path segment that is not UTF-8 once decoded is named in the service's words.
+    let r = acme.get("/workspaces/%FF/tables").await;
+    let msg = error_of(&r, 400, "BadRequest");
+    assert!(
+        msg.contains("workspace id in the path is not UTF-8"),
+        "{msg}"
+    );
+
     // A JSON body nests at most 127 levels, counting its object and `params`: a
     // parameter 125 deep binds, one deeper is a 400 naming the limit.
     let deep = |n: usize| (0..n).fold(json!(1), |v, _| json!([v]));
@@ -1771,14 +1828,15 @@ async fn keys_are_added_and_revoked_while_the_server_runs() {
 
 /// Issue 34: an upload is bound to the workspace it started in. Deleted (and created
 /// again under the same id) while the file streams, the upload is a 404 and the new
-/// workspace gets no table and no file.
+/// workspace gets no table and no file: also when the file part comes before
+/// `table_name`, so that the file is spooled before the table is made.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn uploads_streaming_across_a_workspace_delete_land_nowhere() {
     let dir = tempfile::tempdir().expect("tempdir");
     let key = add_user(dir.path(), "admin@example.com");
     let server = Server::start(dir.path(), &[]);
     let acme = org_and_workspace(&server, &key).await;
-    for endpoint in ["tables", "files"] {
+    for (endpoint, file_first) in [("tables", false), ("tables", true), ("files", false)] {
         let made = acme
             .post("/workspaces", json!({"id": "cw", "name": "Doomed"}))
             .await;
@@ -1790,9 +1848,15 @@ async fn uploads_streaming_across_a_workspace_delete_land_nowhere() {
                 .map(|chunk| (Ok::<_, std::io::Error>(chunk), rx))
         });
         let part = multipart::Part::stream(reqwest::Body::wrap_stream(stream)).file_name("t.csv");
-        let form = multipart::Form::new()
-            .text("table_name", "t")
-            .part("file", part);
+        let form = if file_first {
+            multipart::Form::new()
+                .part("file", part)
+                .text("table_name", "t")
+        } else {
+            multipart::Form::new()
+                .text("table_name", "t")
+                .part("file", part)
+        };
         let request = acme
             .req(Method::POST, &format!("/workspaces/cw/{endpoint}"))
             .multipart(form)

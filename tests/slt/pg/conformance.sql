@@ -400,3 +400,35 @@ SELECT t = timestamp '2020-01-01 10:00:00' FROM "ws"."tz1"
 
 statement ok
 DROP TABLE "ws"."tz1"
+
+# Text cast to bytea is read as PostgreSQL reads bytea input: hex (`\x…`) or escape.
+query
+SELECT length('\x4142'::bytea), '\x4142'::bytea::text, 'a\\b\101'::bytea::text, length('abc'::bytea), '\x41 42'::bytea = '\x4142'::bytea
+
+statement error
+SELECT '\x414'::bytea
+
+statement error
+SELECT '\x4g'::bytea
+
+statement error
+SELECT 'a\b'::bytea
+
+statement ok
+CREATE TABLE "ws"."by1" (b BYTEA) USING engine
+
+statement ok
+INSERT INTO "ws"."by1" VALUES ('\x4142'), ('a\\b'), (E'\\x00ff')
+
+query
+SELECT b::text FROM "ws"."by1" ORDER BY b
+
+statement ok
+DROP TABLE "ws"."by1"
+
+# Intervals compare as PostgreSQL's: a month is 30 days, a day 24 hours.
+query
+SELECT interval '1 day' < interval '25 hours', interval '1 month' = interval '30 days', interval '24 hours' = interval '1 day', interval '1 day 1 hour' > interval '1 day', interval '2 months' >= interval '59 days', interval '1 year' <> interval '360 days'
+
+query
+SELECT k FROM (VALUES ('25 hours', interval '25 hours'), ('1 day', interval '1 day'), ('1 month', interval '1 month'), ('29 days', interval '29 days')) v(k, x) ORDER BY x

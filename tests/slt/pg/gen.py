@@ -76,6 +76,12 @@ ERRORS = {
     '"350000000000000000000000000000000000000" is out of range for type real':
         "400 BadRequest: value out of range: overflow",
     "syntax error at or near \"'b'\"": "400 BadRequest: syntax error at or near \"'b'\"",
+    'relation "ws.twice" does not exist': '404 NotFound: relation "ws"."twice" does not exist',
+    # bytea input.
+    "invalid hexadecimal data: odd number of digits":
+        "400 BadRequest: invalid hexadecimal data: odd number of digits",
+    'invalid hexadecimal digit: "g"': '400 BadRequest: invalid hexadecimal digit: "g"',
+    "invalid input syntax for type bytea": "400 BadRequest: invalid input syntax for type bytea",
     # Views (views_pg.sql).
     "cannot drop columns from view": "400 BadRequest: cannot drop columns from view",
     'cannot change name of view column "d" to "x"':

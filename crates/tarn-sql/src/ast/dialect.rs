@@ -7,10 +7,11 @@
 
 use std::any::TypeId;
 
-use datafusion::sql::sqlparser::ast::{Expr, ObjectName, RenameTable, Statement};
+use datafusion::sql::sqlparser::ast::{Expr, ObjectName, RenameTable, Statement, UnaryOperator};
 use datafusion::sql::sqlparser::dialect::{Dialect, PostgreSqlDialect, Precedence};
 use datafusion::sql::sqlparser::keywords::Keyword;
 use datafusion::sql::sqlparser::parser::{Parser, ParserError};
+use datafusion::sql::sqlparser::tokenizer::Token;
 
 /// sqlparser's PostgreSQL dialect, forwarding all of its behaviour, that also accepts
 /// `USING <engine>` after a CREATE TABLE column list. It reports PostgreSQL's type id so
@@ -88,6 +89,26 @@ impl Dialect for EngineDialect {
             Ok(None) => None,
             Err(e) => Some(Err(e)),
         }
+    }
+
+    /// Unary `-` and `+` bind tighter than `^`, as in PostgreSQL: `-2^2` is `(-2)^2`, 4
+    /// (sqlparser read `-(2^2)`, -4). They still bind looser than `::`, `[…]` and `AT
+    /// TIME ZONE`, and tighter than `*` and `/`.
+    fn parse_prefix(&self, parser: &mut Parser) -> Option<Result<Expr, ParserError>> {
+        let op = match parser.peek_token().token {
+            Token::Minus => UnaryOperator::Minus,
+            Token::Plus => UnaryOperator::Plus,
+            _ => return None,
+        };
+        parser.next_token();
+        Some(
+            parser
+                .parse_subexpr(self.prec_value(Precedence::Caret))
+                .map(|e| Expr::UnaryOp {
+                    op,
+                    expr: Box::new(e),
+                }),
+        )
     }
 
     fn parse_infix(

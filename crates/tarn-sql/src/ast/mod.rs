@@ -8,6 +8,7 @@ pub(crate) mod depth;
 pub(crate) mod dialect;
 pub(crate) mod ident;
 pub(crate) mod key_predicate;
+pub(crate) mod pg_forms;
 pub(crate) mod strings;
 pub(crate) mod types;
 pub(crate) mod unsupported;

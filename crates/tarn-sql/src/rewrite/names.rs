@@ -176,22 +176,49 @@ pub fn expr_name(e: &Expr) -> String {
                 },
                 // A large text or array parameter bound by number (params.rs) is
                 // named as the parameter it stands for, as a small one is.
+                // So is an object parameter, bound as a jsonb (params.rs).
                 Some(
                     crate::datafusion_ext::functions::param_text::FUNCTION
-                    | crate::datafusion_ext::functions::param_array::FUNCTION,
+                    | crate::datafusion_ext::functions::param_array::FUNCTION
+                    | crate::datafusion_ext::functions::jsonb::TO_JSONB,
                 ) => "?column?".into(),
+                // `substring(s FROM 'pattern')` as `ast::pg_forms` rewrote it.
+                Some("array_element")
+                    if first_arg(f).is_some_and(|a| {
+                        matches!(a, Expr::Function(g) if crate::ast::ident::is_call_to(g, "regexp_match"))
+                    }) =>
+                {
+                    "substring".into()
+                }
                 Some(n) => n.to_string(),
                 None => "?column?".into(),
             }
         }
+        // The SQL-syntax functions are named as PostgreSQL names them.
+        Expr::Substring { shorthand, .. } => if *shorthand { "substr" } else { "substring" }.into(),
+        Expr::Position { .. } => "position".into(),
+        Expr::Extract { .. } => "extract".into(),
+        Expr::Ceil { .. } => "ceil".into(),
+        Expr::Floor { .. } => "floor".into(),
+        Expr::Overlay { .. } => "overlay".into(),
+        Expr::Trim { trim_where, .. } => match trim_where {
+            Some(datafusion::sql::sqlparser::ast::TrimWhereField::Leading) => "ltrim",
+            Some(datafusion::sql::sqlparser::ast::TrimWhereField::Trailing) => "rtrim",
+            _ => "btrim",
+        }
+        .into(),
         Expr::Cast {
             expr, data_type, ..
         } => match expr.as_ref() {
-            // A large text parameter bound by number (`engine_param_text(n)`).
+            // A large text parameter bound by number (`engine_param_text(n)`), or an
+            // object parameter bound as a jsonb: `$1::jsonb` is named `jsonb`.
             Expr::Function(f)
                 if crate::ast::ident::is_call_to(
                     f,
                     crate::datafusion_ext::functions::param_text::FUNCTION,
+                ) || crate::ast::ident::is_call_to(
+                    f,
+                    crate::datafusion_ext::functions::jsonb::TO_JSONB,
                 ) =>
             {
                 pg_type_label(&data_type.to_string())

@@ -25,7 +25,8 @@ use crate::statement::txn::Txn;
 
 impl Txn<'_> {
     /// Expands the views `node` reads (names in `overrides` are tables the statement
-    /// stands in itself). A statement that grew is bounded again as a written one is:
+    /// stands in itself) and writes out USING and NATURAL joins' columns
+    /// (`rewrite::using_joins`). A statement that grew is bounded again as a written one is:
     /// its size and its depth.
     pub(crate) fn expand_views<T: VisitMut + Display>(
         &self,
@@ -33,7 +34,17 @@ impl Txn<'_> {
         overrides: &HashMap<(String, String), Arc<dyn TableProvider>>,
     ) -> Result<()> {
         let keep = |ws: &str, v: &str| overrides.contains_key(&(ws.to_string(), v.to_string()));
-        if !crate::rewrite::views::expand(node, &self.catalog, &self.org, &keep)? {
+        let expanded = crate::rewrite::views::expand(node, &self.catalog, &self.org, &keep)?;
+        // Then USING and NATURAL joins' columns, over the views' queries too.
+        crate::rewrite::using_joins::rewrite(node, &|name| {
+            let parts = crate::ast::ident::name_parts(name).ok()?;
+            let [ws, table] = parts.as_slice() else {
+                return None;
+            };
+            let def = self.catalog.table(&self.org, ws, table)?;
+            Some(def.columns.iter().map(|c| c.name.clone()).collect())
+        });
+        if !expanded {
             return Ok(());
         }
         let sql = node.to_string();

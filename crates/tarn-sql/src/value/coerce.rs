@@ -269,14 +269,10 @@ fn coerce_plain(array: &ArrayRef, col: &ColumnDef) -> Result<ArrayRef> {
             for v in s.iter() {
                 match v {
                     None => b.append_null(),
-                    Some(v) => match v.strip_prefix("\\x") {
-                        Some(hex) => b.append_value(decode_hex(hex).ok_or_else(|| {
-                            Error::BadRequest(format!(
-                                "invalid hexadecimal data for bytea: \"{v}\""
-                            ))
-                        })?),
-                        None => b.append_value(v.as_bytes()),
-                    },
+                    Some(v) => b.append_value(
+                        crate::datafusion_ext::functions::bytea_in::bytea_from_text(v)
+                            .map_err(Error::BadRequest)?,
+                    ),
                 }
             }
             Ok(Arc::new(b.finish()))
@@ -453,16 +449,6 @@ fn float_in_range(source: &ArrayRef, out: &ArrayRef, ty: &SqlType) -> Result<()>
         };
     }
     Ok(())
-}
-
-fn decode_hex(hex: &str) -> Option<Vec<u8>> {
-    if !hex.len().is_multiple_of(2) {
-        return None;
-    }
-    (0..hex.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(hex.get(i..i + 2)?, 16).ok())
-        .collect()
 }
 
 /// Decodes padded base64 (how bytea values are returned).

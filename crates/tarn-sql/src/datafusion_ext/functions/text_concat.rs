@@ -232,11 +232,13 @@ impl datafusion::logical_expr::planner::ExprPlanner for ConcatPlanner {
         // A chain planned here is text, whatever its length: asking its type again
         // would walk all of it once per operator.
         let chain = |e: &Expr| matches!(e, Expr::ScalarFunction(f) if f.func.name() == TEXT_CONCAT);
+        // An untyped NULL is text here, as PostgreSQL resolves an unknown beside a
+        // non-array (`NULL || 1` is NULL, not an error).
         let text = |e: &Expr| {
             chain(e)
                 || matches!(
                     e.get_type(schema),
-                    Ok(DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View)
+                    Ok(DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View | DataType::Null)
                 ) && !e
                     .to_field(schema)
                     .is_ok_and(|(_, f)| crate::ast::types::is_json_field(&f))
@@ -281,7 +283,9 @@ impl datafusion::logical_expr::planner::ExprPlanner for ConcatPlanner {
         for (e, is_text) in [(expr.left, left_text), (expr.right, right_text)] {
             match e {
                 Expr::ScalarFunction(f) if f.func.name() == TEXT_CONCAT => args.extend(f.args),
-                e if is_text => args.push(e),
+                e if is_text && !e.get_type(schema).is_ok_and(|t| t == DataType::Null) => {
+                    args.push(e)
+                }
                 e => args.push(Expr::Cast(datafusion::logical_expr::Cast::new(
                     Box::new(e),
                     DataType::Utf8,

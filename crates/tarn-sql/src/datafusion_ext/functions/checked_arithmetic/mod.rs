@@ -54,6 +54,7 @@ mod guarded;
 mod integer;
 mod sum;
 
+use super::interval_key::is_interval;
 use containment::*;
 use float::*;
 pub use float_sum::checked_avg;
@@ -76,9 +77,15 @@ impl AnalyzerRule for CheckedArithmetic {
             crate::datafusion_ext::context::deadline::check()?;
             let schema = crate::datafusion_ext::plan::input_schema(&plan);
             let preserver = NamePreserver::new(&plan);
+            // ORDER BY an interval orders by PostgreSQL's key too (see `binary`).
+            let sort = matches!(plan, LogicalPlan::Sort(_));
             plan.map_expressions(|e| {
                 let saved = preserver.save(&e);
-                let (e, _, changed) = rewrite(e, &schema)?;
+                let (mut e, _, mut changed) = rewrite(e, &schema)?;
+                if sort && e.get_type(&schema).is_ok_and(|t| is_interval(&t)) {
+                    e = interval_key(e);
+                    changed = true;
+                }
                 Ok(if changed {
                     Transformed::yes(saved.restore(e))
                 } else {
@@ -248,6 +255,37 @@ fn call(udf: impl ScalarUDFImpl + 'static, args: Vec<Expr>) -> Expr {
     ))
 }
 
+/// The int4 (or int2) value of `e`, when `e` is one or is one widened by a cast.
+fn narrow_int(e: &Expr, schema: &DFSchema) -> Option<Expr> {
+    let narrow = |t: &DataType| matches!(t, DataType::Int8 | DataType::Int16 | DataType::Int32);
+    if e.get_type(schema).is_ok_and(|t| narrow(&t)) {
+        return Some(e.clone());
+    }
+    // An integer literal that fits is an int4 in PostgreSQL (`to_hex(-1)` too).
+    let fits = |e: &Expr| matches!(e, Expr::Literal(ScalarValue::Int64(Some(v)), _) if i32::try_from(*v).is_ok());
+    match e {
+        Expr::Cast(Cast { expr, field })
+            if field.data_type() == &DataType::Int64
+                && expr.get_type(schema).is_ok_and(|t| narrow(&t)) =>
+        {
+            Some(expr.as_ref().clone())
+        }
+        e if fits(e) => Some(e.clone()),
+        Expr::Negative(x) if fits(x) => Some(e.clone()),
+        _ => None,
+    }
+}
+
+/// `e` (an interval) as the number PostgreSQL orders intervals by.
+pub(crate) fn interval_key(e: Expr) -> Expr {
+    let month_day_nano =
+        DataType::Interval(datafusion::arrow::datatypes::IntervalUnit::MonthDayNano);
+    call(
+        super::interval_key::IntervalKey::new(),
+        vec![Expr::Cast(Cast::new(Box::new(e), month_day_nano))],
+    )
+}
+
 /// A cast to `field` of `expr` rewritten and passed through `through` first (a
 /// function that writes or reshapes the value as PostgreSQL's cast would).
 fn cast_through(
@@ -363,6 +401,23 @@ fn rewrite(e: Expr, schema: &DFSchema) -> DfResult<(Expr, Option<DataType>, bool
             let ties_even = is_float(&base_type(&from));
             cast_through(*expr, field, schema, |x| {
                 call(RoundElements::new(ties_even), vec![x])
+            })
+        }
+        // Text to bytea: PostgreSQL's input forms (`\x4142` is two bytes); Arrow's cast
+        // took the text's own bytes.
+        Expr::Cast(Cast { expr, field })
+            if matches!(
+                field.data_type(),
+                DataType::Binary | DataType::LargeBinary | DataType::BinaryView
+            ) && expr.get_type(schema).is_ok_and(|t| {
+                matches!(t, DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View)
+            }) =>
+        {
+            cast_through(*expr, field, schema, |x| {
+                call(
+                    super::bytea_in::ByteaIn::new(),
+                    vec![Expr::Cast(Cast::new(Box::new(x), DataType::Utf8))],
+                )
             })
         }
         // A bytea to text: PostgreSQL's hex form (`\x0102`); Arrow's cast read the
@@ -499,6 +554,45 @@ fn rewrite(e: Expr, schema: &DFSchema) -> DfResult<(Expr, Option<DataType>, bool
                 true,
             ))
         }
+        // `array_length` of an empty array is NULL in PostgreSQL (an empty array has no
+        // dimensions; a non-empty one has no dimension of length 0); DataFusion's was 0.
+        Expr::ScalarFunction(f) if f.func.name() == "array_length" => {
+            let mut f = f;
+            f.args = f
+                .args
+                .into_iter()
+                .map(|a| Ok(rewrite(a, schema)?.0))
+                .collect::<DfResult<Vec<_>>>()?;
+            let length = Expr::ScalarFunction(f);
+            let zero = match length.get_type(schema) {
+                Ok(t) => ScalarValue::new_zero(&t)?,
+                Err(_) => return Ok((length, None, true)),
+            };
+            Ok((
+                datafusion::functions::core::expr_fn::nullif(length, Expr::Literal(zero, None)),
+                None,
+                true,
+            ))
+        }
+        // `to_hex` of an int4 (or smaller) writes its 32 bits, as PostgreSQL's `to_hex(int4)`
+        // (`to_hex(-1)` is `ffffffff`); DataFusion's widened it to 64 first.
+        Expr::ScalarFunction(f)
+            if f.func.name() == "to_hex"
+                && f.args.len() == 1
+                && narrow_int(&f.args[0], schema).is_some() =>
+        {
+            let mut f = f;
+            let arg = f.args.remove(0);
+            let inner = narrow_int(&arg, schema).unwrap_or(arg);
+            let (inner, _, _) = rewrite(inner, schema)?;
+            let bits = Expr::BinaryExpr(BinaryExpr::new(
+                Box::new(Expr::Cast(Cast::new(Box::new(inner), DataType::Int64))),
+                Operator::BitwiseAnd,
+                Box::new(Expr::Literal(ScalarValue::Int64(Some(0xffff_ffff)), None)),
+            ));
+            f.args = vec![bits];
+            Ok((Expr::ScalarFunction(f), None, true))
+        }
         Expr::ScalarFunction(f) if Guard::of(f.func.name()).is_some() => {
             let func = Arc::clone(&f.func);
             let mut args = Vec::with_capacity(f.args.len());
@@ -564,6 +658,31 @@ fn binary(
         ))
     };
     let Some(kind) = kind else {
+        // Intervals compare as PostgreSQL's do: a month is 30 days and a day 24 hours
+        // (`functions::interval_key`).
+        if matches!(
+            op,
+            Operator::Eq
+                | Operator::NotEq
+                | Operator::Lt
+                | Operator::LtEq
+                | Operator::Gt
+                | Operator::GtEq
+                | Operator::IsDistinctFrom
+                | Operator::IsNotDistinctFrom
+        ) && l.get_type(schema).is_ok_and(|t| is_interval(&t))
+            && r.get_type(schema).is_ok_and(|t| is_interval(&t))
+        {
+            return Ok((
+                Expr::BinaryExpr(BinaryExpr::new(
+                    Box::new(interval_key(l)),
+                    op,
+                    Box::new(interval_key(r)),
+                )),
+                Some(DataType::Boolean),
+                true,
+            ));
+        }
         // An int4 shifted is an int4 in PostgreSQL (`1 << 100` is 16: the count is taken
         // modulo 32), where the widened int8 shift gave 2^36.
         if matches!(op, Operator::BitwiseShiftLeft | Operator::BitwiseShiftRight)
