@@ -13,7 +13,8 @@
 //! out and its unqualified references to join columns (in the select list, WHERE, GROUP
 //! BY, HAVING and ORDER BY, not inside subqueries) replaced by the join column's
 //! expression. The join itself is left for DataFusion to plan. A SELECT whose relations
-//! are not all known here (a table function, a LATERAL subquery) is left as it was.
+//! are not all known here (a table function, a WITH query, a LATERAL subquery) is left as it
+//! was.
 
 use std::collections::HashMap;
 use std::ops::ControlFlow;
