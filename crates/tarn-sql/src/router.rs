@@ -557,7 +557,9 @@ impl SqlEngine {
             0 => bad("empty query: no statement to run"),
             1 => {
                 let mut stmt = stmts.remove(0);
-                crate::ast::pg_forms::rewrite(&mut stmt)?;
+                if crate::ast::pg_forms::may_hold(sql) {
+                    crate::ast::pg_forms::rewrite(&mut stmt)?;
+                }
                 crate::ast::depth::check_widths(&stmt)?;
                 crate::ast::unsupported::check(&stmt)?;
                 Ok(stmt)

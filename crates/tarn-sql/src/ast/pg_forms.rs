@@ -25,6 +25,25 @@ use datafusion::sql::sqlparser::ast::{
 
 use crate::error::{Error, Result};
 
+/// Whether statement text `sql` may hold one of the forms above: each needs a keyword
+/// (`FETCH`, `SUBSTRING`, `ESCAPE`, a century, decade or millennium), so most statements
+/// are not walked a second time (a key lookup's whole cost is a few walks of its tree).
+pub(crate) fn may_hold(sql: &str) -> bool {
+    const WORDS: [&[u8]; 6] = [
+        b"fetch",
+        b"substring",
+        b"escape",
+        b"century",
+        b"decade",
+        b"millen",
+    ];
+    let b = sql.as_bytes();
+    WORDS.iter().any(|w| {
+        b.windows(w.len())
+            .any(|window| window.eq_ignore_ascii_case(w))
+    })
+}
+
 /// Rewrites the forms above everywhere in `stmt` (subqueries too).
 pub(crate) fn rewrite(stmt: &mut Statement) -> Result<()> {
     match stmt.visit(&mut PgForms) {
@@ -211,5 +230,21 @@ mod tests {
         assert_eq!(backslash_pattern("a\\b%", Some('#')).unwrap(), "a\\\\b%");
         assert_eq!(backslash_pattern("a\\%", None).unwrap(), "a\\\\%");
         assert_eq!(backslash_pattern("a#", Some('#')), None);
+    }
+
+    #[test]
+    fn only_statements_naming_a_form_are_walked() {
+        use super::may_hold;
+        for sql in [
+            "SELECT 1 FETCH FIRST ROW ONLY",
+            "select substring(a from 'x')",
+            "SELECT 'a' LIKE 'a' ESCAPE '#'",
+            "SELECT extract(Century FROM d)",
+            "SELECT extract(decade FROM d)",
+            "SELECT extract(MILLENNIUM FROM d)",
+        ] {
+            assert!(may_hold(sql), "{sql}");
+        }
+        assert!(!may_hold(r#"SELECT * FROM "ws"."t" WHERE id = $1"#));
     }
 }
