@@ -75,7 +75,7 @@ pub fn shown(value: &str) -> String {
             c if (c as u32) < 0x80 && c.is_control() => {
                 out.push_str(&format!("\\x{:02X}", c as u32));
             }
-            c if c.is_control() || is_hidden_control(c) => {
+            c if is_hidden_control(c) => {
                 if (c as u32) <= 0xFFFF {
                     out.push_str(&format!("\\u{:04X}", c as u32));
                 } else {

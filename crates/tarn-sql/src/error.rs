@@ -469,13 +469,13 @@ fn no_such_function(name: &str, args: &str) -> String {
     )
 }
 
-/// PostgreSQL's wording for DataFusion's refusals of types: operators and functions
-/// that do not take the argument types, VALUES rows of different types.
 /// The operator of sqlparser's `Custom("%-")`, as written.
 fn custom_operator(name: &str) -> Option<&str> {
     name.strip_prefix("Custom(\"")?.strip_suffix("\")")
 }
 
+/// PostgreSQL's wording for DataFusion's refusals of types: operators and functions
+/// that do not take the argument types, VALUES rows of different types.
 fn pg_wording(m: &str) -> Option<String> {
     // "Cannot infer common string type for string concat operation bigint || bigint":
     // `1 || 2`, which PostgreSQL has no operator for either.

@@ -237,14 +237,12 @@ fn coerce_plain(array: &ArrayRef, col: &ColumnDef) -> Result<ArrayRef> {
                 match v {
                     None => b.append_null(),
                     Some(v) => {
-                        let u = crate::datafusion_ext::functions::uuid_cast::parse(v).ok_or_else(
-                            || {
-                                Error::BadRequest(format!(
-                                    "invalid input syntax for type uuid: {}",
-                                    tarn_catalog::shown(v)
-                                ))
-                            },
-                        )?;
+                        let u = crate::value::text_input::uuid_from_text(v).ok_or_else(|| {
+                            Error::BadRequest(format!(
+                                "invalid input syntax for type uuid: {}",
+                                tarn_catalog::shown(v)
+                            ))
+                        })?;
                         b.append_value(u.hyphenated().to_string());
                     }
                 }
@@ -270,8 +268,7 @@ fn coerce_plain(array: &ArrayRef, col: &ColumnDef) -> Result<ArrayRef> {
                 match v {
                     None => b.append_null(),
                     Some(v) => b.append_value(
-                        crate::datafusion_ext::functions::bytea_in::bytea_from_text(v)
-                            .map_err(Error::BadRequest)?,
+                        crate::value::text_input::bytea_from_text(v).map_err(Error::BadRequest)?,
                     ),
                 }
             }

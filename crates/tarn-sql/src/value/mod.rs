@@ -7,3 +7,4 @@ pub(crate) mod encode;
 pub(crate) mod from_json;
 pub(crate) mod numeric_text;
 pub(crate) mod sizes;
+pub(crate) mod text_input;
