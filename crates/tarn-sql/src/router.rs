@@ -155,7 +155,8 @@ impl SqlEngine {
         let mut stmt = Arc::unwrap_or_clone(stmt);
         let mut texts = Vec::new();
         if needs_binding(sql) {
-            let by_number = binds_texts_by_number(&stmt);
+            let by_number = binds_texts_by_number(&stmt)
+                && crate::rewrite::params::may_bind_big_texts(sql, params);
             texts = crate::rewrite::params::bind_texts(&mut stmt, params, by_number)?;
         }
         if self.shared.limits.fast_paths
@@ -387,6 +388,8 @@ impl SqlEngine {
                 let step = async {
                     self.shared.check_params(params)?;
                     let mut s = stmt.clone();
+                    let by_number =
+                        by_number && crate::rewrite::params::may_bind_big_texts(sql, params);
                     let texts = crate::rewrite::params::bind_texts(&mut s, params, by_number)?;
                     txn.texts = Arc::new(texts);
                     txn.run(s).await

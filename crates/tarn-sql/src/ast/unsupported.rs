@@ -2,9 +2,11 @@
 //! than what it asks: `TABLESAMPLE` (DataFusion ignores it and returns every row), an
 //! aggregate `FILTER (WHERE …)` whose condition is plainly no boolean (`FILTER (WHERE
 //! 1)`, which PostgreSQL refuses), and `nth_value(x, n)` with a literal `n` below 1
-//! (which PostgreSQL refuses; DataFusion answered NULL). Checked once parsed and again
-//! once parameters are bound (`$1` is a literal then). A call of `engine_param_text`,
-//! which only the binding writes, is refused where a statement wrote it itself.
+//! (which PostgreSQL refuses; DataFusion answered NULL). Checked once parsed; what a
+//! bound value can make wrong (`FILTER (WHERE $1)` with 1) is checked again in the
+//! binding's own walk ([`refused_once_bound`]), so that a bound statement is not walked
+//! once more. A call of `engine_param_text`, which only the binding writes, is refused
+//! where a statement wrote it itself.
 //!
 //! And what DataFusion cannot plan in bounded time: a CASE inside the WHEN condition
 //! of a CASE inside the WHEN condition of … more than [`MAX_CASE_IN_WHEN`] deep, and
@@ -26,29 +28,7 @@ use crate::error::{Error, Result};
 
 /// A 400 for the first such construct in `stmt`, as parsed.
 pub(crate) fn check(stmt: &ast::Statement) -> Result<()> {
-    run(stmt, true)
-}
-
-/// [`check`] once `stmt`'s parameters are bound (their values are literals now; the
-/// binding's own `engine_param_text` calls are allowed).
-pub(crate) fn check_bound<V: Visit>(stmt: &V) -> Result<()> {
-    run(stmt, false)
-}
-
-/// The most CASE expressions one expression may sit inside the WHEN conditions of
-/// (see the module's documentation).
-pub(crate) const MAX_CASE_IN_WHEN: usize = 8;
-
-/// The most scalar subqueries one expression may sit inside. DataFusion's planning of
-/// a scalar subquery in a scalar subquery in … costs about twice as much per level (16
-/// levels of `(SELECT (SELECT … 1))` planned for 0.66 s, 20 for 5 s, 26 for minutes in
-/// one step no timeout could stop), and 118 levels overflowed its stack and aborted
-/// the process. Subqueries in FROM, EXISTS and IN do not count: they nest cheaply.
-pub(crate) const MAX_SUBQUERY_IN_EXPRESSION: usize = 12;
-
-fn run<V: Visit>(stmt: &V, as_written: bool) -> Result<()> {
     let mut refused = Refused {
-        as_written,
         conditions: std::collections::HashSet::new(),
         in_conditions: 0,
         in_subqueries: 0,
@@ -63,9 +43,32 @@ fn run<V: Visit>(stmt: &V, as_written: bool) -> Result<()> {
     }
 }
 
+/// What [`check`] refuses in `e` that a bound parameter's value can bring (`$1` is a
+/// literal once bound): a FILTER condition that is no boolean, `nth_value`'s position
+/// below 1, and an expression twice in one grouping set. Called by the binding for each
+/// expression once its children are bound.
+pub(crate) fn refused_once_bound(e: &Expr) -> Option<String> {
+    if let Some(message) = grouping_set_twice(e) {
+        return Some(message);
+    }
+    let Expr::Function(f) = e else {
+        return None;
+    };
+    filter_not_boolean(f).or_else(|| nth_value_below_one(f))
+}
+
+/// The most CASE expressions one expression may sit inside the WHEN conditions of
+/// (see the module's documentation).
+pub(crate) const MAX_CASE_IN_WHEN: usize = 8;
+
+/// The most scalar subqueries one expression may sit inside. DataFusion's planning of
+/// a scalar subquery in a scalar subquery in … costs about twice as much per level (16
+/// levels of `(SELECT (SELECT … 1))` planned for 0.66 s, 20 for 5 s, 26 for minutes in
+/// one step no timeout could stop), and 118 levels overflowed its stack and aborted
+/// the process. Subqueries in FROM, EXISTS and IN do not count: they nest cheaply.
+pub(crate) const MAX_SUBQUERY_IN_EXPRESSION: usize = 12;
+
 struct Refused {
-    /// The statement as its caller wrote it (before parameters are bound).
-    as_written: bool,
     /// The WHEN conditions of the CASE expressions visited so far, by address (the
     /// tree is not changed while it is visited), so that a visit knows it enters one.
     conditions: std::collections::HashSet<*const Expr>,
@@ -219,42 +222,20 @@ impl Visitor for Refused {
             self.conditions
                 .extend(conditions.iter().map(|w| &w.condition as *const Expr));
         }
-        // An expression twice in one CUBE or ROLLUP (or in one grouping set):
-        // PostgreSQL groups by it twice, DataFusion refused it as a table "specified
-        // more than once".
-        let sets = match e {
-            Expr::Cube(sets) => Some(("CUBE", vec![sets.concat()])),
-            Expr::Rollup(sets) => Some(("ROLLUP", vec![sets.concat()])),
-            Expr::GroupingSets(sets) => Some(("GROUPING SETS", sets.clone())),
-            _ => None,
-        };
-        if let Some((what, sets)) = sets {
-            for set in sets {
-                let mut seen = std::collections::HashSet::new();
-                if let Some(twice) = set.iter().find(|x| !seen.insert(x.to_string())) {
-                    return ControlFlow::Break(format!(
-                        "GROUP BY {what} names {} more than once; name each expression \
-                         once",
-                        tarn_catalog::shown(&twice.to_string())
-                    ));
-                }
-            }
+        if let Some(message) = grouping_set_twice(e) {
+            return ControlFlow::Break(message);
         }
         let Expr::Function(f) = e else {
             return ControlFlow::Continue(());
         };
-        if self.as_written && is_call_to(f, param_text::FUNCTION) {
+        if is_call_to(f, param_text::FUNCTION) {
             return ControlFlow::Break(format!(
                 "{} is Tarn's own stand-in for a large text parameter; write $n",
                 param_text::FUNCTION
             ));
         }
-        if let Some(filter) = &f.filter
-            && let Some(what) = not_boolean(filter)
-        {
-            return ControlFlow::Break(format!(
-                "argument of FILTER must be type boolean, not {what}"
-            ));
+        if let Some(message) = filter_not_boolean(f) {
+            return ControlFlow::Break(message);
         }
         // `*` as an argument: PostgreSQL's words (DataFusion said its physical plan
         // "does not support logical expression Wildcard", or planned `sum(*)`), and a
@@ -323,15 +304,8 @@ impl Visitor for Refused {
                 }
             }
         }
-        if is_call_to(f, "nth_value")
-            && let FunctionArguments::List(list) = &f.args
-            && let Some(FunctionArg::Unnamed(FunctionArgExpr::Expr(n))) = list.args.get(1)
-            && let Some(n) = literal_integer(n)
-            && n < 1
-        {
-            return ControlFlow::Break(format!(
-                "argument of nth_value must be greater than zero, not {n}"
-            ));
+        if let Some(message) = nth_value_below_one(f) {
+            return ControlFlow::Break(message);
         }
         ControlFlow::Continue(())
     }
@@ -345,6 +319,50 @@ impl Visitor for Refused {
         }
         ControlFlow::Continue(())
     }
+}
+
+/// An expression twice in one CUBE or ROLLUP (or in one grouping set): PostgreSQL
+/// groups by it twice, DataFusion refused it as a table "specified more than once".
+fn grouping_set_twice(e: &Expr) -> Option<String> {
+    let (what, sets) = match e {
+        Expr::Cube(sets) => ("CUBE", vec![sets.concat()]),
+        Expr::Rollup(sets) => ("ROLLUP", vec![sets.concat()]),
+        Expr::GroupingSets(sets) => ("GROUPING SETS", sets.clone()),
+        _ => return None,
+    };
+    for set in sets {
+        let mut seen = std::collections::HashSet::new();
+        if let Some(twice) = set.iter().find(|x| !seen.insert(x.to_string())) {
+            return Some(format!(
+                "GROUP BY {what} names {} more than once; name each expression once",
+                tarn_catalog::shown(&twice.to_string())
+            ));
+        }
+    }
+    None
+}
+
+/// An aggregate's FILTER condition that is plainly no boolean.
+fn filter_not_boolean(f: &ast::Function) -> Option<String> {
+    let what = not_boolean(f.filter.as_deref()?)?;
+    Some(format!(
+        "argument of FILTER must be type boolean, not {what}"
+    ))
+}
+
+/// `nth_value(x, n)` with a literal `n` below 1.
+fn nth_value_below_one(f: &ast::Function) -> Option<String> {
+    if !is_call_to(f, "nth_value") {
+        return None;
+    }
+    let FunctionArguments::List(list) = &f.args else {
+        return None;
+    };
+    let Some(FunctionArg::Unnamed(FunctionArgExpr::Expr(n))) = list.args.get(1) else {
+        return None;
+    };
+    let n = literal_integer(n)?;
+    (n < 1).then(|| format!("argument of nth_value must be greater than zero, not {n}"))
 }
 
 /// What a FILTER condition is when it is plainly no boolean: a number (signed or in

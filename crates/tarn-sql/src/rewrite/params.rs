@@ -28,6 +28,21 @@ pub fn needs_binding(sql: &str) -> bool {
     sql.contains('$') || sql.contains("::") || sql.to_ascii_lowercase().contains("cast")
 }
 
+/// Whether a text parameter may weigh [`BIG_TEXT`] or more over its references, as
+/// [`bind_texts`] counts them: the `$` signs of `sql` are at least as many, so a
+/// statement whose texts are all short skips counting references on its AST (a walk per
+/// statement, as long as the parse).
+///
+/// [`BIG_TEXT`]: crate::datafusion_ext::functions::param_text::BIG_TEXT
+pub fn may_bind_big_texts(sql: &str, params: &[Json]) -> bool {
+    let refs = sql.bytes().filter(|b| *b == b'$').count();
+    params.iter().any(|p| {
+        matches!(p, Json::String(s)
+            if s.len().saturating_mul(refs)
+                >= crate::datafusion_ext::functions::param_text::BIG_TEXT)
+    })
+}
+
 /// The highest `$n` in `stmt`: how many parameters it takes.
 pub fn required_params(stmt: &ast::Statement) -> usize {
     let mut max = 0;
@@ -151,8 +166,6 @@ pub fn bind_texts<V: VisitMut + Visit>(
         }
     }
     bind_rest(stmt, params)?;
-    // What a parameter's value makes wrong (`FILTER (WHERE $1)` with 1).
-    crate::ast::unsupported::check_bound(stmt)?;
     Ok(texts)
 }
 
@@ -278,20 +291,22 @@ fn bind_rest<V: VisitMut>(stmt: &mut V, params: &[Json]) -> Result<()> {
     // An array parameter cast to json/jsonb binds as its JSON text, as jsonb takes
     // text: through `ARRAY[…]` its values would first take one SQL type (`["1"]` came
     // back `[1]`, `[null]` as `[]`). Before the other bindings, which would make the
-    // placeholder an `ARRAY[…]` first.
-    let _ = visit_expressions_mut(stmt, |expr| {
-        if let Expr::Cast {
-            expr: inner,
-            data_type: ast::DataType::JSON | ast::DataType::JSONB,
-            ..
-        } = expr
-            && let Some(value @ Json::Array(_)) =
-                placeholder_index(inner).and_then(|i| params.get(i))
-        {
-            **inner = lit(Value::SingleQuotedString(value.to_string()));
-        }
-        ControlFlow::<()>::Continue(())
-    });
+    // placeholder an `ARRAY[…]` first. Only a statement given an array walks for them.
+    if params.iter().any(|p| matches!(p, Json::Array(_))) {
+        let _ = visit_expressions_mut(stmt, |expr| {
+            if let Expr::Cast {
+                expr: inner,
+                data_type: ast::DataType::JSON | ast::DataType::JSONB,
+                ..
+            } = expr
+                && let Some(value @ Json::Array(_)) =
+                    placeholder_index(inner).and_then(|i| params.get(i))
+            {
+                **inner = lit(Value::SingleQuotedString(value.to_string()));
+            }
+            ControlFlow::<()>::Continue(())
+        });
+    }
     let mut err: Option<Error> = None;
     // Array elements bound as SQL literals so far (see `LITERAL_ELEMENTS`).
     let mut literals = 0usize;
@@ -303,6 +318,12 @@ fn bind_rest<V: VisitMut>(stmt: &mut V, params: &[Json]) -> Result<()> {
                 err = Some(e);
                 return ControlFlow::Break(());
             }
+        }
+        // What a parameter's value makes wrong (`FILTER (WHERE $1)` with 1): this walk
+        // is children first, so an expression's parameters are bound by now.
+        if let Some(message) = crate::ast::unsupported::refused_once_bound(expr) {
+            err = Some(Error::BadRequest(message));
+            return ControlFlow::Break(());
         }
         ControlFlow::Continue(())
     });
