@@ -2853,3 +2853,69 @@ async fn bytea_concatenation_and_cut_constants_are_sized() -> TestResult {
     }
     Ok(())
 }
+
+/// A jsonb value whose `serde_json` tree would take many times its text: a 63 MB text
+/// of small objects had parsed into 5 GB inside one function call (no check between
+/// batches could stop it). `jsonb_typeof` and `jsonb_array_length` read the text
+/// without building the tree; what needs the tree (`@>`, `?`, `||`, a JSON answer) is a
+/// 400 past PostgreSQL's jsonb size limit; as text it is answered.
+#[tokio::test]
+async fn jsonb_values_are_worked_on_within_their_size() -> TestResult {
+    let (_tarn, s) = session().await?;
+    // 400,001 elements, 400,000 of them objects: a tree of about 270 MB, text 3.6 MB.
+    let big = r#"('[' || repeat('{"a":[]},', 400000) || '1]')::jsonb"#;
+    let r = query(
+        &s,
+        &format!("SELECT jsonb_typeof({big}), jsonb_array_length({big})"),
+        &[],
+    )
+    .await?;
+    assert_eq!(r.rows, Some(vec![vec![json!("array"), json!(400001)]]));
+    for (what, sql) in [
+        ("@>", format!(r#"SELECT {big} @> '[1]'"#)),
+        ("?", format!(r#"SELECT {big} ? 'a'"#)),
+        ("||", format!(r#"SELECT {big} || '[2]'::jsonb"#)),
+        ("a JSON answer", format!("SELECT {big}")),
+    ] {
+        let e = query(&s, &sql, &[]).await.err().ok_or(what)?;
+        assert_eq!(e.status(), 400, "{what}: {e}");
+        assert!(
+            e.to_string().contains("jsonb value too large"),
+            "{what}: {e}"
+        );
+    }
+    // Stored, the same: and as text it is answered whole.
+    query(&s, r#"CREATE TABLE "ws"."jt" (j jsonb)"#, &[]).await?;
+    query(&s, &format!(r#"INSERT INTO "ws"."jt" VALUES ({big})"#), &[]).await?;
+    let r = query(
+        &s,
+        r#"SELECT jsonb_typeof(j), jsonb_array_length(j), length(j::text) FROM "ws"."jt""#,
+        &[],
+    )
+    .await?;
+    assert_eq!(
+        r.rows,
+        Some(vec![vec![json!("array"), json!(400001), json!(3_600_003)]])
+    );
+    assert_400(
+        query(&s, r#"SELECT j @> '[1]' FROM "ws"."jt""#, &[]).await,
+        "stored @>",
+    );
+    // Small values are as before.
+    let r = query(
+        &s,
+        r#"SELECT jsonb_typeof('{"a":1}'), jsonb_array_length('[1,[2,3]]'), '{"a":[1]}'::jsonb @> '{"a":[1]}', '[1]'::jsonb || '[2]'::jsonb"#,
+        &[],
+    )
+    .await?;
+    assert_eq!(
+        r.rows,
+        Some(vec![vec![
+            json!("object"),
+            json!(2),
+            json!(true),
+            json!([1, 2])
+        ]])
+    );
+    Ok(())
+}

@@ -97,8 +97,16 @@ fn float32(f: f32) -> Value {
     text.parse::<f64>().map(float).unwrap_or(Value::Null)
 }
 
-fn parse_json(text: &str) -> Value {
-    serde_json::from_str(text).unwrap_or_else(|_| Value::String(text.to_string()))
+/// A jsonb cell as its JSON value, refused past `json_tree::TREE_LIMIT`: its tree is
+/// built before it can be charged to the statement.
+fn parse_json(text: &str) -> Result<Value> {
+    if let Some(message) = crate::value::json_tree::too_large(
+        text,
+        "for a JSON answer (select it as text, j::text, or as Arrow)",
+    ) {
+        return Err(Error::BadRequest(message));
+    }
+    Ok(serde_json::from_str(text).unwrap_or_else(|_| Value::String(text.to_string())))
 }
 
 /// Formats microseconds since the epoch: fraction only when non-zero, `Z` with a zone.
@@ -160,7 +168,7 @@ fn encode(array: &dyn Array, i: usize, json: bool) -> Result<Value> {
                 _ => array.as_string_view().value(i),
             };
             if json {
-                parse_json(s)
+                parse_json(s)?
             } else {
                 Value::String(s.to_string())
             }

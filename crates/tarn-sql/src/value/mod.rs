@@ -5,6 +5,7 @@
 pub(crate) mod coerce;
 pub(crate) mod encode;
 pub(crate) mod from_json;
+pub(crate) mod json_tree;
 pub(crate) mod numeric_text;
 pub(crate) mod sizes;
 pub(crate) mod text_input;

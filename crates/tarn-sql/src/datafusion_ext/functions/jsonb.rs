@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use datafusion::arrow::array::{
-    Array, ArrayRef, AsArray, BooleanBuilder, Int32Builder, StringArray, StringBuilder,
+    Array, ArrayRef, AsArray, BooleanBuilder, Int32Builder, StringBuilder,
 };
 use datafusion::arrow::datatypes::DataType;
 use datafusion::common::{DFSchema, Result as DfResult, ScalarValue};
@@ -70,33 +70,168 @@ impl JsonbUdf {
     }
 }
 
-/// The JSON values of an argument: JSON text (stored jsonb, literals) or the JSON union
-/// that `->` returns.
-fn json_values(a: &ArrayRef) -> DfResult<Vec<Option<Value>>> {
-    if let DataType::Union(..) = a.data_type() {
-        let field = datafusion::arrow::datatypes::Field::new("v", a.data_type().clone(), true);
-        return (0..a.len())
-            .map(|i| {
-                if a.is_null(i) {
-                    return Ok(None);
-                }
-                crate::value::encode::encode_value(&field, a, i)
-                    .map(Some)
-                    .map_err(|e| datafusion::error::DataFusionError::Execution(e.to_string()))
-            })
-            .collect();
+/// One argument's rows: JSON text (stored jsonb, literals) or the JSON union that `->`
+/// returns; a constant is one row, read for every row. Values are read a row at a time
+/// and let go before the next (parsing a batch of large documents first held them all
+/// as `serde_json` values, several times their text: 500 rows of 600 KB took 6 GB).
+struct Rows {
+    array: ArrayRef,
+    constant: bool,
+    /// A constant's value, parsed once.
+    parsed: std::cell::OnceCell<Option<Value>>,
+}
+
+impl Rows {
+    fn new(v: &ColumnarValue) -> DfResult<Self> {
+        let (array, constant) = match v {
+            ColumnarValue::Scalar(s) => (s.to_array_of_size(1)?, true),
+            ColumnarValue::Array(a) => (a.clone(), false),
+        };
+        let array = match array.data_type() {
+            DataType::Union(..) => array,
+            _ => datafusion::arrow::compute::cast(&array, &DataType::Utf8)?,
+        };
+        Ok(Rows {
+            array,
+            constant,
+            parsed: std::cell::OnceCell::new(),
+        })
     }
-    let text = datafusion::arrow::compute::cast(a, &DataType::Utf8)?;
-    let text: &StringArray = text.as_string::<i32>();
-    text.iter().map(|t| t.map(parse).transpose()).collect()
+
+    fn row(&self, i: usize) -> usize {
+        if self.constant { 0 } else { i }
+    }
+
+    /// Row `i`'s text, unless it is NULL or a union value.
+    fn text(&self, i: usize) -> Option<Option<&str>> {
+        let i = self.row(i);
+        match self.array.data_type() {
+            DataType::Union(..) => None,
+            _ if self.array.is_null(i) => Some(None),
+            _ => Some(Some(self.array.as_string::<i32>().value(i))),
+        }
+    }
+
+    /// Row `i`'s value as a tree (within `json_tree::TREE_LIMIT`).
+    fn value(&self, i: usize) -> DfResult<Option<Value>> {
+        if self.constant
+            && let Some(v) = self.parsed.get()
+        {
+            return Ok(v.clone());
+        }
+        let i = self.row(i);
+        let v = if self.array.is_null(i) {
+            None
+        } else if let DataType::Union(..) = self.array.data_type() {
+            let field =
+                datafusion::arrow::datatypes::Field::new("v", self.array.data_type().clone(), true);
+            Some(
+                crate::value::encode::encode_value(&field, &self.array, i)
+                    .map_err(|e| datafusion::error::DataFusionError::Execution(e.to_string()))?,
+            )
+        } else {
+            Some(parse(self.array.as_string::<i32>().value(i))?)
+        };
+        if self.constant {
+            let _ = self.parsed.set(v.clone());
+        }
+        Ok(v)
+    }
+
+    /// Row `i`'s kind, read without building its tree.
+    fn shape(&self, i: usize) -> DfResult<Option<Shape>> {
+        match self.text(i) {
+            Some(None) => Ok(None),
+            Some(Some(text)) => shape(text).map(Some),
+            None => Ok(self.value(i)?.as_ref().map(Shape::of)),
+        }
+    }
 }
 
 fn parse(s: &str) -> DfResult<Value> {
+    if let Some(message) = crate::value::json_tree::too_large(s, "to work on") {
+        return Err(datafusion::error::DataFusionError::Execution(message));
+    }
     serde_json::from_str(s).map_err(|e| {
         datafusion::error::DataFusionError::Execution(format!(
             "invalid input syntax for type json: {e}"
         ))
     })
+}
+
+/// What a JSON value is, and an array's length: all `jsonb_typeof` and
+/// `jsonb_array_length` read, so a document is scanned for it, not built.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Shape {
+    Null,
+    Bool,
+    Number,
+    String,
+    Array(usize),
+    Object,
+}
+
+impl Shape {
+    fn of(v: &Value) -> Shape {
+        match v {
+            Value::Null => Shape::Null,
+            Value::Bool(_) => Shape::Bool,
+            Value::Number(_) => Shape::Number,
+            Value::String(_) => Shape::String,
+            Value::Array(items) => Shape::Array(items.len()),
+            Value::Object(_) => Shape::Object,
+        }
+    }
+}
+
+/// The [`Shape`] of the JSON document `text`, checked whole as [`parse`] checks it but
+/// without keeping anything of it.
+fn shape(text: &str) -> DfResult<Shape> {
+    use serde::de::{IgnoredAny, MapAccess, SeqAccess, Visitor};
+    struct Read;
+    impl<'de> Visitor<'de> for Read {
+        type Value = Shape;
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("a JSON value")
+        }
+        fn visit_unit<E>(self) -> Result<Shape, E> {
+            Ok(Shape::Null)
+        }
+        fn visit_bool<E>(self, _: bool) -> Result<Shape, E> {
+            Ok(Shape::Bool)
+        }
+        fn visit_i64<E>(self, _: i64) -> Result<Shape, E> {
+            Ok(Shape::Number)
+        }
+        fn visit_u64<E>(self, _: u64) -> Result<Shape, E> {
+            Ok(Shape::Number)
+        }
+        fn visit_f64<E>(self, _: f64) -> Result<Shape, E> {
+            Ok(Shape::Number)
+        }
+        fn visit_str<E>(self, _: &str) -> Result<Shape, E> {
+            Ok(Shape::String)
+        }
+        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Shape, A::Error> {
+            let mut n = 0;
+            while seq.next_element::<IgnoredAny>()?.is_some() {
+                n += 1;
+            }
+            Ok(Shape::Array(n))
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Shape, A::Error> {
+            while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+            Ok(Shape::Object)
+        }
+    }
+    let mut de = serde_json::Deserializer::from_str(text);
+    serde::Deserializer::deserialize_any(&mut de, Read)
+        .and_then(|s| de.end().map(|()| s))
+        .map_err(|e| {
+            datafusion::error::DataFusionError::Execution(format!(
+                "invalid input syntax for type json: {e}"
+            ))
+        })
 }
 
 /// PostgreSQL's jsonb containment: objects contain sub-objects, arrays contain every
@@ -140,9 +275,7 @@ fn concat(a: Value, b: Value) -> Value {
     }
 }
 
-/// `a || b` of jsonb, a row at a time: each row's values are parsed, joined and written
-/// before the next row is read (parsing a batch of large documents first held them all
-/// as `serde_json` values, several times their text: 500 rows of 600 KB took 6 GB).
+/// `a || b` of jsonb, a row at a time (see [`Rows`]).
 fn concat_rows(args: &ScalarFunctionArgs) -> DfResult<ColumnarValue> {
     let n = args.number_rows;
     let [left, right] = args.args.as_slice() else {
@@ -150,37 +283,11 @@ fn concat_rows(args: &ScalarFunctionArgs) -> DfResult<ColumnarValue> {
             "jsonb || takes two values".into(),
         ));
     };
-    // A constant side is parsed once; a column's row when it is reached.
-    enum Side {
-        Constant(Option<Value>),
-        Rows(ArrayRef),
-    }
-    let side = |v: &ColumnarValue| -> DfResult<Side> {
-        Ok(match v {
-            ColumnarValue::Scalar(s) => {
-                Side::Constant(json_values(&s.to_array_of_size(1)?)?.pop().flatten())
-            }
-            ColumnarValue::Array(a) => Side::Rows(match a.data_type() {
-                DataType::Union(..) => a.clone(),
-                _ => datafusion::arrow::compute::cast(a, &DataType::Utf8)?,
-            }),
-        })
-    };
-    let at = |side: &Side, i: usize| -> DfResult<Option<Value>> {
-        match side {
-            Side::Constant(v) => Ok(v.clone()),
-            Side::Rows(a) if a.is_null(i) => Ok(None),
-            Side::Rows(a) => match a.data_type() {
-                DataType::Union(..) => Ok(json_values(&a.slice(i, 1))?.pop().flatten()),
-                _ => parse(a.as_string::<i32>().value(i)).map(Some),
-            },
-        }
-    };
-    let (l, r) = (side(left)?, side(right)?);
+    let (l, r) = (Rows::new(left)?, Rows::new(right)?);
     let mut b = StringBuilder::with_capacity(n, 0);
     let mut canonical = tarn_ingest::JsonbText::new();
     for i in 0..n {
-        let (Some(x), Some(y)) = (at(&l, i)?, at(&r, i)?) else {
+        let (Some(x), Some(y)) = (l.value(i)?, r.value(i)?) else {
             b.append_null();
             continue;
         };
@@ -249,29 +356,26 @@ impl ScalarUDFImpl for JsonbUdf {
         if self.f == JsonbFn::Concat {
             return concat_rows(&args);
         }
-        let arrays = ColumnarValue::values_to_arrays(&args.args)?;
-        let first = json_values(&arrays[0])?;
         let n = args.number_rows;
+        let first = Rows::new(&args.args[0])?;
         let out: ArrayRef = match self.f {
             JsonbFn::Contains => {
-                let second = json_values(&arrays[1])?;
+                let second = Rows::new(&args.args[1])?;
                 let mut b = BooleanBuilder::with_capacity(n);
-                for (x, y) in first.iter().zip(&second) {
-                    match (x, y) {
-                        (Some(x), Some(y)) => b.append_value(contains(x, y)),
+                for i in 0..n {
+                    match (first.value(i)?, second.value(i)?) {
+                        (Some(x), Some(y)) => b.append_value(contains(&x, &y)),
                         _ => b.append_null(),
                     }
                 }
                 Arc::new(b.finish())
             }
             JsonbFn::Exists => {
-                let keys = datafusion::arrow::compute::cast(&arrays[1], &DataType::Utf8)?;
-                let keys = keys.as_string::<i32>();
+                let keys = Rows::new(&args.args[1])?;
                 let mut b = BooleanBuilder::with_capacity(n);
-                for (i, x) in first.iter().enumerate() {
-                    match (x, keys.is_valid(i)) {
-                        (Some(x), true) => {
-                            let key = keys.value(i);
+                for i in 0..n {
+                    match (first.value(i)?, keys.text(i).flatten()) {
+                        (Some(x), Some(key)) => {
                             b.append_value(match x {
                                 Value::Object(o) => o.contains_key(key),
                                 Value::Array(items) => {
@@ -288,38 +392,34 @@ impl ScalarUDFImpl for JsonbUdf {
             }
             JsonbFn::Typeof => {
                 let mut b = StringBuilder::with_capacity(n, n * 6);
-                for v in &first {
-                    let Some(v) = v else {
+                for i in 0..n {
+                    let Some(shape) = first.shape(i)? else {
                         b.append_null();
                         continue;
                     };
-                    b.append_value(match v {
-                        Value::Null => "null",
-                        Value::Bool(_) => "boolean",
-                        Value::Number(_) => "number",
-                        Value::String(_) => "string",
-                        Value::Array(_) => "array",
-                        Value::Object(_) => "object",
+                    b.append_value(match shape {
+                        Shape::Null => "null",
+                        Shape::Bool => "boolean",
+                        Shape::Number => "number",
+                        Shape::String => "string",
+                        Shape::Array(_) => "array",
+                        Shape::Object => "object",
                     });
                 }
                 Arc::new(b.finish())
             }
-            JsonbFn::Concat => unreachable!("answered above"),
             JsonbFn::ArrayLength => {
                 let mut b = Int32Builder::with_capacity(n);
-                for v in &first {
-                    let Some(v) = v else {
-                        b.append_null();
-                        continue;
-                    };
-                    match v {
-                        Value::Array(items) => b.append_value(items.len() as i32),
-                        Value::Object(_) => {
+                for i in 0..n {
+                    match first.shape(i)? {
+                        None => b.append_null(),
+                        Some(Shape::Array(len)) => b.append_value(len as i32),
+                        Some(Shape::Object) => {
                             return Err(datafusion::error::DataFusionError::Execution(
                                 "cannot get array length of a non-array".into(),
                             ));
                         }
-                        _ => {
+                        Some(_) => {
                             return Err(datafusion::error::DataFusionError::Execution(
                                 "cannot get array length of a scalar".into(),
                             ));
@@ -328,6 +428,7 @@ impl ScalarUDFImpl for JsonbUdf {
                 }
                 Arc::new(b.finish())
             }
+            JsonbFn::Concat => unreachable!("answered above"),
         };
         if args
             .args
