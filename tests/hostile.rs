@@ -2919,3 +2919,127 @@ async fn jsonb_values_are_worked_on_within_their_size() -> TestResult {
     );
     Ok(())
 }
+
+/// A non-zero number too small for a `real` column is PostgreSQL's out-of-range error
+/// on every write path, as the cast already was: it had been stored as 0 (or -0).
+#[tokio::test]
+async fn real_columns_refuse_values_that_would_underflow_to_zero() -> TestResult {
+    let (_tarn, s) = session().await?;
+    for engine in ["", " USING engine"] {
+        query(&s, r#"DROP TABLE IF EXISTS "ws"."uf""#, &[]).await?;
+        query(
+            &s,
+            &format!(r#"CREATE TABLE "ws"."uf" (id int8 PRIMARY KEY, r real, d float8){engine}"#),
+            &[],
+        )
+        .await?;
+        query(&s, r#"INSERT INTO "ws"."uf" VALUES (1, 0, 0)"#, &[]).await?;
+        for (what, sql, params) in [
+            (
+                "literal",
+                r#"INSERT INTO "ws"."uf" (id, r) VALUES (2, 1e-46)"#,
+                vec![],
+            ),
+            (
+                "negative",
+                r#"INSERT INTO "ws"."uf" (id, r) VALUES (2, -1e-300)"#,
+                vec![],
+            ),
+            (
+                "parameter",
+                r#"INSERT INTO "ws"."uf" (id, r) VALUES (2, $1)"#,
+                vec![json!(1e-46)],
+            ),
+            (
+                "text",
+                r#"INSERT INTO "ws"."uf" (id, r) VALUES (2, '1e-46')"#,
+                vec![],
+            ),
+            (
+                "select",
+                r#"INSERT INTO "ws"."uf" (id, r) SELECT 2, 1e-46::float8"#,
+                vec![],
+            ),
+            (
+                "update",
+                r#"UPDATE "ws"."uf" SET r = 1e-46 WHERE id = 1"#,
+                vec![],
+            ),
+            (
+                "float8 text",
+                r#"INSERT INTO "ws"."uf" (id, d) VALUES (2, '1e-400')"#,
+                vec![],
+            ),
+        ] {
+            let e = query(&s, sql, &params).await.err().ok_or(what)?;
+            assert_eq!(e.status(), 400, "{what}{engine}: {e}");
+            assert!(
+                e.to_string().contains("out of range"),
+                "{what}{engine}: {e}"
+            );
+        }
+        let e = s
+            .query_batch(
+                "ws",
+                r#"INSERT INTO "ws"."uf" (id, r) VALUES ($1, $2)"#,
+                &[vec![json!(3), json!(1e-46)]],
+            )
+            .await
+            .err()
+            .ok_or("batch")?;
+        assert_eq!(e.status(), 400, "batch{engine}: {e}");
+        // Zeros, and values a real holds, are stored.
+        query(
+            &s,
+            r#"INSERT INTO "ws"."uf" VALUES (4, -0.0, 0), (5, 1e-30, 1e-300)"#,
+            &[],
+        )
+        .await?;
+        let r = query(&s, r#"SELECT count(*) FROM "ws"."uf""#, &[]).await?;
+        assert_eq!(r.rows, Some(vec![vec![json!(3)]]), "{engine}");
+    }
+    Ok(())
+}
+
+/// `x % 0` of floating-point numbers is `division by zero`, as `/` is (and as
+/// numeric's `%` is in PostgreSQL): Arrow answered NaN, which a write then stored.
+#[tokio::test]
+async fn float_remainder_by_zero_is_division_by_zero() -> TestResult {
+    let (_tarn, s) = session().await?;
+    query(
+        &s,
+        r#"CREATE TABLE "ws"."nm" (a float8, b float8, r real)"#,
+        &[],
+    )
+    .await?;
+    query(&s, r#"INSERT INTO "ws"."nm" VALUES (5.5, 0, 2)"#, &[]).await?;
+    for sql in [
+        "SELECT 5.0 % 0",
+        "SELECT mod(5.0, 0)",
+        "SELECT 5.5::float8 % 0",
+        r#"SELECT a % b FROM "ws"."nm""#,
+        r#"SELECT r % 0::real FROM "ws"."nm""#,
+        r#"INSERT INTO "ws"."nm" (a) SELECT a % b FROM "ws"."nm""#,
+    ] {
+        let e = query(&s, sql, &[]).await.err().ok_or(sql)?;
+        assert_eq!(e.status(), 400, "{sql}: {e}");
+        assert!(e.to_string().contains("division by zero"), "{sql}: {e}");
+    }
+    let r = query(
+        &s,
+        r#"SELECT 5.5 % 2, a % 2, 'NaN'::float8 % 0, 7 % 3, (-9223372036854775807 - 1) % -1 FROM "ws"."nm""#,
+        &[],
+    )
+    .await?;
+    assert_eq!(
+        r.rows,
+        Some(vec![vec![
+            json!(1.5),
+            json!(1.5),
+            json!("NaN"),
+            json!(1),
+            json!(0)
+        ]])
+    );
+    Ok(())
+}

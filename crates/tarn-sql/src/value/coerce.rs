@@ -409,11 +409,18 @@ fn coerce_plain(array: &ArrayRef, col: &ColumnDef) -> Result<ArrayRef> {
 
 /// PostgreSQL refuses a number too large for `real`/`double precision` (`3.5e38` into
 /// a `real` column, `'1e1000'` into a `double precision` one) instead of storing
-/// Infinity; the words `Infinity`/`inf` (signed) stay infinite.
+/// Infinity, and one too small that is not zero (`1e-46` into a `real` column) instead
+/// of storing 0; the words `Infinity`/`inf` (signed) stay infinite.
 fn float_in_range(source: &ArrayRef, out: &ArrayRef, ty: &SqlType) -> Result<()> {
     let out = cast_with_options(out, &DataType::Float64, &STRICT)?;
     let out = out.as_primitive::<Float64Type>();
-    if !out.iter().flatten().any(f64::is_infinite) {
+    let text = matches!(
+        source.data_type(),
+        DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View
+    );
+    let zeros = out.iter().flatten().any(|v| v == 0.0);
+    let infinite = out.iter().flatten().any(f64::is_infinite);
+    if !infinite && !zeros {
         return Ok(());
     }
     let type_name = if *ty == SqlType::Float4 {
@@ -421,17 +428,48 @@ fn float_in_range(source: &ArrayRef, out: &ArrayRef, ty: &SqlType) -> Result<()>
     } else {
         "double precision"
     };
-    let text = matches!(
-        source.data_type(),
-        DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View
-    );
-    let source = cast_with_options(source, &DataType::Utf8, &STRICT)?;
-    let source = source.as_string::<i32>();
+    // A number source as float8 (a zero is a zero only if it was one).
+    let numbers = if !text && zeros {
+        let n = cast_with_options(source, &DataType::Float64, &STRICT).ok();
+        n.filter(|n| n.data_type() == &DataType::Float64)
+    } else {
+        None
+    };
+    let numbers = numbers.as_ref().map(|n| n.as_primitive::<Float64Type>());
+    // The source as written: only for text, or to tell Infinity written from overflow.
+    let texts = if text || infinite {
+        Some(cast_with_options(source, &DataType::Utf8, &STRICT)?)
+    } else {
+        None
+    };
+    let texts = texts.as_ref().map(|t| t.as_string::<i32>());
     for i in 0..out.len() {
-        if out.is_null(i) || !out.value(i).is_infinite() || source.is_null(i) {
+        if out.is_null(i) || source.is_null(i) {
             continue;
         }
-        let written = source.value(i).trim();
+        let v = out.value(i);
+        let written = texts.map_or("", |t| t.value(i).trim());
+        if v == 0.0 {
+            let underflow = if text {
+                tarn_ingest::underflows(written, v)
+            } else {
+                numbers.is_some_and(|n| n.is_valid(i) && n.value(i) != 0.0)
+            };
+            if !underflow {
+                continue;
+            }
+            return if text {
+                bad(format!(
+                    "{} is out of range for type {type_name}",
+                    tarn_catalog::shown(written)
+                ))
+            } else {
+                bad("value out of range: underflow")
+            };
+        }
+        if !v.is_infinite() {
+            continue;
+        }
         let word = written.trim_start_matches(['+', '-']).to_ascii_lowercase();
         if word == "inf" || word == "infinity" {
             continue;

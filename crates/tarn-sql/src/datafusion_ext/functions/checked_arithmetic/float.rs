@@ -64,6 +64,7 @@ impl ScalarUDFImpl for FloatChecked {
             Op::Sub => "tarn_float_sub",
             Op::Mul => "tarn_float_mul",
             Op::Div => "tarn_float_div",
+            Op::Rem => "tarn_float_rem",
         }
     }
 
@@ -97,8 +98,11 @@ impl ScalarUDFImpl for FloatChecked {
         let arrays = ColumnarValue::values_to_arrays(&args.args)?;
         let (a, b) = (&arrays[0], &arrays[1]);
         let (x, y) = (as_f64(a), as_f64(b));
-        // x / 0 fails unless x is NULL or NaN (NaN / 0 is NaN in PostgreSQL).
-        if self.op == Op::Div && x.iter().zip(&y).any(|(x, y)| *y == 0.0 && !x.is_nan()) {
+        // x / 0 fails unless x is NULL or NaN (NaN / 0 is NaN in PostgreSQL); x % 0 as
+        // numeric's does (Arrow answered NaN).
+        if matches!(self.op, Op::Div | Op::Rem)
+            && x.iter().zip(&y).any(|(x, y)| *y == 0.0 && !x.is_nan())
+        {
             return exec_err!("division by zero");
         }
         let out = self.op.apply(a, b)?;

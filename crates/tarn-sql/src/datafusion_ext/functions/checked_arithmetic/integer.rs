@@ -9,6 +9,9 @@ pub(super) enum Op {
     Sub,
     Mul,
     Div,
+    /// `%`: planned checked for floats only (integers keep DataFusion's, whose `MIN %
+    /// -1` is PostgreSQL's 0).
+    Rem,
 }
 
 impl Op {
@@ -19,6 +22,7 @@ impl Op {
             Op::Sub => numeric::sub(a, b),
             Op::Mul => numeric::mul(a, b),
             Op::Div => numeric::div(a, b),
+            Op::Rem => numeric::rem(a, b),
         }
     }
 }
@@ -88,6 +92,7 @@ impl ScalarUDFImpl for Checked {
             Op::Sub => "tarn_checked_sub",
             Op::Mul => "tarn_checked_mul",
             Op::Div => "tarn_checked_div",
+            Op::Rem => "tarn_checked_rem",
         }
     }
 

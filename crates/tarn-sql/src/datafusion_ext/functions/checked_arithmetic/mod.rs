@@ -648,6 +648,7 @@ fn binary(
         Operator::Minus => Some(Op::Sub),
         Operator::Multiply => Some(Op::Mul),
         Operator::Divide => Some(Op::Div),
+        Operator::Modulo => Some(Op::Rem),
         _ => None,
     };
     let unchanged = |l: Expr, r: Expr, ty: Option<DataType>| {
@@ -717,6 +718,10 @@ fn binary(
     let (Ok(mut lt), Ok(mut rt)) = (lt, rt) else {
         return unchanged(l, r, None);
     };
+    if kind == Op::Rem && !(lt == rt && is_float(&lt)) {
+        let ty = BinaryTypeCoercer::new(&lt, &op, &rt).get_result_type().ok();
+        return unchanged(l, r, ty);
+    }
     // DataFusion's unsigned integers (`row_number()`, `ntile`) are bigint in
     // PostgreSQL: their arithmetic is int8's, and may go negative.
     let (mut l, mut r) = (l, r);
