@@ -3043,3 +3043,25 @@ async fn float_remainder_by_zero_is_division_by_zero() -> TestResult {
     );
     Ok(())
 }
+
+/// A pattern past the regex engine's size limit is a 400 in words, for every function
+/// that compiles one: regexp_replace's had been a 500 "internal error", `~`'s named the
+/// Rust enum (`CompiledTooBig(10485760)`).
+#[tokio::test]
+async fn regular_expressions_too_large_to_compile_are_400s() -> TestResult {
+    let (_tarn, s) = session().await?;
+    query(&s, r#"CREATE TABLE "ws"."h" (body text)"#, &[]).await?;
+    query(&s, r#"INSERT INTO "ws"."h" VALUES ('abc')"#, &[]).await?;
+    let p = "repeat('(a|b)', 100000)";
+    for sql in [
+        format!("SELECT regexp_replace('abc', {p}, 'x', 'g')"),
+        format!(r#"SELECT regexp_replace(body, {p}, 'z') FROM "ws"."h""#),
+        format!("SELECT 'abc' ~ {p}"),
+    ] {
+        let e = query(&s, &sql, &[]).await.err().ok_or("accepted")?;
+        assert_eq!(e.status(), 400, "{sql}: {e}");
+        assert!(e.to_string().contains("too complex"), "{sql}: {e}");
+        assert!(!e.to_string().contains("CompiledTooBig"), "{sql}: {e}");
+    }
+    Ok(())
+}

@@ -133,6 +133,9 @@ fn panicked(msg: &str) -> Error {
 /// joins, collections, Arrow's external errors), with their kind; DataFusion's own are
 /// stripped of their wrappers and classified.
 fn from_datafusion(e: DataFusionError) -> Error {
+    if let Some(m) = regex_too_large(&e.to_string()) {
+        return Error::BadRequest(m);
+    }
     match e {
         DataFusionError::External(inner) => match inner.downcast::<Error>() {
             Ok(ours) => *ours,
@@ -165,6 +168,11 @@ fn from_datafusion(e: DataFusionError) -> Error {
 
 /// Classifies a DataFusion error seen by reference (ours inside are copied out).
 fn classify(e: &DataFusionError) -> Error {
+    // A pattern past the regex crate's size limit: DataFusion's regexp_replace called
+    // it an internal error (a 500), Arrow's `~` printed the Rust enum.
+    if let Some(m) = regex_too_large(&e.to_string()) {
+        return Error::BadRequest(m);
+    }
     match e {
         DataFusionError::External(inner) => from_foreign(inner.as_ref()),
         DataFusionError::Context(_, inner) | DataFusionError::Diagnostic(_, inner) => {
@@ -458,6 +466,23 @@ fn regex_error(text: &str) -> String {
         .map(|w| w.trim_end_matches(['~', ')']).trim())
         .unwrap_or("it does not compile");
     format!("invalid regular expression: {what} in {}", shown(pattern))
+}
+
+/// The refusal of a regular expression that compiles past the regex crate's size
+/// limit, from either wording of it.
+fn regex_too_large(text: &str) -> Option<String> {
+    let limit = if let Some((_, rest)) = text.split_once("Compiled regex exceeds size limit of ") {
+        rest.split(' ').next()
+    } else if let Some((_, rest)) = text.split_once("CompiledTooBig(") {
+        rest.split(')').next()
+    } else {
+        return None;
+    };
+    Some(format!(
+        "invalid regular expression: regular expression is too complex (it compiles past {} \
+         bytes); write a shorter pattern",
+        limit.unwrap_or("the limit of")
+    ))
 }
 
 /// PostgreSQL's message for a call of `name` with arguments of types `args` (already
