@@ -135,6 +135,14 @@ pub(crate) async fn export(
             file.display()
         ));
     };
+    // Only a query is exported, and that is known before anything runs: a write run
+    // first would be applied behind the refusal (PostgreSQL's COPY takes a query too).
+    if tarn::returns_rows_only(sql) == Some(false) {
+        return usage(
+            "export takes one query (SELECT, VALUES, TABLE or WITH … SELECT); the \
+             statement was not run",
+        );
+    }
     // The result is read as Arrow (charged to `query_memory`) and written a batch at a
     // time, each batch let go once written: as JSON rows and one buffer of the whole
     // file, 500 MB of rows had taken 3.25 GB and 700 MB was refused.

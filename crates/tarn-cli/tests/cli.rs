@@ -1015,3 +1015,52 @@ fn json_errors_at_open_and_for_bad_input() {
     let out = tarn(dir.path(), &["tables", "-w", "ws", "--json"], None);
     error_of(&out, 500, "Internal");
 }
+
+/// An export takes a query and says so before it runs anything: an INSERT had been
+/// applied, and then refused as returning no rows (exit 2 after the data changed).
+#[test]
+fn export_refuses_a_write_before_running_it() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("data");
+    let out = tarn(
+        &data,
+        &["sql", "-w", "w", r#"CREATE TABLE "w"."z" (x INT8)"#],
+        None,
+    );
+    assert_code(&out, 0, "create");
+    let file = dir.path().join("x.csv");
+    let file = file.to_str().expect("utf-8 path");
+    for sql in [
+        r#"INSERT INTO "w"."z" VALUES (1)"#,
+        r#"INSERT INTO "w"."z" VALUES (1) RETURNING x"#,
+        r#"UPDATE "w"."z" SET x = 2"#,
+        r#"DELETE FROM "w"."z""#,
+        r#"DROP TABLE "w"."z""#,
+    ] {
+        let out = tarn(&data, &["export", "-w", "w", sql, file], None);
+        assert_code(&out, 2, sql);
+        let said = String::from_utf8_lossy(&out.stderr);
+        assert!(said.contains("was not run"), "{sql}: {said}");
+    }
+    let out = tarn(
+        &data,
+        &[
+            "sql",
+            "-w",
+            "w",
+            "--json",
+            r#"SELECT count(*) FROM "w"."z""#,
+        ],
+        None,
+    );
+    assert_eq!(json_lines(&out)[0]["rows"], json!([[0]]));
+    // Queries of every form export.
+    for sql in [
+        r#"SELECT * FROM "w"."z""#,
+        "VALUES (1), (2)",
+        r#"WITH q AS (SELECT 1 AS a) SELECT a FROM q"#,
+    ] {
+        let out = tarn(&data, &["export", "-w", "w", sql, file], None);
+        assert_code(&out, 0, sql);
+    }
+}

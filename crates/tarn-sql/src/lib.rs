@@ -29,7 +29,7 @@ pub use ast::types::{arrow_type, is_json_field};
 pub use datafusion_ext::context::deadline::{StopHandle, Stoppable, stoppable};
 pub use datafusion_ext::provider::{EngineTable, table_schema};
 pub use error::{Error, Result};
-pub use router::SqlEngine;
+pub use router::{SqlEngine, returns_rows_only};
 pub use statement::ddl::{check_column_name, check_table_name};
 pub use statement::result::{BatchTotals, StatementResult};
 pub use statement::settings::{EF_SEARCH, Settings};

@@ -574,6 +574,31 @@ impl SqlEngine {
     }
 }
 
+/// Whether `sql` is one statement that only reads and returns rows — a query (SELECT,
+/// VALUES, TABLE, WITH … SELECT) with no INSERT, UPDATE, DELETE or MERGE inside — as
+/// `COPY (query) TO` takes; `None` when it does not parse (running it reports why). An
+/// export checks it before it runs anything: a write run only to find it returns no
+/// rows would be applied behind the refusal.
+pub fn returns_rows_only(sql: &str) -> Option<bool> {
+    use datafusion::sql::sqlparser::ast::{Visit, Visitor};
+    let stmts = Parser::parse_sql(&EngineDialect::default(), sql).ok()?;
+    let [stmt @ Statement::Query(_)] = stmts.as_slice() else {
+        return Some(false);
+    };
+    struct Writes(usize);
+    impl Visitor for Writes {
+        type Break = ();
+        fn pre_visit_statement(&mut self, _: &Statement) -> std::ops::ControlFlow<()> {
+            self.0 += 1;
+            if self.0 > 1 {
+                return std::ops::ControlFlow::Break(());
+            }
+            std::ops::ControlFlow::Continue(())
+        }
+    }
+    Some(stmt.visit(&mut Writes(0)).is_continue())
+}
+
 /// Whether large text parameters of `stmt` bind by number: where DataFusion plans the
 /// whole statement and nothing of it is stored (see `functions::param_text`).
 fn binds_texts_by_number(stmt: &Statement) -> bool {

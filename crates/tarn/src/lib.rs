@@ -109,6 +109,7 @@ pub use tarn_sql::StatementAllocator;
 /// Whether a result column holds jsonb (its values are JSON text): what an export writes
 /// as stored rather than as a JSON value.
 pub use tarn_sql::is_json_field;
+pub use tarn_sql::returns_rows_only;
 pub use tarn_sql::{StopHandle, Stoppable, stoppable};
 pub use tarn_storage::{BuildProgress, SyncMode};
 pub use upload::{BoundWorkspace, UploadProgress, UploadedTable};
