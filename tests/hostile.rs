@@ -3065,3 +3065,65 @@ async fn regular_expressions_too_large_to_compile_are_400s() -> TestResult {
     }
     Ok(())
 }
+
+/// A number written to a boolean column, or a boolean to a number column, is
+/// PostgreSQL's type error on every write path (2 and 0.5 had stored true, true had
+/// stored 1), as the casts already were.
+#[tokio::test]
+async fn booleans_and_numbers_are_not_assigned_to_each_other() -> TestResult {
+    let (_tarn, s) = session().await?;
+    for engine in ["", " USING engine"] {
+        query(&s, r#"DROP TABLE IF EXISTS "ws"."bi""#, &[]).await?;
+        query(
+            &s,
+            &format!(
+                r#"CREATE TABLE "ws"."bi" (id int8 PRIMARY KEY, b boolean, i int4, s int2, f real){engine}"#
+            ),
+            &[],
+        )
+        .await?;
+        query(&s, r#"INSERT INTO "ws"."bi" (id) VALUES (1)"#, &[]).await?;
+        for (sql, params) in [
+            (r#"INSERT INTO "ws"."bi" (id, b) VALUES (2, 2)"#, vec![]),
+            (r#"INSERT INTO "ws"."bi" (id, b) VALUES (2, 0.5)"#, vec![]),
+            (r#"INSERT INTO "ws"."bi" (id, i) VALUES (2, true)"#, vec![]),
+            (r#"INSERT INTO "ws"."bi" (id, s) VALUES (2, false)"#, vec![]),
+            (r#"INSERT INTO "ws"."bi" (id, f) SELECT 2, true"#, vec![]),
+            (
+                r#"INSERT INTO "ws"."bi" (id, i) VALUES (2, $1)"#,
+                vec![json!(true)],
+            ),
+            (r#"UPDATE "ws"."bi" SET s = true"#, vec![]),
+            (r#"UPDATE "ws"."bi" SET b = 1"#, vec![]),
+        ] {
+            let e = query(&s, sql, &params).await.err().ok_or(sql)?;
+            assert_eq!(e.status(), 400, "{sql}{engine}: {e}");
+            assert!(
+                e.to_string().contains("but expression is of type"),
+                "{sql}{engine}: {e}"
+            );
+        }
+        // Text and the column's own types are written as before.
+        query(
+            &s,
+            r#"INSERT INTO "ws"."bi" VALUES (3, 't', 7, 2, 1.5), (4, false, '8', '3', '2.5')"#,
+            &[],
+        )
+        .await?;
+        let r = query(
+            &s,
+            r#"SELECT b, i, s, f FROM "ws"."bi" WHERE id >= 3 ORDER BY id"#,
+            &[],
+        )
+        .await?;
+        assert_eq!(
+            r.rows,
+            Some(vec![
+                vec![json!(true), json!(7), json!(2), json!(1.5)],
+                vec![json!(false), json!(8), json!(3), json!(2.5)]
+            ]),
+            "{engine}"
+        );
+    }
+    Ok(())
+}

@@ -184,6 +184,20 @@ fn coerce_plain(array: &ArrayRef, col: &ColumnDef) -> Result<ArrayRef> {
     if array.data_type() == &DataType::Null {
         return Ok(new_null_array(&target, array.len()));
     }
+    // PostgreSQL assigns no number to a boolean column and no boolean to a number
+    // column (Arrow cast 2 and 0.5 to true, true to 1).
+    let source = array.data_type();
+    if (target == DataType::Boolean && source.is_numeric())
+        || (target.is_numeric() && source == &DataType::Boolean)
+    {
+        return bad(format!(
+            "column \"{}\" is of type {} but expression is of type {}; rewrite or cast the \
+             expression",
+            col.name,
+            type_label(col),
+            crate::error::pg_type_names(&source.to_string())
+        ));
+    }
     // Numeric text is bounded before Arrow parses it (see `MAX_NUMERIC_TEXT`), and read
     // in scientific notation too (`'1.5e2'`), as a cast to numeric reads it.
     let plain;
