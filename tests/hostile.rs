@@ -3127,3 +3127,56 @@ async fn booleans_and_numbers_are_not_assigned_to_each_other() -> TestResult {
     }
     Ok(())
 }
+
+/// The unaliased expressions of a derived table or WITH query take PostgreSQL's names
+/// (`?column?`, a function's name), not DataFusion's plan names (`Int64(1)`,
+/// `Utf8("a")`), which CREATE TABLE … AS had stored as column names.
+#[tokio::test]
+async fn derived_table_columns_are_named_as_postgresql_names_them() -> TestResult {
+    let (_tarn, s) = session().await?;
+    query(&s, r#"CREATE TABLE "ws"."t" (id int8, x int8)"#, &[]).await?;
+    query(&s, r#"INSERT INTO "ws"."t" VALUES (1, 10), (2, 20)"#, &[]).await?;
+    let r = query(&s, "SELECT * FROM (SELECT 1, 'a', 2.5) x", &[]).await?;
+    assert_eq!(r.columns, vec!["?column?", "?column?", "?column?"]);
+    assert_eq!(r.rows, Some(vec![vec![json!(1), json!("a"), json!(2.5)]]));
+    let r = query(&s, "WITH q AS (SELECT 1, upper('a')) SELECT * FROM q", &[]).await?;
+    assert_eq!(r.columns, vec!["?column?", "upper"]);
+    let r = query(
+        &s,
+        r#"SELECT x.count, x.m FROM (SELECT count(*), max(x) AS m FROM "ws"."t") x"#,
+        &[],
+    )
+    .await?;
+    assert_eq!(r.rows, Some(vec![vec![json!(2), json!(20)]]));
+    query(
+        &s,
+        r#"CREATE TABLE "ws"."cx" AS SELECT * FROM (SELECT id, id * 2, upper('a') FROM "ws"."t") x"#,
+        &[],
+    )
+    .await?;
+    let names: Vec<String> = s
+        .table("ws", "cx")
+        .await?
+        .columns
+        .iter()
+        .map(|c| c.name.clone())
+        .collect();
+    assert_eq!(names, vec!["id", "?column?", "upper"]);
+    Ok(())
+}
+
+/// A large nested array parameter cast to a one-dimensional array type says what is
+/// wrong in Tarn's words (Arrow's was 'Cannot cast LIST to non-list data type real').
+#[tokio::test]
+async fn large_nested_array_parameters_cast_to_flat_arrays_say_so() -> TestResult {
+    let (_tarn, s) = session().await?;
+    let nested = json!(vec![vec![0.5; 64]; 300]);
+    let e = query(&s, "SELECT cardinality($1::float4[])", &[nested])
+        .await
+        .err()
+        .ok_or("accepted")?;
+    assert_eq!(e.status(), 400, "{e}");
+    assert!(e.to_string().contains("nested array"), "{e}");
+    assert!(!e.to_string().contains("LIST"), "{e}");
+    Ok(())
+}

@@ -821,6 +821,16 @@ fn pg_wording(m: &str) -> Option<String> {
             ));
         }
     }
+    // "Cannot cast LIST to non-list data type real": a nested array (a large parameter
+    // bound as one Arrow list) cast to a one-dimensional array type, as the small one's
+    // `cannot cast type bigint[][] to real[]` says.
+    if let Some(ty) = m.strip_prefix("Cannot cast LIST to non-list data type ") {
+        return Some(format!(
+            "cannot cast a nested array to type {}[]: its elements are arrays (a bag of \
+             vectors is FLOAT4[][])",
+            pg_type_names(ty.trim())
+        ));
+    }
     // "Cannot cast to FixedSizeList(3): value at index 0 has length 2": `x::real[3]`.
     if let Some(rest) = m.strip_prefix("Cannot cast to FixedSizeList(")
         && let Some((want, rest)) = rest.split_once("):")

@@ -182,8 +182,15 @@ impl SqlEngine {
         Ok(out)
     }
 
-    /// The notice of a statement whose index build goes on past it.
+    /// The notice of a statement whose index build goes on past it: past the statement
+    /// timeout, or stopped by the host's shutdown (which the timeout had been blamed for).
     fn background_build_notice(&self) -> String {
+        if *self.closing.borrow() {
+            return "the index build was stopped by the shutdown: it is finished when the \
+                    database next opens (or by VACUUM of the table); until then, searches \
+                    read the segments it does not cover exactly (same results, slower)"
+                .into();
+        }
         format!(
             "the index is built in the background: its build did not finish within the \
              statement timeout ({} ms, limit query_timeout); until it does, searches read \

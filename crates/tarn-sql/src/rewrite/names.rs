@@ -284,6 +284,64 @@ fn visible_name(name: &str) -> &str {
     name.split(UNIQUE_MARK).next().unwrap_or(name)
 }
 
+/// Names the unaliased expressions of a derived table's or a WITH query's SELECT list as
+/// PostgreSQL does (`FROM (SELECT 1, count(*) …) x` has the columns `?column?` and
+/// `count`), so that `SELECT *` over it shows those names, `x.count` reaches the count,
+/// and CREATE TABLE … AS stores them. DataFusion had named them by their plan
+/// (`Int64(1)`, `count(*)`), which CTAS kept as column names. Columns keep their own
+/// names; a name twice in one list is made unique by [`alias_duplicates`], which runs
+/// after this.
+pub fn derived_table_names(stmt: &mut datafusion::sql::sqlparser::ast::Statement) {
+    use datafusion::sql::sqlparser::ast::{TableFactor, VisitMut, VisitorMut};
+    use std::ops::ControlFlow;
+
+    fn name_list(q: &mut Query) {
+        let mut body = q.body.as_mut();
+        while let SetExpr::SetOperation { left, .. } = body {
+            body = left.as_mut();
+        }
+        let SetExpr::Select(select) = body else {
+            return;
+        };
+        for item in &mut select.projection {
+            let SelectItem::UnnamedExpr(e) = item else {
+                continue;
+            };
+            if matches!(e, Expr::Identifier(_) | Expr::CompoundIdentifier(_))
+                || crate::ast::ident::has_subquery(e)
+            {
+                continue;
+            }
+            let alias = Ident::with_quote('"', expr_name(e));
+            let null = datafusion::sql::sqlparser::ast::Value::Null.into();
+            let expr = std::mem::replace(e, Expr::Value(null));
+            *item = SelectItem::ExprWithAlias { expr, alias };
+        }
+    }
+
+    struct Namer;
+
+    impl VisitorMut for Namer {
+        type Break = ();
+        fn pre_visit_query(&mut self, q: &mut Query) -> ControlFlow<()> {
+            if let Some(with) = &mut q.with {
+                for cte in &mut with.cte_tables {
+                    name_list(&mut cte.query);
+                }
+            }
+            ControlFlow::Continue(())
+        }
+        fn pre_visit_table_factor(&mut self, factor: &mut TableFactor) -> ControlFlow<()> {
+            if let TableFactor::Derived { subquery, .. } = factor {
+                name_list(subquery);
+            }
+            ControlFlow::Continue(())
+        }
+    }
+
+    let _ = stmt.visit(&mut Namer);
+}
+
 /// Gives the planner unique names where PostgreSQL allows duplicates: in every SELECT
 /// list of `stmt`, an unaliased scalar subquery is aliased with PostgreSQL's name for it
 /// (so a derived table's `count` column can be referenced by that name) unless another

@@ -282,6 +282,7 @@ impl<'e> Txn<'e> {
     ) -> Result<(SchemaRef, Vec<RecordBatch>)> {
         let state = &self.shared.session;
         let mut stmt = stmt;
+        crate::rewrite::names::derived_table_names(&mut stmt);
         crate::rewrite::names::alias_duplicates(&mut stmt, false);
         crate::rewrite::names::function_column_aliases(&mut stmt);
         crate::rewrite::names::mod_function(&mut stmt);
