@@ -251,6 +251,22 @@ async fn file_shapes_are_read_as_expected() -> TestResult {
         .await?;
     assert_eq!(up.columns, ["column_1".to_string(), "k".repeat(63)]);
     assert_eq!(up.row_count, 2);
+    // A header given whole keeps its name; headers cut to it take suffixes (the cut
+    // ones had taken it first, leaving the whole one's values under a suffixed name).
+    let x = "x".repeat(63);
+    let body = format!("{x}1,{x}2,{x}\n1,2,3\n");
+    let up = s
+        .upload_table("ws", "cut", "c.csv", body.as_bytes())
+        .await?;
+    let x61 = "x".repeat(61);
+    assert_eq!(
+        up.columns,
+        [format!("{x61}_1"), format!("{x61}_2"), x.clone()]
+    );
+    let r = s
+        .query("ws", &format!(r#"SELECT "{x}" FROM "ws"."cut""#), &[])
+        .await?;
+    assert_eq!(r.rows, Some(vec![vec![json!(3)]]));
     // Vectors of different lengths in CSV are text (`{1,2}` is not JSON).
     s.upload_table(
         "ws",

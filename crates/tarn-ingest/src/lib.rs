@@ -247,7 +247,9 @@ const MAX_NAME_BYTES: usize = 63;
 
 /// Column names from a header: trimmed and cut to [`MAX_NAME_BYTES`], empty ones named
 /// by position (`column_N`), repeats suffixed (`name_1`, `name_2`, …) with a suffix no
-/// other column has.
+/// other column has. A name given whole is its column's before a cut one can take it:
+/// a header cut to 63 bytes had taken the name of a later column written with exactly
+/// those 63 bytes, which then got a suffix (its values under another column's name).
 fn column_names(raw: Vec<String>) -> Vec<String> {
     let cut = |s: &str, max: usize| {
         let mut end = s.len().min(max);
@@ -256,23 +258,34 @@ fn column_names(raw: Vec<String>) -> Vec<String> {
         }
         s[..end].to_string()
     };
-    let first: Vec<String> = raw
+    let first: Vec<(String, bool)> = raw
         .iter()
         .enumerate()
         .map(|(i, n)| {
-            let n = cut(n.trim(), MAX_NAME_BYTES);
+            let whole = n.trim();
+            let n = cut(whole, MAX_NAME_BYTES);
             if n.is_empty() {
-                format!("column_{}", i + 1)
+                (format!("column_{}", i + 1), false)
             } else {
-                n
+                let was_cut = n.len() < whole.len();
+                (n, was_cut)
             }
         })
         .collect();
+    let names: Vec<&String> = first.iter().map(|(n, _)| n).collect();
     let mut taken: std::collections::HashSet<String> = std::collections::HashSet::new();
-    let mut out = Vec::with_capacity(first.len());
-    for n in &first {
+    let mut out: Vec<Option<String>> = vec![None; first.len()];
+    for (i, (n, was_cut)) in first.iter().enumerate() {
+        if !was_cut && taken.insert(n.clone()) {
+            out[i] = Some(n.clone());
+        }
+    }
+    for (i, (n, _)) in first.iter().enumerate() {
+        if out[i].is_some() {
+            continue;
+        }
         if taken.insert(n.clone()) {
-            out.push(n.clone());
+            out[i] = Some(n.clone());
             continue;
         }
         let mut k = 1;
@@ -280,14 +293,14 @@ fn column_names(raw: Vec<String>) -> Vec<String> {
             let suffix = format!("_{k}");
             let candidate = cut(n, MAX_NAME_BYTES - suffix.len()) + &suffix;
             // A later column may have this name itself: skip names any column has.
-            if !first.contains(&candidate) && taken.insert(candidate.clone()) {
-                out.push(candidate);
+            if !names.contains(&&candidate) && taken.insert(candidate.clone()) {
+                out[i] = Some(candidate);
                 break;
             }
             k += 1;
         }
     }
-    out
+    out.into_iter().flatten().collect()
 }
 
 struct CsvState {
