@@ -3176,7 +3176,51 @@ async fn large_nested_array_parameters_cast_to_flat_arrays_say_so() -> TestResul
         .err()
         .ok_or("accepted")?;
     assert_eq!(e.status(), 400, "{e}");
-    assert!(e.to_string().contains("nested array"), "{e}");
+    assert!(e.to_string().contains("cannot cast"), "{e}");
     assert!(!e.to_string().contains("LIST"), "{e}");
+    Ok(())
+}
+
+/// An array of arrays cast or written to a one-level array type is refused, for text as
+/// for numbers: Arrow had cast each inner array to its display text (`[a, b]`, NULL and
+/// '' alike), so a 2-D parameter stored as a list of such texts.
+#[tokio::test]
+async fn nested_arrays_do_not_become_text_of_their_inner_arrays() -> TestResult {
+    let (_tarn, s) = session().await?;
+    query(&s, r#"CREATE TABLE "ws"."ta" (a text[])"#, &[]).await?;
+    for (sql, params) in [
+        ("SELECT (ARRAY[['a','b'],['c','d']]::text[])[1]", vec![]),
+        (
+            "SELECT cardinality($1::text[])",
+            vec![json!([["a", "b"], ["c", "d"]])],
+        ),
+        ("SELECT ARRAY[[NULL, ''], ['x', 'y']]::varchar[]", vec![]),
+        (
+            r#"INSERT INTO "ws"."ta" (a) VALUES ($1::text[])"#,
+            vec![json!([["a"], ["b"]])],
+        ),
+        (
+            r#"INSERT INTO "ws"."ta" (a) VALUES (ARRAY[['a'], ['b']])"#,
+            vec![],
+        ),
+    ] {
+        let e = query(&s, sql, &params).await.err().ok_or(sql)?;
+        assert_eq!(e.status(), 400, "{sql}: {e}");
+        let said = e.to_string();
+        assert!(
+            said.contains("[][]") || said.contains("one-dimensional"),
+            "{sql}: {e}"
+        );
+    }
+    let r = query(&s, r#"SELECT count(*) FROM "ws"."ta""#, &[]).await?;
+    assert_eq!(r.rows, Some(vec![vec![json!(0)]]));
+    // One level is as before.
+    let r = query(
+        &s,
+        "SELECT (ARRAY['a','b']::text[])[2], ARRAY[1,2]::text[]",
+        &[],
+    )
+    .await?;
+    assert_eq!(r.rows, Some(vec![vec![json!("b"), json!(["1", "2"])]]));
     Ok(())
 }

@@ -399,6 +399,28 @@ fn coerce_plain(array: &ArrayRef, col: &ColumnDef) -> Result<ArrayRef> {
             if array.data_type() == &target {
                 return Ok(array.clone());
             }
+            // An array of arrays into a column of one level fewer: Arrow would write each
+            // inner array as its display text (`[a, b]`).
+            let depth = |t: &DataType| {
+                let mut t = t;
+                let mut n = 0;
+                while let DataType::List(f)
+                | DataType::LargeList(f)
+                | DataType::FixedSizeList(f, _) = t
+                {
+                    n += 1;
+                    t = f.data_type();
+                }
+                n
+            };
+            if depth(&target) >= 1 && depth(array.data_type()) > depth(&target) {
+                return bad(format!(
+                    "column \"{}\" is of type {} but expression is of type {}",
+                    col.name,
+                    type_label(col),
+                    crate::error::pg_type_names(&array.data_type().to_string())
+                ));
+            }
             let out = cast_with_options(array, &target, &STRICT).map_err(|e| cast_error(col, e))?;
             // Arrow casts a value that is not a list into a one-element list, a NULL
             // too (`[null]`); a NULL stays NULL, as the statement path stores it.
@@ -457,6 +479,18 @@ fn float_in_range(source: &ArrayRef, out: &ArrayRef, ty: &SqlType) -> Result<()>
         None
     };
     let texts = texts.as_ref().map(|t| t.as_string::<i32>());
+    // Text is named as written (PostgreSQL's words for its input); a number by the way
+    // it left the type's range.
+    let refuse = |written: &str, how: &str| {
+        if text {
+            bad(format!(
+                "{} is out of range for type {type_name}",
+                tarn_catalog::shown(written)
+            ))
+        } else {
+            bad(format!("value out of range: {how}"))
+        }
+    };
     for i in 0..out.len() {
         if out.is_null(i) || source.is_null(i) {
             continue;
@@ -472,14 +506,7 @@ fn float_in_range(source: &ArrayRef, out: &ArrayRef, ty: &SqlType) -> Result<()>
             if !underflow {
                 continue;
             }
-            return if text {
-                bad(format!(
-                    "{} is out of range for type {type_name}",
-                    tarn_catalog::shown(written)
-                ))
-            } else {
-                bad("value out of range: underflow")
-            };
+            return refuse(written, "underflow");
         }
         if !v.is_infinite() {
             continue;
@@ -488,14 +515,7 @@ fn float_in_range(source: &ArrayRef, out: &ArrayRef, ty: &SqlType) -> Result<()>
         if word == "inf" || word == "infinity" {
             continue;
         }
-        return if text {
-            bad(format!(
-                "{} is out of range for type {type_name}",
-                tarn_catalog::shown(written)
-            ))
-        } else {
-            bad("value out of range: overflow")
-        };
+        return refuse(written, "overflow");
     }
     Ok(())
 }

@@ -143,6 +143,16 @@ impl AnalyzerRule for MarkExplicitCasts {
 
 /// Whether PostgreSQL has no cast from `from` to `to` where Arrow has one that makes a
 /// number of a boolean or a temporal value (or a temporal value of a number).
+/// How many list levels `t` has (0 for a scalar).
+pub(crate) fn list_depth(t: &DataType) -> usize {
+    match t {
+        DataType::List(f) | DataType::LargeList(f) | DataType::FixedSizeList(f, _) => {
+            1 + list_depth(f.data_type())
+        }
+        _ => 0,
+    }
+}
+
 fn no_pg_cast(from: &DataType, to: &DataType) -> bool {
     let numeric = |t: &DataType| {
         is_integer(t)
@@ -336,6 +346,22 @@ fn rewrite(e: Expr, schema: &DFSchema) -> DfResult<(Expr, Option<DataType>, bool
             if expr
                 .get_type(schema)
                 .is_ok_and(|from| no_pg_cast(&base_type(&from), &base_type(field.data_type()))) =>
+        {
+            let from = expr.get_type(schema)?;
+            datafusion::common::plan_err!(
+                "cannot cast type {} to {}",
+                crate::error::pg_type_names(&from.to_string()),
+                crate::error::pg_type_names(&field.data_type().to_string())
+            )
+        }
+        // An array of arrays cast to an array of one level fewer (`ARRAY[['a','b']]::text[]`):
+        // Arrow cast each inner array to its display text (`[a, b]`, NULL and '' alike);
+        // Tarn's array types have one level, as the numbers' casts already refused.
+        Expr::Cast(Cast { expr, field })
+            if expr.get_type(schema).is_ok_and(|from| {
+                let to = list_depth(field.data_type());
+                to >= 1 && list_depth(&from) > to
+            }) =>
         {
             let from = expr.get_type(schema)?;
             datafusion::common::plan_err!(
