@@ -26,7 +26,7 @@ pub(crate) const MAX_DEFAULT_BYTES: usize = 64 << 10;
 pub fn check_table_name(name: &str) -> Result<()> {
     if name.is_empty() || name.len() > 63 {
         return bad(format!(
-            "invalid table name {}: use 1-63 characters",
+            "invalid table name {}: use 1-63 bytes (a character may take several)",
             tarn_catalog::shown(name)
         ));
     }
