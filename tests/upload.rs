@@ -1480,3 +1480,46 @@ async fn header_names_with_control_characters_are_refused() -> TestResult {
     }
     Ok(())
 }
+
+/// `-0` in JSON and NDJSON is an integer's 0, as in CSV (SPEC §6): `serde_json` reads it
+/// as the float -0.0, which had made an all-integer column float8 holding -0.0. A
+/// decimal (`-0.0`) stays a float.
+#[tokio::test]
+async fn minus_zero_in_json_is_an_integer_as_in_csv() -> TestResult {
+    let tarn = Tarn::in_memory().await?;
+    let s = fixture(&tarn).await?;
+    for (table, file, body) in [
+        ("nd", "z.ndjson", "{\"x\":-0}\n{\"x\":5}\n"),
+        ("js", "z.json", "[{\"x\":-0},{\"x\":7}]"),
+        ("alone", "a.json", "[{\"x\":-0}]"),
+        ("csv", "z.csv", "x\n-0\n5\n"),
+    ] {
+        s.upload_table("ws", table, file, body.as_bytes()).await?;
+        assert_eq!(
+            columns(&s, table).await?,
+            vec![col("x", "int8", false)],
+            "{file}"
+        );
+        let r = s
+            .query(
+                "ws",
+                &format!(r#"SELECT x FROM "ws"."{table}" ORDER BY x"#),
+                &[],
+            )
+            .await?;
+        assert_eq!(
+            r.rows.as_ref().map(|r| r[0][0].clone()),
+            Some(json!(0)),
+            "{file}"
+        );
+    }
+    s.upload_table(
+        "ws",
+        "dec",
+        "d.json",
+        b"[{\"x\":-0.0},{\"x\":7}]".as_slice(),
+    )
+    .await?;
+    assert_eq!(columns(&s, "dec").await?, vec![col("x", "float8", false)]);
+    Ok(())
+}

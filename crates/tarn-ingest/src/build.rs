@@ -438,6 +438,8 @@ impl<'de> serde::de::Visitor<'de> for CellSeed<'_> {
     fn visit_f64<E: serde::de::Error>(mut self, v: f64) -> Result<(), E> {
         match &mut self.column.values {
             Values::Float(b) if v.is_finite() => b.append_value(v),
+            // `-0`, which `serde_json` reads as -0.0: an integer column's 0.
+            Values::Int(b) if v == 0.0 && v.is_sign_negative() => b.append_value(0),
             // The number's JSON text, as a `Value` would print it.
             Values::Text(b) => b.append_value(Value::from(v).to_string()),
             _ => return Err(self.mismatch(&Value::from(v).to_string())),

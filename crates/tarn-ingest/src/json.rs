@@ -284,30 +284,44 @@ impl<'de> Deserialize<'de> for Row {
 /// (read from the values' text; `serde_json` gives such a number as a float). Empty if
 /// the row does not parse (its error comes from [`parse_row`]).
 pub(crate) fn inexact_numbers(bytes: &[u8]) -> Vec<bool> {
-    struct Big(Vec<bool>);
-    impl<'de> Deserialize<'de> for Big {
-        fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-            struct BigVisitor;
-            impl<'de> Visitor<'de> for BigVisitor {
-                type Value = Big;
+    spelled(bytes, crate::infer::is_inexact_number)
+}
+
+/// Per value of a framed row, in document order: whether it is written `-0`, which
+/// `serde_json` gives as the float -0.0 (an integer column's 0, as in CSV).
+pub(crate) fn minus_zero_integers(bytes: &[u8]) -> Vec<bool> {
+    spelled(bytes, |t| t.trim() == "-0")
+}
+
+/// Per value of a framed row, in document order: `test` of the value's text as written.
+fn spelled(bytes: &[u8], test: fn(&str) -> bool) -> Vec<bool> {
+    struct Flags(Vec<bool>);
+    struct Seed(fn(&str) -> bool);
+    impl<'de> serde::de::DeserializeSeed<'de> for Seed {
+        type Value = Flags;
+        fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Flags, D::Error> {
+            struct FlagVisitor(fn(&str) -> bool);
+            impl<'de> Visitor<'de> for FlagVisitor {
+                type Value = Flags;
                 fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
                     f.write_str("a JSON object")
                 }
-                fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Big, A::Error> {
+                fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Flags, A::Error> {
                     let mut out = Vec::new();
                     while let Some((_, v)) =
                         map.next_entry::<serde::de::IgnoredAny, &serde_json::value::RawValue>()?
                     {
-                        out.push(crate::infer::is_inexact_number(v.get()));
+                        out.push((self.0)(v.get()));
                     }
-                    Ok(Big(out))
+                    Ok(Flags(out))
                 }
             }
-            d.deserialize_map(BigVisitor)
+            d.deserialize_map(FlagVisitor(self.0))
         }
     }
-    serde_json::from_slice::<Big>(bytes)
-        .map(|b| b.0)
+    let mut de = serde_json::Deserializer::from_slice(bytes);
+    serde::de::DeserializeSeed::deserialize(Seed(test), &mut de)
+        .map(|f| f.0)
         .unwrap_or_default()
 }
 

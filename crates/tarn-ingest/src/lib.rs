@@ -597,6 +597,16 @@ impl Ingest {
                     } else {
                         Vec::new()
                     };
+                    // `-0` is an integer's 0, as in CSV (`serde_json` reads it as -0.0):
+                    // its spelling is read only when the row has such a zero.
+                    let minus_zero =
+                        if row.0.iter().any(|(_, v)| {
+                            v.as_f64().is_some_and(|x| x == 0.0 && x.is_sign_negative())
+                        }) {
+                            json::minus_zero_integers(f.row())
+                        } else {
+                            Vec::new()
+                        };
                     for (j, (k, v)) in row.0.iter().enumerate() {
                         let i = match index.get(k) {
                             Some(&i) => i,
@@ -618,6 +628,8 @@ impl Ingest {
                         // Such a number is text, as in CSV: no type but text keeps it.
                         let kind = if big.get(j).copied().unwrap_or(false) {
                             Kind::Text
+                        } else if minus_zero.get(j).copied().unwrap_or(false) {
+                            Kind::Int
                         } else {
                             infer::classify_json(v)
                         };
