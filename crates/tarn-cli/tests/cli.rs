@@ -1036,6 +1036,9 @@ fn export_refuses_a_write_before_running_it() {
         r#"UPDATE "w"."z" SET x = 2"#,
         r#"DELETE FROM "w"."z""#,
         r#"DROP TABLE "w"."z""#,
+        // Read as the engine reads it (adjacent string constants joined), not refused
+        // as unparsable and then run.
+        "INSERT INTO \"w\".\"z\" SELECT length('a'\n'b')",
     ] {
         let out = tarn(&data, &["export", "-w", "w", sql, file], None);
         assert_code(&out, 2, sql);

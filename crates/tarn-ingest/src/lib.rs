@@ -272,7 +272,6 @@ fn column_names(raw: Vec<String>) -> Vec<String> {
             }
         })
         .collect();
-    let names: Vec<&String> = first.iter().map(|(n, _)| n).collect();
     let mut taken: std::collections::HashSet<String> = std::collections::HashSet::new();
     let mut out: Vec<Option<String>> = vec![None; first.len()];
     for (i, (n, was_cut)) in first.iter().enumerate() {
@@ -293,7 +292,7 @@ fn column_names(raw: Vec<String>) -> Vec<String> {
             let suffix = format!("_{k}");
             let candidate = cut(n, MAX_NAME_BYTES - suffix.len()) + &suffix;
             // A later column may have this name itself: skip names any column has.
-            if !names.contains(&&candidate) && taken.insert(candidate.clone()) {
+            if !first.iter().any(|(n, _)| *n == candidate) && taken.insert(candidate.clone()) {
                 out[i] = Some(candidate);
                 break;
             }

@@ -133,6 +133,9 @@ fn panicked(msg: &str) -> Error {
 /// joins, collections, Arrow's external errors), with their kind; DataFusion's own are
 /// stripped of their wrappers and classified.
 fn from_datafusion(e: DataFusionError) -> Error {
+    // A pattern past the regex crate's size limit, however it came wrapped (every error
+    // passes here first): DataFusion's regexp_replace called it an internal error (a
+    // 500), Arrow's `~` printed the Rust enum.
     if let Some(m) = regex_too_large(&e.to_string()) {
         return Error::BadRequest(m);
     }
@@ -168,11 +171,6 @@ fn from_datafusion(e: DataFusionError) -> Error {
 
 /// Classifies a DataFusion error seen by reference (ours inside are copied out).
 fn classify(e: &DataFusionError) -> Error {
-    // A pattern past the regex crate's size limit: DataFusion's regexp_replace called
-    // it an internal error (a 500), Arrow's `~` printed the Rust enum.
-    if let Some(m) = regex_too_large(&e.to_string()) {
-        return Error::BadRequest(m);
-    }
     match e {
         DataFusionError::External(inner) => from_foreign(inner.as_ref()),
         DataFusionError::Context(_, inner) | DataFusionError::Diagnostic(_, inner) => {

@@ -156,7 +156,10 @@ impl SqlEngine {
         let mut texts = Vec::new();
         if needs_binding(sql) {
             let by_number = binds_texts_by_number(&stmt)
-                && crate::rewrite::params::may_bind_big_texts(sql, params);
+                && crate::rewrite::params::may_bind_big_texts(
+                    crate::rewrite::params::references(sql),
+                    params,
+                );
             texts = crate::rewrite::params::bind_texts(&mut stmt, params, by_number)?;
         }
         if self.shared.limits.fast_paths
@@ -390,13 +393,14 @@ impl SqlEngine {
         // Large texts bind by number, as in `execute_statement` (a 60 MB text bound as a
         // literal was copied through every planning step: 4.8 s and 870 MB).
         let by_number = binds_texts_by_number(&stmt);
+        let references = crate::rewrite::params::references(sql);
         let fut = async {
             for (i, params) in params_batch.iter().enumerate() {
                 let step = async {
                     self.shared.check_params(params)?;
                     let mut s = stmt.clone();
                     let by_number =
-                        by_number && crate::rewrite::params::may_bind_big_texts(sql, params);
+                        by_number && crate::rewrite::params::may_bind_big_texts(references, params);
                     let texts = crate::rewrite::params::bind_texts(&mut s, params, by_number)?;
                     txn.texts = Arc::new(texts);
                     txn.run(s).await
@@ -552,17 +556,7 @@ impl SqlEngine {
                 self.shared.limits.max_sql_bytes
             ));
         }
-        let dialect = EngineDialect::default();
-        let tokens = Tokenizer::new(&dialect, sql)
-            .with_unescape(true)
-            .tokenize_with_location()
-            .map_err(|e| Error::BadRequest(format!("syntax error: {e}")))?;
-        crate::ast::depth::check(&tokens)?;
-        let tokens = crate::ast::strings::join_continued(tokens)?;
-        let mut stmts = Parser::new(&dialect)
-            .with_recursion_limit(256)
-            .with_tokens_with_locations(tokens)
-            .parse_statements()?;
+        let mut stmts = parse_statements(sql)?;
         match stmts.len() {
             0 => bad("empty query: no statement to run"),
             1 => {
@@ -581,6 +575,22 @@ impl SqlEngine {
     }
 }
 
+/// The statements of `sql` as the engine reads them: its dialect, the nesting check on
+/// the tokens, adjacent string constants joined, the parser's depth limit.
+fn parse_statements(sql: &str) -> Result<Vec<Statement>> {
+    let dialect = EngineDialect::default();
+    let tokens = Tokenizer::new(&dialect, sql)
+        .with_unescape(true)
+        .tokenize_with_location()
+        .map_err(|e| Error::BadRequest(format!("syntax error: {e}")))?;
+    crate::ast::depth::check(&tokens)?;
+    let tokens = crate::ast::strings::join_continued(tokens)?;
+    Ok(Parser::new(&dialect)
+        .with_recursion_limit(256)
+        .with_tokens_with_locations(tokens)
+        .parse_statements()?)
+}
+
 /// Whether `sql` is one statement that only reads and returns rows — a query (SELECT,
 /// VALUES, TABLE, WITH … SELECT) with no INSERT, UPDATE, DELETE or MERGE inside — as
 /// `COPY (query) TO` takes; `None` when it does not parse (running it reports why). An
@@ -588,7 +598,7 @@ impl SqlEngine {
 /// rows would be applied behind the refusal.
 pub fn returns_rows_only(sql: &str) -> Option<bool> {
     use datafusion::sql::sqlparser::ast::{Visit, Visitor};
-    let stmts = Parser::parse_sql(&EngineDialect::default(), sql).ok()?;
+    let stmts = parse_statements(sql).ok()?;
     let [stmt @ Statement::Query(_)] = stmts.as_slice() else {
         return Some(false);
     };

@@ -150,6 +150,17 @@ fn f32_item() -> Arc<Field> {
     Arc::new(Field::new_list_field(DataType::Float32, true))
 }
 
+/// How many list levels `t` has (0 for a scalar): Tarn's array types have one
+/// (`FLOAT4[][]`, a bag of vectors, two).
+pub(crate) fn list_depth(t: &DataType) -> usize {
+    match t {
+        DataType::List(f) | DataType::LargeList(f) | DataType::FixedSizeList(f, _) => {
+            1 + list_depth(f.data_type())
+        }
+        _ => 0,
+    }
+}
+
 /// The Arrow type a column of `ty` is stored and scanned as.
 pub fn arrow_type(ty: &SqlType) -> DataType {
     match ty {

@@ -28,17 +28,22 @@ pub fn needs_binding(sql: &str) -> bool {
     sql.contains('$') || sql.contains("::") || sql.to_ascii_lowercase().contains("cast")
 }
 
+/// At least as many as the parameter references of `sql`: its `$` signs (each `$n` is
+/// one), counted on the text so that [`may_bind_big_texts`] needs no walk of the AST.
+pub fn references(sql: &str) -> usize {
+    sql.bytes().filter(|b| *b == b'$').count()
+}
+
 /// Whether a text parameter may weigh [`BIG_TEXT`] or more over its references, as
-/// [`bind_texts`] counts them: the `$` signs of `sql` are at least as many, so a
-/// statement whose texts are all short skips counting references on its AST (a walk per
-/// statement, as long as the parse).
+/// [`bind_texts`] counts them, given at least as many `references` as the statement
+/// has ([`references`]): a statement whose texts are all short skips counting
+/// references on its AST (a walk per statement, as long as the parse).
 ///
 /// [`BIG_TEXT`]: crate::datafusion_ext::functions::param_text::BIG_TEXT
-pub fn may_bind_big_texts(sql: &str, params: &[Json]) -> bool {
-    let refs = sql.bytes().filter(|b| *b == b'$').count();
+pub fn may_bind_big_texts(references: usize, params: &[Json]) -> bool {
     params.iter().any(|p| {
         matches!(p, Json::String(s)
-            if s.len().saturating_mul(refs)
+            if s.len().saturating_mul(references)
                 >= crate::datafusion_ext::functions::param_text::BIG_TEXT)
     })
 }

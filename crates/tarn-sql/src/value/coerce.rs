@@ -401,18 +401,7 @@ fn coerce_plain(array: &ArrayRef, col: &ColumnDef) -> Result<ArrayRef> {
             }
             // An array of arrays into a column of one level fewer: Arrow would write each
             // inner array as its display text (`[a, b]`).
-            let depth = |t: &DataType| {
-                let mut t = t;
-                let mut n = 0;
-                while let DataType::List(f)
-                | DataType::LargeList(f)
-                | DataType::FixedSizeList(f, _) = t
-                {
-                    n += 1;
-                    t = f.data_type();
-                }
-                n
-            };
+            let depth = crate::ast::types::list_depth;
             if depth(&target) >= 1 && depth(array.data_type()) > depth(&target) {
                 return bad(format!(
                     "column \"{}\" is of type {} but expression is of type {}",

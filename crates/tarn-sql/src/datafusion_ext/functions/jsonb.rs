@@ -3,6 +3,7 @@
 //! texts), `jsonb_typeof`, `jsonb_array_length`, and `#>` / `#>>` with PostgreSQL text
 //! paths (`'{a,0}'`), which that crate silently answers with NULL.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use datafusion::arrow::array::{
@@ -112,12 +113,11 @@ impl Rows {
         }
     }
 
-    /// Row `i`'s value as a tree (within `json_tree::TREE_LIMIT`).
-    fn value(&self, i: usize) -> DfResult<Option<Value>> {
-        if self.constant
-            && let Some(v) = self.parsed.get()
-        {
-            return Ok(v.clone());
+    /// Row `i`'s value as a tree (within `json_tree::TREE_LIMIT`); a constant's is
+    /// parsed once and lent to every row.
+    fn value(&self, i: usize) -> DfResult<Cow<'_, Option<Value>>> {
+        if let Some(v) = self.parsed.get() {
+            return Ok(Cow::Borrowed(v));
         }
         let i = self.row(i);
         let v = if self.array.is_null(i) {
@@ -132,10 +132,10 @@ impl Rows {
         } else {
             Some(parse(self.array.as_string::<i32>().value(i))?)
         };
-        if self.constant {
-            let _ = self.parsed.set(v.clone());
+        if !self.constant {
+            return Ok(Cow::Owned(v));
         }
-        Ok(v)
+        Ok(Cow::Borrowed(self.parsed.get_or_init(|| v)))
     }
 
     /// Row `i`'s kind, read without building its tree.
@@ -143,7 +143,7 @@ impl Rows {
         match self.text(i) {
             Some(None) => Ok(None),
             Some(Some(text)) => shape(text).map(Some),
-            None => Ok(self.value(i)?.as_ref().map(Shape::of)),
+            None => Ok(self.value(i)?.as_ref().as_ref().map(Shape::of)),
         }
     }
 }
@@ -287,7 +287,7 @@ fn concat_rows(args: &ScalarFunctionArgs) -> DfResult<ColumnarValue> {
     let mut b = StringBuilder::with_capacity(n, 0);
     let mut canonical = tarn_ingest::JsonbText::new();
     for i in 0..n {
-        let (Some(x), Some(y)) = (l.value(i)?, r.value(i)?) else {
+        let (Some(x), Some(y)) = (l.value(i)?.into_owned(), r.value(i)?.into_owned()) else {
             b.append_null();
             continue;
         };
@@ -363,8 +363,8 @@ impl ScalarUDFImpl for JsonbUdf {
                 let second = Rows::new(&args.args[1])?;
                 let mut b = BooleanBuilder::with_capacity(n);
                 for i in 0..n {
-                    match (first.value(i)?, second.value(i)?) {
-                        (Some(x), Some(y)) => b.append_value(contains(&x, &y)),
+                    match (&*first.value(i)?, &*second.value(i)?) {
+                        (Some(x), Some(y)) => b.append_value(contains(x, y)),
                         _ => b.append_null(),
                     }
                 }
@@ -374,7 +374,7 @@ impl ScalarUDFImpl for JsonbUdf {
                 let keys = Rows::new(&args.args[1])?;
                 let mut b = BooleanBuilder::with_capacity(n);
                 for i in 0..n {
-                    match (first.value(i)?, keys.text(i).flatten()) {
+                    match (&*first.value(i)?, keys.text(i).flatten()) {
                         (Some(x), Some(key)) => {
                             b.append_value(match x {
                                 Value::Object(o) => o.contains_key(key),

@@ -143,16 +143,6 @@ impl AnalyzerRule for MarkExplicitCasts {
 
 /// Whether PostgreSQL has no cast from `from` to `to` where Arrow has one that makes a
 /// number of a boolean or a temporal value (or a temporal value of a number).
-/// How many list levels `t` has (0 for a scalar).
-pub(crate) fn list_depth(t: &DataType) -> usize {
-    match t {
-        DataType::List(f) | DataType::LargeList(f) | DataType::FixedSizeList(f, _) => {
-            1 + list_depth(f.data_type())
-        }
-        _ => 0,
-    }
-}
-
 fn no_pg_cast(from: &DataType, to: &DataType) -> bool {
     let numeric = |t: &DataType| {
         is_integer(t)
@@ -359,8 +349,8 @@ fn rewrite(e: Expr, schema: &DFSchema) -> DfResult<(Expr, Option<DataType>, bool
         // Tarn's array types have one level, as the numbers' casts already refused.
         Expr::Cast(Cast { expr, field })
             if expr.get_type(schema).is_ok_and(|from| {
-                let to = list_depth(field.data_type());
-                to >= 1 && list_depth(&from) > to
+                let to = crate::ast::types::list_depth(field.data_type());
+                to >= 1 && crate::ast::types::list_depth(&from) > to
             }) =>
         {
             let from = expr.get_type(schema)?;
