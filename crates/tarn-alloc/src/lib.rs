@@ -86,51 +86,81 @@ static RUNNING: AtomicI64 = AtomicI64::new(0);
 /// Whether [`StatementAllocator`] is the process's allocator (seen by its first use).
 static INSTALLED: AtomicBool = AtomicBool::new(false);
 
-thread_local! {
+/// What the allocator keeps per thread, in one thread-local so that a small block
+/// costs one look-up of it (two had been a tenth of a planned statement's instructions).
+struct Thread {
     /// The statement whose work this thread is doing: slot index + 1 in the low half,
     /// generation in the high half; 0 for none.
-    static CURRENT: Cell<u64> = const { Cell::new(0) };
+    current: Cell<u64>,
+    /// The statement `small_sum` is for (its tag).
+    small_tag: Cell<u64>,
+    /// The small blocks allocated less freed on this thread for `small_tag`, not yet
+    /// added to its count.
+    small_sum: Cell<i64>,
 }
 
 thread_local! {
-    /// The small blocks allocated less freed on this thread for one statement (its tag),
-    /// not yet added to its count.
-    static SMALL: Cell<(u64, i64)> = const { Cell::new((0, 0)) };
+    static THREAD: Thread = const {
+        Thread {
+            current: Cell::new(0),
+            small_tag: Cell::new(0),
+            small_sum: Cell::new(0),
+        }
+    };
 }
 
-/// Counts a small block (`bytes` > 0 allocated, < 0 freed) against the statement this
-/// thread is working for. Small blocks carry no header, so a block is subtracted from
-/// the statement current when it is freed, not the one it was made for: a sum that is
-/// only right on the whole. That is what it is for: memory a statement's operators hold
-/// in millions of small pieces they do not report to the pool — a window's value per
-/// partition, per-group state — which no header-counted allocation shows. A block
-/// freed after its statement ended (a result's pieces) is subtracted from nobody, or
-/// from a statement then running, which only ever holds less for it.
-fn small(bytes: i64) {
-    // What the block costs the process, not what was asked: the system allocator gives
-    // each block a word of its own and rounds it to 16 bytes (a 24-byte block takes
-    // 32); millions of small blocks are where that difference adds up.
-    let bytes = bytes.signum() * ((bytes.abs() + 8 + 15) & !15).max(32);
-    let tag = current();
-    let _ = SMALL.try_with(|c| {
-        let (was, mut sum) = c.get();
-        if was != tag {
-            if was != 0 && sum != 0 {
-                count(was, sum);
-            }
-            sum = 0;
+/// Counts a small block of `size` bytes (allocated, or freed when `freed`) against the
+/// statement this thread is working for. Small blocks carry no header, so a block is
+/// subtracted from the statement current when it is freed, not the one it was made
+/// for: a sum that is only right on the whole. That is what it is for: memory a
+/// statement's operators hold in millions of small pieces they do not report to the
+/// pool — a window's value per partition, per-group state — which no header-counted
+/// allocation shows. A block freed after its statement ended (a result's pieces) is
+/// subtracted from nobody, or from a statement then running, which only ever holds
+/// less for it.
+#[inline(always)]
+fn small(size: usize, freed: bool) {
+    // During a thread's teardown the variable may be gone: nothing is counted then.
+    let _ = THREAD.try_with(|t| {
+        let tag = t.current.get();
+        if tag != t.small_tag.get() {
+            return small_switch(t, tag, size, freed);
         }
         if tag == 0 {
-            c.set((0, 0));
             return;
         }
-        sum += bytes;
-        if sum.abs() >= SMALL_FLUSH {
+        let sum = t.small_sum.get() + cost(size, freed);
+        if sum.unsigned_abs() >= SMALL_FLUSH as u64 {
             count(tag, sum);
-            sum = 0;
+            t.small_sum.set(0);
+        } else {
+            t.small_sum.set(sum);
         }
-        c.set((tag, sum));
     });
+}
+
+/// What a small block costs the process, not what was asked (negative when freed):
+/// the system allocator gives each block a word of its own and rounds it to 16 bytes
+/// (a 24-byte block takes 32); millions of small blocks are where that difference adds
+/// up.
+#[inline(always)]
+fn cost(size: usize, freed: bool) -> i64 {
+    let c = ((size as i64 + 8 + 15) & !15).max(32);
+    if freed { -c } else { c }
+}
+
+/// [`small`] when the thread's statement is not the one its sum is for: that sum is
+/// added to its own statement first.
+#[cold]
+#[inline(never)]
+fn small_switch(t: &Thread, tag: u64, size: usize, freed: bool) {
+    let (was, sum) = (t.small_tag.get(), t.small_sum.get());
+    if was != 0 && sum != 0 {
+        count(was, sum);
+    }
+    t.small_tag.set(tag);
+    t.small_sum
+        .set(if tag == 0 { 0 } else { cost(size, freed) });
 }
 
 /// The statement whose work this thread is doing now (0 for none), for plan nodes to
@@ -141,7 +171,7 @@ pub fn current_statement() -> u64 {
 
 fn current() -> u64 {
     // During a thread's teardown the variable may be gone: nothing is counted then.
-    CURRENT.try_with(Cell::get).unwrap_or(0)
+    THREAD.try_with(|t| t.current.get()).unwrap_or(0)
 }
 
 /// The slot `tag` names, while it still belongs to the statement the tag was made for.
@@ -198,7 +228,7 @@ impl StatementAllocator {
         if layout.size() < SMALLEST_COUNTED {
             let p = make(layout);
             if !p.is_null() {
-                small(layout.size() as i64);
+                small(layout.size(), false);
             }
             return p;
         }
@@ -242,7 +272,7 @@ unsafe impl GlobalAlloc for StatementAllocator {
 
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
         if layout.size() < SMALLEST_COUNTED {
-            small(-(layout.size() as i64));
+            small(layout.size(), true);
             return unsafe { System.dealloc(ptr, layout) };
         }
         let h = header(layout);
@@ -262,8 +292,8 @@ unsafe impl GlobalAlloc for StatementAllocator {
         if !was && !will {
             let moved = unsafe { System.realloc(ptr, layout, new_size) };
             if !moved.is_null() {
-                small(-(layout.size() as i64));
-                small(new_size as i64);
+                small(layout.size(), true);
+                small(new_size, false);
             }
             return moved;
         }
@@ -461,18 +491,18 @@ pub struct Entered {
 /// a tag left behind is another statement's only for the little work a task does
 /// before it polls its input; a tag left for a statement that has ended counts nothing.
 pub fn set_current(tag: u64) {
-    let _ = CURRENT.try_with(|c| c.set(tag));
+    let _ = THREAD.try_with(|t| t.current.set(tag));
 }
 
 /// Enters statement `tag` (see [`Entered`]).
 pub fn enter(tag: u64) -> Entered {
-    let before = CURRENT.try_with(|c| c.replace(tag)).unwrap_or(0);
+    let before = THREAD.try_with(|t| t.current.replace(tag)).unwrap_or(0);
     Entered { before }
 }
 
 impl Drop for Entered {
     fn drop(&mut self) {
-        let _ = CURRENT.try_with(|c| c.set(self.before));
+        let _ = THREAD.try_with(|t| t.current.set(self.before));
     }
 }
 
