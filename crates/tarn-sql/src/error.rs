@@ -362,8 +362,8 @@ pub(crate) fn clean_message(msg: &str) -> String {
     // An outer column left in a plan: a correlated shape unnesting does not cover.
     if m.starts_with("Physical plan does not support logical expression OuterReferenceColumn") {
         return "this correlated subquery is not supported: it refers to an outer column \
-                where it cannot be unnested (a correlated LATERAL subquery with ORDER BY … \
-                LIMIT, for one); write it as a scalar subquery in the SELECT list, or as a join"
+                where it cannot be unnested; write it as a scalar subquery in the SELECT \
+                list, or as a join"
             .into();
     }
     // A window function or a set-returning function where a row's value is wanted

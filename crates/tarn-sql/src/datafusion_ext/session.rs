@@ -31,6 +31,10 @@ pub(crate) fn new_session(query_memory: usize) -> Result<SessionState> {
     opts.sql_parser.dialect = datafusion::config::Dialect::PostgreSQL;
     opts.sql_parser.map_string_types_to_utf8view = false;
     opts.sql_parser.enable_ident_normalization = true;
+    // A derived table's, a WITH query's and a view's ORDER BY is kept, as PostgreSQL
+    // keeps it: `SELECT * FROM v LIMIT 3` gives the view's first three rows, not any
+    // three (DataFusion drops a subquery's ORDER BY without a LIMIT by default).
+    opts.sql_parser.enable_subquery_sort_elimination = false;
     // Tarn's scans tag their fields with metadata (table and column ids, for the
     // search planner). After the optimizer folds a branch of a UNION (or a CASE
     // into its column), the logical and physical schemas below an aggregate can

@@ -161,6 +161,18 @@ impl Unnester {
     }
 
     fn node(&mut self, node: LogicalPlan) -> Result<Transformed<LogicalPlan>> {
+        // A LATERAL subquery that reads the columns beside it: a join with its result
+        // per row (DataFusion 55 unnests only an equality under a filter of it).
+        let node = match node {
+            LogicalPlan::Join(j) if lateral_subquery(&j).is_some() => {
+                let rewritten = self.lateral(j)?;
+                if rewritten.transformed {
+                    self.changed = true;
+                }
+                rewritten.data
+            }
+            other => other,
+        };
         // Nested levels first: afterwards a subquery's plan holds no subquery
         // expression with outer references, only ordinary operators that may use them.
         let mut correlated = false;
@@ -410,6 +422,19 @@ impl Unnester {
             Some(p) => self.filter(Filter::try_new(p, Arc::new(inner))?)?,
             None => inner,
         };
+        self.matched_and_unmatched(&left, &right, matched, join_type)
+    }
+
+    /// An outer join of `left` and `right` from its `matched` pairs (the inner join,
+    /// filtered by the whole condition): those, and the preserved side's rows that
+    /// match nothing, padded with NULLs.
+    fn matched_and_unmatched(
+        &mut self,
+        left: &Arc<LogicalPlan>,
+        right: &Arc<LogicalPlan>,
+        matched: LogicalPlan,
+        join_type: JoinType,
+    ) -> Result<LogicalPlan> {
         // Every part under the same fresh names (a union's output loses the
         // qualifiers, and both sides may have a column of one name), qualified again
         // above the union.
@@ -438,7 +463,7 @@ impl Unnester {
             _ => &[true, false],
         };
         for &is_left in preserved {
-            let side = if is_left { &left } else { &right };
+            let side = if is_left { left } else { right };
             let side_cols = side.schema().columns();
             // The matched pairs' columns of this side, renamed apart.
             let mut renamed = Vec::with_capacity(side_cols.len());
@@ -486,6 +511,86 @@ impl Unnester {
             .map(|(q, name, n)| col(n).alias_qualified(q, name))
             .collect();
         LogicalPlanBuilder::from(union).project(exprs)?.build()
+    }
+
+    /// `left [LEFT] JOIN LATERAL (Q) s [ON p]`: `Q` is unnested over the domain of the
+    /// left side's columns it reads (as a subquery expression is), joined back to the
+    /// left side on them, and its columns named as `s`'s again; `ON` then filters the
+    /// pairs. A LEFT join keeps, with NULLs, a left row that `Q` gives no row for (`ON
+    /// true`: a left join back) or none that passes `ON` (the unmatched rows added as
+    /// an outer join's are). Other join types stay as they are.
+    fn lateral(&mut self, j: Join) -> Result<Transformed<LogicalPlan>> {
+        let Some(q) = lateral_subquery(&j) else {
+            return Ok(Transformed::no(LogicalPlan::Join(j)));
+        };
+        let q = Arc::new(q.clone());
+        let trivial_on = j
+            .filter
+            .as_ref()
+            .is_none_or(|p| matches!(p, Expr::Literal(ScalarValue::Boolean(Some(true)), _)));
+        let join_type = match j.join_type {
+            JoinType::Inner => JoinType::Inner,
+            JoinType::Left if trivial_on => JoinType::Left,
+            // The pairs that pass `ON`, and the left rows none of whose pairs does.
+            JoinType::Left => JoinType::Inner,
+            _ => return Ok(Transformed::no(LogicalPlan::Join(j))),
+        };
+        let left_schema = j.left.schema();
+        if !j.on.is_empty()
+            || !outer_refs(&q)
+                .iter()
+                .any(|(_, c)| left_schema.has_column(c))
+        {
+            return Ok(Transformed::no(LogicalPlan::Join(j)));
+        }
+        let left = j.left.as_ref().clone();
+        self.base = Some(left.clone());
+        let dom = self.domain(&left, &q)?;
+        let r = self.dependent(&q, &dom)?;
+        // Q's columns under fresh names (names Q's own qualifiers told apart need not
+        // stay apart behind one alias), with the domain's.
+        let outs: Vec<String> = q
+            .schema()
+            .fields()
+            .iter()
+            .map(|_| self.fresh("lat"))
+            .collect();
+        let mut exprs: Vec<Expr> = q
+            .schema()
+            .columns()
+            .into_iter()
+            .zip(&outs)
+            .map(|(c, n)| Expr::Column(c).alias(n))
+            .collect();
+        exprs.extend(domain_columns(&r, &dom)?);
+        let r = LogicalPlanBuilder::from(r).project(exprs)?.build()?;
+        let (joined, alias) = self.join_back(left, &dom, r, join_type)?;
+        // The join's own schema again: the left side's columns, then `s`'s.
+        let mut exprs: Vec<Expr> = left_schema
+            .columns()
+            .into_iter()
+            .map(Expr::Column)
+            .collect();
+        for ((q, f), n) in j.right.schema().iter().zip(&outs) {
+            exprs.push(
+                Expr::Column(Column::new(Some(alias.clone()), n))
+                    .alias_qualified(q.cloned(), f.name()),
+            );
+        }
+        let out = LogicalPlanBuilder::from(joined).project(exprs)?.build()?;
+        let out = match j.filter {
+            Some(p) if !trivial_on => self.filter(Filter::try_new(p, Arc::new(out))?)?,
+            _ => out,
+        };
+        if j.join_type == JoinType::Left && !trivial_on {
+            return Ok(Transformed::yes(self.matched_and_unmatched(
+                &j.left,
+                &j.right,
+                out,
+                JoinType::Left,
+            )?));
+        }
+        Ok(Transformed::yes(out))
     }
 
     /// Aggregates, windows and sorts: each correlated subquery expression is computed in

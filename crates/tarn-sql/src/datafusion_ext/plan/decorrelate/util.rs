@@ -237,3 +237,21 @@ pub(super) fn project_columns(plan: LogicalPlan, columns: Vec<Column>) -> Result
         .project(columns.into_iter().map(Expr::Column))?
         .build()
 }
+
+/// The plan of a join's right side when it is a LATERAL subquery that reads the left
+/// side's columns: under its alias, if it has one, and the `Subquery` node DataFusion
+/// plans it in (gone once a subquery inside it was unnested).
+pub(super) fn lateral_subquery(j: &Join) -> Option<&LogicalPlan> {
+    let mut right = j.right.as_ref();
+    if let LogicalPlan::SubqueryAlias(a) = right {
+        right = a.input.as_ref();
+    }
+    if let LogicalPlan::Subquery(sq) = right {
+        right = sq.subquery.as_ref();
+    }
+    let left = j.left.schema();
+    outer_refs(right)
+        .iter()
+        .any(|(_, c)| left.has_column(c))
+        .then_some(right)
+}
