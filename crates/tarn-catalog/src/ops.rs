@@ -307,7 +307,7 @@ impl Catalog {
                     return Err(missing("workspace"));
                 }
                 self.table_names.insert(key, t.id);
-                self.tables.insert(t.id, t.clone());
+                self.tables.insert(t.id, Arc::new(t.clone()));
                 self.next_table_id = self.next_table_id.max(t.id + 1);
             }
             CatalogOp::ReplaceTable(t) => {
@@ -328,7 +328,7 @@ impl Catalog {
                     self.table_names.remove(&old_key);
                     self.table_names.insert(new_key, t.id);
                 }
-                self.tables.insert(t.id, t.clone());
+                self.tables.insert(t.id, Arc::new(t.clone()));
                 // An index goes with its column (ALTER TABLE … DROP COLUMN), as in PostgreSQL.
                 let gone: Vec<IndexId> = self
                     .indexes
@@ -411,7 +411,7 @@ impl Catalog {
                     return Err(Error::Inconsistent("a replaced view keeps its name".into()));
                 }
                 self.check_view_reads(v)?;
-                self.views.insert(v.id, v.clone());
+                self.views.insert(v.id, Arc::new(v.clone()));
             }
             CatalogOp::RenameView { view_id, name } => {
                 let old = self.views.get(view_id).ok_or_else(|| missing("view"))?;
@@ -517,6 +517,7 @@ impl Catalog {
             .collect();
         for id in &ids {
             if let Some(t) = self.tables.remove(id) {
+                let t = Arc::unwrap_or_clone(t);
                 self.table_names.remove(&(t.org_id, t.workspace_id, t.name));
             }
         }

@@ -2,6 +2,7 @@
 //! catalog's lookups of them.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
@@ -177,11 +178,12 @@ impl Catalog {
         self.table_names
             .get(&(org_id.to_string(), ws_id.to_string(), name.to_string()))
             .and_then(|id| self.tables.get(id))
+            .map(Arc::as_ref)
     }
 
     /// A table by id.
     pub fn table_by_id(&self, id: TableId) -> Option<&TableDef> {
-        self.tables.get(&id)
+        self.tables.get(&id).map(Arc::as_ref)
     }
 
     /// Tables of a workspace, by name.
@@ -190,6 +192,7 @@ impl Catalog {
             .tables
             .values()
             .filter(|t| t.org_id == org_id && t.workspace_id == ws_id)
+            .map(Arc::as_ref)
             .collect();
         tables.sort_by(|a, b| a.name.cmp(&b.name));
         tables
@@ -197,7 +200,7 @@ impl Catalog {
 
     /// Every table, by id.
     pub fn all_tables(&self) -> impl Iterator<Item = &TableDef> {
-        self.tables.values()
+        self.tables.values().map(Arc::as_ref)
     }
 
     /// The id the next created table gets.

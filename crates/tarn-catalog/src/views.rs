@@ -2,6 +2,8 @@
 //! views it depends on, so that dropping or changing one of them can be refused or
 //! cascaded). A view has no rows of its own; SQL expands it where it is read.
 
+use std::sync::Arc;
+
 use serde::{Deserialize, Serialize};
 
 use crate::{Catalog, TableId, Timestamp};
@@ -55,11 +57,12 @@ impl Catalog {
         self.view_names
             .get(&(org_id.to_string(), ws_id.to_string(), name.to_string()))
             .and_then(|id| self.views.get(id))
+            .map(Arc::as_ref)
     }
 
     /// A view by id.
     pub fn view_by_id(&self, id: ViewId) -> Option<&ViewDef> {
-        self.views.get(&id)
+        self.views.get(&id).map(Arc::as_ref)
     }
 
     /// Views of a workspace, by name.
@@ -68,6 +71,7 @@ impl Catalog {
             .views
             .values()
             .filter(|v| v.org_id == org_id && v.workspace_id == ws_id)
+            .map(Arc::as_ref)
             .collect();
         views.sort_by(|a, b| a.name.cmp(&b.name));
         views
@@ -106,6 +110,7 @@ impl Catalog {
         self.views
             .values()
             .filter(|v| v.tables.contains(&table))
+            .map(Arc::as_ref)
             .collect()
     }
 
@@ -114,6 +119,7 @@ impl Catalog {
         self.views
             .values()
             .filter(|v| v.views.contains(&view))
+            .map(Arc::as_ref)
             .collect()
     }
 
@@ -149,14 +155,14 @@ impl Catalog {
             v.id,
         );
         self.next_view_id = self.next_view_id.max(v.id + 1);
-        self.views.insert(v.id, v);
+        self.views.insert(v.id, Arc::new(v));
     }
 
     pub(crate) fn remove_view(&mut self, id: ViewId) -> Option<ViewDef> {
         let v = self.views.remove(&id)?;
         self.view_names
             .remove(&(v.org_id.clone(), v.workspace_id.clone(), v.name.clone()));
-        Some(v)
+        Some(Arc::unwrap_or_clone(v))
     }
 
     /// Forgets every view that reads a table or view that no longer exists (and the
