@@ -70,6 +70,12 @@ pub(crate) fn new_session(query_memory: usize) -> Result<SessionState> {
     datafusion_functions_json::register_all(&mut state)?;
     functions::clock::register(&mut state)?;
     state.register_udf(functions::similarity::udf())?;
+    // Case maps a character at a time, as PostgreSQL's (`functions::text_case`);
+    // before sizing, which wraps them.
+    let udfs = state.scalar_functions().clone();
+    for f in functions::text_case::case_maps(|name| udfs.get(name).cloned()) {
+        state.register_udf(Arc::new(f))?;
+    }
     // Functions that can make far more than they are given are sized first.
     let udfs = state.scalar_functions().clone();
     let limits = context::output_limits::output_limits(query_memory);
