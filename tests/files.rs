@@ -1004,6 +1004,18 @@ async fn media_types_are_checked_with_their_parameters() -> TestResult {
             .expect_err(bad);
         assert_eq!(e.status(), 400, "{bad}: {e}");
     }
+    // A long one says so, and quotes only its start.
+    let long = format!("text/plain; x={}", "a".repeat(1000));
+    let e = s
+        .upload_file("ws", "x", &long, &b"x"[..])
+        .await
+        .expect_err("1 KiB media type");
+    assert_eq!(e.status(), 400, "{e}");
+    assert!(
+        e.message().contains("media type too long: 1014 bytes"),
+        "{e}"
+    );
+    assert!(e.message().len() < 200, "{e}");
     assert_eq!(s.files("ws", None, None).await?.total_count, 0);
     for good in [
         "text/plain",

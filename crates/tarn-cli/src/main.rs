@@ -390,7 +390,7 @@ async fn local_session(tarn: &Tarn, dir: &Path) -> tarn::Result<Session> {
     write_private(&key_path, &key.secret).map_err(|e| {
         tarn::Error::new(
             ErrorKind::Internal,
-            format!("cannot write {}: {e}", key_path.display()),
+            format!("cannot write {}: {}", key_path.display(), io_text(&e)),
         )
     })?;
     let s = tarn.connect(&key.secret).await?;
@@ -596,7 +596,7 @@ async fn run_stdin(session: &Session, ws: &str, json: bool) -> ExitCode {
                 let message = if e.kind() == std::io::ErrorKind::InvalidData {
                     "standard input is not valid UTF-8".to_string()
                 } else {
-                    format!("reading standard input: {e}")
+                    format!("reading standard input: {}", io_text(&e))
                 };
                 let kind = if e.kind() == std::io::ErrorKind::InvalidData {
                     ErrorKind::BadRequest
@@ -672,6 +672,16 @@ pub(crate) fn cell_text(v: &Value) -> String {
 /// characters, line separators and bidirectional controls become escapes such as
 /// `\x1B` or `\u{202E}` (data someone else wrote must not reach the terminal as
 /// escape sequences that recolor, retitle or reorder it).
+/// An I/O error's words without the OS's error number (`No such file or directory`,
+/// not `… (os error 2)`): the number says nothing the words do not.
+pub(crate) fn io_text(e: &std::io::Error) -> String {
+    let text = e.to_string();
+    match text.rfind(" (os error ") {
+        Some(at) if text.ends_with(')') => text[..at].to_string(),
+        _ => text,
+    }
+}
+
 pub(crate) fn printable(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for c in s.chars() {

@@ -248,7 +248,7 @@ impl Shell<'_> {
                 Err(e) => println!(
                     "ERROR: {}: {}",
                     crate::printable(file),
-                    crate::printable(&e.to_string())
+                    crate::printable(&crate::io_text(&e))
                 ),
             },
             ("\\i", None) => println!("ERROR: \\i needs a file name"),

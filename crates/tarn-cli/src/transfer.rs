@@ -60,7 +60,7 @@ pub(crate) async fn import(
 ) -> ExitCode {
     let reader = match tokio::fs::File::open(file).await {
         Ok(f) => f,
-        Err(e) => return failed(format!("{}: {e}", file.display()), json),
+        Err(e) => return failed(format!("{}: {}", file.display(), crate::io_text(&e)), json),
     };
     let size = reader.metadata().await.map(|m| m.len()).unwrap_or(0);
     let filename = file
@@ -160,7 +160,7 @@ pub(crate) async fn export(
         PathBuf::from(t)
     };
     let written = (|| -> Result<u64, String> {
-        let io = |e: std::io::Error| format!("{}: {e}", file.display());
+        let io = |e: std::io::Error| format!("{}: {}", file.display(), crate::io_text(&e));
         let sink: Box<dyn Write> = if to_stdout {
             Box::new(std::io::stdout().lock())
         } else {
@@ -446,7 +446,9 @@ pub(crate) async fn files(
         } => {
             let reader = match tokio::fs::File::open(&path).await {
                 Ok(f) => f,
-                Err(e) => return failed(format!("{}: {e}", path.display()), json),
+                Err(e) => {
+                    return failed(format!("{}: {}", path.display(), crate::io_text(&e)), json);
+                }
             };
             let name = name.unwrap_or_else(|| {
                 path.file_name()
@@ -490,7 +492,7 @@ pub(crate) async fn files(
             };
             match res {
                 Ok(()) => ExitCode::SUCCESS,
-                Err(e) => failed(format!("writing file {id}: {e}"), json),
+                Err(e) => failed(format!("writing file {id}: {}", crate::io_text(&e)), json),
             }
         }
         FilesAction::Rm { id } => match session.delete_file(ws, &id).await {

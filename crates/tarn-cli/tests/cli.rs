@@ -1016,6 +1016,43 @@ fn json_errors_at_open_and_for_bad_input() {
     error_of(&out, 500, "Internal");
 }
 
+/// Files that cannot be opened are named with the system's words and no error number,
+/// and a `--data` path that is a file is a 400 saying so (it had been a 500 "File
+/// exists (os error 17)").
+#[test]
+fn missing_files_and_a_file_as_data_directory_are_said_plainly() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("data");
+    let missing = dir.path().join("missing.csv");
+    let missing = missing.to_str().expect("utf-8 path");
+    let outside = dir.path().join("no/such/dir/out.csv");
+    let outside = outside.to_str().expect("utf-8 path");
+    for args in [
+        vec!["import", "-w", "w", "t", missing],
+        vec!["files", "-w", "w", "put", missing],
+        vec!["export", "-w", "w", "SELECT 1", outside],
+    ] {
+        let out = tarn(&data, &args, None);
+        assert_code(&out, 1, &args.join(" "));
+        let said = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            said.contains("No such file or directory"),
+            "{args:?}: {said}"
+        );
+        assert!(!said.contains("os error"), "{args:?}: {said}");
+    }
+    let file = dir.path().join("plain");
+    std::fs::write(&file, "x").expect("write");
+    let out = tarn(&file, &["sql", "-w", "w", "SELECT 1"], None);
+    assert_code(&out, 1, "--data at a file");
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        said.contains("(400)") && said.contains("it is a file, not a directory"),
+        "{said}"
+    );
+    assert_eq!(std::fs::read(&file).expect("read"), b"x");
+}
+
 /// An export takes a query and says so before it runs anything: an INSERT had been
 /// applied, and then refused as returning no rows (exit 2 after the data changed).
 #[test]

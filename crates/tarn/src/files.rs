@@ -262,7 +262,15 @@ pub fn media_type_or_default(media_type: &str) -> Result<String> {
     if m.is_empty() {
         return Ok("application/octet-stream".into());
     }
-    if m.len() <= 255 && valid_media_type(m) {
+    if m.len() > 255 {
+        // Quoted only in part: the value may be as long as the header the host allows.
+        let cut: String = m.chars().take(40).collect();
+        return Err(Error::bad(format!(
+            "media type too long: {} bytes, past the limit of 255 (starts {cut:?}…)",
+            m.len()
+        )));
+    }
+    if valid_media_type(m) {
         Ok(m.to_string())
     } else {
         Err(Error::bad(format!(

@@ -260,9 +260,17 @@ impl Tarn {
     }
 
     /// Opens (or creates) the database in `path` with `options`. A directory held by
-    /// another process is 409; one written by a newer format version is refused.
+    /// another process is 409; one written by a newer format version is refused; a path
+    /// that is a file is 400.
     pub async fn open_with(path: impl AsRef<Path>, options: Options) -> Result<Tarn> {
         let path = path.as_ref().to_path_buf();
+        // The caller's path, not a failing disk: a 400 that says what it is.
+        if tokio::fs::metadata(&path).await.is_ok_and(|m| !m.is_dir()) {
+            return Err(Error::bad(format!(
+                "cannot open database \"{}\": it is a file, not a directory",
+                path.display()
+            )));
+        }
         let storage = StorageOptions {
             sync: options.sync,
             backend: options.backend.clone(),
