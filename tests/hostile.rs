@@ -689,7 +689,9 @@ async fn values_larger_than_memory_allows_are_refused_before_they_are_made() -> 
             json!([9, 2, 9]),
             json!("a,b,c"),
             json!(1000),
-            json!("\u{399}\u{308}\u{301}B"),
+            // One character to one, as PostgreSQL maps case (ΐ has no one-character
+            // upper case).
+            json!("ΐB"),
             json!("a😀c"),
             json!("ééx"),
             json!(["a", "b"]),

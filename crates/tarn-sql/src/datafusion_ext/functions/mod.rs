@@ -21,8 +21,8 @@ pub(crate) mod param_array;
 pub(crate) mod param_text;
 pub(crate) mod similarity;
 pub(crate) mod similarity_planner;
-pub(crate) mod text_concat;
 pub(crate) mod text_case;
+pub(crate) mod text_concat;
 pub(crate) mod text_search;
 pub(crate) mod uuid_cast;
 
