@@ -1987,6 +1987,10 @@ async fn errors_are_in_tarns_own_words() -> TestResult {
             "SELECT json_length(1)",
             "json_length() takes a JSON document",
         ),
+        (
+            "SELECT interval $$1 day$$",
+            "an INTERVAL literal takes a quoted string or a number",
+        ),
     ] {
         let e = s.query("ws", sql, &[]).await.unwrap_err();
         assert_eq!(e.kind(), ErrorKind::BadRequest, "{sql}: {e}");

@@ -359,6 +359,12 @@ pub(crate) fn clean_message(msg: &str) -> String {
     {
         return no_such_function(name, &pg_type_names(args));
     }
+    // `INTERVAL $$1 day$$` (or an expression): DataFusion prints the parser's AST.
+    if m.starts_with("Unsupported interval argument") {
+        return "an INTERVAL literal takes a quoted string or a number (INTERVAL '1 day'); \
+                for an expression, cast it: (expr)::interval"
+            .into();
+    }
     // An outer column left in a plan: a correlated shape unnesting does not cover.
     if m.starts_with("Physical plan does not support logical expression OuterReferenceColumn") {
         return "this correlated subquery is not supported: it refers to an outer column \

@@ -70,6 +70,8 @@ pub(crate) fn new_session(query_memory: usize) -> Result<SessionState> {
     datafusion_functions_json::register_all(&mut state)?;
     functions::clock::register(&mut state)?;
     state.register_udf(functions::similarity::udf())?;
+    // `pg_typeof(x)`: PostgreSQL's name of x's type (`functions::pg_typeof`).
+    state.register_udf(std::sync::Arc::new(functions::pg_typeof::udf()))?;
     // Case maps a character at a time, as PostgreSQL's (`functions::text_case`);
     // before sizing, which wraps them.
     let udfs = state.scalar_functions().clone();

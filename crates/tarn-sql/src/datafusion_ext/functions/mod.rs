@@ -19,6 +19,7 @@ pub(crate) mod named_cast;
 pub(crate) mod numeric_input;
 pub(crate) mod param_array;
 pub(crate) mod param_text;
+pub(crate) mod pg_typeof;
 pub(crate) mod similarity;
 pub(crate) mod similarity_planner;
 pub(crate) mod text_case;
