@@ -1434,6 +1434,19 @@ async fn null_scores_sort_last_in_every_top_k_shape() -> TestResult {
             ),
             &all,
         ),
+        // A score a LATERAL subquery computes, however the join is written.
+        (
+            format!(
+                "SELECT id, s FROM {n} k, LATERAL (SELECT k.e <#> '{{1,0}}' AS s) l ORDER BY s DESC"
+            ),
+            &all,
+        ),
+        (
+            format!(
+                "SELECT id, s FROM {n} k LEFT JOIN LATERAL (SELECT k.e <#> '{{1,0}}' AS s) l ON true ORDER BY 2 DESC LIMIT 1"
+            ),
+            &first,
+        ),
         // A scalar subquery whose column is a score, correlated or not.
         (
             format!("SELECT id, (SELECT e <#> '{{1,0}}') AS s FROM {n} ORDER BY s DESC"),

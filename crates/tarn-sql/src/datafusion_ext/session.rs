@@ -166,6 +166,10 @@ pub(crate) fn new_session(query_memory: usize) -> Result<SessionState> {
     // rule looks for its sorts.
     state.add_analyzer_rule(Arc::new(plan::score_nulls_last::ScoreNullsLast));
     state.add_analyzer_rule(Arc::new(plan::decorrelate::UnnestSubqueries));
+    // Again after unnesting: a score a LATERAL subquery computes reaches the sort as a
+    // column of the join unnesting made (`FROM t, LATERAL (SELECT e <#> q AS s) l
+    // ORDER BY s DESC`).
+    state.add_analyzer_rule(Arc::new(plan::score_nulls_last::ScoreNullsLast));
     // A recursive CTE's terms agree on their columns' metadata (none).
     state.add_analyzer_rule(Arc::new(plan::recursive::PlainRecursiveColumns));
     // The top-k rule runs after DataFusion's own (it needs the limit pushed into the
