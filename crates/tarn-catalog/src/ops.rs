@@ -422,7 +422,8 @@ impl Catalog {
                         old.workspace_id, name
                     )));
                 }
-                let mut v = self.remove_view(*view_id).ok_or_else(|| missing("view"))?;
+                let v = self.remove_view(*view_id).ok_or_else(|| missing("view"))?;
+                let mut v = Arc::unwrap_or_clone(v);
                 v.name = name.clone();
                 self.insert_view(v);
             }
@@ -517,8 +518,13 @@ impl Catalog {
             .collect();
         for id in &ids {
             if let Some(t) = self.tables.remove(id) {
-                let t = Arc::unwrap_or_clone(t);
-                self.table_names.remove(&(t.org_id, t.workspace_id, t.name));
+                // The names, not the whole definition: it is shared with the published
+                // catalog, and unwrapping it would copy every column.
+                self.table_names.remove(&(
+                    t.org_id.clone(),
+                    t.workspace_id.clone(),
+                    t.name.clone(),
+                ));
             }
         }
         self.remove_indexes_of(&ids);

@@ -158,11 +158,12 @@ impl Catalog {
         self.views.insert(v.id, Arc::new(v));
     }
 
-    pub(crate) fn remove_view(&mut self, id: ViewId) -> Option<ViewDef> {
+    /// Forgets view `id`; its definition, still shared with the published catalog.
+    pub(crate) fn remove_view(&mut self, id: ViewId) -> Option<Arc<ViewDef>> {
         let v = self.views.remove(&id)?;
         self.view_names
             .remove(&(v.org_id.clone(), v.workspace_id.clone(), v.name.clone()));
-        Some(Arc::unwrap_or_clone(v))
+        Some(v)
     }
 
     /// Forgets every view that reads a table or view that no longer exists (and the

@@ -71,7 +71,7 @@ pub(crate) fn new_session(query_memory: usize) -> Result<SessionState> {
     functions::clock::register(&mut state)?;
     state.register_udf(functions::similarity::udf())?;
     // `pg_typeof(x)`: PostgreSQL's name of x's type (`functions::pg_typeof`).
-    state.register_udf(std::sync::Arc::new(functions::pg_typeof::udf()))?;
+    state.register_udf(Arc::new(functions::pg_typeof::udf()))?;
     // Case maps a character at a time, as PostgreSQL's (`functions::text_case`);
     // before sizing, which wraps them.
     let udfs = state.scalar_functions().clone();
@@ -161,14 +161,11 @@ pub(crate) fn new_session(query_memory: usize) -> Result<SessionState> {
     // simplest); after the rules above, so the subqueries' types are coerced.
     state.register_udf(Arc::new(plan::decorrelate::subquery_value_udf()))?;
     state.register_udf(Arc::new(plan::decorrelate::nullable_udf()))?;
-    // `<#>` sorted descending puts NULL scores last in every plan: before unnesting,
-    // which copies sort keys into windows (`LIMIT (SELECT …)`), and before the top-k
-    // rule looks for its sorts.
-    state.add_analyzer_rule(Arc::new(plan::score_nulls_last::ScoreNullsLast));
     state.add_analyzer_rule(Arc::new(plan::decorrelate::UnnestSubqueries));
-    // Again after unnesting: a score a LATERAL subquery computes reaches the sort as a
-    // column of the join unnesting made (`FROM t, LATERAL (SELECT e <#> q AS s) l
-    // ORDER BY s DESC`).
+    // `<#>` sorted descending puts NULL scores last in every plan: after unnesting (a
+    // score a LATERAL subquery computes reaches the sort as a column of the join it
+    // made; a sort key it copied into a window, `LIMIT (SELECT …)`, is a window's
+    // ORDER BY, which the rule reads too), and before the top-k rule looks for sorts.
     state.add_analyzer_rule(Arc::new(plan::score_nulls_last::ScoreNullsLast));
     // A recursive CTE's terms agree on their columns' metadata (none).
     state.add_analyzer_rule(Arc::new(plan::recursive::PlainRecursiveColumns));

@@ -28,27 +28,17 @@ fn regtype(field: &Field) -> String {
     of(field.data_type())
 }
 
+/// A regtype's name: the names messages use (`similarity::pg_type`), with the long
+/// forms a regtype prints where those are short, and an array named by its element
+/// whatever its dimensions.
 fn of(t: &DataType) -> String {
     match t {
-        DataType::Int8 | DataType::Int16 => "smallint".into(),
-        DataType::Int32 => "integer".into(),
-        DataType::Int64 => "bigint".into(),
-        DataType::Float16 | DataType::Float32 => "real".into(),
-        DataType::Float64 => "double precision".into(),
-        DataType::Decimal32(..)
-        | DataType::Decimal64(..)
-        | DataType::Decimal128(..)
-        | DataType::Decimal256(..) => "numeric".into(),
-        DataType::Boolean => "boolean".into(),
-        DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => "text".into(),
-        DataType::Binary | DataType::LargeBinary | DataType::BinaryView => "bytea".into(),
-        DataType::Date32 | DataType::Date64 => "date".into(),
         DataType::Timestamp(_, None) => "timestamp without time zone".into(),
         DataType::Timestamp(_, Some(_)) => "timestamp with time zone".into(),
         DataType::Time32(_) | DataType::Time64(_) => "time without time zone".into(),
-        DataType::Interval(_) | DataType::Duration(_) => "interval".into(),
-        DataType::Null => "unknown".into(),
-        // PostgreSQL names an array by its element type, whatever its dimensions.
+        DataType::Decimal32(..) | DataType::Decimal64(..) => "numeric".into(),
+        // A JSON operator's value (`j -> 'a'`), which writes as jsonb.
+        DataType::Union(..) => "jsonb".into(),
         DataType::List(f) | DataType::LargeList(f) | DataType::FixedSizeList(f, _) => {
             let mut inner = f.data_type();
             while let DataType::List(f) | DataType::LargeList(f) | DataType::FixedSizeList(f, _) =
@@ -58,9 +48,6 @@ fn of(t: &DataType) -> String {
             }
             format!("{}[]", of(inner))
         }
-        DataType::Struct(_) => "record".into(),
-        // A JSON operator's value (`j -> 'a'`), which writes as jsonb.
-        DataType::Union(..) => "jsonb".into(),
         other => super::similarity::pg_type(other),
     }
 }

@@ -164,7 +164,7 @@ impl Unnester {
         // A LATERAL subquery that reads the columns beside it: a join with its result
         // per row (DataFusion 55 unnests only an equality under a filter of it).
         let node = match node {
-            LogicalPlan::Join(j) if lateral_subquery(&j).is_some() => {
+            LogicalPlan::Join(j) => {
                 let rewritten = self.lateral(j)?;
                 if rewritten.transformed {
                     self.changed = true;
@@ -520,10 +520,11 @@ impl Unnester {
     /// true`: a left join back) or none that passes `ON` (the unmatched rows added as
     /// an outer join's are). Other join types stay as they are.
     fn lateral(&mut self, j: Join) -> Result<Transformed<LogicalPlan>> {
-        let Some(q) = lateral_subquery(&j) else {
-            return Ok(Transformed::no(LogicalPlan::Join(j)));
+        // A lateral joined by keys (`USING`) stays as it is: its ON is a filter here.
+        let q = match lateral_subquery(&j) {
+            Some(q) if j.on.is_empty() => q.clone(),
+            _ => return Ok(Transformed::no(LogicalPlan::Join(j))),
         };
-        let q = Arc::new(q.clone());
         let trivial_on = j
             .filter
             .as_ref()
@@ -536,13 +537,6 @@ impl Unnester {
             _ => return Ok(Transformed::no(LogicalPlan::Join(j))),
         };
         let left_schema = j.left.schema();
-        if !j.on.is_empty()
-            || !outer_refs(&q)
-                .iter()
-                .any(|(_, c)| left_schema.has_column(c))
-        {
-            return Ok(Transformed::no(LogicalPlan::Join(j)));
-        }
         let left = j.left.as_ref().clone();
         self.base = Some(left.clone());
         let dom = self.domain(&left, &q)?;
