@@ -7,11 +7,12 @@
 //! when `Session` gains a public method that the table (and so this matrix) lacks.
 
 use std::collections::BTreeSet;
+use std::time::{Duration, Instant};
 
 use quote::ToTokens;
 
 use serde_json::json;
-use tarn::{Operation, PERMISSIONS, Session, Tarn};
+use tarn::{Operation, Options, PERMISSIONS, Session, Tarn};
 use tarn_tests::id_body_x_batch;
 
 type TestResult = Result<(), Box<dyn std::error::Error>>;
@@ -752,6 +753,75 @@ async fn key_revoked_while_queued_for_the_ddl_lock_cannot_add_a_member() -> Test
         added.is_err() && !members.contains(&"intruder@example.com".to_string()),
         "a revoked key added an admin after revoke_api_key returned: {added:?}, members {members:?}"
     );
+    Ok(())
+}
+
+/// A statement that counts for minutes (far past any wait a revocation may take).
+const ENDLESS_FROM: &str = "FROM generate_series(1, 100000) AS a(v) \
+    CROSS JOIN generate_series(1, 100000) AS b(w) WHERE a.v + b.w > 3";
+
+/// Revoking a key (or removing a member) whose long statement is under way stops the
+/// statement instead of waiting for it: the revocation returns at once, not at the
+/// statement timeout, the statement answers as the key's calls do from then on (401,
+/// or 404 for the removed member) and applies nothing, and no call of the key — SQL or
+/// not — works from the moment the revocation starts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn revoking_a_key_stops_its_long_statement_at_once() -> TestResult {
+    let tarn = Tarn::in_memory_with(Options::new().query_timeout(Duration::from_secs(600))).await?;
+    let (acme, member, member_id) = acme_with_member(&tarn).await?;
+    let me = acme.me().await?;
+    for (what, sql) in [
+        ("a query", format!("SELECT count(*) {ENDLESS_FROM}")),
+        (
+            "a write",
+            format!(r#"INSERT INTO "ws"."t" (id, body) SELECT count(*), 'x' {ENDLESS_FROM}"#),
+        ),
+    ] {
+        let key = tarn.create_api_key(&me.id, "to revoke").await?;
+        let doomed = tarn.connect(&key.secret).await?.with_org("acme");
+        let long = spawn_query(&doomed, sql.clone());
+        tokio::time::sleep(SETTLE * 3).await;
+        assert!(!long.is_finished(), "{what} ended early: {:?}", long.await);
+        let started = Instant::now();
+        let revoke = {
+            let (tarn, id) = (tarn.clone(), key.id.clone());
+            tokio::spawn(async move { tarn.revoke_api_key(&id).await })
+        };
+        revoke.await??;
+        let waited = started.elapsed();
+        let answer = long.await?;
+        assert_eq!(answer.as_ref().err().map(|e| e.status()), Some(401), "{what}: {answer:?}");
+        // Minutes of counting were left: the revocation did not wait for them.
+        assert!(waited < Duration::from_secs(60), "{what}: revoking waited {waited:?}");
+        assert_eq!(doomed.tables("ws").await.err().map(|e| e.status()), Some(401));
+        assert_eq!(
+            doomed.create_workspace("sneaky", "S").await.err().map(|e| e.status()),
+            Some(401)
+        );
+    }
+    let r = acme
+        .query("ws", r#"SELECT count(*) FROM "ws"."t" WHERE body = 'x'"#, &[])
+        .await?;
+    assert_eq!(r.rows, Some(vec![vec![json!(0)]]), "the stopped write applied rows");
+
+    // A member removed while their long statement runs: the same, with the member's 404.
+    let long = spawn_query(&member, format!("SELECT count(*) {ENDLESS_FROM}"));
+    tokio::time::sleep(SETTLE * 3).await;
+    assert!(!long.is_finished());
+    let started = Instant::now();
+    acme.remove_member("acme", &member_id).await?;
+    assert!(started.elapsed() < Duration::from_secs(60));
+    let answer = long.await?;
+    assert_eq!(answer.as_ref().err().map(|e| e.status()), Some(404), "{answer:?}");
+    // A removal that fails (the last admin) stops nothing of the admin's.
+    let admin_id = me.id.clone();
+    let long = spawn_query(&acme, format!("SELECT count(*) {SLOW_FROM}"));
+    tokio::time::sleep(SETTLE).await;
+    assert_eq!(
+        acme.remove_member("acme", &admin_id).await.err().map(|e| e.status()),
+        Some(409)
+    );
+    long.await??;
     Ok(())
 }
 

@@ -26,7 +26,7 @@ mod value;
 
 pub use ast::dialect::EngineDialect;
 pub use ast::types::{arrow_type, is_json_field};
-pub use datafusion_ext::context::deadline::{StopHandle, Stoppable, stoppable};
+pub use datafusion_ext::context::deadline::{CallStop, StopHandle, Stoppable, stoppable};
 pub use datafusion_ext::provider::{EngineTable, table_schema};
 pub use error::{Error, Result};
 pub use router::{SqlEngine, returns_rows_only};

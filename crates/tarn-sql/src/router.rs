@@ -245,6 +245,9 @@ impl SqlEngine {
             // The host is closing: the statement answers now, with its notice; the
             // build stops at the close and is finished at the next open.
             _ = closing.wait_for(|c| *c) => false,
+            // The caller's access is being withdrawn: the statement has committed, and
+            // answers now; the build goes on in the background.
+            () = crate::datafusion_ext::context::deadline::call_stopped() => false,
         }
     }
 
@@ -287,36 +290,49 @@ impl SqlEngine {
     ) -> Result<u64> {
         let mut txn = Txn::new(&self.shared, org, ws);
         let missing = || Error::NotFound(format!("relation \"{ws}\".\"{table}\" does not exist"));
-        let id = txn.catalog.table(org, ws, table).ok_or_else(missing)?.id;
-        txn.lock_table(id).await?.ok_or_else(missing)?;
-        let mut written = 0;
-        for batch in batches {
-            // Re-read: the previous batch may have fixed a vector dimension.
-            let def = txn.catalog.table_by_id(id).cloned().ok_or_else(missing)?;
-            let mut targets = Vec::with_capacity(batch.num_columns());
-            for field in batch.schema().fields() {
-                let i = def
-                    .columns
-                    .iter()
-                    .position(|c| c.name == *field.name())
-                    .ok_or_else(|| {
-                        Error::BadRequest(format!(
-                            "column \"{}\" of relation \"{table}\" does not exist",
+        // The work (waiting for the table's writer, staging the rows) stops when the
+        // caller's access is withdrawn; the commit does not.
+        let work = async {
+            let id = txn.catalog.table(org, ws, table).ok_or_else(missing)?.id;
+            txn.lock_table(id).await?.ok_or_else(missing)?;
+            let mut written = 0;
+            for batch in batches {
+                // Re-read: the previous batch may have fixed a vector dimension.
+                let def = txn.catalog.table_by_id(id).cloned().ok_or_else(missing)?;
+                let mut targets = Vec::with_capacity(batch.num_columns());
+                for field in batch.schema().fields() {
+                    let i = def
+                        .columns
+                        .iter()
+                        .position(|c| c.name == *field.name())
+                        .ok_or_else(|| {
+                            Error::BadRequest(format!(
+                                "column \"{}\" of relation \"{table}\" does not exist",
+                                field.name()
+                            ))
+                        })?;
+                    if targets.contains(&i) {
+                        return bad(format!(
+                            "column \"{}\" specified more than once",
                             field.name()
-                        ))
-                    })?;
-                if targets.contains(&i) {
-                    return bad(format!(
-                        "column \"{}\" specified more than once",
-                        field.name()
-                    ));
+                        ));
+                    }
+                    targets.push(i);
                 }
-                targets.push(i);
+                txn.write_rows(&def, &targets, batch.columns().to_vec(), batch.num_rows())
+                    .await?;
+                written += batch.num_rows() as u64;
             }
-            txn.write_rows(&def, &targets, batch.columns().to_vec(), batch.num_rows())
-                .await?;
-            written += batch.num_rows() as u64;
-        }
+            Ok::<_, Error>(written)
+        };
+        let written = tokio::select! {
+            r = work => r?,
+            () = crate::datafusion_ext::context::deadline::call_stopped() => {
+                return Err(Error::BadRequest(
+                    crate::datafusion_ext::context::deadline::STOPPED_MESSAGE.into(),
+                ));
+            }
+        };
         txn.commit().await?;
         Ok(written)
     }
@@ -370,11 +386,17 @@ impl SqlEngine {
         {
             let mut txn = Txn::new(&self.shared, org, ws);
             txn.settings = settings.lock().clone();
-            let attempt = tokio::time::timeout(
-                self.shared.limits.query_timeout,
-                Box::pin(txn.insert_batch(ins, params_batch)),
-            )
-            .await;
+            let attempt = tokio::select! {
+                r = tokio::time::timeout(
+                    self.shared.limits.query_timeout,
+                    Box::pin(txn.insert_batch(ins, params_batch)),
+                ) => r,
+                () = crate::datafusion_ext::context::deadline::call_stopped() => {
+                    return Err(Error::BadRequest(
+                        crate::datafusion_ext::context::deadline::STOPPED_MESSAGE.into(),
+                    ));
+                }
+            };
             match attempt {
                 Err(_) => return Err(self.timeout_error()),
                 Ok(Ok(Some(totals))) => {
@@ -446,9 +468,17 @@ impl SqlEngine {
         };
         let def = Txn::new(&self.shared, org, ws).resolve(name)?;
         let db = self.shared.db.clone();
-        let indexed = tokio::task::spawn_blocking(move || db.vacuum(def.id))
-            .await
-            .map_err(|e| crate::error::join_error(e, "VACUUM"))??;
+        let work = tokio::task::spawn_blocking(move || db.vacuum(def.id));
+        let indexed = tokio::select! {
+            r = work => r.map_err(|e| crate::error::join_error(e, "VACUUM"))??,
+            // The caller's access is being withdrawn: the compaction (which changes no
+            // row) goes on in the background, and the statement answers now.
+            () = crate::datafusion_ext::context::deadline::call_stopped() => {
+                return Err(Error::BadRequest(
+                    crate::datafusion_ext::context::deadline::STOPPED_MESSAGE.into(),
+                ));
+            }
+        };
         let mut out = StatementResult::none(0);
         if !indexed {
             out.notices.push(
@@ -513,6 +543,10 @@ impl SqlEngine {
                 "the server is shutting down: the statement was stopped before it \
                  applied anything; retry"
                     .into(),
+            )),
+            // The caller's access is being withdrawn (see `CallStop`); the host words it.
+            () = crate::datafusion_ext::context::deadline::call_stopped() => Err(Error::BadRequest(
+                crate::datafusion_ext::context::deadline::STOPPED_MESSAGE.into(),
             )),
         }
     }

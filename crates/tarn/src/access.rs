@@ -292,14 +292,36 @@ pub(crate) struct Locked {
 /// A SQL call (`query`, `query_arrow`, `query_batch`, `insert_arrow`, `drop_table`)
 /// holds its key's gate and its membership's gate for reading from before its checks
 /// until it returns, through any wait for the DDL or a table's writer lock.
-/// `revoke_api_key` and `remove_member` take the gate for writing before they commit:
-/// they wait for the calls in flight (whose effects so come before the revocation),
-/// and a call that starts meanwhile waits for them and is then refused. The calls that
-/// change the catalog themselves (organization, member and workspace calls) check the
-/// key and the membership again under the DDL lock instead ([`Session::recheck`]).
+/// `revoke_api_key` and `remove_member` first raise the gate's signal, which stops the
+/// statements of those calls at their next await (they apply nothing and answer as the
+/// revocation or removal would, see [`tarn_sql::CallStop`]) and refuses every new call
+/// of the key or member, SQL or not; they then take the gate for writing, which waits
+/// only for the commits of the calls in flight (a commit under way completes, so its
+/// effect comes before the revocation), commit, and lower the signal, the catalog now
+/// saying the same. The calls that change the catalog themselves (organization, member
+/// and workspace calls, uploads) check the key and the membership again under the DDL
+/// lock instead ([`Session::recheck`]).
 #[derive(Default)]
 pub(crate) struct Gates {
-    gates: parking_lot::Mutex<HashMap<GateKey, Arc<RwLock<()>>>>,
+    gates: parking_lot::Mutex<HashMap<GateKey, Gate>>,
+    /// How many signals are raised: while none is, a call's checks skip the map.
+    raised: std::sync::atomic::AtomicUsize,
+}
+
+/// One key's or membership's gate.
+#[derive(Clone)]
+struct Gate {
+    lock: Arc<RwLock<()>>,
+    signal: Arc<tokio::sync::watch::Sender<bool>>,
+}
+
+impl Default for Gate {
+    fn default() -> Self {
+        Gate {
+            lock: Arc::default(),
+            signal: Arc::new(tokio::sync::watch::Sender::new(false)),
+        }
+    }
 }
 
 /// A key id, or an (organization, user) membership.
@@ -309,29 +331,111 @@ enum GateKey {
     Member(String, String),
 }
 
-/// The gates a SQL call holds until it returns.
+/// The gates a SQL call holds until it returns, and the signals that stop it.
 pub(crate) struct CallGuards {
     _key: OwnedRwLockReadGuard<()>,
     _member: Option<OwnedRwLockReadGuard<()>>,
+    key_signal: tokio::sync::watch::Receiver<bool>,
+    member_signal: Option<tokio::sync::watch::Receiver<bool>>,
+}
+
+impl CallGuards {
+    /// The signals, for the call's statements.
+    fn stop(&self) -> tarn_sql::CallStop {
+        let mut signals = vec![self.key_signal.clone()];
+        signals.extend(self.member_signal.clone());
+        tarn_sql::CallStop::new(signals)
+    }
+
+    /// Runs `fut`, a call of the SQL layer for organization `org`, stopped by these
+    /// signals: its error is the revocation's or removal's if either stopped it.
+    pub async fn within<T>(
+        &self,
+        org: &str,
+        fut: impl std::future::Future<Output = tarn_sql::Result<T>>,
+    ) -> Result<T> {
+        self.stop()
+            .scope(fut)
+            .await
+            .map_err(|e| self.error(e.into(), org))
+    }
+
+    /// The error of a call that failed: the revocation's or removal's if either
+    /// stopped it.
+    fn error(&self, e: Error, org: &str) -> Error {
+        if *self.key_signal.borrow() {
+            return revoked();
+        }
+        if self.member_signal.as_ref().is_some_and(|s| *s.borrow()) {
+            return org_not_found(org);
+        }
+        e
+    }
+}
+
+/// A raised signal, lowered when dropped (so also when the commit fails).
+pub(crate) struct Raised<'a> {
+    gates: &'a Gates,
+    gate: Gate,
+    _write: OwnedRwLockWriteGuard<()>,
+}
+
+impl Drop for Raised<'_> {
+    fn drop(&mut self) {
+        // Lowered before the write gate opens (fields drop after this): the calls that
+        // waited for it read the catalog the commit made.
+        self.gate.signal.send_replace(false);
+        self.gates
+            .raised
+            .fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+    }
 }
 
 impl Gates {
-    fn gate(&self, key: GateKey) -> Arc<RwLock<()>> {
+    fn gate(&self, key: GateKey) -> Gate {
         self.gates.lock().entry(key).or_default().clone()
     }
 
+    /// Whether `key`'s signal is raised.
+    fn is_raised(&self, key: GateKey) -> bool {
+        self.gates.lock().get(&key).is_some_and(|g| *g.signal.borrow())
+    }
+
+    /// Raises `key`'s signal, then waits for the calls in flight to end.
+    async fn raise(&self, key: GateKey) -> Raised<'_> {
+        let gate = self.gate(key);
+        self.raised
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        gate.signal.send_replace(true);
+        let write = gate.lock.clone().write_owned().await;
+        Raised {
+            gates: self,
+            gate,
+            _write: write,
+        }
+    }
+
     /// Held by `revoke_api_key` while it commits.
-    pub async fn revoke_key(&self, key_id: &str) -> OwnedRwLockWriteGuard<()> {
-        self.gate(GateKey::Key(key_id.to_string()))
-            .write_owned()
-            .await
+    pub async fn revoke_key(&self, key_id: &str) -> Raised<'_> {
+        self.raise(GateKey::Key(key_id.to_string())).await
     }
 
     /// Held by `remove_member` while it commits.
-    pub async fn remove_member(&self, org: &str, user_id: &str) -> OwnedRwLockWriteGuard<()> {
-        self.gate(GateKey::Member(org.to_string(), user_id.to_string()))
-            .write_owned()
+    pub async fn remove_member(&self, org: &str, user_id: &str) -> Raised<'_> {
+        self.raise(GateKey::Member(org.to_string(), user_id.to_string()))
             .await
+    }
+
+    /// Whether the key is being revoked.
+    fn key_raised(&self, key_id: &str) -> bool {
+        self.raised.load(std::sync::atomic::Ordering::SeqCst) != 0
+            && self.is_raised(GateKey::Key(key_id.to_string()))
+    }
+
+    /// Whether the membership is being removed.
+    fn member_raised(&self, org: &str, user_id: &str) -> bool {
+        self.raised.load(std::sync::atomic::Ordering::SeqCst) != 0
+            && self.is_raised(GateKey::Member(org.to_string(), user_id.to_string()))
     }
 }
 
@@ -346,8 +450,10 @@ impl Session {
     pub(crate) fn authorize(&self, op: Operation, target: &str) -> Result<Access> {
         self.tarn.check_open()?;
         let catalog = self.tarn.catalog();
-        // A key revoked after connect stops working at once.
-        if catalog.api_key(&self.key_id).is_none_or(|k| k.revoked) {
+        // A key revoked after connect (or being revoked) stops working at once.
+        if catalog.api_key(&self.key_id).is_none_or(|k| k.revoked)
+            || self.tarn.inner.gates.key_raised(&self.key_id)
+        {
             return Err(revoked());
         }
         self.tarn.check_rate(&self.key_id)?;
@@ -365,18 +471,17 @@ impl Session {
     ) -> Result<(Access, CallGuards)> {
         let gates = &self.tarn.inner.gates;
         // Key first, then membership: writers take one gate each, so no cycle.
-        let key = gates
-            .gate(GateKey::Key(self.key_id.clone()))
-            .read_owned()
-            .await;
-        let member = match self.org.as_deref() {
-            Some(org) if op.permission().scope != Scope::NamedOrg => Some(
-                gates
-                    .gate(GateKey::Member(org.to_string(), self.user_id.clone()))
-                    .read_owned()
-                    .await,
-            ),
-            _ => None,
+        let key_gate = gates.gate(GateKey::Key(self.key_id.clone()));
+        let key = key_gate.lock.read_owned().await;
+        let (member, member_signal) = match self.org.as_deref() {
+            Some(org) if op.permission().scope != Scope::NamedOrg => {
+                let gate = gates.gate(GateKey::Member(org.to_string(), self.user_id.clone()));
+                (
+                    Some(gate.lock.read_owned().await),
+                    Some(gate.signal.subscribe()),
+                )
+            }
+            _ => (None, None),
         };
         let access = self.authorize(op, target)?;
         Ok((
@@ -384,6 +489,8 @@ impl Session {
             CallGuards {
                 _key: key,
                 _member: member,
+                key_signal: key_gate.signal.subscribe(),
+                member_signal,
             },
         ))
     }
@@ -401,7 +508,9 @@ impl Session {
     /// the DDL lock (which the caller holds): a key revoked, a membership, role or
     /// workspace removed since [`Session::authorize`] is seen.
     fn recheck(&self, op: Operation, target: &str, catalog: &Catalog) -> Result<Option<String>> {
-        if catalog.api_key(&self.key_id).is_none_or(|k| k.revoked) {
+        if catalog.api_key(&self.key_id).is_none_or(|k| k.revoked)
+            || self.tarn.inner.gates.key_raised(&self.key_id)
+        {
             return Err(revoked());
         }
         self.permit(op, target, catalog)
@@ -421,9 +530,14 @@ impl Session {
                     .ok_or_else(|| Error::bad("organization id required"))?
             }
         };
-        // Not a member, or no such organization: the same 404.
+        // Not a member (or being removed), or no such organization: the same 404.
         let role = catalog
             .role(org, &self.user_id)
+            // The removal itself (a member may remove themselves) is not refused.
+            .filter(|_| {
+                op == Operation::RemoveMember
+                    || !self.tarn.inner.gates.member_raised(org, &self.user_id)
+            })
             .ok_or_else(|| org_not_found(org))?;
         if rule.scope == Scope::Workspace && catalog.workspace(org, target).is_none() {
             return Err(ws_not_found(target));

@@ -147,9 +147,10 @@ impl Tarn {
             .collect())
     }
 
-    /// Revokes a key: it never connects again, and its open sessions are refused from
-    /// their next call. Calls of the key under way finish first (this waits for them,
-    /// for at most the query timeout), so nothing the key does lands after this returns.
+    /// Revokes a key: it never connects again, and its open sessions are refused at
+    /// once. The key's SQL statements under way stop (they apply nothing and answer
+    /// 401, as the key's calls do from now on), except commits already under way, which
+    /// this waits for: nothing the key does lands after this returns.
     pub async fn revoke_api_key(&self, key_id: &str) -> Result<()> {
         let _gate = self.inner.gates.revoke_key(key_id).await;
         let ddl = self.inner.engine.locks().ddl().await;

@@ -189,22 +189,21 @@ impl Session {
     }
 
     /// Removes a member (admin only); that user's sessions lose the organization at
-    /// their next call. The member's SQL calls under way finish first (this waits for
-    /// them, for at most the query timeout), so nothing the member does lands after this
-    /// returns. Removing the last admin is 409; a non-member is 404.
+    /// once. The member's SQL statements under way stop (they apply nothing and answer
+    /// 404, as the member's calls do from now on), except commits already under way,
+    /// which this waits for: nothing the member does lands after this returns. Removing the last admin is 409; a non-member is 404.
     pub async fn remove_member(&self, org: &str, user_id: &str) -> Result<()> {
-        self.authorize(Operation::RemoveMember, org)?;
-        // The member's calls under way finish first (see `access::Gates`); the gate is
-        // taken before the DDL lock, which those calls may be waiting for.
+        let access = self.authorize(Operation::RemoveMember, org)?;
+        // A removal that would fail stops none of the member's calls: checked first
+        // (and again under the DDL lock, below).
+        removable(&access.catalog, org, user_id)?;
+        // The member's calls under way stop, and their commits finish, first (see
+        // `access::Gates`); the gate is taken before the DDL lock, which those calls
+        // may be waiting for.
         let _gate = self.tarn.inner.gates.remove_member(org, user_id).await;
         let Locked { ddl, catalog, .. } =
             self.lock_and_recheck(Operation::RemoveMember, org).await?;
-        let current = catalog
-            .role(org, user_id)
-            .ok_or_else(|| member_not_found(org, user_id))?;
-        if current == Role::Admin && other_admins(&catalog, org, user_id) == 0 {
-            return Err(last_admin(org));
-        }
+        removable(&catalog, org, user_id)?;
         self.tarn
             .commit(
                 vec![Op::Catalog(CatalogOp::RemoveMember {
@@ -215,6 +214,17 @@ impl Session {
             )
             .await
     }
+}
+
+/// 404 for a non-member, 409 for the last admin.
+fn removable(catalog: &tarn_catalog::Catalog, org: &str, user_id: &str) -> Result<()> {
+    let current = catalog
+        .role(org, user_id)
+        .ok_or_else(|| member_not_found(org, user_id))?;
+    if current == Role::Admin && other_admins(catalog, org, user_id) == 0 {
+        return Err(last_admin(org));
+    }
+    Ok(())
 }
 
 fn parse_role(role: &str) -> Result<Role> {

@@ -3,23 +3,25 @@
 
 use std::time::Instant;
 
-use crate::access::Access;
+use crate::access::{Access, CallGuards};
 use crate::{ArrowResult, BatchResult, Charge, Error, Operation, QueryResult, Result, Session};
 
 impl Session {
     pub(crate) async fn run(
         &self,
         access: Access,
+        guards: &CallGuards,
         ws: &str,
         sql: &str,
         params: &[serde_json::Value],
     ) -> Result<tarn_sql::StatementResult> {
-        Ok(self
-            .tarn
-            .inner
-            .engine
-            .execute(access.org(), ws, sql, params, &self.settings)
-            .await?)
+        let engine = &self.tarn.inner.engine;
+        guards
+            .within(
+                access.org(),
+                engine.execute(access.org(), ws, sql, params, &self.settings),
+            )
+            .await
     }
 
     /// Runs one SQL statement in workspace `ws` with positional parameters.
@@ -54,8 +56,8 @@ impl Session {
         params: &[serde_json::Value],
     ) -> Result<QueryResult> {
         let start = Instant::now();
-        let (access, _guards) = self.authorize_call(Operation::Query, ws).await?;
-        let out = self.run(access, ws, sql, params).await?;
+        let (access, guards) = self.authorize_call(Operation::Query, ws).await?;
+        let out = self.run(access, &guards, ws, sql, params).await?;
         let row_count = out.row_count();
         let mut charge = Charge::default();
         let rows = match out.batches {
@@ -140,8 +142,8 @@ impl Session {
         sql: &str,
         params: &[serde_json::Value],
     ) -> Result<ArrowResult> {
-        let (access, _guards) = self.authorize_call(Operation::QueryArrow, ws).await?;
-        let out = self.run(access, ws, sql, params).await?;
+        let (access, guards) = self.authorize_call(Operation::QueryArrow, ws).await?;
+        let out = self.run(access, &guards, ws, sql, params).await?;
         let mut charge = Charge::default();
         if let Some(batches) = &out.batches {
             let engine = &self.tarn.inner.engine;
@@ -177,13 +179,14 @@ impl Session {
         table: &str,
         batches: &[datafusion::arrow::record_batch::RecordBatch],
     ) -> Result<u64> {
-        let (access, _guards) = self.authorize_call(Operation::InsertArrow, ws).await?;
-        Ok(self
-            .tarn
-            .inner
-            .engine
-            .insert_arrow(access.org(), ws, table, batches)
-            .await?)
+        let (access, guards) = self.authorize_call(Operation::InsertArrow, ws).await?;
+        let engine = &self.tarn.inner.engine;
+        guards
+            .within(
+                access.org(),
+                engine.insert_arrow(access.org(), ws, table, batches),
+            )
+            .await
     }
 
     /// Runs one statement once per parameter set, atomically: all sets apply or none.
@@ -219,12 +222,13 @@ impl Session {
         params_batch: &[Vec<serde_json::Value>],
     ) -> Result<BatchResult> {
         let start = Instant::now();
-        let (access, _guards) = self.authorize_call(Operation::QueryBatch, ws).await?;
-        let totals = self
-            .tarn
-            .inner
-            .engine
-            .execute_batch(access.org(), ws, sql, params_batch, &self.settings)
+        let (access, guards) = self.authorize_call(Operation::QueryBatch, ws).await?;
+        let engine = &self.tarn.inner.engine;
+        let totals = guards
+            .within(
+                access.org(),
+                engine.execute_batch(access.org(), ws, sql, params_batch, &self.settings),
+            )
             .await?;
         Ok(BatchResult {
             statements: totals.statements,

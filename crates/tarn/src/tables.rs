@@ -133,12 +133,12 @@ impl Session {
 
     /// Drops a table (404 if it does not exist).
     pub async fn drop_table(&self, ws: &str, table: &str) -> Result<()> {
-        let (access, _guards) = self.authorize_call(Operation::DropTable, ws).await?;
+        let (access, guards) = self.authorize_call(Operation::DropTable, ws).await?;
         let sql = format!(
             "DROP TABLE \"{}\".\"{}\"",
             ws.replace('"', "\"\""),
             table.replace('"', "\"\"")
         );
-        self.run(access, ws, &sql, &[]).await.map(|_| ())
+        self.run(access, &guards, ws, &sql, &[]).await.map(|_| ())
     }
 }

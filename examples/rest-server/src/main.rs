@@ -97,8 +97,8 @@ enum Command {
     },
     /// Revoke an API key: it is refused (401) from its next request. With the server
     /// running this goes through its admin socket and takes effect at once, without a
-    /// restart (requests of the key under way finish first); otherwise it opens the
-    /// directory.
+    /// restart (statements of the key under way are stopped, applying nothing);
+    /// otherwise it opens the directory.
     #[command(after_help = "Example:\n  tarn-rest-server --data ./db revoke-key 0b9e…")]
     RevokeKey {
         /// The key's id.

@@ -51,6 +51,7 @@ pub(crate) fn stopped() -> bool {
             .is_some_and(|f| f.load(Ordering::Relaxed))
     })
     .unwrap_or(false)
+        || call_stop_raised()
 }
 
 /// Fails when the statement being polled on this thread is past its deadline, or its
@@ -258,4 +259,61 @@ impl datafusion::physical_optimizer::PhysicalOptimizerRule for CheckedPhysical {
     fn schema_check(&self) -> bool {
         self.0.schema_check()
     }
+}
+
+/// Signals, held by whoever may withdraw a caller's access (say the gate of an API key
+/// that is being revoked), that stop the statements of the calls they were given to:
+/// raised, a statement still doing its work ends at its next await or planning check
+/// with an error and applies nothing, and a statement waiting for its index build
+/// stops waiting. A commit already under way completes (so the caller that raised the
+/// signal, waiting for the calls to end, sees their effects come first). The host runs
+/// each call with [`CallStop::scope`]; the statements of the call read it from there.
+#[derive(Clone, Debug, Default)]
+pub struct CallStop(Vec<tokio::sync::watch::Receiver<bool>>);
+
+tokio::task_local! {
+    /// The stop signals of the call whose future is being polled.
+    static CALL_STOP: CallStop;
+}
+
+impl CallStop {
+    /// Stops the call when any of `signals` becomes `true`.
+    pub fn new(signals: Vec<tokio::sync::watch::Receiver<bool>>) -> Self {
+        CallStop(signals)
+    }
+
+    /// Whether a signal is raised.
+    pub fn is_raised(&self) -> bool {
+        self.0.iter().any(|r| *r.borrow())
+    }
+
+    /// Runs `fut` (a call of the SQL layer) with these signals.
+    pub async fn scope<F: Future>(self, fut: F) -> F::Output {
+        CALL_STOP.scope(self, fut).await
+    }
+}
+
+/// Resolves once a stop signal of the call being polled is raised; never, if it has
+/// none.
+pub(crate) async fn call_stopped() {
+    let Ok(mut signals) = CALL_STOP.try_with(|s| s.0.clone()) else {
+        return std::future::pending().await;
+    };
+    if signals.is_empty() {
+        return std::future::pending().await;
+    }
+    let waits = signals.iter_mut().map(|r| {
+        Box::pin(async move {
+            // A signal whose sender is gone is never raised.
+            if r.wait_for(|v| *v).await.is_err() {
+                std::future::pending::<()>().await;
+            }
+        })
+    });
+    futures::future::select_all(waits).await;
+}
+
+/// Whether a stop signal of the call being polled on this thread is raised.
+fn call_stop_raised() -> bool {
+    CALL_STOP.try_with(CallStop::is_raised).unwrap_or(false)
 }
