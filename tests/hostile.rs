@@ -478,12 +478,14 @@ async fn every_result_path_is_bounded_by_query_memory() -> TestResult {
     assert_eq!(
         arrow
             .batches
+            .as_deref()
             .unwrap_or_default()
             .iter()
             .map(|b| b.num_rows())
             .sum::<usize>(),
         1_000_000
     );
+    drop(arrow);
     over(query(&s, wide, &[]).await.unwrap_err(), wide);
     // Rows whose JSON text is six times their bytes (control characters are escaped):
     // ~10 MB held, ~60 MB written.
@@ -502,7 +504,7 @@ async fn every_result_path_is_bounded_by_query_memory() -> TestResult {
     assert_eq!(r.rows, Some(vec![vec![json!(200_000)]]));
     // Results stay charged while their caller holds them (a host serializing the
     // results of many statements at once is bounded by the pool, not only each
-    // statement while it runs): ~28 MB of JSON rows held, the same again does not fit.
+    // statement while it runs): ~40 MB of JSON rows held, the same again does not fit.
     let half = "SELECT x FROM generate_series(1, 500000) g(x)";
     let held = query(&s, half, &[]).await?;
     over(
@@ -3229,5 +3231,40 @@ async fn nested_arrays_do_not_become_text_of_their_inner_arrays() -> TestResult 
     )
     .await?;
     assert_eq!(r.rows, Some(vec![vec![json!("b"), json!(["1", "2"])]]));
+    Ok(())
+}
+
+/// A result's JSON rows are counted as what the allocator holds for them (each row's
+/// block and each short string's, with their headers and rounding), and its JSON body
+/// beside them while it is made: 20M rows of `(g, g::text)` were counted at 1.9 GB,
+/// held 3 GB, and passed a 2 GiB `query_memory` (the body another 530 MB on top).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn json_results_are_counted_as_the_heap_holds_them() -> TestResult {
+    let tarn = Tarn::in_memory_with(tarn::Options::new().query_memory(256 << 20)).await?;
+    let s = fixture(&tarn).await?;
+    let rows = |n: u64| format!("SELECT g, g::text AS t FROM generate_series(1, {n}) g");
+    // 2.2M rows hold about 300 MB as JSON values (they were counted at 210 MB).
+    let e = query(&s, &rows(2_200_000), &[]).await.err();
+    assert_eq!(e.as_ref().map(|e| e.status()), Some(400), "{e:?}");
+    assert!(e.is_some_and(|e| e.message().contains("query_memory")));
+    // As Arrow (about 20 bytes a row) they fit.
+    let arrow = s.query_arrow("ws", &rows(2_200_000), &[]).await?;
+    assert_eq!(
+        arrow
+            .batches
+            .map(|b| b.iter().map(|b| b.num_rows()).sum::<usize>()),
+        Some(2_200_000)
+    );
+    // 1.35M rows fit as values (1.5M do not), but not with their body beside them
+    // (1.2M do).
+    let r = query(&s, &rows(1_350_000), &[]).await?;
+    let e = r.into_json().err();
+    assert_eq!(e.as_ref().map(|e| e.status()), Some(400), "{e:?}");
+    assert!(e.is_some_and(|e| e.message().contains("query_memory")));
+    // A result that fits, and its body, are as they were.
+    assert!(query(&s, &rows(1_000_000), &[]).await?.into_json().is_ok());
+    let r = query(&s, &rows(3), &[]).await?;
+    let body: Value = serde_json::from_slice(&r.into_json()?)?;
+    assert_eq!(body["rows"], json!([[1, "1"], [2, "2"], [3, "3"]]));
     Ok(())
 }

@@ -790,19 +790,41 @@ async fn revoking_a_key_stops_its_long_statement_at_once() -> TestResult {
         revoke.await??;
         let waited = started.elapsed();
         let answer = long.await?;
-        assert_eq!(answer.as_ref().err().map(|e| e.status()), Some(401), "{what}: {answer:?}");
-        // Minutes of counting were left: the revocation did not wait for them.
-        assert!(waited < Duration::from_secs(60), "{what}: revoking waited {waited:?}");
-        assert_eq!(doomed.tables("ws").await.err().map(|e| e.status()), Some(401));
         assert_eq!(
-            doomed.create_workspace("sneaky", "S").await.err().map(|e| e.status()),
+            answer.as_ref().err().map(|e| e.status()),
+            Some(401),
+            "{what}: {answer:?}"
+        );
+        // Minutes of counting were left: the revocation did not wait for them.
+        assert!(
+            waited < Duration::from_secs(60),
+            "{what}: revoking waited {waited:?}"
+        );
+        assert_eq!(
+            doomed.tables("ws").await.err().map(|e| e.status()),
+            Some(401)
+        );
+        assert_eq!(
+            doomed
+                .create_workspace("sneaky", "S")
+                .await
+                .err()
+                .map(|e| e.status()),
             Some(401)
         );
     }
     let r = acme
-        .query("ws", r#"SELECT count(*) FROM "ws"."t" WHERE body = 'x'"#, &[])
+        .query(
+            "ws",
+            r#"SELECT count(*) FROM "ws"."t" WHERE body = 'x'"#,
+            &[],
+        )
         .await?;
-    assert_eq!(r.rows, Some(vec![vec![json!(0)]]), "the stopped write applied rows");
+    assert_eq!(
+        r.rows,
+        Some(vec![vec![json!(0)]]),
+        "the stopped write applied rows"
+    );
 
     // A member removed while their long statement runs: the same, with the member's 404.
     let long = spawn_query(&member, format!("SELECT count(*) {ENDLESS_FROM}"));
@@ -812,13 +834,20 @@ async fn revoking_a_key_stops_its_long_statement_at_once() -> TestResult {
     acme.remove_member("acme", &member_id).await?;
     assert!(started.elapsed() < Duration::from_secs(60));
     let answer = long.await?;
-    assert_eq!(answer.as_ref().err().map(|e| e.status()), Some(404), "{answer:?}");
+    assert_eq!(
+        answer.as_ref().err().map(|e| e.status()),
+        Some(404),
+        "{answer:?}"
+    );
     // A removal that fails (the last admin) stops nothing of the admin's.
     let admin_id = me.id.clone();
     let long = spawn_query(&acme, format!("SELECT count(*) {SLOW_FROM}"));
     tokio::time::sleep(SETTLE).await;
     assert_eq!(
-        acme.remove_member("acme", &admin_id).await.err().map(|e| e.status()),
+        acme.remove_member("acme", &admin_id)
+            .await
+            .err()
+            .map(|e| e.status()),
         Some(409)
     );
     long.await??;

@@ -636,7 +636,13 @@ async fn run_stdin(session: &Session, ws: &str, json: bool) -> ExitCode {
 
 fn print_result(r: &QueryResult, json: bool) {
     if json {
-        println!("{}", serde_json::to_string(r).unwrap_or_default());
+        // Written as it is encoded: a large result is not held a second time as text.
+        use std::io::Write as _;
+        let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+        if serde_json::to_writer(&mut out, r).is_ok() {
+            let _ = writeln!(out);
+        }
+        let _ = out.flush();
         return;
     }
     // As psql shows a server's notices: on standard error, before the result.

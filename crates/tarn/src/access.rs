@@ -398,7 +398,10 @@ impl Gates {
 
     /// Whether `key`'s signal is raised.
     fn is_raised(&self, key: GateKey) -> bool {
-        self.gates.lock().get(&key).is_some_and(|g| *g.signal.borrow())
+        self.gates
+            .lock()
+            .get(&key)
+            .is_some_and(|g| *g.signal.borrow())
     }
 
     /// Raises `key`'s signal, then waits for the calls in flight to end.

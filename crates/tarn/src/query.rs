@@ -77,19 +77,41 @@ impl Session {
                         pool_refusal(&e)
                     ))
                 };
-                memory
-                    .try_grow(batches.iter().map(tarn_sql::batch_bytes).sum())
-                    .map_err(over)?;
-                let mut rows = Vec::new();
-                let fields: Vec<_> = out.schema.fields().iter().map(|f| f.as_ref()).collect();
-                for b in batches {
-                    tarn_sql::encode_rows(&fields, b.columns(), &mut rows, &mut |n| {
-                        memory
-                            .try_grow(n)
-                            .map_err(|e| tarn_sql::Error::BadRequest(over(e).message().to_string()))
-                    })?;
-                    memory.shrink(tarn_sql::batch_bytes(&b).min(memory.size()));
-                }
+                let batch_bytes: usize = batches.iter().map(tarn_sql::batch_bytes).sum();
+                let encode = |batches: Vec<datafusion::arrow::record_batch::RecordBatch>| {
+                    // The batches, and the list of rows at its final size (grown by
+                    // doubling, it held up to half as much again, and the old and the
+                    // new list at once).
+                    memory
+                        .try_grow(
+                            batch_bytes
+                                + row_count as usize
+                                    * std::mem::size_of::<Vec<serde_json::Value>>(),
+                        )
+                        .map_err(over)?;
+                    let mut rows = Vec::with_capacity(row_count as usize);
+                    let fields: Vec<_> = out.schema.fields().iter().map(|f| f.as_ref()).collect();
+                    for b in batches {
+                        tarn_sql::encode_rows(&fields, b.columns(), &mut rows, &mut |n| {
+                            memory.try_grow(n).map_err(|e| {
+                                tarn_sql::Error::BadRequest(over(e).message().to_string())
+                            })
+                        })?;
+                        memory.shrink(tarn_sql::batch_bytes(&b).min(memory.size()));
+                    }
+                    Ok::<_, Error>(rows)
+                };
+                let rows = match encode(batches) {
+                    Ok(rows) => rows,
+                    Err(e) => {
+                        // What the refused rows held goes back to the system once the
+                        // host is idle, as a large statement's does.
+                        if tarn_alloc::worth_releasing(batch_bytes.max(memory.size())) {
+                            tarn_alloc::release_soon();
+                        }
+                        return Err(e);
+                    }
+                };
                 charge = Charge(Some(memory));
                 Some(rows)
             }
@@ -242,7 +264,7 @@ impl Session {
 
 /// What the memory pool said when it refused a result's rows, without DataFusion's
 /// wrappers ("Resources exhausted: …", the list of top consumers after it).
-fn pool_refusal(e: &datafusion::error::DataFusionError) -> String {
+pub(crate) fn pool_refusal(e: &datafusion::error::DataFusionError) -> String {
     let text = e.to_string();
     let first = text.lines().next().unwrap_or_default();
     let first = first.strip_prefix("Resources exhausted: ").unwrap_or(first);

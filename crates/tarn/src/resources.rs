@@ -230,26 +230,78 @@ impl QueryResult {
     /// to a slow client keeps it counted until the last byte is written, where a body
     /// serialized from the result and the result dropped was not (eleven clients that
     /// did not read their 500 MB answers took a host past 6 GB).
+    ///
+    /// The body is charged as it grows, beside the rows it is made from (which go
+    /// once it is made): a body that does not fit what the pool has left is a 400
+    /// naming `query_memory`, as rows that do not fit are.
     pub fn into_json(self) -> crate::Result<bytes::Bytes> {
-        let body = serde_json::to_vec(&self).map_err(|e| {
-            crate::Error::new(
-                crate::ErrorKind::Internal,
-                format!("encoding a result: {e}"),
-            )
-        })?;
-        let charge = self.charge.0;
-        if let Some(r) = &charge {
-            r.resize(body.len());
+        let mut this = self;
+        let charge = Charge(this.charge.0.take());
+        let mut writer = ChargedWriter {
+            buf: Vec::new(),
+            memory: charge.0.as_ref(),
+            refused: None,
+        };
+        if let Err(e) = serde_json::to_writer(&mut writer, &this) {
+            let refused = writer.refused.take();
+            return Err(match refused {
+                Some(refusal) => crate::Error::bad(format!(
+                    "query memory limit (query_memory) exceeded: the result's JSON body \
+                     does not fit beside its rows in what the limit leaves ({}); select \
+                     fewer rows or columns (LIMIT), or read them as Arrow",
+                    crate::query::pool_refusal(&refusal)
+                )),
+                None => crate::Error::new(
+                    crate::ErrorKind::Internal,
+                    format!("encoding a result: {e}"),
+                ),
+            });
+        }
+        let body = writer.buf;
+        // The rows go now; the body stays charged until it is dropped.
+        drop(this);
+        if let Some(r) = &charge.0 {
+            r.resize(body.capacity());
         }
         Ok(bytes::Bytes::from_owner(ChargedBody(body, charge)))
+    }
+}
+
+/// A body being written, charged to `memory` as its buffer grows.
+struct ChargedWriter<'a> {
+    buf: Vec<u8>,
+    memory: Option<&'a datafusion::execution::memory_pool::MemoryReservation>,
+    /// The pool's refusal, when it refused.
+    refused: Option<datafusion::error::DataFusionError>,
+}
+
+impl std::io::Write for ChargedWriter<'_> {
+    fn write(&mut self, data: &[u8]) -> std::io::Result<usize> {
+        let need = self.buf.len() + data.len();
+        let capacity = self.buf.capacity();
+        if need > capacity {
+            let grown = need.max(capacity.saturating_mul(2)).max(4096);
+            if let Some(m) = self.memory
+                && let Err(e) = m.try_grow(grown - capacity)
+            {
+                self.refused = Some(e);
+                return Err(std::io::Error::other("query_memory"));
+            }
+            self.buf.reserve_exact(grown - self.buf.len());
+        }
+        self.buf.extend_from_slice(data);
+        Ok(data.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
     }
 }
 
 /// Bytes and the reservation that counts them.
 struct ChargedBody(
     Vec<u8>,
-    #[expect(dead_code, reason = "held for its drop")]
-    Option<datafusion::execution::memory_pool::MemoryReservation>,
+    #[expect(dead_code, reason = "held for its drop")] Charge,
 );
 
 impl AsRef<[u8]> for ChargedBody {
@@ -321,6 +373,18 @@ impl PartialEq for Charge {
     /// Results compare by their contents; what they are charged is not part of them.
     fn eq(&self, _: &Self) -> bool {
         true
+    }
+}
+
+impl Drop for Charge {
+    /// A large result's memory (rows, body) goes back to the system once the host is
+    /// idle, as a large statement's does (see `tarn_alloc::release_soon`).
+    fn drop(&mut self) {
+        if let Some(r) = &self.0
+            && tarn_alloc::worth_releasing(r.size())
+        {
+            tarn_alloc::release_soon();
+        }
     }
 }
 
