@@ -279,7 +279,20 @@ impl Catalog {
 
 /// Serialized length of a record, for [`Catalog::org_bytes`].
 pub(crate) fn json_len<T: Serialize>(v: &T) -> u64 {
-    serde_json::to_vec(v).map_or(0, |v| v.len() as u64)
+    // Counted as written, not built: an organization's share is measured over all its
+    // records on each of its catalog writes, and building the text allocated it all.
+    struct Count(u64);
+    impl std::io::Write for Count {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            self.0 += b.len() as u64;
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut n = Count(0);
+    serde_json::to_writer(&mut n, v).map_or(0, |()| n.0)
 }
 
 #[cfg(test)]

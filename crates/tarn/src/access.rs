@@ -354,8 +354,10 @@ impl CallGuards {
         org: &str,
         fut: impl std::future::Future<Output = tarn_sql::Result<T>>,
     ) -> Result<T> {
+        // Boxed: the statement's future is large, and a caller's stack (a test's
+        // `block_on`, a host's thread) holds every layer around it.
         self.stop()
-            .scope(fut)
+            .scope(Box::pin(fut))
             .await
             .map_err(|e| self.error(e.into(), org))
     }
