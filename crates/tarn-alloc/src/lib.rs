@@ -436,7 +436,7 @@ fn trim_clock() -> u64 {
 /// Asks for the memory freed by a large result a host let go of (its rows as JSON, its
 /// body, which are made after the statement's own work ended) to be handed back to the
 /// system once large statements pause, as it is after a large statement (see
-/// [`release_free_memory`]): an idle host stayed at 1.9 GB after a 400 for a result
+/// `release_free_memory`): an idle host stayed at 1.9 GB after a 400 for a result
 /// too large, whose rows were built and freed after its statement.
 pub fn release_soon() {
     trim_when_idle();
