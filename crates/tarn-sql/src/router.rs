@@ -14,6 +14,7 @@ use tarn_storage::{Database, Op};
 use tokio::sync::OwnedMutexGuard;
 
 use crate::ast::dialect::EngineDialect;
+use crate::datafusion_ext::context::deadline;
 use crate::error::{Error, Result, bad};
 use crate::fast_path::insert;
 use crate::rewrite::params::needs_binding;
@@ -247,7 +248,7 @@ impl SqlEngine {
             _ = closing.wait_for(|c| *c) => false,
             // The caller's access is being withdrawn: the statement has committed, and
             // answers now; the build goes on in the background.
-            () = crate::datafusion_ext::context::deadline::call_stopped() => false,
+            () = deadline::call_stopped() => false,
         }
     }
 
@@ -325,14 +326,7 @@ impl SqlEngine {
             }
             Ok::<_, Error>(written)
         };
-        let written = tokio::select! {
-            r = work => r?,
-            () = crate::datafusion_ext::context::deadline::call_stopped() => {
-                return Err(Error::BadRequest(
-                    crate::datafusion_ext::context::deadline::STOPPED_MESSAGE.into(),
-                ));
-            }
-        };
+        let written = deadline::unless_call_stopped(work).await??;
         txn.commit().await?;
         Ok(written)
     }
@@ -386,17 +380,11 @@ impl SqlEngine {
         {
             let mut txn = Txn::new(&self.shared, org, ws);
             txn.settings = settings.lock().clone();
-            let attempt = tokio::select! {
-                r = tokio::time::timeout(
-                    self.shared.limits.query_timeout,
-                    Box::pin(txn.insert_batch(ins, params_batch)),
-                ) => r,
-                () = crate::datafusion_ext::context::deadline::call_stopped() => {
-                    return Err(Error::BadRequest(
-                        crate::datafusion_ext::context::deadline::STOPPED_MESSAGE.into(),
-                    ));
-                }
-            };
+            let attempt = deadline::unless_call_stopped(tokio::time::timeout(
+                self.shared.limits.query_timeout,
+                Box::pin(txn.insert_batch(ins, params_batch)),
+            ))
+            .await?;
             match attempt {
                 Err(_) => return Err(self.timeout_error()),
                 Ok(Ok(Some(totals))) => {
@@ -469,16 +457,11 @@ impl SqlEngine {
         let def = Txn::new(&self.shared, org, ws).resolve(name)?;
         let db = self.shared.db.clone();
         let work = tokio::task::spawn_blocking(move || db.vacuum(def.id));
-        let indexed = tokio::select! {
-            r = work => r.map_err(|e| crate::error::join_error(e, "VACUUM"))??,
-            // The caller's access is being withdrawn: the compaction (which changes no
-            // row) goes on in the background, and the statement answers now.
-            () = crate::datafusion_ext::context::deadline::call_stopped() => {
-                return Err(Error::BadRequest(
-                    crate::datafusion_ext::context::deadline::STOPPED_MESSAGE.into(),
-                ));
-            }
-        };
+        // When the caller's access is being withdrawn, the compaction (which changes no
+        // row) goes on in the background, and the statement answers now.
+        let indexed = deadline::unless_call_stopped(work)
+            .await?
+            .map_err(|e| crate::error::join_error(e, "VACUUM"))??;
         let mut out = StatementResult::none(0);
         if !indexed {
             out.notices.push(
@@ -510,10 +493,7 @@ impl SqlEngine {
             ))
         });
         // The deadline inside planning, which is one long poll (see `context::deadline`).
-        let fut = crate::datafusion_ext::context::deadline::with_deadline(
-            fut,
-            self.shared.limits.query_timeout,
-        );
+        let fut = deadline::with_deadline(fut, self.shared.limits.query_timeout);
         let fut = std::panic::AssertUnwindSafe(fut).catch_unwind();
         let mut stopping = self.stopping.subscribe();
         let started = std::time::Instant::now();
@@ -523,10 +503,8 @@ impl SqlEngine {
                 // wherever it is, and DataFusion may report that as its own fault (a
                 // name made of the check's error failing a schema comparison): then it
                 // is the timeout, or the stop.
-                Ok(Ok(Err(Error::Internal(_)))) if crate::datafusion_ext::context::deadline::stopped() => {
-                    Err(Error::BadRequest(
-                        crate::datafusion_ext::context::deadline::STOPPED_MESSAGE.into(),
-                    ))
+                Ok(Ok(Err(Error::Internal(_)))) if deadline::stopped() => {
+                    Err(deadline::stopped_error())
                 }
                 Ok(Ok(Err(Error::Internal(_))))
                     if started.elapsed() >= self.shared.limits.query_timeout =>
@@ -545,16 +523,12 @@ impl SqlEngine {
                     .into(),
             )),
             // The caller's access is being withdrawn (see `CallStop`); the host words it.
-            () = crate::datafusion_ext::context::deadline::call_stopped() => Err(Error::BadRequest(
-                crate::datafusion_ext::context::deadline::STOPPED_MESSAGE.into(),
-            )),
+            () = deadline::call_stopped() => Err(deadline::stopped_error()),
         }
     }
 
     fn timeout_error(&self) -> Error {
-        Error::BadRequest(crate::datafusion_ext::context::deadline::timeout_message(
-            self.shared.limits.query_timeout,
-        ))
+        Error::BadRequest(deadline::timeout_message(self.shared.limits.query_timeout))
     }
 
     /// [`SqlEngine::parse_one`], through the cache of recently parsed statements. Only

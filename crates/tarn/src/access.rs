@@ -313,6 +313,9 @@ pub(crate) struct Gates {
 struct Gate {
     lock: Arc<RwLock<()>>,
     signal: Arc<tokio::sync::watch::Sender<bool>>,
+    /// How many revocations (or removals) hold the signal raised: two of one key lower
+    /// it only when the second is done.
+    raises: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 impl Default for Gate {
@@ -320,6 +323,7 @@ impl Default for Gate {
         Gate {
             lock: Arc::default(),
             signal: Arc::new(tokio::sync::watch::Sender::new(false)),
+            raises: Arc::default(),
         }
     }
 }
@@ -386,7 +390,14 @@ impl Drop for Raised<'_> {
     fn drop(&mut self) {
         // Lowered before the write gate opens (fields drop after this): the calls that
         // waited for it read the catalog the commit made.
-        self.gate.signal.send_replace(false);
+        if self
+            .gate
+            .raises
+            .fetch_sub(1, std::sync::atomic::Ordering::SeqCst)
+            == 1
+        {
+            self.gate.signal.send_replace(false);
+        }
         self.gates
             .raised
             .fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
@@ -410,6 +421,8 @@ impl Gates {
     async fn raise(&self, key: GateKey) -> Raised<'_> {
         let gate = self.gate(key);
         self.raised
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        gate.raises
             .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         gate.signal.send_replace(true);
         let write = gate.lock.clone().write_owned().await;
@@ -455,12 +468,7 @@ impl Session {
     pub(crate) fn authorize(&self, op: Operation, target: &str) -> Result<Access> {
         self.tarn.check_open()?;
         let catalog = self.tarn.catalog();
-        // A key revoked after connect (or being revoked) stops working at once.
-        if catalog.api_key(&self.key_id).is_none_or(|k| k.revoked)
-            || self.tarn.inner.gates.key_raised(&self.key_id)
-        {
-            return Err(revoked());
-        }
+        self.check_key(&catalog)?;
         self.tarn.check_rate(&self.key_id)?;
         self.used.record();
         let org = self.permit(op, target, &catalog)?;
@@ -513,12 +521,18 @@ impl Session {
     /// the DDL lock (which the caller holds): a key revoked, a membership, role or
     /// workspace removed since [`Session::authorize`] is seen.
     fn recheck(&self, op: Operation, target: &str, catalog: &Catalog) -> Result<Option<String>> {
+        self.check_key(catalog)?;
+        self.permit(op, target, catalog)
+    }
+
+    /// Refuses a key revoked after connect, or being revoked: it stops working at once.
+    fn check_key(&self, catalog: &Catalog) -> Result<()> {
         if catalog.api_key(&self.key_id).is_none_or(|k| k.revoked)
             || self.tarn.inner.gates.key_raised(&self.key_id)
         {
             return Err(revoked());
         }
-        self.permit(op, target, catalog)
+        Ok(())
     }
 
     /// The scope and role checks of `op` against `catalog`. Returns the organization of

@@ -313,6 +313,22 @@ pub(crate) async fn call_stopped() {
     futures::future::select_all(waits).await;
 }
 
+/// The error of a statement whose caller's access is being withdrawn, or whose caller
+/// stopped it.
+pub(crate) fn stopped_error() -> crate::error::Error {
+    crate::error::Error::BadRequest(STOPPED_MESSAGE.into())
+}
+
+/// Runs `fut` until it ends or a stop signal of the call is raised (see [`CallStop`]);
+/// then `fut` is dropped at its await and the statement answers [`stopped_error`]. For
+/// work that applies nothing before it ends.
+pub(crate) async fn unless_call_stopped<F: Future>(fut: F) -> crate::error::Result<F::Output> {
+    tokio::select! {
+        r = fut => Ok(r),
+        () = call_stopped() => Err(stopped_error()),
+    }
+}
+
 /// Whether a stop signal of the call being polled on this thread is raised.
 fn call_stop_raised() -> bool {
     CALL_STOP.try_with(CallStop::is_raised).unwrap_or(false)
