@@ -7,7 +7,9 @@ each with an organization and a workspace. Times organization B's CREATE TABLE a
 new-workspace calls (median of ``--calls``) first with an empty catalog, then after
 organization A has created ``--tables`` tables of ``--columns`` columns (or as many as
 its share of the catalog takes), and prints the ratio loaded ÷ empty: 1.0 means B's
-writes do not pay for A's records. (A catalog write copies the published catalog; each
+writes do not pay for A's records. Then times B's calls again while A keeps writing
+beside them from another connection, at its share (``busy``): 1.0 means A's writes at
+its share do not hold up B's. (A catalog write copies the published catalog; each
 table's definition had been copied column by column, which made B's CREATE TABLE
 10–100× slower beside 2,470 tables of 200 columns.)
 
@@ -25,6 +27,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -144,12 +147,38 @@ def main() -> None:
             loaded = b_calls()
             log(f"beside A's {made} tables of {args.columns} columns: B's CREATE TABLE {loaded[0]:.2f} ms, "
                 f"new workspace {loaded[1]:.2f} ms")
+            # A writes on (each call refused or not, at its share) while B's calls run.
+            stop = threading.Event()
+            a_calls = [0]
+
+            def a_writes() -> None:
+                a2 = Client(port, key_a, "orga")
+                i = 0
+                while not stop.is_set():
+                    a2.sql("ws", f'CREATE TABLE "ws"."busy{i}" ({cols})')
+                    a_calls[0] += 1
+                    i += 1
+
+            writer = threading.Thread(target=a_writes)
+            writer.start()
+            try:
+                busy = b_calls()
+            finally:
+                stop.set()
+                writer.join()
+            log(f"while A writes on ({a_calls[0]} calls): B's CREATE TABLE {busy[0]:.2f} ms, "
+                f"new workspace {busy[1]:.2f} ms")
             print(json.dumps({
                 "a_tables": made, "a_columns": args.columns, "a_seconds": round(time.perf_counter() - t0, 1),
                 "b_create_table_ms": {"empty": round(empty[0], 3), "loaded": round(loaded[0], 3),
                                       "ratio": round(loaded[0] / empty[0], 2)},
                 "b_new_workspace_ms": {"empty": round(empty[1], 3), "loaded": round(loaded[1], 3),
                                        "ratio": round(loaded[1] / empty[1], 2)},
+                "busy": {"a_calls": a_calls[0],
+                         "b_create_table_ms": round(busy[0], 3),
+                         "b_create_table_ratio": round(busy[0] / empty[0], 2),
+                         "b_new_workspace_ms": round(busy[1], 3),
+                         "b_new_workspace_ratio": round(busy[1] / empty[1], 2)},
             }, indent=2))
         finally:
             proc.terminate()

@@ -2,15 +2,15 @@
 //! tables, changed only by [`CatalogOp`](crate::CatalogOp)s. The records and their
 //! lookups are by kind: `tenancy.rs`, `schema.rs`, `files.rs`; the changes, `ops.rs`.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
 use crate::files::WorkspaceFiles;
 use crate::{
-    ApiKeyRecord, FileRecord, IndexDef, IndexId, OrgRecord, Role, TableDef, TableId, UserRecord,
-    ViewDef, ViewId, WorkspaceRecord,
+    ApiKeyRecord, CatalogOp, FileRecord, IndexDef, IndexId, OrgRecord, Role, TableDef, TableId,
+    UserRecord, ViewDef, ViewId, WorkspaceRecord,
 };
 
 /// Every catalog record, indexed for the lookups Tarn makes.
@@ -111,75 +111,127 @@ impl Catalog {
     /// records), as JSON: its share of the catalog. Walks them all: called only when the
     /// catalog is large enough for one organization to matter.
     pub fn org_bytes(&self, org: &str) -> u64 {
-        self.orgs_bytes(&[org].into_iter().collect())
+        self.bytes_by_group(|o| (o == org).then_some(0), 1)[0]
     }
 
     /// [`Catalog::org_bytes`] of every organization created by the user who created
     /// `org` (`org` included), together: what one user may add to the catalog through
     /// the organizations they make is their share, not one share per organization.
     pub fn creator_bytes(&self, org: &str) -> u64 {
-        let Some(creator) = self.orgs.get(org).map(|o| o.creator.as_str()) else {
-            return self.org_bytes(org);
-        };
-        let orgs: HashSet<&str> = self
-            .orgs
-            .values()
-            .filter(|o| o.creator == creator)
-            .map(|o| o.id.as_str())
-            .collect();
-        self.orgs_bytes(&orgs)
+        match self.orgs.get(org) {
+            Some(o) => self.bytes_of_creators(&[o.creator.as_str()])[0].1,
+            None => self.org_bytes(org),
+        }
     }
 
-    /// [`Catalog::org_bytes`] summed over `orgs`, in one pass over each map: the cost is
+    /// The shares of `creators` (user ids, see [`Catalog::creator_bytes`]), in one walk
+    /// of the catalog, in their order.
+    pub fn bytes_of_creators(&self, creators: &[&str]) -> Vec<(String, u64)> {
+        let of_org: HashMap<&str, usize> = self
+            .orgs
+            .values()
+            .filter_map(|o| {
+                creators
+                    .iter()
+                    .position(|c| *c == o.creator)
+                    .map(|i| (o.id.as_str(), i))
+            })
+            .collect();
+        let sums = self.bytes_by_group(|o| of_org.get(o).copied(), creators.len());
+        creators.iter().map(|c| c.to_string()).zip(sums).collect()
+    }
+
+    /// The creator whose share (see [`Catalog::creator_bytes`]) `op` may grow, and the
+    /// bytes it may add to that share beyond what the op itself logs: a member added
+    /// who is an invited user brings the user's record into the share. `created`: the
+    /// organizations that ops before `op` in the same commit create, with their
+    /// creators (they are not in this catalog yet).
+    pub fn growth_of(
+        &self,
+        op: &CatalogOp,
+        created: &HashMap<String, String>,
+    ) -> Option<(String, u64)> {
+        let org = op.growing_org(self)?;
+        let creator = match op {
+            CatalogOp::CreateOrg(o) => o.creator.clone(),
+            _ => self
+                .orgs
+                .get(org)
+                .map(|o| o.creator.clone())
+                .or_else(|| created.get(org).cloned())?,
+        };
+        let extra = match op {
+            CatalogOp::PutMember(m) => self
+                .users
+                .get(&m.user_id)
+                .filter(|u| !u.verified)
+                .map_or(0, json_len),
+            _ => 0,
+        };
+        Some((creator, extra))
+    }
+
+    /// What `op`, applied to this catalog, added to its organization's share (see
+    /// [`Catalog::org_bytes`]), if it only adds a record (a new organization,
+    /// workspace, table, index, view or file): the stored record's bytes, read from
+    /// this catalog without walking it. `None` for every other op, whose effect on a
+    /// share needs a walk to know.
+    pub fn added_bytes(&self, op: &CatalogOp) -> Option<u64> {
+        match op {
+            CatalogOp::CreateOrg(o) => self.orgs.get(&o.id).map(json_len),
+            CatalogOp::CreateWorkspace(w) => self.workspace(&w.org_id, &w.id).map(json_len),
+            CatalogOp::CreateTable(t) => self.tables.get(&t.id).map(|t| json_len(t)),
+            CatalogOp::CreateIndex(i) => self.indexes.get(&i.id).map(json_len),
+            CatalogOp::CreateView(v) => self.views.get(&v.id).map(|v| json_len(v)),
+            CatalogOp::PutFile(f) => self.file(&f.org_id, &f.workspace_id, &f.id).map(json_len),
+            _ => None,
+        }
+    }
+
+    /// [`Catalog::org_bytes`] summed into `groups` sums, each organization into the sum
+    /// `group_of` names (none: not counted), in one pass over each map: the cost is
     /// linear in the catalog, not organizations × tables.
-    fn orgs_bytes(&self, orgs: &HashSet<&str>) -> u64 {
-        let mut n: u64 = orgs
-            .iter()
-            .filter_map(|o| self.orgs.get(*o))
-            .map(json_len)
-            .sum();
-        for (o, u) in self.members.keys() {
-            if !orgs.contains(o.as_str()) {
-                continue;
+    fn bytes_by_group(&self, group_of: impl Fn(&str) -> Option<usize>, groups: usize) -> Vec<u64> {
+        let mut n = vec![0u64; groups];
+        for o in self.orgs.values() {
+            if let Some(g) = group_of(&o.id) {
+                n[g] += json_len(o);
             }
-            n += (o.len() + u.len() + 16) as u64;
+        }
+        for (o, u) in self.members.keys() {
+            let Some(g) = group_of(o) else { continue };
+            n[g] += (o.len() + u.len() + 16) as u64;
             if let Some(u) = self.users.get(u)
                 && !u.verified
             {
-                n += json_len(u);
+                n[g] += json_len(u);
             }
         }
         for ((o, _), w) in &self.workspaces {
-            if orgs.contains(o.as_str()) {
-                n += json_len(w);
+            if let Some(g) = group_of(o) {
+                n[g] += json_len(w);
             }
         }
-        let mut tables = HashSet::new();
-        for t in self
-            .tables
-            .values()
-            .filter(|t| orgs.contains(t.org_id.as_str()))
-        {
-            n += json_len(t);
-            tables.insert(t.id);
+        let mut tables: HashMap<TableId, usize> = HashMap::new();
+        for t in self.tables.values() {
+            if let Some(g) = group_of(&t.org_id) {
+                n[g] += json_len(t);
+                tables.insert(t.id, g);
+            }
         }
-        for i in self
-            .indexes
-            .values()
-            .filter(|i| tables.contains(&i.table_id))
-        {
-            n += json_len(i);
+        for i in self.indexes.values() {
+            if let Some(&g) = tables.get(&i.table_id) {
+                n[g] += json_len(i);
+            }
         }
-        for v in self
-            .views
-            .values()
-            .filter(|v| orgs.contains(v.org_id.as_str()))
-        {
-            n += json_len(v);
+        for v in self.views.values() {
+            if let Some(g) = group_of(&v.org_id) {
+                n[g] += json_len(v);
+            }
         }
         for ((o, _), files) in &self.files {
-            if orgs.contains(o.as_str()) {
-                n += files
+            if let Some(g) = group_of(o) {
+                n[g] += files
                     .newest_first()
                     .map(|f| json_len(f.as_ref()))
                     .sum::<u64>();

@@ -34,6 +34,16 @@ use crate::{Error, Result};
 /// together.
 const ORG_SHARE: u64 = 4;
 
+/// What a catalog commit knows of one creator's share of the catalog (see
+/// `Catalog::creator_bytes`) without walking it.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct ShareBound {
+    /// The share, or an upper bound of it.
+    pub(crate) bytes: u64,
+    /// Whether `bytes` is the share itself.
+    pub(crate) exact: bool,
+}
+
 /// An upper bound of the bytes catalog `ops` add (their logged size).
 fn ops_bytes(ops: &[Op]) -> u64 {
     ops.iter()
@@ -236,27 +246,92 @@ impl Inner {
         ops: &[Op],
         limit: bool,
     ) -> Result<NextCatalog> {
-        // What the organizations these ops grow hold now, when the catalog is past a
-        // quarter of its limit (below that no organization can be past its share).
+        // No user's organizations may take more than their share (a quarter of the
+        // limit, together): one tenant filling the catalog — through one organization
+        // or several it creates — must not make every other tenant's writes fail. Only
+        // growth is refused; an organization past its share can still delete.
+        //
+        // Measuring a share walks the catalog and encodes the creator's records (some
+        // 64 MB at the share), and catalog commits are serialized: measured on every
+        // write, one tenant near its share slowed every other's. So each creator's
+        // share is kept (see `ShareBound`): exact while only records are added (each
+        // added record's bytes are read, not walked), an upper bound once anything else
+        // changed, and walked only when the bound says the share may be passed. Below a
+        // quarter of the limit in all no share can be passed, and nothing is kept.
         let max = self.counters().max_catalog_bytes.load(Ordering::Relaxed);
         let share = max / ORG_SHARE;
         // Serialized once: the running size below adds the same figure.
         let added_bytes = ops_bytes(ops);
-        let mut growing: Vec<(String, u64)> = Vec::new();
-        if limit && self.counters().catalog_bytes.load(Ordering::Relaxed) + added_bytes > share {
+        let mut bounds = self.share_bounds();
+        // Whether the ops only add records (or change nothing any share counts).
+        let additions = ops.iter().all(|op| match op {
+            Op::Catalog(c) => matches!(
+                c,
+                CatalogOp::CreateOrg(_)
+                    | CatalogOp::CreateWorkspace(_)
+                    | CatalogOp::CreateTable(_)
+                    | CatalogOp::CreateIndex(_)
+                    | CatalogOp::CreateView(_)
+                    | CatalogOp::PutFile(_)
+                    | CatalogOp::CreateUser(_)
+                    | CatalogOp::RevokeApiKey { .. }
+                    | CatalogOp::RecordKeyUses { .. }
+            ),
+            _ => true,
+        });
+        // The creators the ops grow: (creator, an organization of theirs they grow, a
+        // bound of the growth, the share before the ops when walked).
+        let mut growing: Vec<(String, String, u64, Option<u64>)> = Vec::new();
+        let checked =
+            limit && self.counters().catalog_bytes.load(Ordering::Relaxed) + added_bytes > share;
+        if checked {
+            let mut created = HashMap::new();
             for op in ops {
-                if let Op::Catalog(c) = op
-                    && let Some(org) = c.growing_org(&catalog)
-                    && !growing.iter().any(|(o, _)| o == org)
-                {
-                    growing.push((org.to_string(), catalog.creator_bytes(org)));
+                let Op::Catalog(c) = op else { continue };
+                if let Some((creator, extra)) = catalog.growth_of(c, &created) {
+                    match growing.iter_mut().find(|g| g.0 == creator) {
+                        Some(g) => g.2 += extra,
+                        None => {
+                            let org = c.growing_org(&catalog).unwrap_or_default().to_string();
+                            growing.push((creator, org, added_bytes + extra, None));
+                        }
+                    }
+                }
+                if let CatalogOp::CreateOrg(o) = c {
+                    created.insert(o.id.clone(), o.creator.clone());
                 }
             }
+            // Creators without a bound yet are walked together, once.
+            let missing: Vec<&str> = growing
+                .iter()
+                .filter(|g| !bounds.contains_key(&g.0))
+                .map(|g| g.0.as_str())
+                .collect();
+            if !missing.is_empty() {
+                for (c, bytes) in catalog.bytes_of_creators(&missing) {
+                    bounds.insert(c, ShareBound { bytes, exact: true });
+                }
+            }
+            for (creator, _, grows, before) in &mut growing {
+                let b = bounds[creator.as_str()];
+                // Added records are counted exactly after the ops; otherwise a bound
+                // that may pass the share is walked (now and after the ops).
+                if !(b.exact && additions) && b.bytes + *grows > share {
+                    *before = Some(if b.exact {
+                        b.bytes
+                    } else {
+                        catalog.bytes_of_creators(&[creator])[0].1
+                    });
+                }
+            }
+        } else {
+            bounds.clear();
         }
         let catalog_mut = Arc::make_mut(&mut catalog);
         let mut created = Vec::new();
         let mut dropped = Vec::new();
         let mut removed_blobs = Vec::new();
+        let mut grown: HashMap<String, u64> = HashMap::new();
         for op in ops {
             let Op::Catalog(c) = op else { continue };
             let removed = catalog_mut.apply(c)?;
@@ -265,14 +340,39 @@ impl Inner {
             if let CatalogOp::CreateTable(t) = c {
                 created.push(t.id);
             }
+            if checked
+                && additions
+                && let Some((creator, _)) = catalog_mut.growth_of(c, &HashMap::new())
+            {
+                *grown.entry(creator).or_default() += catalog_mut.added_bytes(c).unwrap_or(0);
+            }
         }
-        // No user's organizations may take more than their share (a quarter of the
-        // limit, together): one tenant filling the catalog — through one organization
-        // or several it creates — must not make every other tenant's writes fail. Only
-        // growth is refused; an organization past its share can still delete.
-        for (org, before) in &growing {
-            let after = catalog_mut.creator_bytes(org);
-            if after > share && after > *before {
+        let mut next: Vec<(String, ShareBound)> = Vec::new();
+        for (creator, org, grows, before) in &growing {
+            let b = bounds[creator.as_str()];
+            // The share after the ops, and whether they grew it.
+            let (after, grew) = match before {
+                Some(before) => {
+                    let after = catalog_mut.bytes_of_creators(&[creator])[0].1;
+                    (after, after > *before)
+                }
+                None if b.exact && additions => {
+                    let after = b.bytes + grown.get(creator).copied().unwrap_or(0);
+                    (after, after > b.bytes)
+                }
+                // Within the share by the bound: not refused, and the bound grows.
+                None => {
+                    next.push((
+                        creator.clone(),
+                        ShareBound {
+                            bytes: b.bytes + grows,
+                            exact: false,
+                        },
+                    ));
+                    continue;
+                }
+            };
+            if after > share && grew {
                 return Err(Error::TooLarge {
                     what: format!(
                         "organization \"{org}\"'s records in the catalog, with those of the \
@@ -283,7 +383,22 @@ impl Inner {
                     limit: share,
                 });
             }
+            next.push((
+                creator.clone(),
+                ShareBound {
+                    bytes: after,
+                    exact: true,
+                },
+            ));
         }
+        if checked && !additions {
+            // Something other than an added record changed: every share may have
+            // shrunk, so each bound is an upper bound from here.
+            for b in bounds.values_mut() {
+                b.exact = false;
+            }
+        }
+        bounds.extend(next);
         let bound = self.counters().catalog_bytes.load(Ordering::Relaxed) + added_bytes;
         if limit && bound > max {
             // The running figure only grows between checkpoints (deletes add to it

@@ -676,11 +676,26 @@ fn each_user_has_a_fair_share_of_the_catalog() -> Result<()> {
     for i in 0..20 {
         db.commit(vec![workspace("bob", &format!("b{i}"))])?;
     }
-    db.commit(vec![Op::Catalog(CatalogOp::DeleteWorkspace {
-        org_id: "hog".into(),
-        workspace_id: "w0".into(),
-    })])?;
+    for i in 0..10 {
+        db.commit(vec![Op::Catalog(CatalogOp::DeleteWorkspace {
+            org_id: "hog".into(),
+            workspace_id: format!("w{i}"),
+        })])?;
+    }
     assert!(db.catalog().workspace("hog", "w0").is_none());
+    // What it deleted it may write again: the share is kept as a bound that deletes do
+    // not lower, and measured exactly before a refusal.
+    for i in 0..10 {
+        db.commit(vec![workspace("hog", &format!("again{i}"))])?;
+    }
+    // Each user's bound stays above what their organizations really hold.
+    let bounds = db.inner.share_bounds().clone();
+    let catalog = db.catalog();
+    for (user, org) in [("h", "hog"), ("b", "bob")] {
+        let real = catalog.creator_bytes(org);
+        assert!(bounds[user].bytes >= real, "{user}");
+        assert!(!bounds[user].exact || bounds[user].bytes == real, "{user}");
+    }
     Ok(())
 }
 

@@ -96,6 +96,10 @@ pub(crate) struct Inner {
     /// Segments attached (`Op::Attach`) by records after the last checkpoint's cut:
     /// kept until a manifest covers those records.
     attached_since_cut: Mutex<Vec<(TableId, crate::SegmentId)>>,
+    /// An upper bound of each creator's share of the catalog (see
+    /// `Inner::apply_catalog_ops`), by user id; empty while the catalog is too small for
+    /// a share to matter.
+    share_bounds: Mutex<HashMap<String, crate::commit::ShareBound>>,
 }
 
 /// The locks that order a database's work, in the order they are taken.
@@ -219,6 +223,7 @@ impl Inner {
             failed_builds: Mutex::new(HashSet::new()),
             blobs_dropped: Mutex::new(Vec::new()),
             attached_since_cut: Mutex::new(Vec::new()),
+            share_bounds: Mutex::new(HashMap::new()),
             dir,
             options,
         }
@@ -242,6 +247,14 @@ impl Inner {
     /// The options the database was opened with.
     pub(crate) fn options(&self) -> &StorageOptions {
         &self.options
+    }
+
+    /// The bounds of the creators' shares of the catalog, held by a catalog commit
+    /// (catalog commits are serialized, so the lock is never contended).
+    pub(crate) fn share_bounds(
+        &self,
+    ) -> parking_lot::MutexGuard<'_, HashMap<String, crate::commit::ShareBound>> {
+        self.share_bounds.lock()
     }
 
     /// The published catalog.
