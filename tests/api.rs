@@ -2074,7 +2074,7 @@ async fn errors_quote_large_input_in_part() -> TestResult {
         )
         .await
         .unwrap_err();
-    assert!(e.message().contains("at most 63 bytes"), "{e}");
+    assert!(e.message().contains("use 1-63 bytes"), "{e}");
     Ok(())
 }
 

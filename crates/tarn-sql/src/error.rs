@@ -65,7 +65,36 @@ impl From<datafusion::sql::sqlparser::parser::ParserError> for Error {
         {
             return Error::BadRequest(format!("syntax error at or near \"{word}\""));
         }
-        Error::BadRequest(format!("syntax error: {msg}"))
+        Error::BadRequest(syntax_error(&msg))
+    }
+}
+
+/// PostgreSQL's words for a parser error (`syntax error at or near "SELEC"`, `syntax
+/// error at end of input`), with what sqlparser expected and the position, from
+/// sqlparser's `Expected: an SQL statement, found: SELEC at Line: 1, Column: 1`.
+fn syntax_error(msg: &str) -> String {
+    let Some((expected, found)) = msg
+        .strip_prefix("Expected: ")
+        .and_then(|m| m.rsplit_once(", found: "))
+    else {
+        return format!("syntax error: {msg}");
+    };
+    if found == "EOF" {
+        return format!("syntax error at end of input (expected {expected})");
+    }
+    match found.rsplit_once(" at Line: ").and_then(|(token, at)| {
+        let (line, column) = at.split_once(", Column: ")?;
+        Some((
+            token,
+            line.parse::<u64>().ok()?,
+            column.parse::<u64>().ok()?,
+        ))
+    }) {
+        Some((token, line, column)) => format!(
+            "syntax error at or near \"{token}\" (line {line}, column {column}; expected \
+             {expected})"
+        ),
+        None => format!("syntax error at or near \"{found}\" (expected {expected})"),
     }
 }
 
@@ -372,6 +401,12 @@ pub(crate) fn clean_message(msg: &str) -> String {
                 list, or as a join"
             .into();
     }
+    // `lag(x, t.n)`: DataFusion takes the offset as a constant only.
+    if m.starts_with("There is only support Literal types for field at idx: 1 in Window Function") {
+        return "the offset of lag and lead must be a constant here, not a column or an \
+                expression of columns"
+            .into();
+    }
     // A window function or a set-returning function where a row's value is wanted
     // (WHERE, an aggregate's argument): PostgreSQL's words, not DataFusion's plan dump.
     if m.starts_with("Physical plan does not support logical expression WindowFunction") {
@@ -599,11 +634,15 @@ fn pg_wording(m: &str) -> Option<String> {
     }
     // `FROM t, LATERAL generate_series(1, t.n)`: a table function's arguments must be
     // constants here (DataFusion printed the column's structure).
-    if m.contains("must be an INTEGER or NULL, got Column(") {
+    // In a LATERAL subquery the column is the query around it's (the same).
+    if m.contains("must be an INTEGER or NULL, got Column(")
+        || (m.starts_with("Argument #") && m.contains("got OuterReferenceColumn("))
+    {
         return Some(
             "a function in FROM takes constant arguments, not columns of other tables \
              (LATERAL is not supported there); write generate_series(1, t.n) as a SELECT \
-             item of a query over t"
+             item of a query over t, or LATERAL (SELECT unnest(generate_series(1, t.n)) AS \
+             g) l"
                 .into(),
         );
     }

@@ -15,22 +15,26 @@
 //!   backslash escapes DataFusion knows (`ESCAPE ''`: no escape character at all).
 //! - `EXTRACT(CENTURY | DECADE | MILLENNIUM FROM x)`: from the year, as PostgreSQL
 //!   counts them (the 21st century began in 2001).
+//! - `LATERAL unnest(t.a)` in FROM: `unnest(t.a)`, which already reads the columns of
+//!   the tables before it (sqlparser read the LATERAL form as a table function, which
+//!   DataFusion does not have).
 
 use std::ops::ControlFlow;
 
 use datafusion::sql::sqlparser::ast::{
-    self, BinaryOperator, DateTimeField, Expr, LimitClause, Query, Statement, Value, VisitMut,
-    VisitorMut,
+    self, BinaryOperator, DateTimeField, Expr, FunctionArg, FunctionArgExpr, LimitClause, Query,
+    Statement, TableFactor, Value, VisitMut, VisitorMut,
 };
 
 use crate::error::{Error, Result};
 
 /// Whether statement text `sql` may hold one of the forms above: each needs a keyword
-/// (`FETCH`, `SUBSTRING`, `ESCAPE`, a century, decade or millennium), so most statements
+/// (`FETCH`, `SUBSTRING`, `ESCAPE`, a century, decade or millennium, `LATERAL`), so most statements
 /// are not walked a second time (a key lookup's whole cost is a few walks of its tree).
 pub(crate) fn may_hold(sql: &str) -> bool {
-    const WORDS: [&[u8]; 6] = [
+    const WORDS: [&[u8]; 7] = [
         b"fetch",
+        b"lateral",
         b"substring",
         b"escape",
         b"century",
@@ -120,6 +124,41 @@ impl VisitorMut for PgForms {
                 return ControlFlow::Break("syntax error at or near \"FETCH\"".into());
             }
         }
+        ControlFlow::Continue(())
+    }
+
+    fn post_visit_table_factor(&mut self, t: &mut TableFactor) -> ControlFlow<String> {
+        let TableFactor::Function {
+            lateral: true,
+            name,
+            args,
+            with_ordinality,
+            alias,
+        } = t
+        else {
+            return ControlFlow::Continue(());
+        };
+        if name.0.len() != 1
+            || !name.0[0]
+                .as_ident()
+                .is_some_and(|i| i.value.eq_ignore_ascii_case("unnest"))
+        {
+            return ControlFlow::Continue(());
+        }
+        let mut array_exprs = Vec::with_capacity(args.len());
+        for a in args.iter() {
+            match a {
+                FunctionArg::Unnamed(FunctionArgExpr::Expr(e)) => array_exprs.push(e.clone()),
+                _ => return ControlFlow::Continue(()),
+            }
+        }
+        *t = TableFactor::UNNEST {
+            alias: alias.take(),
+            array_exprs,
+            with_offset: false,
+            with_offset_alias: None,
+            with_ordinality: *with_ordinality,
+        };
         ControlFlow::Continue(())
     }
 

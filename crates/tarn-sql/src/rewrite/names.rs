@@ -289,13 +289,14 @@ fn visible_name(name: &str) -> &str {
 /// `count`), so that `SELECT *` over it shows those names, `x.count` reaches the count,
 /// and CREATE TABLE … AS stores them. DataFusion had named them by their plan
 /// (`Int64(1)`, `count(*)`), which CTAS kept as column names. Columns keep their own
-/// names; a name twice in one list is made unique by [`alias_duplicates`], which runs
-/// after this.
+/// names, also a LATERAL subquery's columns of the tables before it (`LATERAL (SELECT
+/// t.id)` has the column `id`; DataFusion named it `outer_ref(t.id)`); a name twice in
+/// one list is made unique by [`alias_duplicates`], which runs after this.
 pub fn derived_table_names(stmt: &mut datafusion::sql::sqlparser::ast::Statement) {
     use datafusion::sql::sqlparser::ast::{TableFactor, VisitMut, VisitorMut};
     use std::ops::ControlFlow;
 
-    fn name_list(q: &mut Query) {
+    fn name_list(q: &mut Query, lateral: bool) {
         let mut body = q.body.as_mut();
         while let SetExpr::SetOperation { left, .. } = body {
             body = left.as_mut();
@@ -307,6 +308,17 @@ pub fn derived_table_names(stmt: &mut datafusion::sql::sqlparser::ast::Statement
             let SelectItem::UnnamedExpr(e) = item else {
                 continue;
             };
+            if lateral && let Expr::CompoundIdentifier(parts) = e {
+                // The column's own name, written as the statement wrote it (so folded
+                // or quoted as the column is).
+                let Some(alias) = parts.last().cloned() else {
+                    continue;
+                };
+                let null = datafusion::sql::sqlparser::ast::Value::Null.into();
+                let expr = std::mem::replace(e, Expr::Value(null));
+                *item = SelectItem::ExprWithAlias { expr, alias };
+                continue;
+            }
             if matches!(e, Expr::Identifier(_) | Expr::CompoundIdentifier(_))
                 || crate::ast::ident::has_subquery(e)
             {
@@ -326,14 +338,17 @@ pub fn derived_table_names(stmt: &mut datafusion::sql::sqlparser::ast::Statement
         fn pre_visit_query(&mut self, q: &mut Query) -> ControlFlow<()> {
             if let Some(with) = &mut q.with {
                 for cte in &mut with.cte_tables {
-                    name_list(&mut cte.query);
+                    name_list(&mut cte.query, false);
                 }
             }
             ControlFlow::Continue(())
         }
         fn pre_visit_table_factor(&mut self, factor: &mut TableFactor) -> ControlFlow<()> {
-            if let TableFactor::Derived { subquery, .. } = factor {
-                name_list(subquery);
+            if let TableFactor::Derived {
+                subquery, lateral, ..
+            } = factor
+            {
+                name_list(subquery, *lateral);
             }
             ControlFlow::Continue(())
         }

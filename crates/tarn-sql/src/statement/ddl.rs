@@ -24,13 +24,7 @@ pub(crate) const MAX_DEFAULT_BYTES: usize = 64 << 10;
 /// uploads): 1-63 bytes, as PostgreSQL's identifiers, without control or
 /// bidirectional control characters.
 pub fn check_table_name(name: &str) -> Result<()> {
-    if name.is_empty() || name.len() > 63 {
-        return bad(format!(
-            "invalid table name {}: use 1-63 bytes (a character may take several)",
-            tarn_catalog::shown(name)
-        ));
-    }
-    check_name_chars("table", name)
+    check_name("table", name)
 }
 
 /// Refuses a name a new column cannot have (CREATE TABLE, ADD COLUMN, RENAME COLUMN,
@@ -40,14 +34,20 @@ pub fn check_column_name(name: &str) -> Result<()> {
     if name.is_empty() {
         return bad("zero-length delimited identifier: a column name cannot be empty");
     }
-    // 63 bytes, as table names and PostgreSQL's identifiers (which it cuts there).
-    if name.len() > 63 {
+    check_name("column", name)
+}
+
+/// Refuses a `kind` name (table, column, index) that is empty or longer than 63 bytes
+/// (PostgreSQL's identifiers, which it cuts there), or that holds control characters;
+/// one wording for every kind, the name shown cut.
+pub(crate) fn check_name(kind: &str, name: &str) -> Result<()> {
+    if name.is_empty() || name.len() > 63 {
         return bad(format!(
-            "invalid column name {}: use at most 63 bytes",
+            "invalid {kind} name {}: use 1-63 bytes (a character may take several)",
             tarn_catalog::shown(name)
         ));
     }
-    check_name_chars("column", name)
+    check_name_chars(kind, name)
 }
 
 /// Refuses control characters (NUL, line breaks, …) and bidirectional controls in a

@@ -297,12 +297,7 @@ impl Txn<'_> {
             }
             _ => return bad(format!("improper qualified name: {given}")),
         };
-        if name.is_empty() || name.len() > MAX_NAME {
-            return bad(format!(
-                "invalid index name \"{name}\": use 1-{MAX_NAME} characters"
-            ));
-        }
-        crate::statement::ddl::check_name_chars("index", &name)?;
+        crate::statement::ddl::check_name("index", &name)?;
         Ok(name)
     }
 

@@ -489,6 +489,32 @@ impl ExprPlanner for JsonbPlanner {
                     ),
                 )))
             }
+            // A number or boolean beside JSON: PostgreSQL has no such operator (the
+            // containment test had answered false).
+            BinaryOperator::AtArrow
+                if (json(&expr.left) || json(&expr.right))
+                    && [&expr.left, &expr.right].iter().any(|e| {
+                        e.get_type(schema)
+                            .is_ok_and(|t| t.is_numeric() || t == DataType::Boolean)
+                    }) =>
+            {
+                let name = |e: &Expr| {
+                    if json(e) {
+                        "jsonb".to_string()
+                    } else {
+                        e.get_type(schema).map_or_else(
+                            |_| "unknown".to_string(),
+                            |t| crate::error::pg_type_names(&t.to_string()),
+                        )
+                    }
+                };
+                Err(crate::error::bad_request(format!(
+                    "operator does not exist: {} @> {}; you might need to add explicit type \
+                     casts",
+                    name(&expr.left),
+                    name(&expr.right)
+                )))
+            }
             BinaryOperator::AtArrow => Ok(PlannerResult::Planned(Expr::ScalarFunction(
                 datafusion::logical_expr::expr::ScalarFunction::new_udf(
                     Arc::new(ScalarUDF::new_from_impl(JsonbUdf::new(JsonbFn::Contains))),

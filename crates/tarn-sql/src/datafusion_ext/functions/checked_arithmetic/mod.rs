@@ -347,10 +347,23 @@ fn rewrite(e: Expr, schema: &DFSchema) -> DfResult<(Expr, Option<DataType>, bool
         // An array of arrays cast to an array of one level fewer (`ARRAY[['a','b']]::text[]`):
         // Arrow cast each inner array to its display text (`[a, b]`, NULL and '' alike);
         // Tarn's array types have one level, as the numbers' casts already refused.
+        // … and a value cast to an array of more levels than it has (`5::float4[]`):
+        // Arrow wrapped it (`{5}`), PostgreSQL has no such cast. Text is array text,
+        // parsed by the cast, and NULL casts to anything.
         Expr::Cast(Cast { expr, field })
             if expr.get_type(schema).is_ok_and(|from| {
                 let to = crate::ast::types::list_depth(field.data_type());
-                to >= 1 && crate::ast::types::list_depth(&from) > to
+                let depth = crate::ast::types::list_depth(&from);
+                to >= 1
+                    && (depth > to
+                        || (depth < to
+                            && !matches!(
+                                base_type(&from),
+                                DataType::Utf8
+                                    | DataType::LargeUtf8
+                                    | DataType::Utf8View
+                                    | DataType::Null
+                            )))
             }) =>
         {
             let from = expr.get_type(schema)?;
