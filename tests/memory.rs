@@ -252,6 +252,25 @@ async fn large_values_of_nodes_running_at_once_share_query_memory() -> TestResul
         ),
         vec![big],
     ));
+    // Rows of millions of values as JSON: 32 bytes a value, 8 times a float4's Arrow
+    // form and 256 times a boolean's. Charged every 256 rows, 200 rows of a million
+    // float4s had grown a host to 6.9 GB before the first charge found them past a
+    // 2 GiB limit.
+    statements.push((
+        "SELECT g, (SELECT array_agg(x % 2 = 0) FROM generate_series(1, 4000000) x) v \
+         FROM generate_series(1, 20) g"
+            .to_string(),
+        vec![],
+    ));
+    // A large array parameter named twenty times is made one list once: each reference
+    // had written, copied and parsed its own JSON text (thirty of a 60 MB one: 8.8 GB).
+    statements.push((
+        format!(
+            "SELECT {} FROM generate_series(1, 2) g",
+            ["cardinality($1::float4[]) + g"; 20].join(", ")
+        ),
+        vec![json!(vec![0.5; 3_000_000])],
+    ));
     for (sql, params) in statements {
         let head = &sql[..sql.len().min(60)];
         let base = rss_anon().unwrap_or(0);

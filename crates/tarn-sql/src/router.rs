@@ -154,14 +154,16 @@ impl SqlEngine {
             return Ok(out);
         }
         let mut stmt = Arc::unwrap_or_clone(stmt);
-        let mut texts = Vec::new();
+        let mut bound = Default::default();
         if needs_binding(sql) {
             let by_number = binds_texts_by_number(&stmt)
                 && crate::rewrite::params::may_bind_big_texts(
                     crate::rewrite::params::references(sql),
                     params,
                 );
-            texts = crate::rewrite::params::bind_texts(&mut stmt, params, by_number)?;
+            let arrays_by_number = binds_arrays_by_number(&stmt);
+            bound =
+                crate::rewrite::params::bind_texts(&mut stmt, params, by_number, arrays_by_number)?;
         }
         if self.shared.limits.fast_paths
             && let Some(out) = self.shared.try_key_lookup(org, &stmt).await?
@@ -173,7 +175,7 @@ impl SqlEngine {
         }
         let mut txn = Txn::new(&self.shared, org, ws);
         txn.settings = session;
-        txn.texts = Arc::new(texts);
+        txn.bound = Arc::new(bound);
         let deadline = tokio::time::Instant::now() + self.shared.limits.query_timeout;
         // The timeout covers the work, not the commit: once logging starts the outcome
         // is decided, and reporting a timeout for a committed statement would lie.
@@ -411,8 +413,14 @@ impl SqlEngine {
                     let mut s = stmt.clone();
                     let by_number =
                         by_number && crate::rewrite::params::may_bind_big_texts(references, params);
-                    let texts = crate::rewrite::params::bind_texts(&mut s, params, by_number)?;
-                    txn.texts = Arc::new(texts);
+                    let arrays_by_number = binds_arrays_by_number(&s);
+                    let bound = crate::rewrite::params::bind_texts(
+                        &mut s,
+                        params,
+                        by_number,
+                        arrays_by_number,
+                    )?;
+                    txn.bound = Arc::new(bound);
                     txn.run(s).await
                 };
                 let out = step.await.map_err(|e| prefix_error(e, i))?;
@@ -626,6 +634,13 @@ pub fn returns_rows_only(sql: &str) -> Option<bool> {
 
 /// Whether large text parameters of `stmt` bind by number: where DataFusion plans the
 /// whole statement and nothing of it is stored (see `functions::param_text`).
+/// Whether `stmt`'s large array parameters bind by number (see
+/// `functions::param_array`): queries, whose every expression DataFusion plans with the
+/// statement's view; a write's values may be read before that.
+fn binds_arrays_by_number(stmt: &Statement) -> bool {
+    matches!(stmt, Statement::Query(_) | Statement::Explain { .. })
+}
+
 fn binds_texts_by_number(stmt: &Statement) -> bool {
     matches!(
         stmt,

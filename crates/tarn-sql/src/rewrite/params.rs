@@ -19,6 +19,7 @@ use serde_json::Value as Json;
 use tarn_catalog::SqlType;
 
 use crate::ast::array_text::{ArrayText, parse_array_text};
+use crate::datafusion_ext::context::read_view::ByNumber;
 use crate::error::{Error, Result, bad};
 
 /// Whether `sql` may hold anything [`bind`] rewrites: a `$n` placeholder or a cast.
@@ -74,7 +75,7 @@ pub fn check_param_count(given: usize, required: usize) -> Result<()> {
 /// Replaces every `$n` in `stmt` (a statement or one expression) with `params[n-1]` and
 /// rewrites array-text casts.
 pub fn bind<V: VisitMut + Visit>(stmt: &mut V, params: &[Json]) -> Result<()> {
-    bind_texts(stmt, params, false).map(drop)
+    bind_texts(stmt, params, false, false).map(drop)
 }
 
 /// A select item that is only an array parameter (`SELECT $1` of `[1, 2]`) keeps
@@ -117,15 +118,18 @@ fn name_array_params<V: VisitMut>(stmt: &mut V, params: &[Json]) {
 
 /// [`bind`], and with `by_number` a text parameter whose copies as a literal would weigh
 /// [`BIG_TEXT`](crate::datafusion_ext::functions::param_text::BIG_TEXT) or more binds
-/// as `engine_param_text(n)` (see `functions::param_text`): the texts so bound, by
-/// number less one, for the statement's view. Only for statements DataFusion plans
+/// as `engine_param_text(n)` (see `functions::param_text`); with `arrays_by_number` a
+/// large array parameter is made one Arrow list once, whatever its references, and
+/// binds as a call that names it (see `functions::param_array`). What is so bound, by
+/// number less one, is for the statement's view. Only for statements DataFusion plans
 /// whole, whose expressions are never stored (a DEFAULT would keep the call, not the
-/// text).
+/// value).
 pub fn bind_texts<V: VisitMut + Visit>(
     stmt: &mut V,
     params: &[Json],
     by_number: bool,
-) -> Result<Vec<Option<std::sync::Arc<str>>>> {
+    arrays_by_number: bool,
+) -> Result<ByNumber> {
     name_array_params(stmt, params);
     let mut texts: Vec<Option<std::sync::Arc<str>>> = Vec::new();
     if by_number
@@ -170,8 +174,9 @@ pub fn bind_texts<V: VisitMut + Visit>(
             texts.clear();
         }
     }
-    bind_rest(stmt, params)?;
-    Ok(texts)
+    let mut arrays = Vec::new();
+    bind_rest(stmt, params, arrays_by_number.then_some(&mut arrays))?;
+    Ok(ByNumber { texts, arrays })
 }
 
 /// Counts each parameter's references, and marks those that must stay literals: the
@@ -292,7 +297,11 @@ fn placeholder_index(e: &Expr) -> Option<usize> {
     }
 }
 
-fn bind_rest<V: VisitMut>(stmt: &mut V, params: &[Json]) -> Result<()> {
+fn bind_rest<V: VisitMut>(
+    stmt: &mut V,
+    params: &[Json],
+    mut arrays: Option<&mut Vec<Option<datafusion::common::ScalarValue>>>,
+) -> Result<()> {
     // An array parameter cast to json/jsonb binds as its JSON text, as jsonb takes
     // text: through `ARRAY[…]` its values would first take one SQL type (`["1"]` came
     // back `[1]`, `[null]` as `[]`). Before the other bindings, which would make the
@@ -316,7 +325,7 @@ fn bind_rest<V: VisitMut>(stmt: &mut V, params: &[Json]) -> Result<()> {
     // Array elements bound as SQL literals so far (see `LITERAL_ELEMENTS`).
     let mut literals = 0usize;
     let _ = visit_expressions_mut(stmt, |expr| {
-        match rewrite(expr, params, &mut literals) {
+        match rewrite(expr, params, &mut literals, arrays.as_deref_mut()) {
             Ok(Some(new)) => *expr = new,
             Ok(None) => {}
             Err(e) => {
@@ -345,7 +354,12 @@ fn bind_rest<V: VisitMut>(stmt: &mut V, params: &[Json]) -> Result<()> {
 /// 4,000 numbers as literals had held 5.8 GB while they were planned.
 const LITERAL_ELEMENTS: usize = 16_384;
 
-fn rewrite(expr: &Expr, params: &[Json], literals: &mut usize) -> Result<Option<Expr>> {
+fn rewrite(
+    expr: &Expr,
+    params: &[Json],
+    literals: &mut usize,
+    arrays: Option<&mut Vec<Option<datafusion::common::ScalarValue>>>,
+) -> Result<Option<Expr>> {
     match expr {
         // Expressions are visited children first: the query side of `<#>` is bound by
         // now. A vector of hundreds of literals would cost the planner milliseconds
@@ -369,21 +383,39 @@ fn rewrite(expr: &Expr, params: &[Json], literals: &mut usize) -> Result<Option<
                     .and_then(|n| n.parse().ok())
                     .ok_or_else(|| Error::BadRequest(format!("invalid parameter {p}")))?;
                 match n.checked_sub(1).and_then(|i| params.get(i)) {
-                    Some(value @ Json::Array(items)) => Ok(Some(
-                        crate::datafusion_ext::functions::param_array::bind_large(
-                            items,
-                            literals,
-                            LITERAL_ELEMENTS,
-                            n,
-                        )
-                        .unwrap_or_else(|| {
-                            if crate::datafusion_ext::functions::param_array::has_sql_type(items) {
-                                json_to_expr(value)
-                            } else {
-                                lit(Value::SingleQuotedString(value.to_string()))
-                            }
-                        }),
-                    )),
+                    Some(value @ Json::Array(items)) => {
+                        // Made one list once, named by every reference.
+                        if let Some(arrays) = arrays
+                            && let Some(call) =
+                                crate::datafusion_ext::functions::param_array::bind_by_number(
+                                    value,
+                                    items,
+                                    *literals,
+                                    LITERAL_ELEMENTS,
+                                    n,
+                                    arrays,
+                                )?
+                        {
+                            return Ok(Some(call));
+                        }
+                        Ok(Some(
+                            crate::datafusion_ext::functions::param_array::bind_large(
+                                items,
+                                literals,
+                                LITERAL_ELEMENTS,
+                                n,
+                            )
+                            .unwrap_or_else(|| {
+                                if crate::datafusion_ext::functions::param_array::has_sql_type(
+                                    items,
+                                ) {
+                                    json_to_expr(value)
+                                } else {
+                                    lit(Value::SingleQuotedString(value.to_string()))
+                                }
+                            }),
+                        ))
+                    }
                     Some(value) => Ok(Some(json_to_expr(value))),
                     None => bad(format!("there is no parameter ${n}")),
                 }

@@ -64,9 +64,9 @@ pub(crate) struct Txn<'e> {
     /// The rows an UPDATE or DELETE read to write them, counted the same way (see
     /// [`Txn::charge_read`]).
     read: Option<datafusion::execution::memory_pool::MemoryReservation>,
-    /// The statement's large text parameters, bound by number (see
-    /// `functions::param_text`).
-    pub texts: Arc<Vec<Option<Arc<str>>>>,
+    /// The statement's large parameters, bound by number (see
+    /// `functions::param_text`, `functions::param_array`).
+    pub bound: Arc<crate::datafusion_ext::context::read_view::ByNumber>,
 }
 
 impl<'e> Txn<'e> {
@@ -85,7 +85,7 @@ impl<'e> Txn<'e> {
             settings: Settings::default(),
             staged: None,
             read: None,
-            texts: Default::default(),
+            bound: Default::default(),
         }
     }
 
@@ -269,7 +269,7 @@ impl<'e> Txn<'e> {
             shared: Default::default(),
             desc_nulls_first_written: false,
             widest_row: Default::default(),
-            texts: self.texts.clone(),
+            bound: self.bound.clone(),
         }
     }
 

@@ -38,9 +38,19 @@ pub(crate) struct ReadView {
     /// The widest average row, in bytes, of the scans of the statement (their blocks'
     /// bytes over their rows), for the statement's batch size.
     pub widest_row: Arc<std::sync::atomic::AtomicUsize>,
-    /// The statement's large text parameters by number less one, each held once (see
-    /// `functions::param_text`).
-    pub texts: Arc<Vec<Option<Arc<str>>>>,
+    /// The statement's large parameters, each held once.
+    pub bound: Arc<ByNumber>,
+}
+
+/// What a statement binds by number instead of as literals, held once and read from
+/// its view, by parameter number less one: large texts (see `functions::param_text`)
+/// and large arrays, made Arrow lists when bound (see `functions::param_array`).
+#[derive(Debug, Default)]
+pub struct ByNumber {
+    /// Large text parameters.
+    pub texts: Vec<Option<Arc<str>>>,
+    /// Large array parameters, as one-row list values.
+    pub arrays: Vec<Option<datafusion::common::ScalarValue>>,
 }
 
 impl fmt::Debug for ReadView {

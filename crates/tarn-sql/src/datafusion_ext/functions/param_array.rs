@@ -179,6 +179,59 @@ pub(crate) fn bind_large(
     ))
 }
 
+/// [`bind_large`] for a statement whose view holds its large parameters (see
+/// `ByNumber`): the array is made one list here, once for all its references (in
+/// `arrays`, by number less one), and the call names it, `engine_param_array(tag, '',
+/// '$n')`, which the simplifier replaces with that list. Thirty references of a 60 MB
+/// array had each written, copied and parsed its JSON text: 8.8 GB, none of it counted.
+/// `None` where [`bind_large`] would bind it as literals.
+pub(crate) fn bind_by_number(
+    value: &Json,
+    items: &[Json],
+    literals: usize,
+    budget: usize,
+    number: usize,
+    arrays: &mut Vec<Option<ScalarValue>>,
+) -> DfResult<Option<ast::Expr>> {
+    let Some((leaf, depth, count)) = shape(items) else {
+        return Ok(None);
+    };
+    if count <= LARGE && literals.saturating_add(count) <= budget {
+        return Ok(None);
+    }
+    let slot = number - 1;
+    if arrays.len() <= slot {
+        arrays.resize(slot + 1, None);
+    }
+    if arrays[slot].is_none() {
+        let array = lists(&[value], leaf, depth)?;
+        let list = array
+            .as_any()
+            .downcast_ref::<ListArray>()
+            .ok_or_else(|| internal("not a list"))?
+            .clone();
+        arrays[slot] = Some(ScalarValue::List(Arc::new(list)));
+    }
+    let tag = format!("{}{}", leaf.name(), "[]".repeat(depth));
+    Ok(Some(crate::ast::ident::call(
+        FUNCTION,
+        vec![
+            string(tag),
+            string(String::new()),
+            string(format!("${number}")),
+        ],
+    )))
+}
+
+/// The list a statement bound by number for `engine_param_array(…, '', '$n')`.
+fn bound_list(number: &str) -> Option<ScalarValue> {
+    let n: usize = number.strip_prefix('$')?.parse().ok()?;
+    crate::datafusion_ext::context::read_view::STATEMENT_VIEW
+        .try_with(|v| v.bound.arrays.get(n.checked_sub(1)?).cloned().flatten())
+        .ok()
+        .flatten()
+}
+
 /// The JSON text of a call [`bind_large`] made (for a cast to jsonb, which takes text).
 pub(crate) fn json_text(e: &ast::Expr) -> Option<&str> {
     let ast::Expr::Function(f) = e else {
@@ -196,7 +249,8 @@ pub(crate) fn json_text(e: &ast::Expr) -> Option<&str> {
             ast::FunctionArg::Unnamed(ast::FunctionArgExpr::Expr(ast::Expr::Value(v))),
             _,
         ] => match &v.value {
-            ast::Value::SingleQuotedString(s) => Some(s),
+            // Bound by number (no text): cast as the list it stands for.
+            ast::Value::SingleQuotedString(s) if !s.is_empty() => Some(s),
             _ => None,
         },
         _ => None,
@@ -366,6 +420,14 @@ impl ScalarUDFImpl for ParamArray {
 
     fn invoke_with_args(&self, args: ScalarFunctionArgs) -> DfResult<ColumnarValue> {
         match args.args.as_slice() {
+            // Every plan is simplified before it runs: a call by number still here
+            // names no parameter the statement bound (a call written by hand).
+            [_, ColumnarValue::Scalar(ScalarValue::Utf8(Some(text))), _] if text.is_empty() => {
+                Err(internal(
+                    "with no JSON text it stands for the statement's large array parameter \
+                     $n; this statement binds no such parameter",
+                ))
+            }
             [
                 ColumnarValue::Scalar(ScalarValue::Utf8(Some(tag))),
                 ColumnarValue::Scalar(ScalarValue::Utf8(Some(text))),
@@ -380,6 +442,13 @@ impl ScalarUDFImpl for ParamArray {
             args.first().and_then(literal_text),
             args.get(1).and_then(literal_text),
         ) {
+            (Some(_), Some("")) => Ok(
+                match args.get(2).and_then(literal_text).and_then(bound_list) {
+                    // A list literal's copies share its buffers.
+                    Some(list) => ExprSimplifyResult::Simplified(Expr::Literal(list, None)),
+                    None => ExprSimplifyResult::Original(args),
+                },
+            ),
             (Some(tag), Some(text)) => Ok(ExprSimplifyResult::Simplified(Expr::Literal(
                 value(tag, text)?,
                 None,

@@ -122,7 +122,7 @@ impl ScalarUDFImpl for ParamText {
             return Ok(ExprSimplifyResult::Original(args));
         };
         let value = STATEMENT_VIEW
-            .try_with(|v| v.texts.get(n.wrapping_sub(1)).cloned().flatten())
+            .try_with(|v| v.bound.texts.get(n.wrapping_sub(1)).cloned().flatten())
             .ok()
             .flatten();
         let Some(value) = value else {
