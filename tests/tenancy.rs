@@ -638,6 +638,58 @@ async fn acme_with_member(tarn: &Tarn) -> tarn::Result<(Session, Session, String
     Ok((acme, member.with_org("acme"), member_id))
 }
 
+/// An upload lands under the membership it started in or not at all (issue 34): a
+/// member removed and added again while a table or file upload streams gets 404 and
+/// creates nothing, though the catalog says they are a member when it commits (the
+/// upload had landed, 201).
+#[tokio::test]
+async fn an_upload_of_a_member_removed_and_added_again_lands_nowhere() -> TestResult {
+    use tokio::io::AsyncWriteExt;
+    let tarn = Tarn::in_memory().await?;
+    let (acme, member, member_id) = acme_with_member(&tarn).await?;
+    let body: String = std::iter::once("a,b\n".to_string())
+        .chain((0..50_000).map(|i| format!("{i},row {i}\n")))
+        .collect();
+    let body = body.into_bytes();
+    for kind in ["table", "bound table", "file"] {
+        // A client that sends part of the file, then waits: the pipe's buffer is
+        // smaller than the part, so the write returning means the upload has begun.
+        let (mut client, reader) = tokio::io::duplex(16 << 10);
+        let upload = {
+            let (member, kind) = (member.clone(), kind.to_string());
+            tokio::spawn(async move {
+                match kind.as_str() {
+                    "table" => member
+                        .upload_table("ws", "up", "up.csv", reader)
+                        .await
+                        .map(drop),
+                    "bound table" => {
+                        let ws = member.bind_workspace("ws").await?;
+                        ws.upload_table("up", "up.csv", reader).await.map(drop)
+                    }
+                    _ => member
+                        .upload_file("ws", "up.csv", "text/csv", reader)
+                        .await
+                        .map(drop),
+                }
+            })
+        };
+        client.write_all(&body[..200_000]).await?;
+        acme.remove_member("acme", &member_id).await?;
+        acme.add_member("acme", "member@example.com", "member")
+            .await?;
+        client.write_all(&body[200_000..]).await?;
+        drop(client);
+        let err = upload.await?.expect_err(kind);
+        assert_eq!(err.status(), 404, "{kind}: {err}");
+        assert!(acme.table("ws", "up").await.is_err(), "{kind}");
+        assert_eq!(acme.files("ws", None, None).await?.total_count, 0, "{kind}");
+    }
+    // A membership kept throughout: the upload lands.
+    member.upload_table("ws", "up", "up.csv", &body[..]).await?;
+    Ok(())
+}
+
 /// `sql` run by `s` in workspace `ws` on a task of its own.
 fn spawn_query(s: &Session, sql: impl Into<String>) -> tokio::task::JoinHandle<tarn::Result<()>> {
     let (s, sql) = (s.clone(), sql.into());

@@ -234,6 +234,31 @@ impl Access {
     }
 }
 
+/// The membership a long call (an upload) began under, watched: a removal of it raises
+/// its gate's signal, so a member removed and added again while the call streamed is
+/// seen, though the catalog says they are a member (SPEC §6: an upload lands under the
+/// membership, as in the workspace, it started in, or not at all).
+#[derive(Clone)]
+pub(crate) struct MembershipWatch {
+    org: String,
+    signal: Option<tokio::sync::watch::Receiver<bool>>,
+}
+
+impl MembershipWatch {
+    /// 404 (as for a non-member) when the membership was removed since the watch began.
+    /// Called under the DDL lock, where a removal commits.
+    pub fn check(&self) -> Result<()> {
+        if self
+            .signal
+            .as_ref()
+            .is_some_and(|s| s.has_changed().unwrap_or(true))
+        {
+            return Err(org_not_found(&self.org));
+        }
+        Ok(())
+    }
+}
+
 pub(crate) fn org_not_found(id: &str) -> Error {
     Error::not_found(format!(
         "organization {} does not exist",
@@ -473,6 +498,22 @@ impl Session {
         self.used.record();
         let org = self.permit(op, target, &catalog)?;
         Ok(Access { catalog, org })
+    }
+
+    /// Watches the session's membership of `org` from now (see [`MembershipWatch`]).
+    pub(crate) fn watch_membership(&self, org: &str) -> MembershipWatch {
+        let signal = (!org.is_empty()).then(|| {
+            self.tarn
+                .inner
+                .gates
+                .gate(GateKey::Member(org.to_string(), self.user_id.clone()))
+                .signal
+                .subscribe()
+        });
+        MembershipWatch {
+            org: org.to_string(),
+            signal,
+        }
     }
 
     /// [`Session::authorize`] for a SQL call, holding its key's and membership's gates

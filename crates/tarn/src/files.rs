@@ -384,6 +384,9 @@ impl Session {
         // The file is stored in this workspace or not at all (not in one created under
         // the same id after this one is deleted, while the bytes stream).
         let bound = workspace_identity(&access.catalog, access.org(), ws)?;
+        // And under the membership it started in (a member removed and added again
+        // while the bytes streamed loses it).
+        let membership = self.watch_membership(access.org());
         let id = uuid::Uuid::new_v4().to_string();
         let db = self.tarn.db().clone();
 
@@ -433,6 +436,7 @@ impl Session {
         // the key been revoked) while the bytes streamed: checked again under the DDL
         // lock, where the record commits.
         let Locked { ddl, org, catalog } = self.lock_and_recheck(Operation::UploadFile, ws).await?;
+        membership.check()?;
         check_same_workspace(&catalog, &org, ws, &bound)?;
         let record = FileRecord {
             id: id.clone(),

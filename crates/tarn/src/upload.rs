@@ -14,7 +14,9 @@ use tarn_sql::arrow_type;
 use tarn_storage::{Database, Op, Stager, stored_schema};
 use tokio::io::AsyncRead;
 
-use crate::access::{Access, Locked, Operation, check_same_workspace, workspace_identity};
+use crate::access::{
+    Access, Locked, MembershipWatch, Operation, check_same_workspace, workspace_identity,
+};
 use crate::files::{join_error, next_chunk};
 use crate::{Error, ErrorKind, Result, Session};
 
@@ -46,6 +48,9 @@ pub struct BoundWorkspace {
     ws: String,
     /// The workspace's identity (`WorkspaceRecord::uid`), not only its id.
     uid: String,
+    /// The membership it was bound under: a member removed (and added again) before
+    /// the upload commits loses it.
+    membership: MembershipWatch,
 }
 
 impl std::fmt::Debug for BoundWorkspace {
@@ -77,7 +82,7 @@ impl BoundWorkspace {
         let s = &self.session;
         let access = s.authorize(Operation::UploadTable, &self.ws)?;
         let op = Operation::UploadTable;
-        let bound = Some(self.uid.as_str());
+        let bound = Some((self.uid.as_str(), &self.membership));
         s.upload(
             access,
             op,
@@ -230,11 +235,13 @@ impl Session {
     /// when one of the same id has been created again meanwhile (SPEC §6).
     pub async fn bind_workspace(&self, ws: &str) -> Result<BoundWorkspace> {
         let access = self.authorize(Operation::BindWorkspace, ws)?;
+        let membership = self.watch_membership(access.org());
         let uid = workspace_identity(&access.catalog, access.org(), ws)?;
         Ok(BoundWorkspace {
             session: self.clone(),
             ws: ws.to_string(),
             uid,
+            membership,
         })
     }
 
@@ -273,7 +280,7 @@ impl Session {
         access: Access,
         op: Operation,
         ws: &str,
-        bound: Option<&str>,
+        bound: Option<(&str, &MembershipWatch)>,
         table_name: &str,
         filename: &str,
         mut reader: R,
@@ -296,12 +303,16 @@ impl Session {
         taken(&access.catalog, access.org())?;
         // The table is created in this workspace or not at all (not in one created
         // under the same id after this one is deleted, while the file streams).
-        let bound = match bound {
-            Some(uid) => {
+        let own;
+        let (bound, membership) = match bound {
+            Some((uid, membership)) => {
                 check_same_workspace(&access.catalog, access.org(), ws, uid)?;
-                uid.to_string()
+                (uid.to_string(), membership)
             }
-            None => workspace_identity(&access.catalog, access.org(), ws)?,
+            None => {
+                own = self.watch_membership(access.org());
+                (workspace_identity(&access.catalog, access.org(), ws)?, &own)
+            }
         };
         let db = self.tarn.db().clone();
         let table = db.reserve_table_id();
@@ -357,6 +368,7 @@ impl Session {
         let Locked {
             ddl, org, catalog, ..
         } = self.lock_and_recheck(op, ws).await?;
+        membership.check()?;
         check_same_workspace(&catalog, &org, ws, &bound)?;
         taken(&catalog, &org)?;
         // (Checked when the first batch was staged; a file without rows gets here first.)

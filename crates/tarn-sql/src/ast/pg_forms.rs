@@ -15,6 +15,10 @@
 //!   backslash escapes DataFusion knows (`ESCAPE ''`: no escape character at all).
 //! - `EXTRACT(CENTURY | DECADE | MILLENNIUM FROM x)`: from the year, as PostgreSQL
 //!   counts them (the 21st century began in 2001).
+//! - `generate_series` and `range` in FROM given an argument cast to a smaller integer
+//!   type (`generate_series(1, $1::int)`, what clients send): cast to bigint, as
+//!   PostgreSQL widens it (DataFusion's table functions take int8 only, and said
+//!   "must be an INTEGER or NULL, got integer").
 //! - `LATERAL unnest(t.a)` in FROM: `unnest(t.a)`, which already reads the columns of
 //!   the tables before it (sqlparser read the LATERAL form as a table function, which
 //!   DataFusion does not have).
@@ -32,9 +36,11 @@ use crate::error::{Error, Result};
 /// (`FETCH`, `SUBSTRING`, `ESCAPE`, a century, decade or millennium, `LATERAL`), so most statements
 /// are not walked a second time (a key lookup's whole cost is a few walks of its tree).
 pub(crate) fn may_hold(sql: &str) -> bool {
-    const WORDS: [&[u8]; 7] = [
+    const WORDS: [&[u8]; 9] = [
         b"fetch",
         b"lateral",
+        b"generate_series",
+        b"range",
         b"substring",
         b"escape",
         b"century",
@@ -93,6 +99,29 @@ fn backslash_pattern(pattern: &str, esc: Option<char>) -> Option<String> {
     Some(out)
 }
 
+/// `e` cast to a smaller integer type (`x::int`, `CAST(x AS smallint)`), cast to bigint
+/// instead.
+fn widen_integer_cast(e: &mut Expr) {
+    match e {
+        Expr::Nested(inner) => widen_integer_cast(inner),
+        Expr::Cast { data_type, .. } => {
+            if matches!(
+                data_type,
+                ast::DataType::Int(_)
+                    | ast::DataType::Integer(_)
+                    | ast::DataType::Int4(_)
+                    | ast::DataType::SmallInt(_)
+                    | ast::DataType::Int2(_)
+                    | ast::DataType::TinyInt(_)
+                    | ast::DataType::MediumInt(_)
+            ) {
+                *data_type = ast::DataType::BigInt(None);
+            }
+        }
+        _ => {}
+    }
+}
+
 impl VisitorMut for PgForms {
     type Break = String;
 
@@ -128,6 +157,24 @@ impl VisitorMut for PgForms {
     }
 
     fn post_visit_table_factor(&mut self, t: &mut TableFactor) -> ControlFlow<String> {
+        if let TableFactor::Table {
+            name,
+            args: Some(args),
+            ..
+        } = t
+            && name.0.len() == 1
+            && name.0[0].as_ident().is_some_and(|i| {
+                i.value.eq_ignore_ascii_case("generate_series")
+                    || i.value.eq_ignore_ascii_case("range")
+            })
+        {
+            for a in &mut args.args {
+                if let FunctionArg::Unnamed(FunctionArgExpr::Expr(e)) = a {
+                    widen_integer_cast(e);
+                }
+            }
+            return ControlFlow::Continue(());
+        }
         let TableFactor::Function {
             lateral: true,
             name,
