@@ -53,6 +53,40 @@ fn multipart_rejection(e: axum::extract::multipart::MultipartRejection) -> ApiEr
     ApiError::of_status(e.status(), e.body_text())
 }
 
+/// A 400 unless the request's `Content-Type` is `multipart/form-data` with one
+/// `boundary` parameter: the multipart parser spoke of a boundary for any other type
+/// (`text/plain` too), and took the first of two boundaries.
+fn check_form_type(headers: &axum::http::HeaderMap) -> ApiResult<()> {
+    const WANT: &str = "expected Content-Type multipart/form-data with a boundary";
+    let Some(value) = headers.get(header::CONTENT_TYPE) else {
+        return Err(ApiError::bad(format!("{WANT}; the request has none")));
+    };
+    let Ok(value) = value.to_str() else {
+        return Err(ApiError::bad(format!("{WANT}; the request's is not text")));
+    };
+    let mut parts = value.split(';');
+    let essence = parts.next().unwrap_or_default().trim();
+    if !essence.eq_ignore_ascii_case("multipart/form-data") {
+        let shown: String = essence.chars().take(64).collect();
+        return Err(ApiError::bad(format!("{WANT}, got {shown:?}")));
+    }
+    let boundaries = parts
+        .filter(|p| {
+            p.split_once('=')
+                .is_some_and(|(k, _)| k.trim().eq_ignore_ascii_case("boundary"))
+        })
+        .count();
+    match boundaries {
+        1 => Ok(()),
+        0 => Err(ApiError::bad(format!(
+            "{WANT}; it has no boundary parameter"
+        ))),
+        _ => Err(ApiError::bad(format!(
+            "{WANT}; it has {boundaries} boundary parameters, which one is meant is not known"
+        ))),
+    }
+}
+
 /// `POST /workspaces/{ws}/tables`: multipart `file`, `filename`, `table_name` → 201
 /// `{name, row_count, columns}`. When `table_name` and the file's name (the `filename`
 /// part, else the file part's own filename) are known when `file` comes (as browsers and
@@ -63,8 +97,10 @@ fn multipart_rejection(e: axum::extract::multipart::MultipartRejection) -> ApiEr
 pub(crate) async fn upload_table(
     Authed(s): Authed,
     Path(ws): Path<String>,
+    headers: axum::http::HeaderMap,
     mp: Result<Multipart, axum::extract::multipart::MultipartRejection>,
 ) -> ApiResult<impl IntoResponse> {
+    check_form_type(&headers)?;
     let mut mp = mp.map_err(multipart_rejection)?;
     let mut table_name: Option<String> = None;
     let mut filename: Option<String> = None;
@@ -234,8 +270,10 @@ async fn spool(field: axum::extract::multipart::Field<'_>) -> ApiResult<tokio::f
 pub(crate) async fn upload_file(
     Authed(s): Authed,
     Path(ws): Path<String>,
+    headers: axum::http::HeaderMap,
     mp: Result<Multipart, axum::extract::multipart::MultipartRejection>,
 ) -> ApiResult<impl IntoResponse> {
+    check_form_type(&headers)?;
     let mut mp = mp.map_err(multipart_rejection)?;
     let mut filename: Option<String> = None;
     let mut stored: Option<tarn::FileInfo> = None;

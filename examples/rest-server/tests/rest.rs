@@ -1567,6 +1567,42 @@ async fn malformed_and_repeated_request_parts_are_refused_not_guessed() {
     assert_eq!(s, StatusCode::NO_CONTENT);
 
     let csv: &[u8] = b"a,b\n1,2\n";
+    // The request's own Content-Type must be multipart/form-data with one boundary:
+    // anything else is a 400 that says so (the parser spoke of an invalid boundary for
+    // `text/plain`, and took the first of two boundaries), and nothing is stored.
+    let form = raw_form(&[field("table_name", "t0"), file_part("t.csv", "", csv)]);
+    let stored = file_count(&acme).await;
+    for (content_type, says) in [
+        (Some("text/plain"), "got \"text/plain\""),
+        (
+            Some("multipart/mixed; boundary=XyZ"),
+            "got \"multipart/mixed\"",
+        ),
+        (None, "has none"),
+        (Some("multipart/form-data"), "no boundary"),
+        (
+            Some("multipart/form-data; boundary=XyZ; boundary=Other"),
+            "2 boundary parameters",
+        ),
+    ] {
+        for path in [tables, files] {
+            let mut r = acme.req(Method::POST, path).body(form.clone());
+            if let Some(ct) = content_type {
+                r = r.header("Content-Type", ct);
+            }
+            let msg = error_of(
+                &answer(r.send().await.expect("send")).await,
+                400,
+                "BadRequest",
+            );
+            assert!(
+                msg.contains("expected Content-Type multipart/form-data") && msg.contains(says),
+                "{content_type:?} {path}: {msg}"
+            );
+        }
+    }
+    error_of(&acme.get("/workspaces/w/tables/t0").await, 404, "NotFound");
+    assert_eq!(file_count(&acme).await, stored);
     // A table's part with a Content-Type that is no media type: 400, no table (the
     // format comes from the name, but the label is checked as for files).
     for bad in ["a/b/c", "notamediatype"] {
