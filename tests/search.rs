@@ -47,6 +47,8 @@ async fn query_vectors_in_every_form() -> TestResult {
     for (param, message) in [
         (json!([1, 2]), "expected 3 dimensions, not 2"),
         (json!("{1,2,3,4}"), "expected 3 dimensions, not 4"),
+        // Past 4,096 elements an array binds as one list, made once.
+        (json!(vec![0.5; 5000]), "expected 3 dimensions, not 5000"),
         (
             json!([1, null, 0]),
             "column \"e\": vector elements must not be NULL",
