@@ -180,9 +180,9 @@ impl Catalog {
         match op {
             CatalogOp::CreateOrg(o) => self.orgs.get(&o.id).map(json_len),
             CatalogOp::CreateWorkspace(w) => self.workspace(&w.org_id, &w.id).map(json_len),
-            CatalogOp::CreateTable(t) => self.tables.get(&t.id).map(|t| json_len(t)),
+            CatalogOp::CreateTable(t) => self.tables.get(&t.id).map(json_len),
             CatalogOp::CreateIndex(i) => self.indexes.get(&i.id).map(json_len),
-            CatalogOp::CreateView(v) => self.views.get(&v.id).map(|v| json_len(v)),
+            CatalogOp::CreateView(v) => self.views.get(&v.id).map(json_len),
             CatalogOp::PutFile(f) => self.file(&f.org_id, &f.workspace_id, &f.id).map(json_len),
             _ => None,
         }
