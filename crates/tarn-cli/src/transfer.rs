@@ -159,6 +159,29 @@ pub(crate) async fn export(
         t.push(".tarn-partial");
         PathBuf::from(t)
     };
+    // Ctrl-C or SIGTERM while the file is written: the temporary file goes (spec §9: a
+    // failed export leaves none), and the process ends as the signal would have ended
+    // it (the signal's default had left hundreds of MB behind).
+    #[cfg(unix)]
+    let watcher = (!to_stdout).then(|| {
+        let tmp = tmp.clone();
+        tokio::spawn(async move {
+            use tokio::signal::unix::{SignalKind, signal};
+            let (Ok(mut int), Ok(mut term)) = (
+                signal(SignalKind::interrupt()),
+                signal(SignalKind::terminate()),
+            ) else {
+                return;
+            };
+            let code = tokio::select! {
+                _ = int.recv() => 130,
+                _ = term.recv() => 143,
+            };
+            let _ = std::fs::remove_file(&tmp);
+            eprintln!("tarn: the export was stopped by a signal; no file was written");
+            std::process::exit(code);
+        })
+    });
     let written = (|| -> Result<u64, String> {
         let io = |e: std::io::Error| format!("{}: {}", file.display(), crate::io_text(&e));
         let sink: Box<dyn Write> = if to_stdout {
@@ -224,6 +247,10 @@ pub(crate) async fn export(
         }
         Ok(rows)
     })();
+    #[cfg(unix)]
+    if let Some(w) = watcher {
+        w.abort();
+    }
     drop(result);
     let rows = match written {
         Ok(rows) => rows,

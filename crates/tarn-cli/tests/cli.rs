@@ -1104,3 +1104,63 @@ fn export_refuses_a_write_before_running_it() {
         assert_code(&out, 0, sql);
     }
 }
+
+/// An export stopped by Ctrl-C or SIGTERM while it writes leaves no file behind (spec
+/// §9), and ends as the signal would (130, 143); the signal's default action had left
+/// the partial file, hundreds of MB of it.
+#[cfg(unix)]
+#[test]
+fn an_export_stopped_by_a_signal_leaves_no_file() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("data");
+    let out = tarn(&data, &["sql", "-w", "w", "SELECT 1"], None);
+    assert_code(&out, 0, "workspace");
+    for (signal, code) in [("-INT", 130), ("-TERM", 143)] {
+        let file = dir.path().join("big.csv");
+        let partial = dir.path().join("big.csv.tarn-partial");
+        let mut child = Command::new(env!("CARGO_BIN_EXE_tarn"))
+            .arg("--data")
+            .arg(&data)
+            .args([
+                "export",
+                "-w",
+                "w",
+                "SELECT g, repeat('x', 100) AS pad FROM generate_series(1, 3000000) g",
+            ])
+            .arg(&file)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn tarn");
+        // Once the file is being written (the query first reads its rows).
+        let start = std::time::Instant::now();
+        while !partial.exists() {
+            assert!(
+                start.elapsed() < std::time::Duration::from_secs(120),
+                "the export never began writing"
+            );
+            assert!(
+                child.try_wait().expect("wait").is_none(),
+                "the export ended early"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        let killed = Command::new("kill")
+            .arg(signal)
+            .arg(child.id().to_string())
+            .status()
+            .expect("kill");
+        assert!(killed.success());
+        let out = child.wait_with_output().expect("tarn ends");
+        let said = String::from_utf8_lossy(&out.stderr);
+        // The export may have finished first on a fast machine: then the file is whole.
+        if file.exists() {
+            assert!(!partial.exists(), "{signal}");
+            std::fs::remove_file(&file).expect("remove");
+            continue;
+        }
+        assert_eq!(out.status.code(), Some(code), "{signal}: {said}");
+        assert!(said.contains("stopped by a signal"), "{signal}: {said}");
+        assert!(!partial.exists(), "{signal}: the partial file is left");
+    }
+}
