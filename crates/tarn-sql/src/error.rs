@@ -232,10 +232,12 @@ fn classify(e: &DataFusionError) -> Error {
         // DataFusion lists the pool's top consumers on the lines after the first.
         DataFusionError::ResourcesExhausted(msg) => Error::BadRequest(format!(
             "query memory limit (query_memory) exceeded: {}",
-            msg.lines()
-                .next()
-                .unwrap_or(msg)
-                .trim_end_matches(" with top memory consumers (across reservations) as:")
+            consumer_in_words(
+                msg.lines()
+                    .next()
+                    .unwrap_or(msg)
+                    .trim_end_matches(" with top memory consumers (across reservations) as:")
+            )
         )),
         // A map function given something else: the argument's fault, said as DataFusion
         // says it ("Expected a Map type, got Int64.") but in PostgreSQL's type names.
@@ -270,6 +272,39 @@ fn classify(e: &DataFusionError) -> Error {
         },
         other => Error::BadRequest(clean_message(&other.to_string())),
     }
+}
+
+/// A pool refusal naming one of DataFusion's operators (`Additional allocation failed
+/// for PartialHashAggregateStream[0]`) in words: what the statement was doing.
+fn consumer_in_words(first_line: &str) -> String {
+    const PREFIX: &str = "Additional allocation failed for ";
+    let Some(rest) = first_line.strip_prefix(PREFIX) else {
+        return first_line.to_string();
+    };
+    // `Name[partition]`, then whatever DataFusion says after it.
+    let (name, tail) = match rest.find(['[', ' ']) {
+        Some(i) => {
+            let tail = rest[i..]
+                .strip_prefix('[')
+                .and_then(|t| t.split_once(']'))
+                .map_or(&rest[i..], |(_, t)| t);
+            (&rest[..i], tail)
+        }
+        None => (rest, ""),
+    };
+    let words = match name {
+        n if n.contains("HashAggregate") || n.contains("GroupedTopK") => "an aggregate's groups",
+        n if n.contains("ExternalSorter") || n.contains("Sort") => "a sort",
+        n if n.starts_with("HashJoin") || n.contains("SymmetricHashJoin") => "a hash join",
+        n if n.contains("NestedLoopJoin") || n.contains("CrossJoin") => "a join",
+        n if n.contains("SortMergeJoin") => "a merge join",
+        n if n.contains("Repartition") => "passing rows between partitions",
+        n if n.contains("Window") => "a window",
+        n if n.contains("Recursive") => "a recursive query's rows",
+        n if n.contains("Distinct") => "a DISTINCT",
+        _ => return first_line.to_string(),
+    };
+    format!("{PREFIX}{words}{tail}")
 }
 
 /// An error of some other type carried in an `External`: ours or storage's somewhere in
@@ -1243,6 +1278,33 @@ mod join_tests {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A pool refusal says what the statement was doing, not DataFusion's operator.
+    #[test]
+    fn memory_refusals_name_what_held_the_memory() {
+        let e = from_datafusion(DataFusionError::ResourcesExhausted(
+            "Additional allocation failed for PartialHashAggregateStream[0] with top memory \
+             consumers (across reservations) as:\n  x#1(can spill: false) consumed 10 B"
+                .into(),
+        ));
+        assert_eq!(
+            e.to_string(),
+            "query memory limit (query_memory) exceeded: Additional allocation failed for an \
+             aggregate's groups"
+        );
+        for (name, words) in [
+            ("ExternalSorter[1]", "a sort"),
+            ("HashJoinInput[0]", "a hash join"),
+            ("RecursiveQueryHashTable", "a recursive query's rows"),
+            // Tarn's own consumers are named in words already.
+            ("rows of large values", "rows of large values"),
+        ] {
+            assert_eq!(
+                consumer_in_words(&format!("Additional allocation failed for {name}")),
+                format!("Additional allocation failed for {words}")
+            );
+        }
+    }
 
     #[test]
     fn a_task_that_panicked_past_arrow_offsets_is_the_statements_400() {
