@@ -331,8 +331,12 @@ impl Catalog {
 
 /// Serialized length of a record, for [`Catalog::org_bytes`].
 pub(crate) fn json_len<T: Serialize>(v: &T) -> u64 {
-    // Counted as written, not built: an organization's share is measured over all its
-    // records on each of its catalog writes, and building the text allocated it all.
+    encoded_len(v).unwrap_or(0)
+}
+
+/// The length of `v`'s JSON text, counted as it is written, not built: shares, ops and
+/// whole catalogs are measured this way, and building the text allocated all of it.
+pub fn encoded_len<T: Serialize + ?Sized>(v: &T) -> serde_json::Result<u64> {
     struct Count(u64);
     impl std::io::Write for Count {
         fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
@@ -344,7 +348,7 @@ pub(crate) fn json_len<T: Serialize>(v: &T) -> u64 {
         }
     }
     let mut n = Count(0);
-    serde_json::to_writer(&mut n, v).map_or(0, |()| n.0)
+    serde_json::to_writer(&mut n, v).map(|()| n.0)
 }
 
 #[cfg(test)]

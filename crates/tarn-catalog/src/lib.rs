@@ -14,7 +14,7 @@ mod time;
 mod types;
 mod views;
 
-pub use catalog::{Catalog, CatalogSnapshot};
+pub use catalog::{Catalog, CatalogSnapshot, encoded_len};
 pub use files::FileRecord;
 pub use ops::{CatalogOp, Removed};
 pub use schema::{ColumnDef, ColumnDefault, IndexDef, IndexType, TableDef};

@@ -48,7 +48,7 @@ pub(crate) struct ShareBound {
 fn ops_bytes(ops: &[Op]) -> u64 {
     ops.iter()
         .filter_map(|op| match op {
-            Op::Catalog(c) => serde_json::to_vec(c).ok().map(|v| v.len() as u64),
+            Op::Catalog(c) => tarn_catalog::encoded_len(c).ok(),
             _ => None,
         })
         .sum()
@@ -282,13 +282,17 @@ impl Inner {
         // The creators the ops grow: (creator, an organization of theirs they grow, a
         // bound of the growth, the share before the ops when walked).
         let mut growing: Vec<(String, String, u64, Option<u64>)> = Vec::new();
+        // The creator each catalog op grows, in order (for the added records' bytes).
+        let mut grows_creator: Vec<Option<String>> = Vec::new();
         let checked =
             limit && self.counters().catalog_bytes.load(Ordering::Relaxed) + added_bytes > share;
         if checked {
             let mut created = HashMap::new();
             for op in ops {
                 let Op::Catalog(c) = op else { continue };
-                if let Some((creator, extra)) = catalog.growth_of(c, &created) {
+                let growth = catalog.growth_of(c, &created);
+                grows_creator.push(growth.as_ref().map(|(creator, _)| creator.clone()));
+                if let Some((creator, extra)) = growth {
                     match growing.iter_mut().find(|g| g.0 == creator) {
                         Some(g) => g.2 += extra,
                         None => {
@@ -332,18 +336,17 @@ impl Inner {
         let mut dropped = Vec::new();
         let mut removed_blobs = Vec::new();
         let mut grown: HashMap<String, u64> = HashMap::new();
+        let mut grows_creator = grows_creator.into_iter();
         for op in ops {
             let Op::Catalog(c) = op else { continue };
+            let creator = grows_creator.next().flatten();
             let removed = catalog_mut.apply(c)?;
             dropped.extend(removed.tables);
             removed_blobs.extend(removed.files);
             if let CatalogOp::CreateTable(t) = c {
                 created.push(t.id);
             }
-            if checked
-                && additions
-                && let Some((creator, _)) = catalog_mut.growth_of(c, &HashMap::new())
-            {
+            if additions && let Some(creator) = creator {
                 *grown.entry(creator).or_default() += catalog_mut.added_bytes(c).unwrap_or(0);
             }
         }

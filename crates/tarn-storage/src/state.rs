@@ -410,7 +410,6 @@ impl Inner {
 
 /// The encoded size of `catalog`, as a manifest holds it.
 pub(crate) fn catalog_size(catalog: &Catalog) -> Result<u64> {
-    serde_json::to_vec(&catalog.snapshot())
-        .map(|v| v.len() as u64)
+    tarn_catalog::encoded_len(&catalog.snapshot())
         .map_err(|e| Error::Internal(format!("encoding the catalog: {e}")))
 }

@@ -58,6 +58,14 @@ pub(crate) fn call(name: &str, args: Vec<ast::Expr>) -> ast::Expr {
     })
 }
 
+/// Whether `name` is the one unqualified name `want`, in any case (`unnest`, not
+/// `s.unnest`): how a built-in function is recognized where the statement is rewritten.
+pub(crate) fn is_bare_name(name: &ObjectName, want: &str) -> bool {
+    matches!(name.0.as_slice(), [part] if part
+        .as_ident()
+        .is_some_and(|i| i.value.eq_ignore_ascii_case(want)))
+}
+
 /// Whether `f` calls the function `name` (its last name part, in any case).
 pub(crate) fn is_call_to(f: &ast::Function, name: &str) -> bool {
     f.name

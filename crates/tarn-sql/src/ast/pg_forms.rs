@@ -30,6 +30,7 @@ use datafusion::sql::sqlparser::ast::{
     Statement, TableFactor, Value, VisitMut, VisitorMut,
 };
 
+use crate::ast::ident::is_bare_name;
 use crate::error::{Error, Result};
 
 /// Whether statement text `sql` may hold one of the forms above: each needs a keyword
@@ -162,11 +163,7 @@ impl VisitorMut for PgForms {
             args: Some(args),
             ..
         } = t
-            && name.0.len() == 1
-            && name.0[0].as_ident().is_some_and(|i| {
-                i.value.eq_ignore_ascii_case("generate_series")
-                    || i.value.eq_ignore_ascii_case("range")
-            })
+            && (is_bare_name(name, "generate_series") || is_bare_name(name, "range"))
         {
             for a in &mut args.args {
                 if let FunctionArg::Unnamed(FunctionArgExpr::Expr(e)) = a {
@@ -185,11 +182,7 @@ impl VisitorMut for PgForms {
         else {
             return ControlFlow::Continue(());
         };
-        if name.0.len() != 1
-            || !name.0[0]
-                .as_ident()
-                .is_some_and(|i| i.value.eq_ignore_ascii_case("unnest"))
-        {
+        if !is_bare_name(name, "unnest") {
             return ControlFlow::Continue(());
         }
         let mut array_exprs = Vec::with_capacity(args.len());

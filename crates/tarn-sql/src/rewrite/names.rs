@@ -517,10 +517,8 @@ pub fn function_column_aliases(stmt: &mut datafusion::sql::sqlparser::ast::State
                 ..
             } = factor
                 && alias.columns.is_empty()
-                && name.0.len() == 1
-                && name.0[0].as_ident().is_some_and(|f| {
-                    ["generate_series", "range"].contains(&f.value.to_ascii_lowercase().as_str())
-                })
+                && (crate::ast::ident::is_bare_name(name, "generate_series")
+                    || crate::ast::ident::is_bare_name(name, "range"))
             {
                 alias.columns = vec![TableAliasColumnDef::from_name(alias.name.value.clone())];
             }
@@ -557,10 +555,7 @@ pub fn set_returning_series(stmt: &mut datafusion::sql::sqlparser::ast::Statemen
 
     fn series(e: &Expr) -> bool {
         matches!(e, Expr::Function(f) if f.over.is_none()
-            && f.name.0.len() == 1
-            && f.name.0[0]
-                .as_ident()
-                .is_some_and(|i| i.value.eq_ignore_ascii_case("generate_series")))
+            && crate::ast::ident::is_bare_name(&f.name, "generate_series"))
     }
 
     fn unnest(e: &mut Expr) {
@@ -628,10 +623,7 @@ pub fn mod_function(stmt: &mut datafusion::sql::sqlparser::ast::Statement) {
     let _ = ast::visit_expressions_mut(stmt, |e| {
         if let Expr::Function(f) = e
             && f.over.is_none()
-            && f.name.0.len() == 1
-            && f.name.0[0]
-                .as_ident()
-                .is_some_and(|i| i.value.eq_ignore_ascii_case("mod"))
+            && crate::ast::ident::is_bare_name(&f.name, "mod")
             && let FunctionArguments::List(list) = &mut f.args
             && list.args.len() == 2
             && list.clauses.is_empty()

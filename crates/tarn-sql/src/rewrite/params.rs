@@ -383,39 +383,22 @@ fn rewrite(
                     .and_then(|n| n.parse().ok())
                     .ok_or_else(|| Error::BadRequest(format!("invalid parameter {p}")))?;
                 match n.checked_sub(1).and_then(|i| params.get(i)) {
-                    Some(value @ Json::Array(items)) => {
-                        // Made one list once, named by every reference.
-                        if let Some(arrays) = arrays
-                            && let Some(call) =
-                                crate::datafusion_ext::functions::param_array::bind_by_number(
-                                    value,
-                                    items,
-                                    *literals,
-                                    LITERAL_ELEMENTS,
-                                    n,
-                                    arrays,
-                                )?
-                        {
-                            return Ok(Some(call));
-                        }
-                        Ok(Some(
-                            crate::datafusion_ext::functions::param_array::bind_large(
-                                items,
-                                literals,
-                                LITERAL_ELEMENTS,
-                                n,
-                            )
-                            .unwrap_or_else(|| {
-                                if crate::datafusion_ext::functions::param_array::has_sql_type(
-                                    items,
-                                ) {
-                                    json_to_expr(value)
-                                } else {
-                                    lit(Value::SingleQuotedString(value.to_string()))
-                                }
-                            }),
-                        ))
-                    }
+                    Some(value @ Json::Array(items)) => Ok(Some(
+                        crate::datafusion_ext::functions::param_array::bind_large(
+                            value,
+                            literals,
+                            LITERAL_ELEMENTS,
+                            n,
+                            arrays,
+                        )?
+                        .unwrap_or_else(|| {
+                            if crate::datafusion_ext::functions::param_array::has_sql_type(items) {
+                                json_to_expr(value)
+                            } else {
+                                lit(Value::SingleQuotedString(value.to_string()))
+                            }
+                        }),
+                    )),
                     Some(value) => Ok(Some(json_to_expr(value))),
                     None => bad(format!("there is no parameter ${n}")),
                 }

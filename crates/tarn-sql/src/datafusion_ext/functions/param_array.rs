@@ -153,73 +153,62 @@ pub(crate) fn has_sql_type(items: &[Json]) -> bool {
     .2
 }
 
-/// The call a large array parameter binds as, or `None` when it is small or of mixed
-/// shape (then it binds as `ARRAY[…]`). `literals` counts the elements the statement
-/// has bound as literals so far: once past `budget`, small arrays bind as lists too.
+/// The call a large array parameter `value` (a JSON array) binds as, or `None` when it
+/// is small or of mixed shape (then it binds as `ARRAY[…]`). `literals` counts the
+/// elements the statement has bound as literals so far: once past `budget`, small
+/// arrays bind as lists too.
+///
+/// With `arrays` (a statement whose view holds its large parameters, see `ByNumber`)
+/// the array is made one list here, once for all its references (in `arrays`, by
+/// number less one), and the call names it, `engine_param_array(tag, '', '$n')`, which
+/// the simplifier replaces with that list: thirty references of a 60 MB array had each
+/// written, copied and parsed its JSON text (8.8 GB, none of it counted). Without, the
+/// call carries the array's JSON text.
 pub(crate) fn bind_large(
-    items: &[Json],
+    value: &Json,
     literals: &mut usize,
     budget: usize,
     number: usize,
-) -> Option<ast::Expr> {
+    arrays: Option<&mut Vec<Option<ScalarValue>>>,
+) -> DfResult<Option<ast::Expr>> {
+    let Json::Array(items) = value else {
+        return Ok(None);
+    };
     let Some((leaf, depth, count)) = shape(items) else {
         *literals = literals.saturating_add(items.len());
-        return None;
+        return Ok(None);
     };
     if count <= LARGE && literals.saturating_add(count) <= budget {
         *literals += count;
-        return None;
+        return Ok(None);
     }
     let tag = format!("{}{}", leaf.name(), "[]".repeat(depth));
-    let text = serde_json::to_string(items).ok()?;
-    // The parameter's number names the call (see `schema_name`).
-    Some(crate::ast::ident::call(
-        FUNCTION,
-        vec![string(tag), string(text), string(format!("${number}"))],
-    ))
-}
-
-/// [`bind_large`] for a statement whose view holds its large parameters (see
-/// `ByNumber`): the array is made one list here, once for all its references (in
-/// `arrays`, by number less one), and the call names it, `engine_param_array(tag, '',
-/// '$n')`, which the simplifier replaces with that list. Thirty references of a 60 MB
-/// array had each written, copied and parsed its JSON text: 8.8 GB, none of it counted.
-/// `None` where [`bind_large`] would bind it as literals.
-pub(crate) fn bind_by_number(
-    value: &Json,
-    items: &[Json],
-    literals: usize,
-    budget: usize,
-    number: usize,
-    arrays: &mut Vec<Option<ScalarValue>>,
-) -> DfResult<Option<ast::Expr>> {
-    let Some((leaf, depth, count)) = shape(items) else {
-        return Ok(None);
+    let text = match arrays {
+        Some(arrays) => {
+            let slot = number - 1;
+            if arrays.len() <= slot {
+                arrays.resize(slot + 1, None);
+            }
+            if arrays[slot].is_none() {
+                let array = lists(&[value], leaf, depth)?;
+                let list = array
+                    .as_any()
+                    .downcast_ref::<ListArray>()
+                    .ok_or_else(|| internal("not a list"))?
+                    .clone();
+                arrays[slot] = Some(ScalarValue::List(Arc::new(list)));
+            }
+            String::new()
+        }
+        None => match serde_json::to_string(items) {
+            Ok(text) => text,
+            Err(_) => return Ok(None),
+        },
     };
-    if count <= LARGE && literals.saturating_add(count) <= budget {
-        return Ok(None);
-    }
-    let slot = number - 1;
-    if arrays.len() <= slot {
-        arrays.resize(slot + 1, None);
-    }
-    if arrays[slot].is_none() {
-        let array = lists(&[value], leaf, depth)?;
-        let list = array
-            .as_any()
-            .downcast_ref::<ListArray>()
-            .ok_or_else(|| internal("not a list"))?
-            .clone();
-        arrays[slot] = Some(ScalarValue::List(Arc::new(list)));
-    }
-    let tag = format!("{}{}", leaf.name(), "[]".repeat(depth));
+    // The parameter's number names the call (see `schema_name`).
     Ok(Some(crate::ast::ident::call(
         FUNCTION,
-        vec![
-            string(tag),
-            string(String::new()),
-            string(format!("${number}")),
-        ],
+        vec![string(tag), string(text), string(format!("${number}"))],
     )))
 }
 
@@ -232,7 +221,8 @@ fn bound_list(number: &str) -> Option<ScalarValue> {
         .flatten()
 }
 
-/// The JSON text of a call [`bind_large`] made (for a cast to jsonb, which takes text).
+/// The JSON text of a call [`bind_large`] made without `arrays` (for a cast to jsonb,
+/// which takes text).
 pub(crate) fn json_text(e: &ast::Expr) -> Option<&str> {
     let ast::Expr::Function(f) = e else {
         return None;
@@ -506,14 +496,15 @@ mod tests {
     fn shapes_and_values() -> DfResult<()> {
         let big: Vec<Json> = (0..5000).map(|i| json!(i)).collect();
         assert_eq!(shape(&big), Some((Leaf::Int, 1, 5000)));
+        let first = |n: usize| Json::Array(big[..n].to_vec());
         let mut literals = 0;
-        assert!(bind_large(&big, &mut literals, 16_384, 1).is_some());
-        assert!(bind_large(&big[..10], &mut literals, 16_384, 1).is_none());
+        assert!(bind_large(&first(5000), &mut literals, 16_384, 1, None)?.is_some());
+        assert!(bind_large(&first(10), &mut literals, 16_384, 1, None)?.is_none());
         assert_eq!(literals, 10);
         // Past the statement's budget of literal elements, small arrays are lists too.
-        assert!(bind_large(&big[..4000], &mut literals, 4005, 1).is_some());
-        assert!(bind_large(&big[..3995], &mut literals, 4005, 1).is_none());
-        assert!(bind_large(&big[..1], &mut literals, 4005, 1).is_some());
+        assert!(bind_large(&first(4000), &mut literals, 4005, 1, None)?.is_some());
+        assert!(bind_large(&first(3995), &mut literals, 4005, 1, None)?.is_none());
+        assert!(bind_large(&first(1), &mut literals, 4005, 1, None)?.is_some());
         assert_eq!(
             shape(&[json!([1, 2.5]), json!(null), json!([3])]),
             Some((Leaf::Float, 2, 6))
